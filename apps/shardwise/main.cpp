@@ -1,0 +1,58 @@
+// shardwise command-line entry point. Any shardwise::Error (bad input) becomes one line on stderr
+// and exit code 2; option parsing errors exit 2 as well.
+#include <algorithm>
+#include <cstdio>
+#include <exception>
+#include <memory>
+
+#include "command_registry.hpp"
+#include "shardwise/core/error.hpp"
+
+namespace shardwise::cli {
+
+std::vector<Command>& command_registry() {
+  static std::vector<Command> commands;
+  return commands;
+}
+
+bool register_command(std::string name, std::string description, CommandSetup setup) {
+  command_registry().push_back({std::move(name), std::move(description), std::move(setup)});
+  return true;
+}
+
+}  // namespace shardwise::cli
+
+int main(int argc, char** argv) {
+  using namespace shardwise;
+  CLI::App app{"shardwise: Megatron-style distributed-optimizer machinery in C++"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "shardwise 0.1.0");
+
+  auto commands = cli::command_registry();
+  std::sort(commands.begin(), commands.end(),
+            [](const auto& a, const auto& b) { return a.name < b.name; });
+  std::vector<std::pair<CLI::App*, std::function<int()>>> runners;
+  for (const auto& command : commands) {
+    CLI::App* sub = app.add_subcommand(command.name, command.description);
+    runners.emplace_back(sub, command.setup(*sub));
+  }
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);
+    return code == 0 ? 0 : 2;
+  }
+  try {
+    for (auto& [sub, run] : runners) {
+      if (sub->parsed()) return run();
+    }
+  } catch (const Error& e) {
+    std::fprintf(stderr, "shardwise: error: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "shardwise: internal error: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,46 @@
+# shardwise_layer(NAME DEPS ...) builds one DESIGN.md layer:
+#   library   shardwise_NAME     from src/NAME/*.cpp (skipped while the layer has no sources)
+#   test      test_NAME          from tests/NAME/*.cpp, single process (GoogleTest)
+#   mpi tests test_NAME_mpi      from tests/NAME/mpi/*.cpp, run by CTest under mpirun -np 2 and 4
+# Globs keep CMakeLists free of per-file edits; CONFIGURE_DEPENDS re-globs on every build.
+set(SHARDWISE_MPIEXEC_ENV
+    OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
+    OPENBLAS_NUM_THREADS=1 OMPI_MCA_rmaps_base_oversubscribe=1)
+
+function(shardwise_layer name)
+  cmake_parse_arguments(L "" "" "DEPS" ${ARGN})
+  file(GLOB srcs CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/${name}/*.cpp)
+  set(lib shardwise_${name})
+  if(srcs)
+    add_library(${lib} STATIC ${srcs})
+    target_include_directories(${lib} PUBLIC ${PROJECT_SOURCE_DIR}/include)
+    target_link_libraries(${lib} PUBLIC ${L_DEPS})
+  else()
+    add_library(${lib} INTERFACE)
+    target_include_directories(${lib} INTERFACE ${PROJECT_SOURCE_DIR}/include)
+    target_link_libraries(${lib} INTERFACE ${L_DEPS})
+  endif()
+
+  file(GLOB tests CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/tests/${name}/*.cpp)
+  if(tests)
+    add_executable(test_${name} ${tests})
+    target_link_libraries(test_${name} PRIVATE ${lib} GTest::gtest_main)
+    target_include_directories(test_${name} PRIVATE ${PROJECT_SOURCE_DIR}/tests)
+    add_test(NAME ${name} COMMAND test_${name})
+    set_tests_properties(${name} PROPERTIES LABELS unit TIMEOUT 600)
+  endif()
+
+  file(GLOB mpi_tests CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/tests/${name}/mpi/*.cpp)
+  if(mpi_tests)
+    add_executable(test_${name}_mpi ${mpi_tests} ${PROJECT_SOURCE_DIR}/tests/mpi_main.cpp)
+    target_link_libraries(test_${name}_mpi PRIVATE ${lib} GTest::gtest MPI::MPI_CXX)
+    target_include_directories(test_${name}_mpi PRIVATE ${PROJECT_SOURCE_DIR}/tests)
+    foreach(np 2 4)
+      add_test(NAME ${name}_mpi_np${np}
+               COMMAND ${CMAKE_COMMAND} -E env ${SHARDWISE_MPIEXEC_ENV}
+                       ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${np} --oversubscribe
+                       $<TARGET_FILE:test_${name}_mpi>)
+      set_tests_properties(${name}_mpi_np${np} PROPERTIES LABELS mpi TIMEOUT 300)
+    endforeach()
+  endif()
+endfunction()

@@ -1,0 +1,22 @@
+// MPI backend (Open MPI). Each group owns a duplicated communicator and a worker thread that runs
+// its operations in issue order, as PyTorch's ProcessGroupMPI does, so callers overlap compute
+// with communication. A program started without mpirun is a world of size 1.
+#pragma once
+
+#include "shardwise/comm/process_group.hpp"
+
+namespace shardwise {
+
+// Initialises MPI (thread-multiple) if nobody did, and returns the world group. Safe to call more
+// than once; MPI is finalised at exit by the library when it initialised it.
+ProcessGroupPtr init_mpi_world();
+
+// Builds the DP/TP/PP/EP/expert-DP groups of this rank. Throws InvalidArgument naming the sizes
+// when they do not divide the world.
+ParallelGroups make_parallel_groups(const ProcessGroupPtr& world, ParallelSizes sizes);
+
+// Aborts every rank of the job with `message` (used when one rank hits an exception so the others
+// do not hang in a collective).
+[[noreturn]] void abort_world(const std::string& message, int exit_code = 2);
+
+}  // namespace shardwise

@@ -1,0 +1,34 @@
+// A non-owning view of a contiguous run of elements of one dtype: what the comm, DDP and
+// optimizer layers pass around (params and grads are views into bucket buffers).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "shardwise/core/dtype.hpp"
+#include "shardwise/core/error.hpp"
+
+namespace shardwise {
+
+struct TensorView {
+  void* data = nullptr;
+  std::int64_t numel = 0;
+  DType dtype = DType::kFloat32;
+
+  std::size_t nbytes() const { return static_cast<std::size_t>(numel) * dtype_size(dtype); }
+  // Elements [offset, offset + count) of this view.
+  TensorView slice(std::int64_t offset, std::int64_t count) const {
+    SW_CHECK(offset >= 0 && count >= 0 && offset + count <= numel, "slice [", offset, ", ",
+             offset + count, ") of a view of ", numel, " elements");
+    return {static_cast<std::byte*>(data) + static_cast<std::size_t>(offset) * dtype_size(dtype),
+            count, dtype};
+  }
+  template <typename T>
+  T* as() const {
+    SW_CHECK(sizeof(T) == dtype_size(dtype), "view of ", dtype_name(dtype), " read as ",
+             sizeof(T), "-byte elements");
+    return static_cast<T*>(data);
+  }
+};
+
+}  // namespace shardwise

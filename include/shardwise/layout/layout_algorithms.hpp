@@ -1,0 +1,56 @@
+// The layout algorithms. Each takes the params of one buffer in forward order and returns a
+// PerBufferParamLayout in backprop order.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "shardwise/layout/layout_options.hpp"
+#include "shardwise/layout/param_info.hpp"
+#include "shardwise/layout/param_layout.hpp"
+
+namespace shardwise {
+
+struct BufferLayoutInput {
+  const ParamList* params = nullptr;         // the whole model
+  std::vector<ParamId> buffer_params;        // this buffer's params, forward order
+  std::vector<std::int64_t> param_indices;   // parallel to buffer_params (may be empty)
+  std::optional<std::int64_t> bucket_size;   // nullopt = single bucket
+  int data_parallel_size = 1;                // dp (or expert dp) of this buffer
+  bool pad_for_high_nccl_busbw = false;
+};
+
+// Plain DDP: contiguous, no padding; a bucket closes once it holds >= bucket_size elements.
+PerBufferParamLayout compute_default_layout(const BufferLayoutInput& input);
+
+// DistributedOptimizer: 64-element param starts; a bucket closes once end - bucket_start >=
+// bucket_size; bucket ends padded with pad_bucket_end; a shared embedding closes the running
+// bucket and gets a bucket of its own.
+PerBufferParamLayout compute_dist_opt_layout(const BufferLayoutInput& input);
+
+// LayerWiseDistributedOptimizer: shard-aligned buckets (no param crosses a shard boundary),
+// contiguous in backprop order, shared embeddings isolated, shards balanced by numel and by
+// Newton–Schulz cost across the whole buffer.
+PerBufferParamLayout compute_layer_wise_layout(const BufferLayoutInput& input);
+
+// Groups params by BufferKey and runs the algorithm each buffer needs (see LayoutAlgorithm).
+FullParamLayout compute_full_param_layout(const ParamList& params, const LayoutOptions& options);
+
+// Legacy fallback when no layout exists: stable sort by numel ascending, deal to ranks
+// 0..n-1 then n-1..0, repeating. Returns the params each rank owns (dense and expert params are
+// dealt separately by the caller).
+std::vector<std::vector<ParamId>> ping_pong_shard_assignment(const ParamList& params,
+                                                             const std::vector<ParamId>& ids,
+                                                             int num_ranks);
+
+// Checks every invariant of a layout (bucket contiguity and alignment, param alignment, bucket
+// ids non-decreasing in backprop order, unpadded counts, and for shard-aligned layouts: equal
+// shard sizes multiple of the shard divisor, no param crossing a shard boundary, shared embeddings
+// alone in their bucket). Throws InvariantError naming the first violation.
+void validate_layout(const ParamList& params, const PerBufferParamLayout& layout,
+                     const BufferKey& key, const LayoutOptions& options);
+void validate_full_layout(const ParamList& params, const FullParamLayout& layout,
+                          const LayoutOptions& options);
+
+}  // namespace shardwise

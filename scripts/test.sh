@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Builds shardwise and runs the whole test suite: every test of the release build (unit tests,
+# multi-rank tests under mpirun, CLI tests), then the single-process unit tests again under
+# AddressSanitizer + UndefinedBehaviorSanitizer. Warnings are errors in both builds.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+
+scripts/build.sh release
+(cd build && ctest --output-on-failure --timeout 900)
+
+scripts/build.sh asan
+(cd build-asan && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -L unit --timeout 900)

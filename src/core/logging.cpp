@@ -1,0 +1,46 @@
+#include "shardwise/core/logging.hpp"
+
+#include <atomic>
+#include <cstdio>
+#include <mutex>
+
+namespace shardwise::log {
+
+namespace {
+std::atomic<int> g_rank{0};
+std::atomic<int> g_world{0};  // 0: world not known yet, no prefix
+std::atomic<bool> g_all_ranks{false};
+std::atomic<Level> g_level{Level::kInfo};
+std::mutex g_mutex;
+
+const char* level_tag(Level level) {
+  switch (level) {
+    case Level::kDebug: return "debug: ";
+    case Level::kInfo: return "";
+    case Level::kWarning: return "warning: ";
+    case Level::kError: return "error: ";
+  }
+  return "";
+}
+}  // namespace
+
+void set_rank(int rank, int world_size) {
+  g_rank = rank;
+  g_world = world_size;
+}
+void set_all_ranks(bool all_ranks) { g_all_ranks = all_ranks; }
+void set_level(Level level) { g_level = level; }
+Level level() { return g_level; }
+
+void write(Level lvl, const std::string& message) {
+  if (lvl < g_level) return;
+  const bool important = lvl >= Level::kWarning;
+  if (!important && !g_all_ranks && g_rank != 0) return;
+  std::lock_guard<std::mutex> lock(g_mutex);
+  FILE* out = important ? stderr : stdout;
+  if (g_world > 1) std::fprintf(out, "[rank %d/%d] ", g_rank.load(), g_world.load());
+  std::fprintf(out, "%s%s\n", level_tag(lvl), message.c_str());
+  std::fflush(out);
+}
+
+}  // namespace shardwise::log
