@@ -1,0 +1,67 @@
+// Dense building blocks of the reference GPT (forward and backward), for float and double.
+// Row-major throughout; GEMMs go through BLAS. Backward functions accumulate (+=) into
+// parameter gradients and overwrite (=) activation gradients.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace shardwise {
+
+// C = alpha * op(A) * op(B) + beta * C, row-major, through cblas_{s,d}gemm.
+template <typename Scalar>
+void gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k,
+          Scalar alpha, const Scalar* a, std::int64_t lda, const Scalar* b, std::int64_t ldb,
+          Scalar beta, Scalar* c, std::int64_t ldc);
+
+// y[n, out] = x[n, in] * w[out, in]^T + bias (bias may be null).
+template <typename Scalar>
+void linear_forward(const Scalar* x, const Scalar* w, const Scalar* bias, std::int64_t n,
+                    std::int64_t in, std::int64_t out, std::vector<Scalar>& y);
+
+// dw += dy^T x, dbias += column sums of dy (when dbias is non-null), dx = dy w.
+template <typename Scalar>
+void linear_backward(const Scalar* dy, const Scalar* x, const Scalar* w, std::int64_t n,
+                     std::int64_t in, std::int64_t out, Scalar* dw, Scalar* dbias,
+                     std::vector<Scalar>& dx);
+
+template <typename Scalar>
+void layer_norm_forward(const Scalar* x, const Scalar* w, const Scalar* b, std::int64_t n,
+                        std::int64_t h, double eps, std::vector<Scalar>& y,
+                        std::vector<Scalar>& mean, std::vector<Scalar>& rstd);
+
+template <typename Scalar>
+void layer_norm_backward(const Scalar* dy, const Scalar* x, const std::vector<Scalar>& mean,
+                         const std::vector<Scalar>& rstd, const Scalar* w, std::int64_t n,
+                         std::int64_t h, Scalar* dw, Scalar* db, std::vector<Scalar>& dx);
+
+// GELU, tanh approximation (GPT-2).
+template <typename Scalar>
+void gelu_forward(const std::vector<Scalar>& x, std::vector<Scalar>& y);
+// d *= gelu'(x), in place.
+template <typename Scalar>
+void gelu_backward(const std::vector<Scalar>& x, std::vector<Scalar>& d);
+
+// Rotates the query and key parts of fused qkv rows ([q | k | v], row_stride apart) by the
+// rotary position angles; inverse=true applies the transposed rotation (its backward).
+template <typename Scalar>
+void rope_apply(Scalar* qkv, int batch, int seq, int heads, int head_dim, std::int64_t row_stride,
+                bool inverse);
+
+// Causal multi-head attention over fused qkv rows [q | k | v]; keeps softmax probabilities
+// (batch*heads*seq*seq) for backward; out is [batch*seq, heads*head_dim].
+template <typename Scalar>
+void attention_forward(const Scalar* qkv, int batch, int seq, int heads, int head_dim,
+                       std::vector<Scalar>& probs, std::vector<Scalar>& out);
+
+template <typename Scalar>
+void attention_backward(const Scalar* qkv, const std::vector<Scalar>& probs, const Scalar* dout,
+                        int batch, int seq, int heads, int head_dim, std::vector<Scalar>& dqkv);
+
+// Turns logits[n, v] into softmax probabilities in place and returns the mean cross-entropy
+// over rows whose target is >= 0 (their count goes to `counted`).
+template <typename Scalar>
+double softmax_cross_entropy(std::vector<Scalar>& logits, const std::vector<std::int32_t>& targets,
+                             std::int64_t n, std::int64_t v, std::int64_t& counted);
+
+}  // namespace shardwise

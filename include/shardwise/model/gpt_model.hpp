@@ -1,0 +1,75 @@
+// Reference GPT decoder on the CPU: token embedding tied with the output head, learned or rotary
+// positions, pre-LayerNorm blocks (causal multi-head attention with a fused QKV weight, GELU MLP),
+// final LayerNorm, cross-entropy loss. Forward and backward are written here; GEMMs go through
+// BLAS.
+//
+// The model does not own its parameters: bind() hands it one value and one gradient pointer per
+// parameter (views into the DDP buckets), so there is no copy between the model and the
+// distributed runtime. Backward accumulates into the gradient views and reports each parameter
+// the moment its gradient is final, so the caller can start reducing that bucket while backward
+// continues.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "shardwise/layout/param_info.hpp"
+#include "shardwise/model/gpt_config.hpp"
+
+namespace shardwise {
+
+// Scalar is float for training and double for the finite-difference gradient check.
+template <typename Scalar>
+class GptModel {
+ public:
+  explicit GptModel(const GptConfig& config);
+  ~GptModel();
+  GptModel(const GptModel&) = delete;
+  GptModel& operator=(const GptModel&) = delete;
+
+  const GptConfig& config() const { return config_; }
+  // Parameters in forward order; ids index this list.
+  const ParamList& params() const { return params_; }
+
+  // Value and gradient storage of every parameter (params().size() entries each, numel()
+  // elements behind each pointer).
+  void bind(std::vector<Scalar*> values, std::vector<Scalar*> grads);
+
+  // Deterministic initialisation from a seed: each parameter draws from its own stream derived
+  // from (seed, param name), so the values do not depend on layout, rank or world size.
+  void init_parameters(std::uint64_t seed);
+
+  // Called with a param id right before forward first reads that parameter (the hook DDP uses
+  // to wait for that bucket group's all-gather).
+  void set_before_param_use(std::function<void(ParamId)> hook);
+
+  // tokens/targets: batch x seq row-major, seq <= config.seq_len; a target < 0 is ignored.
+  // Returns the mean cross-entropy over counted targets and keeps activations for backward.
+  double forward(const std::int32_t* tokens, const std::int32_t* targets, int batch, int seq);
+
+  // Accumulates d(loss_scale * loss)/d(param) into the bound gradients; calls grad_ready(id)
+  // as soon as a parameter's gradient is final for this backward.
+  void backward(double loss_scale, const std::function<void(ParamId)>& grad_ready);
+
+  // After forward: per sequence, whether every counted target is the argmax prediction (with
+  // teacher forcing this equals greedy-decoding exact match).
+  std::vector<bool> exact_match() const;
+
+ private:
+  struct Activations;
+  void register_params();
+
+  GptConfig config_;
+  ParamList params_;
+  std::vector<Scalar*> values_;
+  std::vector<Scalar*> grads_;
+  std::function<void(ParamId)> before_use_;
+  std::unique_ptr<Activations> acts_;
+};
+
+extern template class GptModel<float>;
+extern template class GptModel<double>;
+
+}  // namespace shardwise

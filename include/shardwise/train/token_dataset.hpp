@@ -1,0 +1,30 @@
+// Sources of (tokens, targets) training samples. Samples are addressed by a global index, so
+// every data-parallel rank can draw its own distinct slice of a global batch without talking to
+// the others, and a run resumed from a checkpoint continues from a sample index.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace shardwise {
+
+enum class Split { kTrain, kValidation };
+
+class TokenDataset {
+ public:
+  virtual ~TokenDataset() = default;
+  virtual int vocab_size() const = 0;
+  // Tokens per sample (the model's sequence length).
+  virtual int seq_len() const = 0;
+  // Fills count samples [first, first + count) of the split: tokens and next-token targets,
+  // each count * seq_len() values; targets < 0 are not scored.
+  virtual void fill(Split split, std::int64_t first, int count, std::int32_t* tokens,
+                    std::int32_t* targets) const = 0;
+  // Number of validation samples an evaluation uses.
+  virtual std::int64_t validation_size() const = 0;
+  virtual std::string describe() const = 0;
+};
+
+}  // namespace shardwise

@@ -1,0 +1,291 @@
+#include "shardwise/model/dense_kernels.hpp"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numbers>
+
+namespace shardwise {
+
+namespace {
+
+CBLAS_TRANSPOSE op(bool trans) { return trans ? CblasTrans : CblasNoTrans; }
+
+// 1e4^(-2i/d): the rotary frequency of dimension pair i.
+double rope_inv_freq(int pair, int head_dim) {
+  return std::pow(10000.0, -2.0 * pair / static_cast<double>(head_dim));
+}
+
+}  // namespace
+
+template <>
+void gemm<float>(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k,
+                 float alpha, const float* a, std::int64_t lda, const float* b, std::int64_t ldb,
+                 float beta, float* c, std::int64_t ldc) {
+  cblas_sgemm(CblasRowMajor, op(trans_a), op(trans_b), static_cast<int>(m), static_cast<int>(n),
+              static_cast<int>(k), alpha, a, static_cast<int>(lda), b, static_cast<int>(ldb),
+              beta, c, static_cast<int>(ldc));
+}
+
+template <>
+void gemm<double>(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k,
+                  double alpha, const double* a, std::int64_t lda, const double* b,
+                  std::int64_t ldb, double beta, double* c, std::int64_t ldc) {
+  cblas_dgemm(CblasRowMajor, op(trans_a), op(trans_b), static_cast<int>(m), static_cast<int>(n),
+              static_cast<int>(k), alpha, a, static_cast<int>(lda), b, static_cast<int>(ldb),
+              beta, c, static_cast<int>(ldc));
+}
+
+template <typename Scalar>
+void linear_forward(const Scalar* x, const Scalar* w, const Scalar* bias, std::int64_t n,
+                    std::int64_t in, std::int64_t out, std::vector<Scalar>& y) {
+  y.resize(static_cast<std::size_t>(n * out));
+  if (bias) {
+    for (std::int64_t i = 0; i < n; ++i) std::copy(bias, bias + out, y.data() + i * out);
+  }
+  gemm<Scalar>(false, true, n, out, in, Scalar(1), x, in, w, in, bias ? Scalar(1) : Scalar(0),
+               y.data(), out);
+}
+
+template <typename Scalar>
+void linear_backward(const Scalar* dy, const Scalar* x, const Scalar* w, std::int64_t n,
+                     std::int64_t in, std::int64_t out, Scalar* dw, Scalar* dbias,
+                     std::vector<Scalar>& dx) {
+  gemm<Scalar>(true, false, out, in, n, Scalar(1), dy, out, x, in, Scalar(1), dw, in);
+  if (dbias) {
+    for (std::int64_t i = 0; i < n; ++i) {
+      const Scalar* row = dy + i * out;
+      for (std::int64_t c = 0; c < out; ++c) dbias[c] += row[c];
+    }
+  }
+  dx.resize(static_cast<std::size_t>(n * in));
+  gemm<Scalar>(false, false, n, in, out, Scalar(1), dy, out, w, in, Scalar(0), dx.data(), in);
+}
+
+template <typename Scalar>
+void layer_norm_forward(const Scalar* x, const Scalar* w, const Scalar* b, std::int64_t n,
+                        std::int64_t h, double eps, std::vector<Scalar>& y,
+                        std::vector<Scalar>& mean, std::vector<Scalar>& rstd) {
+  y.resize(static_cast<std::size_t>(n * h));
+  mean.resize(static_cast<std::size_t>(n));
+  rstd.resize(static_cast<std::size_t>(n));
+  for (std::int64_t i = 0; i < n; ++i) {
+    const Scalar* xi = x + i * h;
+    Scalar m = 0;
+    for (std::int64_t c = 0; c < h; ++c) m += xi[c];
+    m /= static_cast<Scalar>(h);
+    Scalar var = 0;
+    for (std::int64_t c = 0; c < h; ++c) var += (xi[c] - m) * (xi[c] - m);
+    var /= static_cast<Scalar>(h);
+    const Scalar r = Scalar(1) / std::sqrt(var + static_cast<Scalar>(eps));
+    mean[i] = m;
+    rstd[i] = r;
+    Scalar* yi = y.data() + i * h;
+    for (std::int64_t c = 0; c < h; ++c) yi[c] = (xi[c] - m) * r * w[c] + b[c];
+  }
+}
+
+template <typename Scalar>
+void layer_norm_backward(const Scalar* dy, const Scalar* x, const std::vector<Scalar>& mean,
+                         const std::vector<Scalar>& rstd, const Scalar* w, std::int64_t n,
+                         std::int64_t h, Scalar* dw, Scalar* db, std::vector<Scalar>& dx) {
+  dx.resize(static_cast<std::size_t>(n * h));
+  for (std::int64_t i = 0; i < n; ++i) {
+    const Scalar* xi = x + i * h;
+    const Scalar* dyi = dy + i * h;
+    Scalar* dxi = dx.data() + i * h;
+    // dxhat = dy * w; dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)).
+    Scalar sum_dxhat = 0, sum_dxhat_xhat = 0;
+    for (std::int64_t c = 0; c < h; ++c) {
+      const Scalar xhat = (xi[c] - mean[i]) * rstd[i];
+      const Scalar dxhat = dyi[c] * w[c];
+      sum_dxhat += dxhat;
+      sum_dxhat_xhat += dxhat * xhat;
+      dw[c] += dyi[c] * xhat;
+      db[c] += dyi[c];
+    }
+    const Scalar inv_h = Scalar(1) / static_cast<Scalar>(h);
+    for (std::int64_t c = 0; c < h; ++c) {
+      const Scalar xhat = (xi[c] - mean[i]) * rstd[i];
+      const Scalar dxhat = dyi[c] * w[c];
+      dxi[c] = rstd[i] * (dxhat - sum_dxhat * inv_h - xhat * sum_dxhat_xhat * inv_h);
+    }
+  }
+}
+
+namespace {
+constexpr double kGeluK = 0.7978845608028654;  // sqrt(2/pi)
+constexpr double kGeluC = 0.044715;
+}  // namespace
+
+template <typename Scalar>
+void gelu_forward(const std::vector<Scalar>& x, std::vector<Scalar>& y) {
+  y.resize(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    const Scalar v = x[i];
+    const Scalar t = std::tanh(static_cast<Scalar>(kGeluK) * (v + static_cast<Scalar>(kGeluC) * v * v * v));
+    y[i] = Scalar(0.5) * v * (Scalar(1) + t);
+  }
+}
+
+template <typename Scalar>
+void gelu_backward(const std::vector<Scalar>& x, std::vector<Scalar>& d) {
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    const Scalar v = x[i];
+    const Scalar k = static_cast<Scalar>(kGeluK), c = static_cast<Scalar>(kGeluC);
+    const Scalar t = std::tanh(k * (v + c * v * v * v));
+    const Scalar dt = (Scalar(1) - t * t) * k * (Scalar(1) + Scalar(3) * c * v * v);
+    d[i] *= Scalar(0.5) * (Scalar(1) + t) + Scalar(0.5) * v * dt;
+  }
+}
+
+template <typename Scalar>
+void rope_apply(Scalar* qkv, int batch, int seq, int heads, int head_dim, std::int64_t row_stride,
+                bool inverse) {
+  const std::int64_t hidden = std::int64_t{heads} * head_dim;
+  const Scalar sign = inverse ? Scalar(-1) : Scalar(1);
+  for (int pos = 0; pos < seq; ++pos) {
+    for (int pair = 0; pair < head_dim / 2; ++pair) {
+      const double angle = pos * rope_inv_freq(pair, head_dim);
+      const Scalar cs = static_cast<Scalar>(std::cos(angle));
+      const Scalar sn = sign * static_cast<Scalar>(std::sin(angle));
+      for (int b = 0; b < batch; ++b) {
+        Scalar* row = qkv + (std::int64_t{b} * seq + pos) * row_stride;
+        for (int part = 0; part < 2; ++part) {  // query, key
+          for (int hh = 0; hh < heads; ++hh) {
+            Scalar* v = row + part * hidden + std::int64_t{hh} * head_dim + 2 * pair;
+            const Scalar v0 = v[0], v1 = v[1];
+            v[0] = v0 * cs - v1 * sn;
+            v[1] = v0 * sn + v1 * cs;
+          }
+        }
+      }
+    }
+  }
+}
+
+template <typename Scalar>
+void attention_forward(const Scalar* qkv, int batch, int seq, int heads, int head_dim,
+                       std::vector<Scalar>& probs, std::vector<Scalar>& out) {
+  const std::int64_t hidden = std::int64_t{heads} * head_dim, stride = 3 * hidden;
+  const std::int64_t tt = std::int64_t{seq} * seq;
+  probs.assign(static_cast<std::size_t>(std::int64_t{batch} * heads * tt), Scalar(0));
+  out.resize(static_cast<std::size_t>(std::int64_t{batch} * seq * hidden));
+  const Scalar scale = Scalar(1) / std::sqrt(static_cast<Scalar>(head_dim));
+#pragma omp parallel for collapse(2) schedule(static)
+  for (int b = 0; b < batch; ++b) {
+    for (int hh = 0; hh < heads; ++hh) {
+      const Scalar* q = qkv + std::int64_t{b} * seq * stride + std::int64_t{hh} * head_dim;
+      const Scalar* k = q + hidden;
+      const Scalar* v = q + 2 * hidden;
+      Scalar* p = probs.data() + (std::int64_t{b} * heads + hh) * tt;
+      gemm<Scalar>(false, true, seq, seq, head_dim, scale, q, stride, k, stride, Scalar(0), p, seq);
+      for (int i = 0; i < seq; ++i) {
+        Scalar* row = p + std::int64_t{i} * seq;
+        const Scalar mx = *std::max_element(row, row + i + 1);
+        Scalar sum = 0;
+        for (int j = 0; j <= i; ++j) {
+          row[j] = std::exp(row[j] - mx);
+          sum += row[j];
+        }
+        for (int j = 0; j <= i; ++j) row[j] /= sum;
+        for (int j = i + 1; j < seq; ++j) row[j] = 0;  // causal mask
+      }
+      Scalar* o = out.data() + std::int64_t{b} * seq * hidden + std::int64_t{hh} * head_dim;
+      gemm<Scalar>(false, false, seq, head_dim, seq, Scalar(1), p, seq, v, stride, Scalar(0), o,
+                   hidden);
+    }
+  }
+}
+
+template <typename Scalar>
+void attention_backward(const Scalar* qkv, const std::vector<Scalar>& probs, const Scalar* dout,
+                        int batch, int seq, int heads, int head_dim, std::vector<Scalar>& dqkv) {
+  const std::int64_t hidden = std::int64_t{heads} * head_dim, stride = 3 * hidden;
+  const std::int64_t tt = std::int64_t{seq} * seq;
+  dqkv.assign(static_cast<std::size_t>(std::int64_t{batch} * seq * stride), Scalar(0));
+  const Scalar scale = Scalar(1) / std::sqrt(static_cast<Scalar>(head_dim));
+#pragma omp parallel for collapse(2) schedule(static)
+  for (int b = 0; b < batch; ++b) {
+    for (int hh = 0; hh < heads; ++hh) {
+      const std::int64_t base = std::int64_t{b} * seq * stride + std::int64_t{hh} * head_dim;
+      const Scalar* q = qkv + base;
+      const Scalar* k = q + hidden;
+      const Scalar* v = q + 2 * hidden;
+      Scalar* dq = dqkv.data() + base;
+      Scalar* dk = dq + hidden;
+      Scalar* dv = dq + 2 * hidden;
+      const Scalar* p = probs.data() + (std::int64_t{b} * heads + hh) * tt;
+      const Scalar* dy = dout + std::int64_t{b} * seq * hidden + std::int64_t{hh} * head_dim;
+      // dV = P^T dY; dP = dY V^T.
+      gemm<Scalar>(true, false, seq, head_dim, seq, Scalar(1), p, seq, dy, hidden, Scalar(0), dv,
+                   stride);
+      std::vector<Scalar> ds(static_cast<std::size_t>(tt));
+      gemm<Scalar>(false, true, seq, seq, head_dim, Scalar(1), dy, hidden, v, stride, Scalar(0),
+                   ds.data(), seq);
+      // Softmax backward: dS = P * (dP - sum_j dP * P), then the 1/sqrt(d) of the scores.
+      for (int i = 0; i < seq; ++i) {
+        Scalar* row = ds.data() + std::int64_t{i} * seq;
+        const Scalar* prow = p + std::int64_t{i} * seq;
+        Scalar dot = 0;
+        for (int j = 0; j <= i; ++j) dot += row[j] * prow[j];
+        for (int j = 0; j <= i; ++j) row[j] = prow[j] * (row[j] - dot) * scale;
+        for (int j = i + 1; j < seq; ++j) row[j] = 0;
+      }
+      // dQ = dS K; dK = dS^T Q.
+      gemm<Scalar>(false, false, seq, head_dim, seq, Scalar(1), ds.data(), seq, k, stride,
+                   Scalar(0), dq, stride);
+      gemm<Scalar>(true, false, seq, head_dim, seq, Scalar(1), ds.data(), seq, q, stride,
+                   Scalar(0), dk, stride);
+    }
+  }
+}
+
+template <typename Scalar>
+double softmax_cross_entropy(std::vector<Scalar>& logits, const std::vector<std::int32_t>& targets,
+                             std::int64_t n, std::int64_t v, std::int64_t& counted) {
+  double total = 0;
+  counted = 0;
+  for (std::int64_t i = 0; i < n; ++i) {
+    Scalar* row = logits.data() + i * v;
+    const Scalar mx = *std::max_element(row, row + v);
+    double sum = 0;
+    for (std::int64_t c = 0; c < v; ++c) sum += std::exp(static_cast<double>(row[c] - mx));
+    if (targets[i] >= 0) {
+      total += std::log(sum) - static_cast<double>(row[targets[i]] - mx);
+      ++counted;
+    }
+    const double inv = 1.0 / sum;
+    for (std::int64_t c = 0; c < v; ++c) {
+      row[c] = static_cast<Scalar>(std::exp(static_cast<double>(row[c] - mx)) * inv);
+    }
+  }
+  return counted > 0 ? total / static_cast<double>(counted) : 0.0;
+}
+
+#define SHARDWISE_INSTANTIATE_DENSE_KERNELS(S)                                                  \
+  template void linear_forward<S>(const S*, const S*, const S*, std::int64_t, std::int64_t,     \
+                                  std::int64_t, std::vector<S>&);                               \
+  template void linear_backward<S>(const S*, const S*, const S*, std::int64_t, std::int64_t,    \
+                                   std::int64_t, S*, S*, std::vector<S>&);                      \
+  template void layer_norm_forward<S>(const S*, const S*, const S*, std::int64_t, std::int64_t, \
+                                      double, std::vector<S>&, std::vector<S>&,                 \
+                                      std::vector<S>&);                                         \
+  template void layer_norm_backward<S>(const S*, const S*, const std::vector<S>&,               \
+                                       const std::vector<S>&, const S*, std::int64_t,           \
+                                       std::int64_t, S*, S*, std::vector<S>&);                  \
+  template void gelu_forward<S>(const std::vector<S>&, std::vector<S>&);                        \
+  template void gelu_backward<S>(const std::vector<S>&, std::vector<S>&);                       \
+  template void rope_apply<S>(S*, int, int, int, int, std::int64_t, bool);                      \
+  template void attention_forward<S>(const S*, int, int, int, int, std::vector<S>&,             \
+                                     std::vector<S>&);                                          \
+  template void attention_backward<S>(const S*, const std::vector<S>&, const S*, int, int, int, \
+                                      int, std::vector<S>&);                                    \
+  template double softmax_cross_entropy<S>(std::vector<S>&, const std::vector<std::int32_t>&,   \
+                                           std::int64_t, std::int64_t, std::int64_t&);
+
+SHARDWISE_INSTANTIATE_DENSE_KERNELS(float)
+SHARDWISE_INSTANTIATE_DENSE_KERNELS(double)
+
+}  // namespace shardwise
