@@ -1,0 +1,156 @@
+#include "shardwise/optim/data_parallel_setup.hpp"
+
+#include <bit>
+
+#include "shardwise/core/error.hpp"
+#include "shardwise/layout/layout_algorithms.hpp"
+#include "shardwise/optim/buffer_routing.hpp"
+#include "shardwise/optim/chained_optimizer.hpp"
+#include "shardwise/optim/distributed_optimizer.hpp"
+#include "shardwise/optim/layer_wise_distributed_optimizer.hpp"
+
+namespace shardwise::optim {
+
+namespace {
+
+struct ModeName {
+  OptimizerMode mode;
+  std::string_view name;
+};
+constexpr ModeName kModeNames[] = {{OptimizerMode::kLayerWise, "layer-wise"},
+                                   {OptimizerMode::kDistributed, "distributed"},
+                                   {OptimizerMode::kDdp, "ddp"},
+                                   {OptimizerMode::kLegacyLayerWise, "legacy-layer-wise"}};
+
+// Plain AdamW over whole params of every buffer (every rank holds full all-reduced grads).
+std::vector<OptimParam> all_params(const DistributedDataParallel& ddp) {
+  std::vector<OptimParam> out;
+  for (const auto& buffer : ddp.buffers()) {
+    for (const ParamRange& range : buffer->layout().param_index_map) {
+      const ParamInfo& info = ddp.params()[range.param];
+      const TensorView value = ddp.param(range.param), grad = ddp.main_grad(range.param);
+      SW_REQUIRE(value.dtype == DType::kFloat32 && grad.dtype == DType::kFloat32, InvalidArgument,
+                 "optimizer 'ddp' steps params in place and needs fp32 params and grads; '",
+                 info.name, "' is ", dtype_name(value.dtype), "/", dtype_name(grad.dtype));
+      out.push_back(OptimParam{info.name, info.shape, value.as<float>(), grad.as<float>(),
+                               info.qkv_split});
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+OptimizerMode parse_optimizer_mode(std::string_view name) {
+  std::string valid;
+  for (const auto& m : kModeNames) {
+    if (m.name == name) return m.mode;
+    valid += str_cat(valid.empty() ? "" : ", ", m.name);
+  }
+  throw InvalidArgument(str_cat("unknown optimizer '", name, "' (valid: ", valid, ")"));
+}
+
+std::string_view optimizer_mode_name(OptimizerMode mode) {
+  for (const auto& m : kModeNames) {
+    if (m.mode == mode) return m.name;
+  }
+  return "?";
+}
+
+std::vector<std::unique_ptr<DistributedDataParallel>> wrap_with_ddp(
+    const std::vector<ParamList>& chunks, OptimizerMode mode,
+    DistributedDataParallelConfig config, const DataParallelGroups& groups,
+    bool all_layer_wise) {
+  LayoutAlgorithm algorithm = LayoutAlgorithm::kDefault;
+  switch (mode) {
+    case OptimizerMode::kLayerWise:
+      algorithm = LayoutAlgorithm::kLayerWise;
+      config.use_distributed_optimizer = true;  // grads must be reduce-scattered
+      config.use_legacy_param_sync = false;
+      break;
+    case OptimizerMode::kDistributed:
+      algorithm = LayoutAlgorithm::kDistributed;
+      config.use_distributed_optimizer = true;
+      config.use_legacy_param_sync = false;
+      break;
+    case OptimizerMode::kDdp:
+      config.use_distributed_optimizer = false;
+      config.overlap_param_gather = false;
+      config.align_param_gather = false;
+      break;
+    case OptimizerMode::kLegacyLayerWise:
+      config.use_distributed_optimizer = false;
+      config.use_legacy_param_sync = true;
+      config.overlap_param_gather = false;
+      config.align_param_gather = false;
+      break;
+  }
+  const int dp = groups.data_parallel->size();
+  const int expert_dp = (groups.expert_data_parallel ? groups.expert_data_parallel
+                                                     : groups.data_parallel)->size();
+  std::vector<std::unique_ptr<DistributedDataParallel>> out;
+  for (const ParamList& params : chunks) {
+    LayoutOptions options = config.layout_options(algorithm, dp, expert_dp);
+    options.all_layer_wise = all_layer_wise;
+    FullParamLayout layout = compute_full_param_layout(params, options);
+    validate_full_layout(params, layout, options);
+    out.push_back(std::make_unique<DistributedDataParallel>(params, std::move(layout), config,
+                                                            groups));
+  }
+  return out;
+}
+
+double all_reduce_sum_exact(ProcessGroup& group, double local_value) {
+  std::vector<std::int64_t> values(static_cast<std::size_t>(group.size()));
+  std::int64_t mine = std::bit_cast<std::int64_t>(local_value);
+  group.all_gather(TensorView{values.data(), group.size(), DType::kInt64},
+                   TensorView{&mine, 1, DType::kInt64})
+      ->wait();
+  double sum = 0;
+  for (std::int64_t v : values) sum += std::bit_cast<double>(v);
+  return sum;
+}
+
+std::unique_ptr<Optimizer> make_optimizer(OptimizerMode mode,
+                                          const std::vector<DistributedDataParallel*>& chunks,
+                                          const MuonOptions& muon, const AdamWOptions& adamw,
+                                          const ProcessGroupPtr& world) {
+  std::vector<std::unique_ptr<Optimizer>> children;
+  for (DistributedDataParallel* ddp : chunks) {
+    switch (mode) {
+      case OptimizerMode::kLayerWise: {
+        // The layer-wise layout tags buffers, so each side owns exactly its tagged buffers.
+        auto layer_wise = [](const BufferKey& key) {
+          return bucket_is_managed_by_layer_wise_optimizer(key, true, true);
+        };
+        auto element_sharded = [](const BufferKey& key) {
+          return !bucket_is_managed_by_layer_wise_optimizer(key, true, false);
+        };
+        children.push_back(
+            std::make_unique<LayerWiseDistributedOptimizer>(*ddp, layer_wise, muon, adamw));
+        children.push_back(std::make_unique<DistributedOptimizer>(*ddp, element_sharded, adamw));
+        break;
+      }
+      case OptimizerMode::kDistributed:
+        children.push_back(std::make_unique<DistributedOptimizer>(
+            *ddp, [](const BufferKey&) { return true; }, adamw));
+        break;
+      case OptimizerMode::kDdp:
+        children.push_back(std::make_unique<AdamW>(single_group(all_params(*ddp)), adamw));
+        break;
+      case OptimizerMode::kLegacyLayerWise:
+        children.push_back(std::make_unique<LayerWiseDistributedOptimizer>(
+            *ddp, [](const BufferKey&) { return true; }, muon, adamw));
+        break;
+    }
+  }
+  auto chain = std::make_unique<ChainedOptimizer>(std::move(children));
+  // In 'ddp' mode every rank holds every grad: the local figures are already global.
+  if (mode != OptimizerMode::kDdp) {
+    chain->set_world_reduce(
+        [world](double local) { return all_reduce_sum_exact(*world, local); });
+  }
+  return chain;
+}
+
+}  // namespace shardwise::optim

@@ -1,0 +1,131 @@
+#include "shardwise/train/token_file_dataset.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+
+#include "shardwise/core/atomic_file.hpp"
+#include "shardwise/core/error.hpp"
+
+namespace shardwise {
+
+namespace {
+
+constexpr std::int32_t kBinMagic = 20240520;
+constexpr std::int32_t kBinVersion = 1;
+constexpr std::size_t kBinHeaderInts = 256;
+
+std::string read_file_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  SW_REQUIRE(in.good(), IoError, "cannot open data file '", path, "'");
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+std::uint64_t mix(std::uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+}  // namespace
+
+std::vector<std::int32_t> read_text_tokens(const std::string& path) {
+  const std::string bytes = read_file_bytes(path);
+  std::vector<std::int32_t> tokens(bytes.size());
+  std::transform(bytes.begin(), bytes.end(), tokens.begin(),
+                 [](char c) { return static_cast<std::int32_t>(static_cast<unsigned char>(c)); });
+  return tokens;
+}
+
+std::vector<std::int32_t> read_bin_tokens(const std::string& path) {
+  const std::string bytes = read_file_bytes(path);
+  const std::size_t header_bytes = kBinHeaderInts * sizeof(std::int32_t);
+  SW_REQUIRE(bytes.size() >= header_bytes, FormatError, "token file '", path, "' is ",
+             bytes.size(), " bytes, shorter than its ", header_bytes, "-byte header");
+  std::int32_t header[3];
+  std::memcpy(header, bytes.data(), sizeof(header));
+  SW_REQUIRE(header[0] == kBinMagic, FormatError, "token file '", path, "': bad magic ",
+             header[0], " (expected ", kBinMagic, ")");
+  SW_REQUIRE(header[1] == kBinVersion, FormatError, "token file '", path,
+             "': unsupported version ", header[1], " (expected ", kBinVersion, ")");
+  SW_REQUIRE(header[2] >= 0, FormatError, "token file '", path, "': negative token count ",
+             header[2]);
+  const auto count = static_cast<std::size_t>(header[2]);
+  const std::size_t expected = header_bytes + count * sizeof(std::uint16_t);
+  SW_REQUIRE(bytes.size() == expected, FormatError, "token file '", path, "' is ", bytes.size(),
+             " bytes but its header announces ", count, " tokens (", expected, " bytes)",
+             bytes.size() < expected ? ": truncated" : ": trailing bytes");
+  std::vector<std::int32_t> tokens(count);
+  for (std::size_t i = 0; i < count; ++i) {
+    std::uint16_t t;
+    std::memcpy(&t, bytes.data() + header_bytes + i * sizeof(t), sizeof(t));
+    tokens[i] = t;
+  }
+  return tokens;
+}
+
+void write_bin_tokens(const std::string& path, const std::vector<std::uint16_t>& tokens) {
+  std::vector<std::int32_t> header(kBinHeaderInts, 0);
+  header[0] = kBinMagic;
+  header[1] = kBinVersion;
+  header[2] = static_cast<std::int32_t>(tokens.size());
+  std::string bytes(reinterpret_cast<const char*>(header.data()),
+                    header.size() * sizeof(std::int32_t));
+  bytes.append(reinterpret_cast<const char*>(tokens.data()), tokens.size() * sizeof(std::uint16_t));
+  write_file_atomic(path, bytes);
+}
+
+TokenFileDataset::TokenFileDataset(std::vector<std::int32_t> train_tokens,
+                                   std::vector<std::int32_t> val_tokens, int seq_len,
+                                   int vocab_size, std::uint64_t seed,
+                                   std::int64_t validation_samples, std::string description)
+    : train_(std::move(train_tokens)),
+      val_(std::move(val_tokens)),
+      seq_len_(seq_len),
+      vocab_size_(vocab_size),
+      seed_(seed),
+      validation_samples_(validation_samples),
+      description_(std::move(description)) {
+  if (val_.empty()) {
+    // Hold out the last tenth of the training tokens.
+    const std::size_t split = train_.size() - train_.size() / 10;
+    val_.assign(train_.begin() + static_cast<std::ptrdiff_t>(split), train_.end());
+    train_.resize(split);
+  }
+  const auto need = static_cast<std::size_t>(seq_len) + 1;
+  SW_REQUIRE(train_.size() >= need && val_.size() >= need, InvalidArgument, description_,
+             ": training and validation parts need at least ", need, " tokens each (have ",
+             train_.size(), " and ", val_.size(), ")");
+  if (vocab_size_ <= 0) {
+    const auto max_train = *std::max_element(train_.begin(), train_.end());
+    const auto max_val = *std::max_element(val_.begin(), val_.end());
+    vocab_size_ = std::max(max_train, max_val) + 1;
+  }
+  for (const auto* part : {&train_, &val_}) {
+    for (auto t : *part) {
+      SW_REQUIRE(t >= 0 && t < vocab_size_, FormatError, description_, ": token ", t,
+                 " outside the vocabulary of ", vocab_size_);
+    }
+  }
+}
+
+void TokenFileDataset::fill(Split split, std::int64_t first, int count, std::int32_t* tokens,
+                            std::int32_t* targets) const {
+  const auto& source = split == Split::kTrain ? train_ : val_;
+  const std::uint64_t windows = source.size() - static_cast<std::size_t>(seq_len_);
+  for (int s = 0; s < count; ++s) {
+    const std::uint64_t index = static_cast<std::uint64_t>(first + s);
+    // Validation walks the held-out tokens in order; training draws windows pseudo-randomly.
+    const std::uint64_t start =
+        split == Split::kTrain ? mix(seed_ ^ mix(index)) % windows
+                               : (index * static_cast<std::uint64_t>(seq_len_)) % windows;
+    for (int t = 0; t < seq_len_; ++t) {
+      tokens[std::int64_t{s} * seq_len_ + t] = source[start + t];
+      targets[std::int64_t{s} * seq_len_ + t] = source[start + t + 1];
+    }
+  }
+}
+
+}  // namespace shardwise
