@@ -42,7 +42,7 @@ void append_digits(std::vector<std::int32_t>& out, std::int64_t value, int width
 
 }  // namespace
 
-SyntheticTask::SyntheticTask(SyntheticTaskKind kind, int digits, std::uint64_t seed,
+SyntheticTaskDataset::SyntheticTaskDataset(SyntheticTaskKind kind, int digits, std::uint64_t seed,
                              std::int64_t validation_samples)
     : kind_(kind), digits_(digits), seed_(seed), validation_samples_(validation_samples) {
   SW_REQUIRE(digits >= 1 && digits <= 9, InvalidArgument,
@@ -53,16 +53,16 @@ SyntheticTask::SyntheticTask(SyntheticTaskKind kind, int digits, std::uint64_t s
   seq_len_ = length - 1;
 }
 
-char SyntheticTask::token_char(int token) {
+char SyntheticTaskDataset::token_char(int token) {
   static constexpr char kChars[] = "0123456789+=.>";
   return token >= 0 && token < kVocab ? kChars[token] : '?';
 }
 
-int SyntheticTask::prompt_length() const {
+int SyntheticTaskDataset::prompt_length() const {
   return kind_ == SyntheticTaskKind::kAddition ? 2 * digits_ + 2 : digits_ + 1;
 }
 
-std::vector<std::int32_t> SyntheticTask::sequence(Split split, std::int64_t index) const {
+std::vector<std::int32_t> SyntheticTaskDataset::sequence(Split split, std::int64_t index) const {
   const bool want_held_out = split == Split::kValidation;
   std::uint64_t state = mix(seed_ ^ mix(static_cast<std::uint64_t>(index) * 2 + want_held_out));
   for (;;) {
@@ -99,7 +99,7 @@ std::vector<std::int32_t> SyntheticTask::sequence(Split split, std::int64_t inde
   }
 }
 
-void SyntheticTask::fill(Split split, std::int64_t first, int count, std::int32_t* tokens,
+void SyntheticTaskDataset::fill(Split split, std::int64_t first, int count, std::int32_t* tokens,
                          std::int32_t* targets) const {
   const int prompt = prompt_length();
   for (int s = 0; s < count; ++s) {
@@ -112,13 +112,13 @@ void SyntheticTask::fill(Split split, std::int64_t first, int count, std::int32_
   }
 }
 
-std::string SyntheticTask::sample_text(Split split, std::int64_t index) const {
+std::string SyntheticTaskDataset::sample_text(Split split, std::int64_t index) const {
   std::string text;
   for (auto token : sequence(split, index)) text += token_char(token);
   return text;
 }
 
-std::string SyntheticTask::describe() const {
+std::string SyntheticTaskDataset::describe() const {
   return str_cat(kind_ == SyntheticTaskKind::kAddition ? "addition" : "sort", " of ", digits_,
                  "-digit numbers (", seq_len_, " tokens/sample, held-out validation of ",
                  validation_samples_, " samples)");

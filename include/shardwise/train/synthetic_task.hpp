@@ -14,10 +14,10 @@ namespace shardwise {
 
 enum class SyntheticTaskKind { kAddition, kSort };
 
-class SyntheticTask final : public TokenDataset {
+class SyntheticTaskDataset final : public TokenDataset {
  public:
   // digits: operand digits for addition, string length for sort.
-  SyntheticTask(SyntheticTaskKind kind, int digits, std::uint64_t seed,
+  SyntheticTaskDataset(SyntheticTaskKind kind, int digits, std::uint64_t seed,
                 std::int64_t validation_samples);
 
   int vocab_size() const override { return kVocab; }

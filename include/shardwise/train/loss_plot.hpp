@@ -1,0 +1,20 @@
+// Loss curves as a standalone SVG (no plotting dependency): one polyline per series, log-free
+// linear axes with tick labels, a legend. Written atomically.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace shardwise {
+
+struct PlotSeries {
+  std::string label;
+  std::vector<std::pair<double, double>> points;  // (step, value)
+};
+
+std::string render_loss_plot_svg(const std::vector<PlotSeries>& series, const std::string& title);
+void write_loss_plot(const std::string& path, const std::vector<PlotSeries>& series,
+                     const std::string& title);
+
+}  // namespace shardwise
