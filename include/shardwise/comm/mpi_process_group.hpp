@@ -3,6 +3,9 @@
 // with communication. A program started without mpirun is a world of size 1.
 #pragma once
 
+#include <functional>
+#include <string>
+
 #include "shardwise/comm/process_group.hpp"
 
 namespace shardwise {
@@ -18,5 +21,16 @@ ParallelGroups make_parallel_groups(const ProcessGroupPtr& world, ParallelSizes 
 // Aborts every rank of the job with `message` (used when one rank hits an exception so the others
 // do not hang in a collective).
 [[noreturn]] void abort_world(const std::string& message, int exit_code = 2);
+
+// Runs one rank's main. An exception escaping it is printed (rank-prefixed) and, in a world of
+// more than one rank, aborts the whole job with exit code 2 so no other rank hangs in a collective;
+// in a world of one rank (or before MPI is initialised) it returns 2 instead.
+int run_rank_main(const std::function<int()>& rank_main);
+
+// Splits `parent` (an MPI group) as MPI_Comm_split does: ranks passing the same color form one
+// group, ordered by key. A negative color returns nullptr (the rank joins no group). Collective
+// over `parent`, queued behind its pending operations.
+ProcessGroupPtr split_group(const ProcessGroupPtr& parent, int color, int key,
+                            const std::string& name);
 
 }  // namespace shardwise

@@ -27,7 +27,10 @@ enum class CollectiveKind {
 };
 const char* collective_kind_name(CollectiveKind kind);
 
-// Handle to an issued operation. wait() blocks until it finished and rethrows its error.
+// Handle to an issued operation. wait() blocks until it finished and rethrows its error (every
+// time it is called). Invalid arguments found when the operation is issued (sizes, dtypes, ranks)
+// are reported the same way: the returned Work is already completed and wait() throws.
+// Buffers passed to an operation must stay alive and untouched until wait() returned.
 class Work {
  public:
   virtual ~Work() = default;
@@ -43,6 +46,9 @@ struct TrafficCounters {
   std::map<CollectiveKind, std::int64_t> bytes_sent;
   std::map<CollectiveKind, std::int64_t> bytes_received;
   std::map<CollectiveKind, std::int64_t> calls;
+  // Wall time the group's worker spent executing collectives of each kind (what the backward
+  // pass can hide: a trainer compares it with the time it spent waiting).
+  std::map<CollectiveKind, double> busy_seconds;
 
   std::int64_t total_sent() const;
   std::int64_t total_received() const;
@@ -86,8 +92,9 @@ using ProcessGroupPtr = std::shared_ptr<ProcessGroup>;
 struct ParallelSizes {
   int tp = 1;
   int pp = 1;
-  int dp = 1;   // derived from the world size when 0
+  int dp = 0;   // derived from the world size when 0
   int ep = 1;
+  int etp = 0;  // expert tensor parallel; 0 = same as tp (Megatron's default)
 };
 
 // The groups one rank belongs to (Megatron's parallel_state), built by communicator splits.
@@ -99,7 +106,8 @@ struct ParallelGroups {
   ProcessGroupPtr pipeline_parallel;
   ProcessGroupPtr expert_parallel;
   ProcessGroupPtr expert_data_parallel;
-  ParallelSizes sizes;
+  ProcessGroupPtr expert_tensor_parallel;
+  ParallelSizes sizes;  // resolved: dp and etp filled in
 };
 
 }  // namespace shardwise

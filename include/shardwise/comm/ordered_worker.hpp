@@ -1,0 +1,62 @@
+// A dedicated thread that runs a process group's operations one at a time in issue order, and the
+// Work handle it completes. Every rank issues the same sequence, so running them in order on one
+// thread keeps the collectives matched while the issuing thread goes on computing.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "shardwise/comm/process_group.hpp"
+
+namespace shardwise {
+
+// Work that some other party marks complete (with or without an error).
+class CompletionWork : public Work {
+ public:
+  void wait() override;
+  bool is_completed() override;
+  // Marks the work done; `error` (may be null) is rethrown by every wait().
+  void complete(std::exception_ptr error);
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable done_cv_;
+  bool done_ = false;
+  std::exception_ptr error_;
+};
+
+// Work that is already finished: successfully when `error` is null, else wait() throws it.
+WorkPtr finished_work(std::exception_ptr error = nullptr);
+
+class OrderedWorker {
+ public:
+  explicit OrderedWorker(std::string name);
+  // Runs what is still queued, then joins the thread.
+  ~OrderedWorker();
+  OrderedWorker(const OrderedWorker&) = delete;
+  OrderedWorker& operator=(const OrderedWorker&) = delete;
+
+  // Queues `op`; the returned work completes when `op` returned (or threw: wait() rethrows).
+  WorkPtr submit(std::function<void()> op);
+  // Queues `op` without a Work of its own, for operations whose completion is reported elsewhere
+  // (a posted non-blocking request): `op` must catch its own errors.
+  void post(std::function<void()> op);
+
+ private:
+  void run();
+
+  std::string name_;
+  std::mutex mutex_;
+  std::condition_variable queue_cv_;
+  std::deque<std::function<void()>> queue_;
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+}  // namespace shardwise

@@ -1,0 +1,42 @@
+// Bytes one rank moves per operation, as bandwidth-optimal ring algorithms move them (the volume
+// NCCL's bus bandwidth is quoted in). Exact integers; definitions and rounding in
+// process_group.cpp. Backends record these, not what their transport happened to send.
+#pragma once
+
+#include <cstdint>
+#include <mutex>
+
+#include "shardwise/comm/process_group.hpp"
+
+namespace shardwise {
+
+struct TrafficVolume {
+  std::int64_t sent = 0;
+  std::int64_t received = 0;
+};
+
+TrafficVolume all_reduce_traffic(std::int64_t bytes, int group_size);
+TrafficVolume reduce_scatter_traffic(std::int64_t input_bytes, int group_size);
+TrafficVolume all_gather_traffic(std::int64_t output_bytes, int group_size);
+TrafficVolume all_gather_v_traffic(std::int64_t own_bytes, std::int64_t total_bytes,
+                                   int group_size);
+TrafficVolume broadcast_traffic(std::int64_t bytes, int group_size, int rank, int root);
+
+// Called by a group's worker thread right before it runs an operation; record() made later on
+// the same thread adds the time since then to busy_seconds of the recorded kind.
+void mark_operation_start();
+
+// Thread-safe per-kind accumulator behind ProcessGroup::traffic().
+class TrafficRecorder {
+ public:
+  void record(CollectiveKind kind, TrafficVolume volume);
+  // Every kind is present (zero when unused), so callers can use at().
+  TrafficCounters snapshot() const;
+  void reset();
+
+ private:
+  mutable std::mutex mutex_;
+  TrafficCounters counters_;
+};
+
+}  // namespace shardwise

@@ -1,0 +1,651 @@
+// MPI backend. Each group owns a duplicated (or split) communicator and an OrderedWorker thread.
+// Collectives run on that thread in issue order with blocking MPI calls; send/recv are posted in
+// order on the same thread as non-blocking requests (so a symmetric exchange cannot deadlock the
+// queue) and completed by Work::wait. Communicators use MPI_ERRORS_RETURN so MPI failures become
+// CommErrors rethrown by wait() instead of aborting in the library.
+//
+// Reductions: fp32 natively; int32/int64 with SUM or MAX; bf16 and fp16 through an fp32 staging
+// buffer (see fp32_accumulation.hpp: accumulate in fp32, round once). AVG is an fp32 SUM divided
+// by the group size. MPI counts are int: all_reduce and broadcast are issued in chunks of 2^30
+// elements and have no size limit; a reduce_scatter / all_gather shard, an all_gather_v count or
+// displacement, and a send/recv message must hold at most INT_MAX elements (InvalidArgument
+// otherwise). check_same_on_all_ranks and communicator splits are not counted as traffic.
+#include "shardwise/comm/mpi_process_group.hpp"
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+
+#include "shardwise/comm/fp32_accumulation.hpp"
+#include "shardwise/comm/ordered_worker.hpp"
+#include "shardwise/comm/traffic_model.hpp"
+#include "shardwise/core/logging.hpp"
+
+namespace shardwise {
+
+namespace {
+
+constexpr std::int64_t kMaxChunk = std::int64_t{1} << 30;  // elements per MPI call when chunking
+
+MPI_Datatype mpi_type(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat32:
+      return MPI_FLOAT;
+    case DType::kBFloat16:
+    case DType::kFloat16:
+      return MPI_UINT16_T;  // moved as bits; reduced through fp32
+    case DType::kFloat8E4M3:
+    case DType::kFloat8E8M0:
+    case DType::kUInt8:
+      return MPI_UINT8_T;
+    case DType::kInt32:
+      return MPI_INT32_T;
+    case DType::kInt64:
+      return MPI_INT64_T;
+  }
+  throw InvariantError(str_cat("no MPI type for dtype enum ", static_cast<int>(dtype)));
+}
+
+MPI_Op mpi_op(ReduceOp op) { return op == ReduceOp::kMax ? MPI_MAX : MPI_SUM; }
+
+const char* reduce_op_name(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum:
+      return "SUM";
+    case ReduceOp::kAvg:
+      return "AVG";
+    case ReduceOp::kMax:
+      return "MAX";
+  }
+  return "?";
+}
+
+bool byte_ranges_overlap(const TensorView& a, const TensorView& b) {
+  if (a.numel == 0 || b.numel == 0) return false;
+  const auto* a0 = static_cast<const std::byte*>(a.data);
+  const auto* b0 = static_cast<const std::byte*>(b.data);
+  return a0 < b0 + b.nbytes() && b0 < a0 + a.nbytes();
+}
+
+std::string mpi_error_text(int rc) {
+  char text[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  if (MPI_Error_string(rc, text, &len) != MPI_SUCCESS) return str_cat("MPI error code ", rc);
+  return std::string(text, static_cast<std::size_t>(len));
+}
+
+// send/recv: posted on the worker, completed (MPI_Wait / MPI_Test) by whoever asks first.
+class P2PWork final : public Work {
+ public:
+  P2PWork(CollectiveKind kind, TensorView buffer, std::string where,
+          std::shared_ptr<TrafficRecorder> traffic)
+      : kind_(kind), buffer_(buffer), where_(std::move(where)), traffic_(std::move(traffic)) {}
+
+  void posted(MPI_Request request) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      request_ = request;
+      posted_ = true;
+    }
+    cv_.notify_all();
+  }
+  void failed(std::exception_ptr error) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      error_ = std::move(error);
+      done_ = true;
+    }
+    cv_.notify_all();
+  }
+
+  void wait() override {
+    std::unique_lock<std::mutex> lock(mutex_);
+    cv_.wait(lock, [this] { return posted_ || done_; });
+    if (!done_) {
+      MPI_Status status;
+      finish(MPI_Wait(&request_, &status), status);
+    }
+    if (error_) std::rethrow_exception(error_);
+  }
+
+  bool is_completed() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (done_ || !posted_) return done_;
+    int flag = 0;
+    MPI_Status status;
+    const int rc = MPI_Test(&request_, &flag, &status);
+    if (rc != MPI_SUCCESS || flag) finish(rc, status);
+    return done_;
+  }
+
+ private:
+  // Called with mutex_ held once the request finished.
+  void finish(int rc, const MPI_Status& status) {
+    done_ = true;
+    try {
+      if (rc != MPI_SUCCESS) {
+        throw CommError(str_cat(where_, " failed: ", mpi_error_text(rc)));
+      }
+      if (kind_ == CollectiveKind::kRecv) {
+        int count = 0;
+        MPI_Get_count(&status, mpi_type(buffer_.dtype), &count);
+        if (count != buffer_.numel) {
+          throw CommError(str_cat(where_, ": expected ", buffer_.numel, " ",
+                                  dtype_name(buffer_.dtype), " elements, received ", count));
+        }
+        traffic_->record(kind_, {0, static_cast<std::int64_t>(buffer_.nbytes())});
+      } else {
+        traffic_->record(kind_, {static_cast<std::int64_t>(buffer_.nbytes()), 0});
+      }
+    } catch (...) {
+      error_ = std::current_exception();
+    }
+  }
+
+  CollectiveKind kind_;
+  TensorView buffer_;
+  std::string where_;  // "recv on group world (rank 1 of 4) from rank 0 tag 3"
+  std::shared_ptr<TrafficRecorder> traffic_;
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  bool posted_ = false;
+  bool done_ = false;
+  MPI_Request request_ = MPI_REQUEST_NULL;
+  std::exception_ptr error_;
+};
+
+class MpiProcessGroup final : public ProcessGroup {
+ public:
+  // Takes ownership of `comm`.
+  MpiProcessGroup(MPI_Comm comm, std::string name) : comm_(comm), name_(std::move(name)) {
+    MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(comm_, &rank_);
+    MPI_Comm_size(comm_, &size_);
+    int* tag_ub = nullptr;
+    int flag = 0;
+    MPI_Comm_get_attr(comm_, MPI_TAG_UB, &tag_ub, &flag);
+    tag_ub_ = flag && tag_ub ? *tag_ub : 32767;  // 32767: the least the standard guarantees
+    worker_ = std::make_unique<OrderedWorker>(name_);
+  }
+
+  ~MpiProcessGroup() override {
+    worker_.reset();  // runs what is queued, joins
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized) MPI_Comm_free(&comm_);
+  }
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  std::string name() const override { return name_; }
+
+  WorkPtr all_reduce(TensorView buffer, ReduceOp op) override {
+    try {
+      require_view(buffer, "all_reduce", "buffer");
+      require_reducible(buffer.dtype, op, "all_reduce");
+    } catch (...) {
+      return finished_work(std::current_exception());
+    }
+    return worker_->submit([this, buffer, op] {
+      const int divisor = op == ReduceOp::kAvg ? size_ : 1;
+      if (reduces_through_fp32(buffer.dtype)) {
+        float* staged = scratch_floats(buffer.numel);
+        widen_to_fp32(buffer, staged);
+        all_reduce_chunks(staged, buffer.numel, MPI_FLOAT, mpi_op(op), sizeof(float));
+        narrow_from_fp32(staged, buffer, divisor);
+      } else {
+        all_reduce_chunks(buffer.data, buffer.numel, mpi_type(buffer.dtype), mpi_op(op),
+                          dtype_size(buffer.dtype));
+        if (divisor != 1) divide_fp32(buffer, divisor);
+      }
+      traffic_->record(CollectiveKind::kAllReduce,
+                       all_reduce_traffic(static_cast<std::int64_t>(buffer.nbytes()), size_));
+    });
+  }
+
+  WorkPtr reduce_scatter(TensorView output, TensorView input, ReduceOp op) override {
+    bool in_place = false;
+    try {
+      require_view(output, "reduce_scatter", "output");
+      require_view(input, "reduce_scatter", "input");
+      require_same_dtype(output, input, "reduce_scatter");
+      require_reducible(input.dtype, op, "reduce_scatter");
+      SW_REQUIRE(input.numel == output.numel * size_, InvalidArgument, where("reduce_scatter"),
+                 ": input has ", input.numel, " elements, expected ", size_,
+                 " shards of the output's ", output.numel);
+      require_int_count(output.numel, "reduce_scatter", "shard");
+      in_place = aliases_own_shard(output, input, rank_ * output.numel, "reduce_scatter", "output",
+                                   "input");
+    } catch (...) {
+      return finished_work(std::current_exception());
+    }
+    return worker_->submit([this, output, input, op, in_place] {
+      const int n = static_cast<int>(output.numel);
+      const int divisor = op == ReduceOp::kAvg ? size_ : 1;
+      if (reduces_through_fp32(input.dtype)) {
+        // In place on the fp32 copy: MPI leaves this rank's reduced shard at its start.
+        float* staged = scratch_floats(input.numel);
+        widen_to_fp32(input, staged);
+        check(MPI_Reduce_scatter_block(MPI_IN_PLACE, staged, n, MPI_FLOAT, mpi_op(op), comm_),
+              "MPI_Reduce_scatter_block");
+        narrow_from_fp32(staged, output, divisor);
+      } else if (in_place) {
+        // MPI_IN_PLACE would leave the result at the start of `input` (rank 0's shard) on every
+        // rank and may clobber the other shards, so reduce into a shard-sized stage instead.
+        void* staged = scratch_bytes(output.nbytes());
+        check(MPI_Reduce_scatter_block(input.data, staged, n, mpi_type(input.dtype), mpi_op(op),
+                                       comm_),
+              "MPI_Reduce_scatter_block");
+        std::memcpy(output.data, staged, output.nbytes());
+      } else {
+        check(MPI_Reduce_scatter_block(input.data, output.data, n, mpi_type(input.dtype),
+                                       mpi_op(op), comm_),
+              "MPI_Reduce_scatter_block");
+      }
+      if (!reduces_through_fp32(input.dtype) && divisor != 1) divide_fp32(output, divisor);
+      traffic_->record(CollectiveKind::kReduceScatter,
+                       reduce_scatter_traffic(static_cast<std::int64_t>(input.nbytes()), size_));
+    });
+  }
+
+  WorkPtr all_gather(TensorView output, TensorView input) override {
+    bool in_place = false;
+    try {
+      require_view(output, "all_gather", "output");
+      require_view(input, "all_gather", "input");
+      require_same_dtype(output, input, "all_gather");
+      SW_REQUIRE(output.numel == input.numel * size_, InvalidArgument, where("all_gather"),
+                 ": output has ", output.numel, " elements, expected ", size_,
+                 " shards of the input's ", input.numel);
+      require_int_count(input.numel, "all_gather", "shard");
+      in_place =
+          aliases_own_shard(input, output, rank_ * input.numel, "all_gather", "input", "output");
+    } catch (...) {
+      return finished_work(std::current_exception());
+    }
+    return worker_->submit([this, output, input, in_place] {
+      const int n = static_cast<int>(input.numel);
+      const MPI_Datatype type = mpi_type(input.dtype);
+      if (in_place) {
+        check(MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, output.data, n, type, comm_),
+              "MPI_Allgather");
+      } else {
+        check(MPI_Allgather(input.data, n, type, output.data, n, type, comm_), "MPI_Allgather");
+      }
+      traffic_->record(CollectiveKind::kAllGather,
+                       all_gather_traffic(static_cast<std::int64_t>(output.nbytes()), size_));
+    });
+  }
+
+  WorkPtr all_gather_v(TensorView output, TensorView input,
+                       const std::vector<std::int64_t>& counts) override {
+    std::vector<int> icounts(static_cast<std::size_t>(size_));
+    std::vector<int> displs(static_cast<std::size_t>(size_));
+    bool in_place = false;
+    try {
+      require_view(output, "all_gather_v", "output");
+      require_view(input, "all_gather_v", "input");
+      require_same_dtype(output, input, "all_gather_v");
+      SW_REQUIRE(counts.size() == static_cast<std::size_t>(size_), InvalidArgument,
+                 where("all_gather_v"), ": ", counts.size(), " counts for ", size_, " ranks");
+      std::int64_t total = 0;
+      for (int r = 0; r < size_; ++r) {
+        const std::int64_t c = counts[static_cast<std::size_t>(r)];
+        SW_REQUIRE(c >= 0, InvalidArgument, where("all_gather_v"), ": count of rank ", r, " is ",
+                   c);
+        require_int_count(total, "all_gather_v", "displacement");
+        require_int_count(c, "all_gather_v", "count");
+        icounts[static_cast<std::size_t>(r)] = static_cast<int>(c);
+        displs[static_cast<std::size_t>(r)] = static_cast<int>(total);
+        total += c;
+      }
+      SW_REQUIRE(input.numel == counts[static_cast<std::size_t>(rank_)], InvalidArgument,
+                 where("all_gather_v"), ": input has ", input.numel, " elements but counts[", rank_,
+                 "] is ", counts[static_cast<std::size_t>(rank_)]);
+      SW_REQUIRE(output.numel == total, InvalidArgument, where("all_gather_v"), ": output has ",
+                 output.numel, " elements but the counts add up to ", total);
+      in_place = aliases_own_shard(input, output, displs[static_cast<std::size_t>(rank_)],
+                                   "all_gather_v", "input", "output");
+    } catch (...) {
+      return finished_work(std::current_exception());
+    }
+    return worker_->submit(
+        [this, output, input, icounts = std::move(icounts), displs = std::move(displs), in_place] {
+          const MPI_Datatype type = mpi_type(input.dtype);
+          if (in_place) {
+            check(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, output.data, icounts.data(),
+                                 displs.data(), type, comm_),
+                  "MPI_Allgatherv");
+          } else {
+            check(MPI_Allgatherv(input.data, static_cast<int>(input.numel), type, output.data,
+                                 icounts.data(), displs.data(), type, comm_),
+                  "MPI_Allgatherv");
+          }
+          traffic_->record(CollectiveKind::kAllGatherV,
+                           all_gather_v_traffic(static_cast<std::int64_t>(input.nbytes()),
+                                                static_cast<std::int64_t>(output.nbytes()), size_));
+        });
+  }
+
+  WorkPtr broadcast(TensorView buffer, int root) override {
+    try {
+      require_view(buffer, "broadcast", "buffer");
+      require_rank(root, "broadcast", "root");
+    } catch (...) {
+      return finished_work(std::current_exception());
+    }
+    return worker_->submit([this, buffer, root] {
+      const MPI_Datatype type = mpi_type(buffer.dtype);
+      auto* data = static_cast<std::byte*>(buffer.data);
+      for (std::int64_t offset = 0; offset < buffer.numel; offset += kMaxChunk) {
+        const std::int64_t n = std::min(kMaxChunk, buffer.numel - offset);
+        check(MPI_Bcast(data + offset * static_cast<std::int64_t>(dtype_size(buffer.dtype)),
+                        static_cast<int>(n), type, root, comm_),
+              "MPI_Bcast");
+      }
+      traffic_->record(
+          CollectiveKind::kBroadcast,
+          broadcast_traffic(static_cast<std::int64_t>(buffer.nbytes()), size_, rank_, root));
+    });
+  }
+
+  WorkPtr send(TensorView buffer, int peer, int tag) override {
+    return point_to_point(CollectiveKind::kSend, buffer, peer, tag);
+  }
+  WorkPtr recv(TensorView buffer, int peer, int tag) override {
+    return point_to_point(CollectiveKind::kRecv, buffer, peer, tag);
+  }
+
+  WorkPtr barrier() override {
+    return worker_->submit([this] {
+      check(MPI_Barrier(comm_), "MPI_Barrier");
+      traffic_->record(CollectiveKind::kBarrier, {});
+    });
+  }
+
+  void check_same_on_all_ranks(std::uint64_t value, const std::string& what) override {
+    std::vector<std::uint64_t> values(static_cast<std::size_t>(size_));
+    worker_
+        ->submit([&] {
+          check(MPI_Allgather(&value, 1, MPI_UINT64_T, values.data(), 1, MPI_UINT64_T, comm_),
+                "MPI_Allgather (check_same_on_all_ranks)");
+        })
+        ->wait();
+    // Ranks holding each value; the most common value (lowest rank on ties) is the reference.
+    std::map<std::uint64_t, std::vector<int>> holders;
+    for (int r = 0; r < size_; ++r) holders[values[static_cast<std::size_t>(r)]].push_back(r);
+    if (holders.size() == 1) return;
+    std::uint64_t reference = values[0];
+    for (const auto& [v, ranks] : holders) {
+      const auto& best = holders[reference];
+      if (ranks.size() > best.size() || (ranks.size() == best.size() && ranks[0] < best[0])) {
+        reference = v;
+      }
+    }
+    std::string disagreeing;
+    std::string detail;
+    for (int r = 0; r < size_; ++r) {
+      if (values[static_cast<std::size_t>(r)] != reference) {
+        disagreeing += str_cat(disagreeing.empty() ? "" : ",", r);
+      }
+    }
+    for (const auto& [v, ranks] : holders) {
+      std::string list;
+      for (int r : ranks) list += str_cat(list.empty() ? "" : ",", r);
+      detail += str_cat(detail.empty() ? "" : "; ", ranks.size() == 1 ? "rank " : "ranks ", list,
+                        ranks.size() == 1 ? " has " : " have ", v);
+    }
+    throw CommError(str_cat("ranks of group ", name_, " disagree on ", what,
+                            ": disagreeing rank(s) ", disagreeing, " (", detail, ")"));
+  }
+
+  TrafficCounters traffic() const override { return traffic_->snapshot(); }
+  void reset_traffic() override { traffic_->reset(); }
+
+  // Collective over this group, queued behind its pending operations.
+  ProcessGroupPtr split(int color, int key, const std::string& name) {
+    MPI_Comm child = MPI_COMM_NULL;
+    worker_
+        ->submit([&] {
+          check(MPI_Comm_split(comm_, color < 0 ? MPI_UNDEFINED : color, key, &child),
+                "MPI_Comm_split");
+        })
+        ->wait();
+    if (child == MPI_COMM_NULL) return nullptr;
+    return std::make_shared<MpiProcessGroup>(child, name);
+  }
+
+ private:
+  std::string where(const char* op) const {
+    return str_cat(op, " on group ", name_, " (rank ", rank_, " of ", size_, ")");
+  }
+
+  void check(int rc, const char* call) const {
+    if (rc != MPI_SUCCESS) {
+      throw CommError(
+          str_cat(call, " failed on rank ", rank_, " of group ", name_, ": ", mpi_error_text(rc)));
+    }
+  }
+
+  void require_view(const TensorView& v, const char* op, const char* role) const {
+    SW_REQUIRE(v.numel >= 0, InvalidArgument, where(op), ": ", role, " has ", v.numel, " elements");
+    SW_REQUIRE(v.numel == 0 || v.data != nullptr, InvalidArgument, where(op), ": ", role, " of ",
+               v.numel, " elements has no data");
+  }
+
+  void require_same_dtype(const TensorView& a, const TensorView& b, const char* op) const {
+    SW_REQUIRE(a.dtype == b.dtype, InvalidArgument, where(op), ": output is ", dtype_name(a.dtype),
+               " but input is ", dtype_name(b.dtype));
+  }
+
+  void require_reducible(DType dtype, ReduceOp op, const char* what) const {
+    const bool floating =
+        dtype == DType::kFloat32 || dtype == DType::kBFloat16 || dtype == DType::kFloat16;
+    const bool integer = dtype == DType::kInt32 || dtype == DType::kInt64;
+    SW_REQUIRE(floating || (integer && op != ReduceOp::kAvg), InvalidArgument, where(what),
+               ": cannot reduce ", dtype_name(dtype), " with ", reduce_op_name(op),
+               " (reductions take fp32, bf16 or fp16 with SUM/AVG/MAX, int32 or int64 with "
+               "SUM/MAX)");
+  }
+
+  void require_int_count(std::int64_t n, const char* op, const char* what) const {
+    SW_REQUIRE(n <= INT_MAX, InvalidArgument, where(op), ": ", what, " of ", n,
+               " elements exceeds the MPI count limit ", INT_MAX);
+  }
+
+  void require_rank(int r, const char* op, const char* role) const {
+    SW_REQUIRE(r >= 0 && r < size_, InvalidArgument, where(op), ": ", role, " ", r,
+               " is not a rank of the group");
+  }
+
+  // True when `part` is exactly elements [offset, offset + part.numel) of `whole` (the in-place
+  // form); false when they do not overlap; throws when they overlap any other way.
+  bool aliases_own_shard(const TensorView& part, const TensorView& whole, std::int64_t offset,
+                         const char* op, const char* part_role, const char* whole_role) const {
+    if (!byte_ranges_overlap(part, whole)) return false;
+    const TensorView own = whole.slice(offset, part.numel);
+    SW_REQUIRE(own.data == part.data, InvalidArgument, where(op), ": ", part_role, " overlaps ",
+               whole_role, " but is not this rank's shard of it (elements [", offset, ", ",
+               offset + part.numel, "))");
+    return true;
+  }
+
+  void all_reduce_chunks(void* data, std::int64_t numel, MPI_Datatype type, MPI_Op op,
+                         std::size_t elem_size) {
+    auto* bytes = static_cast<std::byte*>(data);
+    for (std::int64_t offset = 0; offset < numel; offset += kMaxChunk) {
+      const std::int64_t n = std::min(kMaxChunk, numel - offset);
+      check(MPI_Allreduce(MPI_IN_PLACE, bytes + static_cast<std::size_t>(offset) * elem_size,
+                          static_cast<int>(n), type, op, comm_),
+            "MPI_Allreduce");
+    }
+  }
+
+  WorkPtr point_to_point(CollectiveKind kind, TensorView buffer, int peer, int tag) {
+    const char* op = kind == CollectiveKind::kSend ? "send" : "recv";
+    try {
+      require_view(buffer, op, "buffer");
+      require_rank(peer, op, "peer");
+      SW_REQUIRE(tag >= 0 && tag <= tag_ub_, InvalidArgument, where(op), ": tag ", tag,
+                 " outside [0, ", tag_ub_, "]");
+      require_int_count(buffer.numel, op, "message");
+    } catch (...) {
+      return finished_work(std::current_exception());
+    }
+    auto work = std::make_shared<P2PWork>(
+        kind, buffer,
+        str_cat(where(op), kind == CollectiveKind::kSend ? " to rank " : " from rank ", peer,
+                " tag ", tag),
+        traffic_);
+    worker_->post([this, work, kind, buffer, peer, tag] {
+      MPI_Request request = MPI_REQUEST_NULL;
+      const int n = static_cast<int>(buffer.numel);
+      const int rc =
+          kind == CollectiveKind::kSend
+              ? MPI_Isend(buffer.data, n, mpi_type(buffer.dtype), peer, tag, comm_, &request)
+              : MPI_Irecv(buffer.data, n, mpi_type(buffer.dtype), peer, tag, comm_, &request);
+      if (rc == MPI_SUCCESS) {
+        work->posted(request);
+      } else {
+        work->failed(std::make_exception_ptr(CommError(
+            str_cat(kind == CollectiveKind::kSend ? "MPI_Isend" : "MPI_Irecv", " failed on rank ",
+                    rank_, " of group ", name_, ": ", mpi_error_text(rc)))));
+      }
+    });
+    return work;
+  }
+
+  // Worker-thread scratch, grown on demand and reused across operations.
+  void* scratch_bytes(std::size_t bytes) {
+    const std::size_t words = (bytes + sizeof(double) - 1) / sizeof(double);
+    if (scratch_.size() < words) scratch_.resize(words);
+    return scratch_.data();
+  }
+  float* scratch_floats(std::int64_t n) {
+    return static_cast<float*>(scratch_bytes(static_cast<std::size_t>(n) * sizeof(float)));
+  }
+
+  MPI_Comm comm_;
+  std::string name_;
+  int rank_ = 0;
+  int size_ = 1;
+  int tag_ub_ = 32767;
+  std::shared_ptr<TrafficRecorder> traffic_ = std::make_shared<TrafficRecorder>();
+  std::vector<double> scratch_;  // touched by the worker thread only
+  std::unique_ptr<OrderedWorker> worker_;
+};
+
+// The world group and whether shardwise initialised MPI (and so finalises it).
+struct WorldState {
+  std::mutex mutex;
+  ProcessGroupPtr world;
+  bool owns_mpi = false;
+};
+
+WorldState& world_state() {
+  static WorldState state;
+  return state;
+}
+
+void finalize_owned_mpi() {
+  WorldState& state = world_state();
+  std::lock_guard<std::mutex> lock(state.mutex);
+  state.world.reset();  // frees its communicator while MPI is still up (unless others hold it)
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized) MPI_Finalize();
+}
+
+const char* thread_level_name(int level) {
+  if (level == MPI_THREAD_SINGLE) return "MPI_THREAD_SINGLE";
+  if (level == MPI_THREAD_FUNNELED) return "MPI_THREAD_FUNNELED";
+  if (level == MPI_THREAD_SERIALIZED) return "MPI_THREAD_SERIALIZED";
+  if (level == MPI_THREAD_MULTIPLE) return "MPI_THREAD_MULTIPLE";
+  return "unknown";
+}
+
+// World size if MPI is up, else 1.
+int live_world_size() {
+  int initialized = 0;
+  int finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (!initialized || finalized) return 1;
+  int size = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  return size;
+}
+
+}  // namespace
+
+ProcessGroupPtr init_mpi_world() {
+  WorldState& state = world_state();
+  std::lock_guard<std::mutex> lock(state.mutex);
+  if (state.world) return state.world;
+  int initialized = 0;
+  int finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  SW_REQUIRE(!finalized, CommError, "init_mpi_world: MPI was already finalised");
+  int provided = 0;
+  if (!initialized) {
+    // Without mpirun, Open MPI starts a singleton: a world of size 1.
+    if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS) {
+      throw CommError("init_mpi_world: MPI_Init_thread failed");
+    }
+    state.owns_mpi = true;
+    std::atexit(finalize_owned_mpi);
+  } else {
+    MPI_Query_thread(&provided);
+  }
+  SW_REQUIRE(provided >= MPI_THREAD_MULTIPLE, CommError, "init_mpi_world: MPI provides ",
+             thread_level_name(provided),
+             " but shardwise runs collectives on worker threads and needs MPI_THREAD_MULTIPLE "
+             "(initialise MPI with MPI_Init_thread(..., MPI_THREAD_MULTIPLE, ...))");
+  MPI_Comm comm = MPI_COMM_NULL;
+  if (MPI_Comm_dup(MPI_COMM_WORLD, &comm) != MPI_SUCCESS) {
+    throw CommError("init_mpi_world: MPI_Comm_dup of MPI_COMM_WORLD failed");
+  }
+  state.world = std::make_shared<MpiProcessGroup>(comm, "world");
+  log::set_rank(state.world->rank(), state.world->size());
+  return state.world;
+}
+
+ProcessGroupPtr split_group(const ProcessGroupPtr& parent, int color, int key,
+                            const std::string& name) {
+  auto* mpi_parent = dynamic_cast<MpiProcessGroup*>(parent.get());
+  SW_REQUIRE(mpi_parent != nullptr, InvalidArgument, "split_group(", name, "): parent group ",
+             parent ? parent->name() : std::string("(null)"), " is not an MPI group");
+  return mpi_parent->split(color, key, name);
+}
+
+void abort_world(const std::string& message, int exit_code) {
+  log::error(message);
+  const int world = live_world_size();
+  if (world > 1) {
+    log::error("aborting all ", world, " ranks (exit code ", exit_code, ")");
+    MPI_Abort(MPI_COMM_WORLD, exit_code);
+  }
+  std::_Exit(exit_code);
+}
+
+int run_rank_main(const std::function<int()>& rank_main) {
+  std::string message;
+  try {
+    return rank_main();
+  } catch (const std::exception& e) {
+    message = e.what();
+  } catch (...) {
+    message = "unknown exception";
+  }
+  if (live_world_size() > 1) abort_world(message, 2);
+  log::error(message);
+  return 2;
+}
+
+}  // namespace shardwise
