@@ -23,7 +23,8 @@ function(shardwise_layer name)
 
   file(GLOB tests CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/tests/${name}/*.cpp)
   if(tests)
-    add_executable(test_${name} ${tests})
+    # Every single-process test binary carries the Open MPI leak suppressions (used under ASan).
+    add_executable(test_${name} ${tests} ${PROJECT_SOURCE_DIR}/tests/lsan_suppressions.cpp)
     target_link_libraries(test_${name} PRIVATE ${lib} GTest::gtest_main)
     target_include_directories(test_${name} PRIVATE ${PROJECT_SOURCE_DIR}/tests)
     add_test(NAME ${name} COMMAND test_${name})
