@@ -1,0 +1,125 @@
+// MXFP8 codec throughput next to a plain memcpy of the same bytes, measured in the same run.
+// For each size and thread count prints GB/s of input bytes for quantize (fp32 / bf16 in) and
+// dequantize (MXFP8 in, fp32 / bf16 out), memcpy GB/s of the same byte count on the same number
+// of threads, and the ratio codec / memcpy. Best of several repetitions (the machine is shared).
+//   bench_mxfp8_codec [rows cols [reps]]
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <vector>
+
+#include "shardwise/core/float_convert.hpp"
+#include "shardwise/core/mxfp8.hpp"
+
+namespace {
+
+using namespace shardwise;
+
+double best_seconds(int reps, const std::function<void()>& f) {
+  f();  // warm up: page faults, caches
+  double best = 1e30;
+  for (int i = 0; i < reps; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    f();
+    const auto t1 = std::chrono::steady_clock::now();
+    best = std::min(best, std::chrono::duration<double>(t1 - t0).count());
+  }
+  return best;
+}
+
+// memcpy of `bytes` split into `threads` contiguous pieces.
+void parallel_memcpy(std::byte* dst, const std::byte* src, std::size_t bytes, int threads) {
+#pragma omp parallel num_threads(threads)
+  {
+    const auto n = static_cast<std::size_t>(omp_get_num_threads());
+    const auto t = static_cast<std::size_t>(omp_get_thread_num());
+    const std::size_t begin = bytes * t / n, end = bytes * (t + 1) / n;
+    std::memcpy(dst + begin, src + begin, end - begin);
+  }
+}
+
+void report(const char* op, int threads, std::size_t in_bytes, double codec_s, double memcpy_s) {
+  const double codec_gbs = static_cast<double>(in_bytes) / codec_s * 1e-9;
+  const double memcpy_gbs = static_cast<double>(in_bytes) / memcpy_s * 1e-9;
+  std::printf("  %-34s threads=%d  %8.2f GB/s   memcpy %8.2f GB/s   ratio %.2f\n", op, threads,
+              codec_gbs, memcpy_gbs, codec_gbs / memcpy_gbs);
+}
+
+void run(std::int64_t rows, std::int64_t cols, int reps) {
+  const std::int64_t n = rows * cols;
+  std::mt19937 gen(1);
+  std::normal_distribution<float> normal(0.0f, 0.02f);
+  std::vector<float> x(static_cast<std::size_t>(n));
+  for (auto& v : x) v = normal(gen);
+  std::vector<bf16_bits> xb(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) xb[i] = float_to_bf16(x[i]);
+
+  std::vector<std::byte> copy_src(x.size() * sizeof(float)), copy_dst(copy_src.size());
+  std::memcpy(copy_src.data(), x.data(), copy_src.size());
+  Mxfp8Tensor q = Mxfp8Tensor::allocate(rows, cols);
+  std::vector<float> out_f32(x.size());
+  std::vector<bf16_bits> out_bf16(x.size());
+
+  std::printf("[%lld x %lld] = %.1f MiB of fp32\n", static_cast<long long>(rows),
+              static_cast<long long>(cols), static_cast<double>(n) * 4.0 / (1 << 20));
+  for (int threads : {1, 2}) {
+    auto memcpy_time = [&](std::size_t bytes) {
+      return best_seconds(
+          reps, [&] { parallel_memcpy(copy_dst.data(), copy_src.data(), bytes, threads); });
+    };
+    const std::size_t f32_bytes = x.size() * 4, bf16_bytes = x.size() * 2;
+    const std::size_t mx_bytes = q.data.size() + q.scale.size();
+    const double memcpy_f32 = memcpy_time(f32_bytes);
+    const double memcpy_bf16 = memcpy_time(bf16_bytes);
+    const double memcpy_mx = memcpy_time(mx_bytes);
+    for (auto rule : {Mxfp8ScaleRule::kCeil, Mxfp8ScaleRule::kFloor}) {
+      const Mxfp8Options options{rule, Mxfp8ScaleLayout::kRowMajor, threads};
+      const double t = best_seconds(reps, [&] {
+        quantize_mxfp8_into({x.data(), n, DType::kFloat32}, rows, cols, q.view(), 0, 0, options);
+      });
+      report(rule == Mxfp8ScaleRule::kCeil ? "quantize fp32->mxfp8 (ceil)"
+                                           : "quantize fp32->mxfp8 (floor)",
+             threads, f32_bytes, t, memcpy_f32);
+    }
+    const Mxfp8Options ceil_options{Mxfp8ScaleRule::kCeil, Mxfp8ScaleLayout::kRowMajor, threads};
+    const double tb = best_seconds(reps, [&] {
+      quantize_mxfp8_into({xb.data(), n, DType::kBFloat16}, rows, cols, q.view(), 0, 0,
+                          ceil_options);
+    });
+    report("quantize bf16->mxfp8 (ceil)", threads, bf16_bytes, tb, memcpy_bf16);
+    Mxfp8Tensor qs = Mxfp8Tensor::allocate(rows, cols, Mxfp8ScaleLayout::kSwizzled128x4);
+    const double ts = best_seconds(reps, [&] {
+      quantize_mxfp8_into({xb.data(), n, DType::kBFloat16}, rows, cols, qs.view(), 0, 0,
+                          ceil_options);
+    });
+    report("quantize bf16->mxfp8 (swizzled)", threads, bf16_bytes, ts, memcpy_bf16);
+    const double td = best_seconds(reps, [&] {
+      dequantize_mxfp8_into(q.view(), {out_f32.data(), n, DType::kFloat32}, threads);
+    });
+    report("dequantize mxfp8->fp32 (in bytes)", threads, mx_bytes, td, memcpy_mx);
+    report("dequantize mxfp8->fp32 (out bytes)", threads, f32_bytes, td, memcpy_f32);
+    const double tdb = best_seconds(reps, [&] {
+      dequantize_mxfp8_into(q.view(), {out_bf16.data(), n, DType::kBFloat16}, threads);
+    });
+    report("dequantize mxfp8->bf16 (out bytes)", threads, bf16_bytes, tdb, memcpy_bf16);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int reps = argc > 3 ? std::atoi(argv[3]) : 9;
+  if (argc > 2) {
+    run(std::atoll(argv[1]), std::atoll(argv[2]), reps);
+    return 0;
+  }
+  run(64, 1024, reps * 20);  // 256 KiB: cache-resident, measures the arithmetic
+  run(4096, 4096, reps);     // 64 MiB: memory-bound
+  return 0;
+}

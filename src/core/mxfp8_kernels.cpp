@@ -1,0 +1,209 @@
+// Hot loops of the MXFP8 codec. Every per-element step is branch-free integer / float arithmetic
+// (see fp8.hpp), so GCC vectorises the fixed 32-element block loops. Each entry point is compiled
+// three times (baseline x86-64, x86-64-v3 = AVX2, x86-64-v4 = AVX-512) and picked at load time,
+// since the project builds for the baseline ISA.
+#include "mxfp8_kernels.hpp"
+
+#include <bit>
+#include <cstdint>
+
+#include "shardwise/core/float_convert.hpp"
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define SW_MXFP8_MULTIVERSION \
+  __attribute__((target_clones("default", "arch=x86-64-v3", "arch=x86-64-v4")))
+#else
+#define SW_MXFP8_MULTIVERSION
+#endif
+
+namespace shardwise::mxfp8_kernels {
+namespace {
+
+using fp8_detail::encode_e4m3_magnitude;
+using fp8_detail::kF32AbsMask;
+using fp8_detail::kF32Inf;
+using fp8_detail::select;
+
+constexpr int kBlock = static_cast<int>(kMxfp8BlockSize);
+
+// Biased E8M0 exponent of the block scale from the magnitude bits of amax (finite).
+// kCeil: smallest 2^e with amax <= 448 * 2^e. Write amax = m * 2^E, m in [1, 2): then
+//   amax / 448 = (m / 1.75) * 2^(E-8), and m / 1.75 is in (0.57, 1] when m <= 1.75 (mantissa
+//   bits <= 0x600000), else in (1, 1.15); so e = E - 8 + (mantissa > 0x600000). Exact, no
+//   division. An fp32-subnormal amax (E field 0) is far below 448 * 2^-127 and clamps to 0.
+// kFloor: e = floor(log2(amax)) - 8 = E - 8 (subnormal amax again clamps to 0).
+template <Mxfp8ScaleRule kRule>
+inline std::uint32_t scale_biased_exponent(std::uint32_t amax) {
+  int biased = static_cast<int>(amax >> 23) - 8;
+  if constexpr (kRule == Mxfp8ScaleRule::kCeil) biased += (amax & 0x7fffffu) > 0x600000u ? 1 : 0;
+  biased = biased < 0 ? 0 : biased;
+  // Finite fp32 amax gives at most 254 - 8 + 1 = 247, so 2^-(e) below stays a normal float.
+  return static_cast<std::uint32_t>(biased > 254 ? 254 : biased);
+}
+
+// Blocks are processed in groups: first every block's amax, then every scale, then the
+// elements. Splitting the passes keeps the per-block reduction -> scale -> multiply dependency
+// chain out of the element loop, so the CPU overlaps blocks instead of waiting on each.
+constexpr std::int64_t kGroupBlocks = 16;
+
+template <Mxfp8ScaleRule kRule, typename In, typename ToFloat>
+inline std::uint32_t block_amax_bits(const In* __restrict x, ToFloat to_float) {
+  std::uint32_t amax = 0;
+  for (int i = 0; i < kBlock; ++i) {
+    std::uint32_t a = std::bit_cast<std::uint32_t>(to_float(x[i])) & kF32AbsMask;
+    // Unsigned compare orders fp32 magnitudes; NaN/Inf compare above every finite value. The
+    // ceil rule leaves them out of amax (they become NaN elements, see mxfp8.hpp).
+    if constexpr (kRule == Mxfp8ScaleRule::kCeil) a = select(a < kF32Inf, a, 0u);
+    amax = amax > a ? amax : a;
+  }
+  return amax;
+}
+
+template <Mxfp8ScaleRule kRule, typename In, typename ToFloat>
+inline void encode_block(const In* __restrict x, float inverse_scale, std::uint8_t* __restrict out,
+                         ToFloat to_float) {
+  for (int i = 0; i < kBlock; ++i) {
+    const std::uint32_t u = std::bit_cast<std::uint32_t>(to_float(x[i]));
+    const std::uint32_t abs = u & kF32AbsMask;
+    // Multiplying by a power of two is exact (barring underflow far below E4M3's range).
+    const std::uint32_t scaled =
+        std::bit_cast<std::uint32_t>(std::bit_cast<float>(abs) * inverse_scale);
+    std::uint32_t magnitude = encode_e4m3_magnitude(scaled);
+    if constexpr (kRule == Mxfp8ScaleRule::kCeil) {
+      magnitude = select(abs >= kF32Inf, kE4M3NaN, magnitude);
+    }
+    out[i] = static_cast<std::uint8_t>(((u >> 24) & 0x80u) | magnitude);
+  }
+}
+
+// Quantizes up to kGroupBlocks contiguous blocks. Inputs are converted to fp32 as they are
+// read (twice: amax pass and encode pass), never staged through a buffer: a wide load of
+// data just stored by narrower stores would stall on store forwarding.
+template <Mxfp8ScaleRule kRule, typename In, typename ToFloat>
+inline void quantize_group(const In* __restrict x, std::uint8_t* __restrict out,
+                           std::uint8_t* __restrict scales, std::int64_t nblocks,
+                           ToFloat to_float) {
+  std::uint32_t amax[kGroupBlocks];
+  float inverse_scale[kGroupBlocks];
+  for (std::int64_t b = 0; b < nblocks; ++b) {
+    amax[b] = block_amax_bits<kRule>(x + b * kBlock, to_float);
+  }
+  for (std::int64_t b = 0; b < nblocks; ++b) {
+    const std::uint32_t biased = scale_biased_exponent<kRule>(amax[b]);
+    scales[b] = static_cast<std::uint8_t>(biased);
+    // 1 / 2^(biased - 127) = 2^(127 - (biased - 127)): fp32 exponent field 254 - biased.
+    inverse_scale[b] = std::bit_cast<float>((254u - biased) << 23);
+  }
+  for (std::int64_t b = 0; b < nblocks; ++b) {
+    encode_block<kRule>(x + b * kBlock, inverse_scale[b], out + b * kBlock, to_float);
+  }
+  if constexpr (kRule == Mxfp8ScaleRule::kFloor) {
+    for (std::int64_t b = 0; b < nblocks; ++b) {
+      if (amax[b] < kF32Inf) continue;
+      // OCP: a NaN/Inf anywhere makes the shared scale NaN and every element NaN.
+      scales[b] = kE8M0NaN;
+      for (int i = 0; i < kBlock; ++i) {
+        const std::uint32_t u = std::bit_cast<std::uint32_t>(to_float(x[b * kBlock + i]));
+        out[b * kBlock + i] = static_cast<std::uint8_t>(((u >> 24) & 0x80u) | kE4M3NaN);
+      }
+    }
+  }
+}
+
+template <Mxfp8ScaleRule kRule, typename In, typename ToFloat>
+inline void quantize_blocks(const In* src, std::uint8_t* data, std::uint8_t* scales,
+                            std::int64_t nblocks, ToFloat to_float) {
+  for (std::int64_t b = 0; b < nblocks; b += kGroupBlocks) {
+    const std::int64_t n = nblocks - b < kGroupBlocks ? nblocks - b : kGroupBlocks;
+    quantize_group<kRule>(src + b * kBlock, data + b * kBlock, scales + b, n, to_float);
+  }
+}
+
+// fp16 -> fp32 without branches (float_convert.hpp's version branches per element).
+inline float fp16_to_float_select(std::uint16_t h) {
+  const std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000u) << 16;
+  const std::uint32_t exponent = h & 0x7c00u;
+  const std::uint32_t normal = (static_cast<std::uint32_t>(h & 0x7fffu) << 13) + (112u << 23);
+  const std::uint32_t inf_nan = normal + (112u << 23);  // exponent field 31 -> 255
+  const float sub = static_cast<float>(h & 0x3ffu) * 5.9604644775390625e-08f;  // m * 2^-24
+  std::uint32_t bits = select(exponent == 0x7c00u, inf_nan, normal);
+  bits = select(exponent == 0, std::bit_cast<std::uint32_t>(sub), bits);
+  return std::bit_cast<float>(sign | bits);
+}
+
+// fp32 -> bf16, RNE, NaN kept quiet: float_to_bf16 without its early return, so it vectorises.
+inline std::uint16_t float_to_bf16_select(float f) {
+  const std::uint32_t u = std::bit_cast<std::uint32_t>(f);
+  const std::uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+  const std::uint32_t quiet_nan = (u >> 16) | 0x40u;
+  return static_cast<std::uint16_t>(select((u & kF32AbsMask) > kF32Inf, quiet_nan, rounded));
+}
+
+}  // namespace
+
+SW_MXFP8_MULTIVERSION
+void quantize_f32(const float* src, std::uint8_t* data, std::uint8_t* scales, std::int64_t nblocks,
+                  Mxfp8ScaleRule rule) {
+  const auto to_float = [](float f) { return f; };
+  if (rule == Mxfp8ScaleRule::kCeil) {
+    quantize_blocks<Mxfp8ScaleRule::kCeil>(src, data, scales, nblocks, to_float);
+  } else {
+    quantize_blocks<Mxfp8ScaleRule::kFloor>(src, data, scales, nblocks, to_float);
+  }
+}
+
+SW_MXFP8_MULTIVERSION
+void quantize_bf16(const std::uint16_t* src, std::uint8_t* data, std::uint8_t* scales,
+                   std::int64_t nblocks, Mxfp8ScaleRule rule) {
+  const auto to_float = [](std::uint16_t h) { return bf16_to_float(h); };
+  if (rule == Mxfp8ScaleRule::kCeil) {
+    quantize_blocks<Mxfp8ScaleRule::kCeil>(src, data, scales, nblocks, to_float);
+  } else {
+    quantize_blocks<Mxfp8ScaleRule::kFloor>(src, data, scales, nblocks, to_float);
+  }
+}
+
+SW_MXFP8_MULTIVERSION
+void quantize_f16(const std::uint16_t* src, std::uint8_t* data, std::uint8_t* scales,
+                  std::int64_t nblocks, Mxfp8ScaleRule rule) {
+  const auto to_float = [](std::uint16_t h) { return fp16_to_float_select(h); };
+  if (rule == Mxfp8ScaleRule::kCeil) {
+    quantize_blocks<Mxfp8ScaleRule::kCeil>(src, data, scales, nblocks, to_float);
+  } else {
+    quantize_blocks<Mxfp8ScaleRule::kFloor>(src, data, scales, nblocks, to_float);
+  }
+}
+
+// e4m3 * scale is exact in fp32 (4 significant bits, exponent within range) except when the
+// product is an fp32 subnormal, where the multiply rounds it RNE.
+SW_MXFP8_MULTIVERSION
+void dequantize_f32(const std::uint8_t* __restrict data, const std::uint8_t* scales,
+                    float* __restrict out, std::int64_t nblocks) {
+  for (std::int64_t b = 0; b < nblocks; ++b) {
+    const float scale = e8m0_to_float(scales[b]);
+    for (int i = 0; i < kBlock; ++i)
+      out[b * kBlock + i] = e4m3_to_float(data[b * kBlock + i]) * scale;
+  }
+}
+
+SW_MXFP8_MULTIVERSION
+void dequantize_bf16(const std::uint8_t* __restrict data, const std::uint8_t* scales,
+                     std::uint16_t* __restrict out, std::int64_t nblocks) {
+  for (std::int64_t b = 0; b < nblocks; ++b) {
+    const float scale = e8m0_to_float(scales[b]);
+    for (int i = 0; i < kBlock; ++i)
+      out[b * kBlock + i] = float_to_bf16_select(e4m3_to_float(data[b * kBlock + i]) * scale);
+  }
+}
+
+SW_MXFP8_MULTIVERSION
+void dequantize_f16(const std::uint8_t* __restrict data, const std::uint8_t* scales,
+                    std::uint16_t* __restrict out, std::int64_t nblocks) {
+  for (std::int64_t b = 0; b < nblocks; ++b) {
+    const float scale = e8m0_to_float(scales[b]);
+    for (int i = 0; i < kBlock; ++i)
+      out[b * kBlock + i] = float_to_fp16(e4m3_to_float(data[b * kBlock + i]) * scale);
+  }
+}
+
+}  // namespace shardwise::mxfp8_kernels
