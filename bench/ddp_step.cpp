@@ -1,0 +1,246 @@
+// One synthetic training step through DistributedDataParallel, run side by side for
+//   buffer path: grads reduce-scattered into each rank's shard, params all-gathered in place, and
+//   legacy path (seed 002): grads all-reduced, params synced by flatten / all_gather_v / unflatten.
+// "Backward" visits params in backprop order, writing each gradient with `passes` sweeps of
+// arithmetic (simulated compute) and registering it ready, so bucket collectives overlap it.
+//
+//   mpirun -np 4 bench_ddp_step [--mode all|compare|overlap] [--layers 4] [--hidden 384]
+//                               [--bucket 2000000] [--passes 8] [--iters 5]
+//
+// compare: step time and bytes per rank of both paths and their ratios.
+// overlap: how much of the reduce-scatter time backward compute hides: time spent waiting in
+//          finish_grad_sync with overlap_grad_reduce vs the whole reduce-scatter time without.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "shardwise/comm/mpi_process_group.hpp"
+#include "shardwise/ddp/distributed_data_parallel.hpp"
+#include "shardwise/layout/layout_algorithms.hpp"
+#include "shardwise/layout/model_zoo.hpp"
+
+namespace {
+
+using namespace shardwise;
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+struct Options {
+  std::string mode = "all";
+  int layers = 4;
+  std::int64_t hidden = 384;
+  std::int64_t bucket = 2'000'000;
+  int passes = 8;
+  int iters = 5;
+};
+
+Options parse(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string key = argv[i];
+    const std::string value = argv[i + 1];
+    if (key == "--mode")
+      o.mode = value;
+    else if (key == "--layers")
+      o.layers = std::stoi(value);
+    else if (key == "--hidden")
+      o.hidden = std::stoll(value);
+    else if (key == "--bucket")
+      o.bucket = std::stoll(value);
+    else if (key == "--passes")
+      o.passes = std::stoi(value);
+    else if (key == "--iters")
+      o.iters = std::stoi(value);
+    else
+      throw InvalidArgument("bench_ddp_step: unknown option " + key);
+  }
+  SW_REQUIRE(o.mode == "all" || o.mode == "compare" || o.mode == "overlap", InvalidArgument,
+             "bench_ddp_step: --mode must be all, compare or overlap, got ", o.mode);
+  return o;
+}
+
+ParamList bench_model(const Options& o) {
+  TransformerConfig c;
+  c.name = "ddp-bench";
+  c.num_layers = o.layers;
+  c.hidden_size = o.hidden;
+  c.ffn_hidden_size = 4 * o.hidden;
+  c.num_attention_heads = 8;
+  c.vocab_size = 8192;
+  c.dtype = DType::kBFloat16;
+  return generate_transformer_params(c);
+}
+
+// Simulated backward for one param: `passes` arithmetic sweeps over its fp32 gradient.
+void compute_grad(const TensorView& grad, int rank, int passes) {
+  float* g = grad.as<float>();
+  const float seed = 0.001f * static_cast<float>(rank + 1);
+  for (std::int64_t i = 0; i < grad.numel; ++i) g[i] = seed * static_cast<float>(i % 97);
+  for (int p = 0; p < passes; ++p) {
+    for (std::int64_t i = 0; i < grad.numel; ++i) g[i] = g[i] * 0.999f + seed;
+  }
+}
+
+struct StepTimes {
+  double backward = 0;    // compute + registration (includes dispatch of overlapped buckets)
+  double grad_wait = 0;   // finish_grad_sync
+  double param_sync = 0;  // start_param_sync / legacy_param_sync
+  double total() const { return backward + grad_wait + param_sync; }
+  std::int64_t bytes_sent = 0;
+};
+
+float max_over_ranks(const ProcessGroupPtr& world, double value) {
+  float v = static_cast<float>(value);
+  world->all_reduce({&v, 1, DType::kFloat32}, ReduceOp::kMax)->wait();
+  return v;
+}
+
+struct Path {
+  DistributedDataParallel* ddp;
+  const std::map<ParamId, int>* legacy_owner;  // null: buffer all-gather
+};
+
+StepTimes one_step(const Path& path, const ProcessGroupPtr& world, const Options& o) {
+  DistributedDataParallel& ddp = *path.ddp;
+  const std::size_t n = ddp.params().size();
+  ddp.zero_grad_buffer();
+  world->barrier()->wait();
+  world->reset_traffic();
+  StepTimes t;
+  auto t0 = Clock::now();
+  for (ParamId id = n; id-- > 0;) {
+    compute_grad(ddp.main_grad(id), world->rank(), o.passes);
+    ddp.register_grad_ready(id);
+  }
+  t.backward = seconds_since(t0);
+  t0 = Clock::now();
+  ddp.finish_grad_sync();
+  t.grad_wait = seconds_since(t0);
+  t0 = Clock::now();
+  if (path.legacy_owner) {
+    ddp.legacy_param_sync(*path.legacy_owner);
+  } else {
+    ddp.start_param_sync();
+  }
+  t.param_sync = seconds_since(t0);
+  t.bytes_sent = world->traffic().total_sent();
+  t.backward = max_over_ranks(world, t.backward);
+  t.grad_wait = max_over_ranks(world, t.grad_wait);
+  t.param_sync = max_over_ranks(world, t.param_sync);
+  return t;
+}
+
+// Runs the paths' steps interleaved (so load from other processes hits them alike); per path the
+// median step (by total time, slowest rank) after one warm-up round.
+std::vector<StepTimes> run_interleaved(const std::vector<Path>& paths, const ProcessGroupPtr& world,
+                                       const Options& o) {
+  std::vector<std::vector<StepTimes>> samples(paths.size());
+  for (int it = 0; it <= o.iters; ++it) {
+    for (std::size_t p = 0; p < paths.size(); ++p) {
+      const StepTimes t = one_step(paths[p], world, o);
+      if (it > 0) samples[p].push_back(t);
+    }
+  }
+  std::vector<StepTimes> medians;
+  for (auto& s : samples) {
+    std::sort(s.begin(), s.end(),
+              [](const StepTimes& a, const StepTimes& b) { return a.total() < b.total(); });
+    medians.push_back(s[s.size() / 2]);
+  }
+  return medians;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    const Options o = parse(argc, argv);
+    ProcessGroupPtr world = init_mpi_world();
+    const int dp = world->size();
+    const bool root = world->rank() == 0;
+    const ParamList params = bench_model(o);
+
+    DistributedDataParallelConfig buffered;
+    buffered.use_distributed_optimizer = true;
+    buffered.overlap_grad_reduce = true;
+    buffered.bucket_size = o.bucket;
+    const FullParamLayout layout =
+        compute_full_param_layout(params, buffered.layout_options(LayoutAlgorithm::kLayerWise, dp));
+    std::int64_t numel = 0;
+    for (const auto& [key, l] : layout.layouts) numel += l.numel();
+    if (root) {
+      std::printf(
+          "bench_ddp_step: %d ranks, %zu params, %lld buffer elements (bf16 params, fp32 "
+          "grads), bucket %lld, %d compute passes, median of %d steps\n",
+          dp, params.size(), static_cast<long long>(numel), static_cast<long long>(o.bucket),
+          o.passes, o.iters);
+    }
+
+    if (o.mode == "all" || o.mode == "compare") {
+      DistributedDataParallelConfig legacy = buffered;
+      legacy.use_distributed_optimizer = false;
+      legacy.use_legacy_param_sync = true;
+      const std::map<ParamId, int> owner = ping_pong_owner_map(params, layout, dp, dp);
+      DistributedDataParallel ours_ddp(params, layout, buffered, {world, nullptr});
+      DistributedDataParallel base_ddp(params, layout, legacy, {world, nullptr});
+      const std::vector<StepTimes> t =
+          run_interleaved({{&ours_ddp, nullptr}, {&base_ddp, &owner}}, world, o);
+      const StepTimes& ours = t[0];
+      const StepTimes& base = t[1];
+      if (root) {
+        auto row = [](const char* name, const StepTimes& t) {
+          std::printf(
+              "  %-34s step %8.2f ms (backward %7.2f, grad wait %7.2f, param sync %7.2f)"
+              "  sent %8.2f MB/rank\n",
+              name, 1e3 * t.total(), 1e3 * t.backward, 1e3 * t.grad_wait, 1e3 * t.param_sync,
+              static_cast<double>(t.bytes_sent) / 1e6);
+        };
+        std::printf("compare (rank 0 bytes; times: slowest rank, median step)\n");
+        row("buffer reduce-scatter/all-gather", ours);
+        row("legacy all-reduce/all_gather_v", base);
+        std::printf(
+            "  ratio buffer/legacy: time %.3f, comm time (grad wait + param sync) %.3f, "
+            "bytes %.3f\n",
+            ours.total() / base.total(),
+            (ours.grad_wait + ours.param_sync) / (base.grad_wait + base.param_sync),
+            static_cast<double>(ours.bytes_sent) / static_cast<double>(base.bytes_sent));
+      }
+    }
+
+    if (o.mode == "all" || o.mode == "overlap") {
+      DistributedDataParallelConfig no_overlap = buffered;
+      no_overlap.overlap_grad_reduce = false;
+      DistributedDataParallel serial_ddp(params, layout, no_overlap, {world, nullptr});
+      DistributedDataParallel overlapped_ddp(params, layout, buffered, {world, nullptr});
+      const std::vector<StepTimes> t =
+          run_interleaved({{&serial_ddp, nullptr}, {&overlapped_ddp, nullptr}}, world, o);
+      const StepTimes& serial = t[0];
+      const StepTimes& overlapped = t[1];
+      if (root) {
+        const double comm = serial.grad_wait;  // every reduce-scatter runs inside it
+        const double exposed = overlapped.grad_wait;
+        std::printf("overlap (reduce-scatter path, slowest rank, median step)\n");
+        std::printf(
+            "  without overlap: backward %7.2f ms, reduce-scatter %7.2f ms, step %7.2f ms\n",
+            1e3 * serial.backward, 1e3 * comm, 1e3 * serial.total());
+        std::printf(
+            "  with overlap:    backward %7.2f ms, exposed wait   %7.2f ms, step %7.2f ms\n",
+            1e3 * overlapped.backward, 1e3 * exposed, 1e3 * overlapped.total());
+        std::printf("  hidden fraction of reduce-scatter time: %.3f; step speed-up %.3f\n",
+                    comm > 0 ? std::max(0.0, 1.0 - exposed / comm) : 0.0,
+                    serial.total() / overlapped.total());
+      }
+    }
+    return 0;
+  } catch (const shardwise::Error& e) {
+    std::fprintf(stderr, "bench_ddp_step: %s\n", e.what());
+    return 2;
+  }
+}

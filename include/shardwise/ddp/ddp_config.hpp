@@ -1,0 +1,58 @@
+// Settings of DistributedDataParallel (Megatron's DistributedDataParallelConfig). A plain struct:
+// the YAML-loadable config in config/ converts into it.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+
+#include "shardwise/layout/layout_options.hpp"
+
+namespace shardwise {
+
+struct DistributedDataParallelConfig {
+  // Reduce gradients in fp32 (grad buffers are fp32 whatever the param dtype).
+  bool grad_reduce_in_fp32 = true;
+  // Dispatch a bucket group's collective as soon as all its grads are ready (during backward)
+  // instead of at finish_grad_sync().
+  bool overlap_grad_reduce = false;
+  // Dispatch param all-gathers asynchronously; the forward pass calls finish_param_sync(group)
+  // before it uses a group's params, which also dispatches the next group's gather.
+  bool overlap_param_gather = false;
+  // With overlap_param_gather: start_param_sync() dispatches every group's gather at once
+  // instead of only the first (the rest follow the forward pass).
+  bool align_param_gather = false;
+  // Reduce-scatter grads into each rank's shard and all-gather params (DistributedOptimizer and
+  // LayerWiseDistributedOptimizer); all-reduce grads otherwise.
+  bool use_distributed_optimizer = false;
+  // Approximate elements per bucket; nullopt = resolved by resolved_bucket_size().
+  std::optional<std::int64_t> bucket_size;
+  // Average in the collective (ReduceOp::kAvg) instead of pre-scaling by 1/dp and summing.
+  bool average_in_collective = false;
+  bool pad_buckets_for_high_nccl_busbw = false;
+  // The loss is already summed per token and normalised by the caller: no gradient scaling.
+  bool per_token_loss = false;
+  // Seed 002's baseline: grads all-reduced over the whole buffer, params synced by an
+  // all_gather_v of each rank's owned params (flatten / gather / unflatten).
+  bool use_legacy_param_sync = false;
+  // Consecutive buckets (in backprop order, within one buffer) per bucket group when
+  // overlap_grad_reduce is on. Without overlap every buffer forms a single bucket group.
+  int num_buckets_per_group = 1;
+
+  // Megatron's default: max(40M, 1M * dp) elements with overlap_grad_reduce, a single bucket
+  // (nullopt) without. An explicit bucket_size wins.
+  std::optional<std::int64_t> resolved_bucket_size(int data_parallel_size) const;
+
+  // Whether grads are reduce-scattered (true) or all-reduced (false).
+  bool reduce_scatter_grads() const { return use_distributed_optimizer && !use_legacy_param_sync; }
+
+  // Throws InvalidArgument naming the field: bucket_size < 1, num_buckets_per_group < 1,
+  // align_param_gather without overlap_param_gather, overlap_param_gather without the
+  // distributed optimizer, per_token_loss together with average_in_collective.
+  void validate() const;
+
+  // LayoutOptions the layout algorithms need for this config (bucket size resolved for dp).
+  LayoutOptions layout_options(LayoutAlgorithm algorithm, int data_parallel_size,
+                               std::optional<int> expert_data_parallel_size = std::nullopt) const;
+};
+
+}  // namespace shardwise
