@@ -8,12 +8,12 @@
 namespace shardwise {
 namespace {
 
-std::string text_of(const SyntheticTask& task, Split split, std::int64_t i) {
+std::string text_of(const SyntheticTaskDataset& task, Split split, std::int64_t i) {
   return task.sample_text(split, i);
 }
 
-TEST(SyntheticTask, AdditionSamplesAreCorrectSums) {
-  SyntheticTask task(SyntheticTaskKind::kAddition, 3, 42, 100);
+TEST(SyntheticTaskDataset, AdditionSamplesAreCorrectSums) {
+  SyntheticTaskDataset task(SyntheticTaskKind::kAddition, 3, 42, 100);
   EXPECT_EQ(task.seq_len(), 12);
   for (int i = 0; i < 200; ++i) {
     const std::string s = text_of(task, Split::kTrain, i);
@@ -27,8 +27,8 @@ TEST(SyntheticTask, AdditionSamplesAreCorrectSums) {
   }
 }
 
-TEST(SyntheticTask, OnlyAnswerTokensAreScored) {
-  SyntheticTask task(SyntheticTaskKind::kAddition, 2, 1, 10);
+TEST(SyntheticTaskDataset, OnlyAnswerTokensAreScored) {
+  SyntheticTaskDataset task(SyntheticTaskKind::kAddition, 2, 1, 10);
   std::vector<std::int32_t> tokens(task.seq_len()), targets(task.seq_len());
   task.fill(Split::kTrain, 5, 1, tokens.data(), targets.data());
   // "ab+cd=" is 6 prompt chars: positions 0..4 predict prompt chars and are not scored.
@@ -39,8 +39,8 @@ TEST(SyntheticTask, OnlyAnswerTokensAreScored) {
   }
 }
 
-TEST(SyntheticTask, ValidationIsHeldOutFromTraining) {
-  SyntheticTask task(SyntheticTaskKind::kAddition, 2, 3, 200);
+TEST(SyntheticTaskDataset, ValidationIsHeldOutFromTraining) {
+  SyntheticTaskDataset task(SyntheticTaskKind::kAddition, 2, 3, 200);
   std::set<std::string> train, validation;
   for (int i = 0; i < 5000; ++i) train.insert(text_of(task, Split::kTrain, i).substr(0, 6));
   for (int i = 0; i < 200; ++i) validation.insert(text_of(task, Split::kValidation, i).substr(0, 6));
@@ -48,8 +48,8 @@ TEST(SyntheticTask, ValidationIsHeldOutFromTraining) {
   EXPECT_GT(validation.size(), 50u);
 }
 
-TEST(SyntheticTask, DeterministicAndSeedDependent) {
-  SyntheticTask a(SyntheticTaskKind::kSort, 6, 11, 10), b(SyntheticTaskKind::kSort, 6, 11, 10),
+TEST(SyntheticTaskDataset, DeterministicAndSeedDependent) {
+  SyntheticTaskDataset a(SyntheticTaskKind::kSort, 6, 11, 10), b(SyntheticTaskKind::kSort, 6, 11, 10),
       c(SyntheticTaskKind::kSort, 6, 12, 10);
   int differ = 0;
   for (int i = 0; i < 50; ++i) {
@@ -63,9 +63,9 @@ TEST(SyntheticTask, DeterministicAndSeedDependent) {
   EXPECT_GT(differ, 40);
 }
 
-TEST(SyntheticTask, RejectsBadDigits) {
-  EXPECT_THROW(SyntheticTask(SyntheticTaskKind::kAddition, 0, 1, 1), InvalidArgument);
-  EXPECT_THROW(SyntheticTask(SyntheticTaskKind::kAddition, 3, 1, 0), InvalidArgument);
+TEST(SyntheticTaskDataset, RejectsBadDigits) {
+  EXPECT_THROW(SyntheticTaskDataset(SyntheticTaskKind::kAddition, 0, 1, 1), InvalidArgument);
+  EXPECT_THROW(SyntheticTaskDataset(SyntheticTaskKind::kAddition, 3, 1, 0), InvalidArgument);
 }
 
 }  // namespace
