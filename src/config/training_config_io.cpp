@@ -1,0 +1,299 @@
+// Loading TrainingConfig from YAML (with "section.key=value" overrides) and printing it back. One
+// field table per section drives key validation, reading and printing, so the three never drift.
+#include <fstream>
+#include <sstream>
+
+#include "shardwise/config/training_config.hpp"
+#include "yaml_fields.hpp"
+
+namespace shardwise {
+namespace {
+
+using config_detail::field;
+using config_detail::FieldSpec;
+using config_detail::Json;
+
+const std::vector<FieldSpec<ModelConfig>>& model_fields() {
+  using C = ModelConfig;
+  static const std::vector<FieldSpec<C>> fields = {
+      field("arch", &C::arch),         field("layers", &C::layers),
+      field("hidden", &C::hidden),     field("heads", &C::heads),
+      field("ffn", &C::ffn),           field("vocab", &C::vocab),
+      field("seq_len", &C::seq_len),   field("position", &C::position),
+      field("tied_embeddings", &C::tied_embeddings), field("dtype", &C::dtype),
+      field("init_std", &C::init_std), field("seed", &C::seed),
+  };
+  return fields;
+}
+
+const std::vector<FieldSpec<DataConfig>>& data_fields() {
+  using C = DataConfig;
+  static const std::vector<FieldSpec<C>> fields = {
+      field("source", &C::source), field("task", &C::task),         field("digits", &C::digits),
+      field("path", &C::path),     field("val_path", &C::val_path),
+      field("eval_samples", &C::eval_samples),
+  };
+  return fields;
+}
+
+const std::vector<FieldSpec<OptimizerConfig>>& optimizer_fields() {
+  using C = OptimizerConfig;
+  static const std::vector<FieldSpec<C>> fields = {
+      field("kind", &C::kind),
+      field("lr", &C::lr),
+      field("min_lr", &C::min_lr),
+      field("muon_lr", &C::muon_lr),
+      field("weight_decay", &C::weight_decay),
+      field("adam_beta1", &C::adam_beta1),
+      field("adam_beta2", &C::adam_beta2),
+      field("adam_eps", &C::adam_eps),
+      field("muon_momentum", &C::muon_momentum),
+      field("muon_nesterov", &C::muon_nesterov),
+      field("muon_ns_steps", &C::muon_ns_steps),
+      field("muon_coefficient_set", &C::muon_coefficient_set),
+      field("muon_scale_mode", &C::muon_scale_mode),
+      field("muon_extra_scale_factor", &C::muon_extra_scale_factor),
+      field("muon_split_qkv", &C::muon_split_qkv),
+      field("muon_matmul_precision", &C::muon_matmul_precision),
+      field("clip_grad", &C::clip_grad),
+      field("overlap_param_gather_with_optimizer_step",
+            &C::overlap_param_gather_with_optimizer_step),
+  };
+  return fields;
+}
+
+const std::vector<FieldSpec<DistributedDataParallelConfig>>& ddp_fields() {
+  using C = DistributedDataParallelConfig;
+  static const std::vector<FieldSpec<C>> fields = {
+      field("grad_reduce_in_fp32", &C::grad_reduce_in_fp32),
+      field("overlap_grad_reduce", &C::overlap_grad_reduce),
+      field("overlap_param_gather", &C::overlap_param_gather),
+      field("align_param_gather", &C::align_param_gather),
+      field("use_distributed_optimizer", &C::use_distributed_optimizer),
+      field("bucket_size", &C::bucket_size),
+      field("average_in_collective", &C::average_in_collective),
+      field("pad_buckets_for_high_nccl_busbw", &C::pad_buckets_for_high_nccl_busbw),
+      field("per_token_loss", &C::per_token_loss),
+      field("use_legacy_layer_wise_sync", &C::use_legacy_param_sync),
+      field("num_buckets_per_group", &C::num_buckets_per_group),
+  };
+  return fields;
+}
+
+const std::vector<FieldSpec<TrainLoopConfig>>& training_fields() {
+  using C = TrainLoopConfig;
+  static const std::vector<FieldSpec<C>> fields = {
+      field("steps", &C::steps),
+      field("micro_batch_size", &C::micro_batch_size),
+      field("grad_accumulation", &C::grad_accumulation),
+      field("warmup_steps", &C::warmup_steps),
+      field("lr_schedule", &C::lr_schedule),
+      field("eval_interval", &C::eval_interval),
+      field("seed", &C::seed),
+  };
+  return fields;
+}
+
+const std::vector<FieldSpec<LoggingConfig>>& logging_fields() {
+  using C = LoggingConfig;
+  static const std::vector<FieldSpec<C>> fields = {
+      field("log_interval", &C::log_interval),
+      field("jsonl_path", &C::jsonl_path),
+      field("plot_path", &C::plot_path),
+      field("progress", &C::progress),
+  };
+  return fields;
+}
+
+const std::vector<FieldSpec<CommOverlapSettings>>& comm_overlap_fields() {
+  using C = CommOverlapSettings;
+  static const std::vector<FieldSpec<C>> fields = {
+      field("tp_comm_overlap", &C::tp_comm_overlap),
+      field("tp_comm_overlap_cfg", &C::tp_comm_overlap_cfg),
+      field("tp_comm_bootstrap_backend", &C::tp_comm_bootstrap_backend),
+      field("overlap_p2p_comm", &C::overlap_p2p_comm),
+      field("batch_p2p_comm", &C::batch_p2p_comm),
+      field("overlap_grad_reduce", &C::overlap_grad_reduce),
+      field("overlap_param_gather", &C::overlap_param_gather),
+      field("overlap_param_gather_with_optimizer_step",
+            &C::overlap_param_gather_with_optimizer_step),
+      field("align_param_gather", &C::align_param_gather),
+      field("bucket_size", &C::bucket_size),
+      field("defer_embedding_wgrad_compute", &C::defer_embedding_wgrad_compute),
+      field("wgrad_deferral_limit", &C::wgrad_deferral_limit),
+      field("data_parallel_size", &C::data_parallel_size),
+  };
+  return fields;
+}
+
+const std::vector<FieldSpec<ParallelConfig>>& parallel_fields() {
+  using C = ParallelConfig;
+  static const std::vector<FieldSpec<C>> fields = {
+      field("tp", &C::tp), field("pp", &C::pp), field("vp", &C::vp),
+      field("cp", &C::cp), field("ep", &C::ep), field("sequence_parallel", &C::sequence_parallel),
+  };
+  return fields;
+}
+
+constexpr std::string_view kSections[] = {"model",    "data",    "optimizer",    "ddp",
+                                          "training", "logging", "comm_overlap", "parallel"};
+
+// Sets root[a][b]...[z] = value for the dotted path, creating mappings on the way.
+void apply_override(YAML::Node& root, const std::string& text) {
+  const auto eq = text.find('=');
+  SW_REQUIRE(eq != std::string::npos && eq > 0, ConfigError, "override '", text,
+             "': expected section.key=value");
+  const std::string dotted = text.substr(0, eq);
+  std::vector<std::string> parts;
+  std::stringstream split(dotted);
+  for (std::string part; std::getline(split, part, '.');) {
+    SW_REQUIRE(!part.empty(), ConfigError, "override '", text, "': empty key in '", dotted, "'");
+    parts.push_back(part);
+  }
+  SW_REQUIRE(parts.size() >= 2 && dotted.back() != '.', ConfigError, "override '", text,
+             "': expected section.key=value");
+  YAML::Node value;
+  try {
+    value = YAML::Load(text.substr(eq + 1));
+  } catch (const YAML::Exception& e) {
+    throw ConfigError(str_cat("override '", text, "': value is not valid YAML: ", e.what()));
+  }
+  YAML::Node cursor;
+  cursor.reset(root);
+  for (std::size_t i = 0; i + 1 < parts.size(); ++i) {
+    YAML::Node next = cursor[parts[i]];
+    if (!next || next.IsNull()) {
+      cursor[parts[i]] = YAML::Node(YAML::NodeType::Map);
+      next.reset(cursor[parts[i]]);
+    }
+    if (!next.IsMap()) {
+      std::string prefix = parts[0];
+      for (std::size_t j = 1; j <= i; ++j) prefix += "." + parts[j];
+      throw ConfigError(str_cat("override '", text, "': ", prefix, " is not a mapping"));
+    }
+    cursor.reset(next);
+  }
+  cursor[parts.back()] = value;
+}
+
+TrainingConfig from_node(YAML::Node root, const std::vector<std::string>& overrides) {
+  if (!root || root.IsNull()) root.reset(YAML::Node(YAML::NodeType::Map));
+  if (!root.IsMap()) config_detail::type_error("config", "a mapping of sections", root);
+  for (const auto& text : overrides) apply_override(root, text);
+  const std::vector<std::string_view> sections(std::begin(kSections), std::end(kSections));
+  config_detail::check_keys(root, "config", sections, "section");
+
+  TrainingConfig cfg;
+  using config_detail::read_fields;
+  read_fields<ModelConfig>(root["model"], "model", model_fields(), cfg.model);
+  read_fields<DataConfig>(root["data"], "data", data_fields(), cfg.data);
+  read_fields<OptimizerConfig>(root["optimizer"], "optimizer", optimizer_fields(), cfg.optimizer);
+  read_fields<DistributedDataParallelConfig>(root["ddp"], "ddp", ddp_fields(), cfg.ddp);
+  read_fields<TrainLoopConfig>(root["training"], "training", training_fields(), cfg.training);
+  read_fields<LoggingConfig>(root["logging"], "logging", logging_fields(), cfg.logging);
+  read_fields<CommOverlapSettings>(root["comm_overlap"], "comm_overlap", comm_overlap_fields(),
+                                   cfg.comm_overlap);
+  read_fields<ParallelConfig>(root["parallel"], "parallel", parallel_fields(), cfg.parallel);
+
+  // The optimizer kind decides these two unless the file says otherwise (then validate() checks
+  // that it agrees).
+  const YAML::Node ddp = root["ddp"];
+  const bool ddp_is_map = ddp && ddp.IsMap();
+  if (!ddp_is_map || !ddp["use_distributed_optimizer"]) {
+    cfg.ddp.use_distributed_optimizer = cfg.optimizer.use_distributed_optimizer();
+  }
+  if (!ddp_is_map || !ddp["use_legacy_layer_wise_sync"]) {
+    cfg.ddp.use_legacy_param_sync = cfg.optimizer.kind == OptimizerKind::kLegacyLayerWise;
+  }
+  validate(cfg);
+  return cfg;
+}
+
+}  // namespace
+
+std::span<const std::string_view> training_config_sections() { return kSections; }
+
+std::vector<std::string_view> training_config_keys(std::string_view section) {
+  using config_detail::keys_of;
+  if (section == "model") return keys_of<ModelConfig>(model_fields());
+  if (section == "data") return keys_of<DataConfig>(data_fields());
+  if (section == "optimizer") return keys_of<OptimizerConfig>(optimizer_fields());
+  if (section == "ddp") return keys_of<DistributedDataParallelConfig>(ddp_fields());
+  if (section == "training") return keys_of<TrainLoopConfig>(training_fields());
+  if (section == "logging") return keys_of<LoggingConfig>(logging_fields());
+  if (section == "comm_overlap") return keys_of<CommOverlapSettings>(comm_overlap_fields());
+  if (section == "parallel") return keys_of<ParallelConfig>(parallel_fields());
+  throw ConfigError(str_cat("unknown section '", section, "' (valid sections: ",
+                            config_detail::join_keys({std::begin(kSections), std::end(kSections)}),
+                            ")"));
+}
+
+TrainingConfig parse_training_config(std::string_view yaml_text,
+                                     const std::vector<std::string>& overrides,
+                                     std::string_view source) {
+  try {
+    YAML::Node root;
+    try {
+      root = YAML::Load(std::string(yaml_text));
+    } catch (const YAML::Exception& e) {
+      throw ConfigError(str_cat("invalid YAML: ", e.what()));
+    }
+    return from_node(root, overrides);
+  } catch (const ConfigError& e) {
+    throw ConfigError(str_cat(source, ": ", e.what()));
+  }
+}
+
+TrainingConfig load_training_config(const std::filesystem::path& path,
+                                    const std::vector<std::string>& overrides) {
+  std::ifstream in(path, std::ios::binary);
+  SW_REQUIRE(in, IoError, "cannot open config file ", path.string());
+  std::ostringstream text;
+  text << in.rdbuf();
+  SW_REQUIRE(!in.bad(), IoError, "cannot read config file ", path.string());
+  return parse_training_config(text.str(), overrides, path.string());
+}
+
+nlohmann::ordered_json to_json(const TrainingConfig& config) {
+  using config_detail::write_fields;
+  Json out = Json::object();
+  out["model"] = write_fields<ModelConfig>(config.model, model_fields());
+  out["data"] = write_fields<DataConfig>(config.data, data_fields());
+  out["optimizer"] = write_fields<OptimizerConfig>(config.optimizer, optimizer_fields());
+  out["ddp"] = write_fields<DistributedDataParallelConfig>(config.ddp, ddp_fields());
+  out["training"] = write_fields<TrainLoopConfig>(config.training, training_fields());
+  out["logging"] = write_fields<LoggingConfig>(config.logging, logging_fields());
+  out["comm_overlap"] =
+      write_fields<CommOverlapSettings>(config.comm_overlap, comm_overlap_fields());
+  out["parallel"] = write_fields<ParallelConfig>(config.parallel, parallel_fields());
+  return out;
+}
+
+bool same_ddp_settings(const DistributedDataParallelConfig& a,
+                       const DistributedDataParallelConfig& b) {
+  for (const auto& f : ddp_fields()) {
+    if (f.write(a) != f.write(b)) return false;
+  }
+  return true;
+}
+
+bool TrainingConfig::operator==(const TrainingConfig& other) const {
+  return model == other.model && data == other.data && optimizer == other.optimizer &&
+         same_ddp_settings(ddp, other.ddp) && training == other.training &&
+         logging == other.logging && comm_overlap == other.comm_overlap &&
+         parallel == other.parallel;
+}
+
+nlohmann::ordered_json to_json(const TransformerLayerTPOverlapCfg& cfg) {
+  return config_detail::encode(cfg);
+}
+
+std::string json_to_yaml(const nlohmann::ordered_json& value) {
+  return config_detail::json_to_yaml(value);
+}
+
+std::string to_yaml(const TrainingConfig& config) {
+  return config_detail::json_to_yaml(to_json(config));
+}
+
+}  // namespace shardwise
