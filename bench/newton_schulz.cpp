@@ -1,0 +1,155 @@
+// Newton–Schulz throughput against plain BLAS sgemm on the same shapes, measured side by side.
+//
+// Baseline: the GEMMs of one orthogonalization issued as plain sgemm calls (per step X X^T,
+// A A and B X: 4 m^2 n + 2 m^3 flops, m the short side). Ours: NewtonSchulz::orthogonalize
+// (normalisation, ssyrk for the symmetric products, the elementwise work, everything). Rates are
+// those nominal GEMM flops divided by wall time, so ratio = baseline time / our time; with ssyrk
+// ours does fewer flops (3 m^2 n + m^3 per step) and can pass 1.0. The "gemm only" column
+// disables ssyrk, showing the overhead of everything that is not a GEMM.
+//
+// Usage: bench_newton_schulz [--shapes 1024x1024,4096x1024] [--budget-s 50]
+// Threads: OPENBLAS_NUM_THREADS (default: all cores). Shapes that would not fit in the time
+// budget at the measured rate are reported as skipped.
+#include "shardwise/optim/newton_schulz.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "shardwise/core/blas.hpp"
+
+namespace {
+
+using shardwise::optim::MatmulPrecision;
+using shardwise::optim::NewtonSchulz;
+using shardwise::optim::NewtonSchulzOptions;
+using Clock = std::chrono::steady_clock;
+namespace blas = shardwise::blas;
+
+struct Shape {
+  std::int64_t rows, cols;
+};
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// The GEMMs of `steps` Newton–Schulz steps as plain sgemm calls.
+void plain_sgemm_steps(const std::vector<float>& x, std::int64_t m, std::int64_t n, int steps,
+                       std::vector<float>& gram, std::vector<float>& poly, std::vector<float>& y) {
+  using blas::Op;
+  for (int s = 0; s < steps; ++s) {
+    blas::sgemm(Op::kNone, Op::kTranspose, m, m, n, 1.0f, x.data(), n, x.data(), n, 0.0f,
+                gram.data(), m);
+    blas::sgemm(Op::kNone, Op::kNone, m, m, m, 1.0f, gram.data(), m, gram.data(), m, 0.5f,
+                poly.data(), m);
+    blas::sgemm(Op::kNone, Op::kNone, m, n, m, 1.0f, poly.data(), m, x.data(), n, 0.0f, y.data(),
+                n);
+  }
+}
+
+std::vector<Shape> parse_shapes(const std::string& text) {
+  std::vector<Shape> out;
+  std::size_t pos = 0;
+  while (pos < text.size()) {
+    const std::size_t comma = std::min(text.find(',', pos), text.size());
+    const std::string item = text.substr(pos, comma - pos);
+    const std::size_t x = item.find('x');
+    if (x == std::string::npos) {
+      std::fprintf(stderr, "bad shape '%s' (want RxC)\n", item.c_str());
+      std::exit(2);
+    }
+    out.push_back({std::stoll(item.substr(0, x)), std::stoll(item.substr(x + 1))});
+    pos = comma + 1;
+  }
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<Shape> shapes = {{1024, 1024}, {4096, 1024}, {1024, 4096}, {2048, 8192}};
+  double budget_s = 50.0;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string flag = argv[i];
+    if (flag == "--shapes")
+      shapes = parse_shapes(argv[i + 1]);
+    else if (flag == "--budget-s")
+      budget_s = std::atof(argv[i + 1]);
+  }
+  const int steps = 5;
+  const char* env_threads = std::getenv("OPENBLAS_NUM_THREADS");
+  std::printf("BLAS: %s\n", blas::library_config().c_str());
+  std::printf(
+      "BLAS threads: %d (OPENBLAS_NUM_THREADS=%s); Newton-Schulz: quintic, %d steps, fp32\n",
+      blas::num_threads(), env_threads ? env_threads : "unset", steps);
+  if (blas::library_config().find("core=Prescott") != std::string::npos) {
+    std::printf(
+        "note: OpenBLAS fell back to its generic Prescott kernels (CPU model unknown to "
+        "this OpenBLAS); OPENBLAS_CORETYPE=SkylakeX or Haswell is ~3x faster here\n");
+  }
+  std::printf("%-11s %10s %12s %8s %12s %8s %12s %8s %9s\n", "shape", "GFLOP", "sgemm GF/s", "",
+              "NS GF/s", "ratio", "NS-gemm GF/s", "ratio", "bf16 ratio");
+
+  const Clock::time_point start = Clock::now();
+  std::mt19937 rng(1);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  double rate_estimate = 0.0;  // GFLOP/s seen so far, to predict whether a shape fits
+  for (const Shape& shape : shapes) {
+    const std::int64_t m = std::min(shape.rows, shape.cols), n = std::max(shape.rows, shape.cols);
+    const double gflop =
+        shardwise::optim::newton_schulz_gemm_flops(shape.rows, shape.cols, steps) / 1e9;
+    const double remaining = budget_s - seconds_since(start);
+    // Each repetition runs four variants of about the same cost; at least two repetitions.
+    const int reps = gflop > 50.0 ? 2 : 3;
+    if (rate_estimate > 0.0 && 8.0 * gflop / rate_estimate > remaining) {
+      std::printf(
+          "%5lldx%-5lld %10.1f   skipped: ~%.0f s needed at %.1f GFLOP/s, %.0f s of budget left\n",
+          (long long)shape.rows, (long long)shape.cols, gflop, 8.0 * gflop / rate_estimate,
+          rate_estimate, std::max(0.0, remaining));
+      continue;
+    }
+    std::vector<float> g(static_cast<std::size_t>(m * n)), out(g.size()), y(g.size());
+    for (float& v : g) v = dist(rng);
+    std::vector<float> gram(static_cast<std::size_t>(m * m)), poly(gram.size());
+    NewtonSchulzOptions syrk_opts, gemm_opts, bf16_opts;
+    gemm_opts.use_syrk = false;
+    bf16_opts.precision = MatmulPrecision::kBf16;
+    NewtonSchulz ns_syrk(syrk_opts), ns_gemm(gemm_opts), ns_bf16(bf16_opts);
+    // Warm up (allocations, BLAS thread pool).
+    ns_syrk.orthogonalize(g.data(), shape.rows, shape.cols, out.data());
+    double best_base = 1e30, best_syrk = 1e30, best_gemm = 1e30, best_bf16 = 1e30;
+    for (int rep = 0; rep < reps; ++rep) {
+      // Interleaved, so load changes from other processes hit every variant alike.
+      Clock::time_point t0 = Clock::now();
+      plain_sgemm_steps(g, m, n, steps, gram, poly, y);
+      best_base = std::min(best_base, seconds_since(t0));
+      t0 = Clock::now();
+      ns_syrk.orthogonalize(g.data(), shape.rows, shape.cols, out.data());
+      best_syrk = std::min(best_syrk, seconds_since(t0));
+      t0 = Clock::now();
+      ns_gemm.orthogonalize(g.data(), shape.rows, shape.cols, out.data());
+      best_gemm = std::min(best_gemm, seconds_since(t0));
+      t0 = Clock::now();
+      ns_bf16.orthogonalize(g.data(), shape.rows, shape.cols, out.data());
+      best_bf16 = std::min(best_bf16, seconds_since(t0));
+      if (rep >= 1 && seconds_since(start) > budget_s) break;
+    }
+    rate_estimate = gflop / best_base;
+    std::printf("%5lldx%-5lld %10.1f %12.1f %8s %12.1f %8.2f %12.1f %8.2f %9.2f\n",
+                (long long)shape.rows, (long long)shape.cols, gflop, gflop / best_base, "",
+                gflop / best_syrk, best_base / best_syrk, gflop / best_gemm, best_base / best_gemm,
+                best_base / best_bf16);
+    std::fflush(stdout);
+  }
+  std::printf(
+      "ratio = plain sgemm time / Newton-Schulz time for the same nominal GEMM flops "
+      "(target >= 0.85); best of up to 3 interleaved runs; total %.1f s\n",
+      seconds_since(start));
+  return 0;
+}

@@ -1,0 +1,71 @@
+// AdamW (Loshchilov & Hutter) with fp32 state, bias correction and decoupled weight decay, as
+// torch.optim.AdamW computes it:
+//   p <- p * (1 - lr*wd)
+//   m <- b1*m + (1-b1)*g,  v <- b2*v + (1-b2)*g^2
+//   p <- p - lr/(1-b1^t) * m / (sqrt(v)/sqrt(1-b2^t) + eps)
+// lr, weight decay, betas and eps can be overridden per param group. Works on any shape
+// (a shard of a flattened buffer is fine): it only looks at numel.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "shardwise/optim/optimizer.hpp"
+
+namespace shardwise::optim {
+
+struct AdamWOptions {
+  double lr = 1e-3;
+  double weight_decay = 0.01;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+};
+
+// Scalars of one AdamW update, folded once per param so the element loop is pure arithmetic.
+struct AdamWStepScalars {
+  float decay;  // 1 - lr*wd
+  float beta1, one_minus_beta1;
+  float beta2, one_minus_beta2;
+  float step_size;       // lr / (1 - beta1^t)
+  float inv_sqrt_bias2;  // 1 / sqrt(1 - beta2^t)
+  float eps;
+
+  static AdamWStepScalars make(double lr, double weight_decay, double beta1, double beta2,
+                               double eps, std::int64_t step);
+};
+
+// The element loop: updates param, exp_avg and exp_avg_sq in place from grad.
+void adamw_update(const AdamWStepScalars& s, std::span<float> param, std::span<const float> grad,
+                  std::span<float> exp_avg, std::span<float> exp_avg_sq);
+
+class AdamW : public Optimizer {
+ public:
+  AdamW(std::vector<ParamGroup> groups, AdamWOptions defaults);
+
+  std::string_view kind() const override { return "adamw"; }
+  bool step_with_ready_grads() override;
+  OptimizerState state_dict() const override;
+  void load_state_dict(const OptimizerState& state) override;
+
+  const AdamWOptions& defaults() const { return defaults_; }
+
+ private:
+  struct State {
+    std::vector<float> exp_avg;
+    std::vector<float> exp_avg_sq;
+    std::int64_t step = 0;
+  };
+  // Zero state for params seen for the first time (e.g. added to a group after construction).
+  State& state_for(const OptimParam& p);
+
+  AdamWOptions defaults_;
+  // Keyed by param name, so a wrapper may narrow or regroup param_groups() between steps.
+  std::map<std::string, State> state_;
+};
+
+}  // namespace shardwise::optim

@@ -1,0 +1,75 @@
+// Muon (MomentUm Orthogonalized by Newton–Schulz) for 2-D weights. Per step and param:
+//   p <- p - lr*wd*p                       (decoupled weight decay, first)
+//   buf <- mu*buf + (1-mu)*g
+//   u <- nesterov ? (1-mu)*g + mu*buf : buf
+//   for each part of p (the whole matrix, or Q/K/V of a fused QKV weight with split_qkv):
+//     p_part <- p_part - lr * scale(part rows, cols) * extra_scale_factor * NS(u_part)
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "shardwise/optim/newton_schulz.hpp"
+#include "shardwise/optim/optimizer.hpp"
+
+namespace shardwise::optim {
+
+// How the orthogonalized update of an m x n (rows x cols, i.e. out x in) matrix is scaled.
+enum class MuonScaleMode : std::uint8_t {
+  kSpectral,         // sqrt(max(m, n)) (default)
+  kUnitRmsNorm,      // sqrt(m / n)
+  kShapeScaling,     // sqrt(max(1, m / n))
+  kAdamwMatchedRms,  // 0.2 * sqrt(max(m, n)): update RMS close to AdamW's, so AdamW lr/wd work
+};
+
+// The factor before extra_scale_factor.
+double muon_scale_factor(MuonScaleMode mode, std::int64_t rows, std::int64_t cols);
+
+// Parses "spectral", "unit_rms_norm", "shape_scaling", "adamw_matched_rms".
+MuonScaleMode parse_muon_scale_mode(std::string_view name, std::string_view what);
+std::string_view muon_scale_mode_name(MuonScaleMode mode);
+
+struct MuonOptions {
+  double lr = 0.02;
+  double weight_decay = 0.01;
+  double momentum = 0.95;
+  bool nesterov = false;
+  NewtonSchulzOptions newton_schulz;
+  MuonScaleMode scale_mode = MuonScaleMode::kSpectral;
+  double extra_scale_factor = 1.0;
+  // Orthogonalize the Q, K and V parts of params that carry a qkv_split separately.
+  bool split_qkv = true;
+};
+
+class Muon : public Optimizer {
+ public:
+  // Throws ShapeError naming the param for any param that is not 2-D or whose qkv_split does
+  // not add up to its rows.
+  Muon(std::vector<ParamGroup> groups, MuonOptions defaults);
+
+  std::string_view kind() const override { return "muon"; }
+  bool step_with_ready_grads() override;
+  OptimizerState state_dict() const override;
+  void load_state_dict(const OptimizerState& state) override;
+
+  const MuonOptions& defaults() const { return defaults_; }
+
+ private:
+  void step_param(const OptimParam& p, std::vector<float>& momentum_buffer, double lr, double wd,
+                  double mu);
+  // Checks shape and QKV split; throws ShapeError naming the param.
+  static void validate_matrix(const OptimParam& p);
+  // Zero momentum for params seen for the first time.
+  std::vector<float>& momentum_for(const OptimParam& p);
+
+  MuonOptions defaults_;
+  NewtonSchulz newton_schulz_;
+  // Keyed by param name, so a wrapper may narrow or regroup param_groups() between steps.
+  std::map<std::string, std::vector<float>> momentum_;
+  std::vector<float> update_;  // workspace: u, then NS(u)
+};
+
+}  // namespace shardwise::optim

@@ -1,0 +1,74 @@
+// Newton–Schulz orthogonalization: approximates polar(G) = U V^T for G = U S V^T with a few
+// odd quintic matrix polynomials, using only GEMMs (BLAS).
+//
+// Works on the short side: with X the m x n view of G where m <= n (G itself, or G^T for a tall
+// G), X <- G / (||G||_F + eps), then per step with coefficients (a, b, c):
+//   A = X X^T;  B = b A + c A A;  X <- a X + B X
+// A is an m x m Gram matrix, so tall and wide inputs cost the same. A tall G is never copied
+// into a transpose: the same products are formed with BLAS transpose flags (A = G^T G,
+// X <- X a + X B, B symmetric).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <span>
+#include <string_view>
+#include <vector>
+
+namespace shardwise::optim {
+
+enum class NsCoefficients : std::uint8_t {
+  kQuintic,       // five tuned quintics, cycled (default)
+  kSimple,        // Keller Jordan's single quintic (3.4445, -4.7750, 2.0315) every step
+  kPolarExpress,  // Amsel, Persson, Musco, Gower 2025, degree 5, with its 1.01 safety factor
+};
+
+enum class MatmulPrecision : std::uint8_t {
+  kFp32,  // fp32 GEMM inputs
+  kBf16,  // GEMM inputs rounded to bf16 (RNE), fp32 accumulation: what bf16 tensor cores do
+};
+
+struct NewtonSchulzOptions {
+  NsCoefficients coefficients = NsCoefficients::kQuintic;
+  int steps = 5;
+  MatmulPrecision precision = MatmulPrecision::kFp32;
+  float eps = 1e-7f;  // added to the Frobenius norm before normalising
+  // Form the symmetric products (X X^T and A A) with ssyrk at half the flops of sgemm.
+  bool use_syrk = true;
+};
+
+using NsStepCoefficients = std::array<double, 3>;  // (a, b, c)
+
+// The (a, b, c) used at step `step` (0-based) of a coefficient set.
+NsStepCoefficients ns_coefficients(NsCoefficients set, int step);
+
+// Parses "quintic", "simple", "polar_express"; InvalidArgument naming `what` otherwise.
+NsCoefficients parse_ns_coefficients(std::string_view name, std::string_view what);
+std::string_view ns_coefficients_name(NsCoefficients set);
+
+// Nominal FLOPs of one orthogonalization counted as plain GEMMs (4 m^2 n + 2 m^3 per step, m the
+// short side): the rate benchmarks report.
+double newton_schulz_gemm_flops(std::int64_t rows, std::int64_t cols, int steps);
+
+// Reusable workspace: orthogonalizing many matrices of similar size allocates once.
+class NewtonSchulz {
+ public:
+  explicit NewtonSchulz(NewtonSchulzOptions options = {});
+
+  // out = NS(g) for the rows x cols row-major matrix g. out may alias g. A zero matrix maps to
+  // zero.
+  void orthogonalize(const float* g, std::int64_t rows, std::int64_t cols, float* out);
+
+  // Orthogonalizes row blocks of g independently: block i has row_split[i] rows (sum == rows).
+  // This is how a fused QKV weight is treated: each of Q, K and V is its own matrix.
+  void orthogonalize_row_blocks(const float* g, std::int64_t rows, std::int64_t cols,
+                                std::span<const std::int64_t> row_split, float* out);
+
+  const NewtonSchulzOptions& options() const { return options_; }
+
+ private:
+  NewtonSchulzOptions options_;
+  std::vector<float> x_, y_, gram_, poly_;
+};
+
+}  // namespace shardwise::optim

@@ -1,0 +1,146 @@
+// The local (single-process) optimizer interface. An optimizer is handed views of the parameters
+// it owns (fp32 main params and their fp32 grads, which live in buffers owned by someone else),
+// keeps its state keyed by parameter name, and updates the main params in place.
+//
+// step() runs the Megatron pipeline: prepare_grads -> global grad norm -> clip -> (zero count) ->
+// step_with_ready_grads. The "global" reductions go through a pluggable WorldReduce so a
+// distributed wrapper can sum over ranks; a local optimizer sums over itself only.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace shardwise::optim {
+
+// One parameter as an optimizer sees it: views, never copies.
+struct OptimParam {
+  std::string name;                 // unique within an optimizer; keys its state
+  std::vector<std::int64_t> shape;  // [] means a scalar; Muon needs exactly 2 dims
+  float* main_param = nullptr;      // fp32 main (master) weights, updated in place
+  // fp32 gradient, same numel. Mutable because clipping scales it in place (as Megatron does);
+  // null means "no grad this step": the param and its state are left untouched.
+  float* grad = nullptr;
+  // Fused QKV weight: row counts of the query, key and value parts (sum == shape[0]). Muon
+  // orthogonalizes each part on its own when split_qkv is on; empty for other params.
+  std::vector<std::int64_t> qkv_split;
+
+  std::int64_t numel() const;
+};
+
+// Hyperparameters a group may override; unset fields take the optimizer's defaults.
+struct GroupOverrides {
+  std::optional<double> lr;
+  std::optional<double> weight_decay;
+  std::optional<double> beta1;     // AdamW
+  std::optional<double> beta2;     // AdamW
+  std::optional<double> eps;       // AdamW
+  std::optional<double> momentum;  // Muon
+};
+
+struct ParamGroup {
+  std::string name;
+  std::vector<OptimParam> params;
+  GroupOverrides overrides;
+};
+
+// Per-parameter optimizer state: param name -> (state field -> values). Fields are named as in
+// PyTorch ("exp_avg", "exp_avg_sq", "step", "momentum_buffer"); scalars are 1-element vectors.
+using ParamState = std::map<std::string, std::vector<float>>;
+using OptimizerState = std::map<std::string, ParamState>;
+
+// Sums a locally computed value over the world (all ranks holding a part of the optimizer).
+// Identity for a single process; an MPI all-reduce for distributed optimizers.
+using WorldReduce = std::function<double(double local_value)>;
+
+struct StepOptions {
+  double clip_grad = 0.0;    // max global grad norm; <= 0 disables clipping
+  bool count_zeros = false;  // report the number of zero grad elements
+};
+
+struct StepResult {
+  bool stepped = false;  // false when the grad norm was not finite (step skipped)
+  double grad_norm = 0.0;
+  double clip_coeff = 1.0;  // factor the grads were scaled by (1 when not clipped)
+  std::optional<std::int64_t> num_zeros;
+};
+
+class Optimizer {
+ public:
+  virtual ~Optimizer() = default;
+  Optimizer(const Optimizer&) = delete;
+  Optimizer& operator=(const Optimizer&) = delete;
+
+  virtual std::string_view kind() const = 0;
+
+  // prepare_grads -> grad norm -> clip -> zero count -> step_with_ready_grads. Skips the update
+  // (stepped == false, params and state untouched) when the norm is NaN or infinite.
+  StepResult step();
+
+  // Makes the grads the optimizer will read ready (e.g. copies model grads into main grads).
+  // Returns false to request the step be skipped. Default: nothing to do.
+  virtual bool prepare_grads() { return true; }
+  // Applies the update with the grads as they are now. Returns whether an update was applied.
+  virtual bool step_with_ready_grads() = 0;
+
+  // Global grad norm: sqrt(world_reduce(local_grad_sq_sum())).
+  double get_grad_norm() const;
+  // Global number of exactly-zero grad elements.
+  std::int64_t count_zeros() const;
+
+  // Local contributions to the global statistics. A distributed variant overrides these to count
+  // each element exactly once over the world (only its own shard).
+  virtual double local_grad_sq_sum() const;
+  virtual std::int64_t local_grad_zero_count() const;
+  // Multiplies every grad this optimizer reads by coeff, in place.
+  virtual void scale_grads(float coeff);
+
+  virtual OptimizerState state_dict() const = 0;
+  // Restores state for every param this optimizer owns (each must be present with the right
+  // sizes); entries for unknown params are an error. Throws naming the param and field.
+  virtual void load_state_dict(const OptimizerState& state) = 0;
+
+  std::vector<ParamGroup>& param_groups() { return groups_; }
+  const std::vector<ParamGroup>& param_groups() const { return groups_; }
+  // Sets the learning rate of every group (what an LR scheduler calls each iteration).
+  virtual void set_lr(double lr);
+
+  void set_world_reduce(WorldReduce reduce);
+  const StepOptions& step_options() const { return step_options_; }
+  void set_step_options(const StepOptions& options) { step_options_ = options; }
+
+ protected:
+  explicit Optimizer(std::vector<ParamGroup> groups);
+  // Checks names are unique and views are non-null; `what` names the optimizer in errors.
+  void validate_params(std::string_view what) const;
+  const OptimParam* find_param(const std::string& name) const;
+
+  std::vector<ParamGroup> groups_;
+  WorldReduce world_reduce_;
+  StepOptions step_options_;
+};
+
+// Clipping coefficient Megatron uses: max_norm / (norm + 1e-6), applied only when < 1.
+double clip_coefficient(double total_norm, double max_norm);
+
+// Convenience: one group holding `params`.
+std::vector<ParamGroup> single_group(std::vector<OptimParam> params);
+
+// State-dict helpers for optimizer implementations; errors name the optimizer (`what`), the
+// param and the field.
+const ParamState& param_entry(const OptimizerState& state, const std::string& param,
+                              std::string_view what);
+const std::vector<float>& state_field(const ParamState& entry, const std::string& param,
+                                      std::string_view field, std::int64_t expected_size,
+                                      std::string_view what);
+void check_no_unknown_params(const Optimizer& optimizer, const OptimizerState& state,
+                             std::string_view what);
+// Step counts travel as floats (state dicts are name -> float vectors); exact below 2^24.
+float step_to_float(std::int64_t step);
+std::int64_t step_from_float(float value, const std::string& param, std::string_view what);
+
+}  // namespace shardwise::optim

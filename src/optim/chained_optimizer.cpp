@@ -1,0 +1,82 @@
+#include "shardwise/optim/chained_optimizer.hpp"
+
+#include <map>
+#include <string>
+#include <utility>
+
+#include "shardwise/core/error.hpp"
+
+namespace shardwise::optim {
+
+ChainedOptimizer::ChainedOptimizer(std::vector<std::unique_ptr<Optimizer>> children)
+    : Optimizer({}), children_(std::move(children)) {
+  std::map<std::string, std::string_view> owner;
+  for (const auto& child : children_) {
+    SW_REQUIRE(child != nullptr, InvalidArgument, "ChainedOptimizer: a child optimizer is null");
+    for (const ParamGroup& group : child->param_groups()) {
+      for (const OptimParam& p : group.params) {
+        const auto [it, inserted] = owner.emplace(p.name, child->kind());
+        SW_REQUIRE(inserted, InvalidArgument, "ChainedOptimizer: param ", p.name,
+                   " is owned by two child optimizers (", it->second, " and ", child->kind(), ")");
+      }
+    }
+  }
+}
+
+bool ChainedOptimizer::prepare_grads() {
+  bool ok = true;
+  for (const auto& child : children_) ok = child->prepare_grads() && ok;
+  return ok;
+}
+
+bool ChainedOptimizer::step_with_ready_grads() {
+  bool stepped = true;
+  for (const auto& child : children_) stepped = child->step_with_ready_grads() && stepped;
+  return stepped;
+}
+
+double ChainedOptimizer::local_grad_sq_sum() const {
+  double total = 0.0;
+  for (const auto& child : children_) total += child->local_grad_sq_sum();
+  return total;
+}
+
+std::int64_t ChainedOptimizer::local_grad_zero_count() const {
+  std::int64_t total = 0;
+  for (const auto& child : children_) total += child->local_grad_zero_count();
+  return total;
+}
+
+void ChainedOptimizer::scale_grads(float coeff) {
+  for (const auto& child : children_) child->scale_grads(coeff);
+}
+
+OptimizerState ChainedOptimizer::state_dict() const {
+  OptimizerState merged;
+  for (const auto& child : children_) merged.merge(child->state_dict());
+  return merged;
+}
+
+void ChainedOptimizer::load_state_dict(const OptimizerState& state) {
+  std::vector<OptimizerState> parts(children_.size());
+  std::map<std::string, std::size_t> owner;
+  for (std::size_t ci = 0; ci < children_.size(); ++ci) {
+    for (const ParamGroup& group : children_[ci]->param_groups()) {
+      for (const OptimParam& p : group.params) owner.emplace(p.name, ci);
+    }
+  }
+  for (const auto& [name, entry] : state) {
+    const auto it = owner.find(name);
+    SW_REQUIRE(it != owner.end(), FormatError,
+               "ChainedOptimizer state dict has an entry for param ", name,
+               ", which no child optimizer owns");
+    parts[it->second].emplace(name, entry);
+  }
+  for (std::size_t ci = 0; ci < children_.size(); ++ci) children_[ci]->load_state_dict(parts[ci]);
+}
+
+void ChainedOptimizer::set_lr(double lr) {
+  for (const auto& child : children_) child->set_lr(lr);
+}
+
+}  // namespace shardwise::optim

@@ -1,0 +1,171 @@
+#include "shardwise/optim/muon.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <span>
+#include <utility>
+
+#include "shardwise/core/error.hpp"
+
+namespace shardwise::optim {
+
+double muon_scale_factor(MuonScaleMode mode, std::int64_t rows, std::int64_t cols) {
+  const double m = static_cast<double>(rows);
+  const double n = static_cast<double>(cols);
+  switch (mode) {
+    case MuonScaleMode::kSpectral:
+      return std::sqrt(std::max(m, n));
+    case MuonScaleMode::kUnitRmsNorm:
+      return std::sqrt(m / n);
+    case MuonScaleMode::kShapeScaling:
+      return std::sqrt(std::max(1.0, m / n));
+    case MuonScaleMode::kAdamwMatchedRms:
+      return 0.2 * std::sqrt(std::max(m, n));
+  }
+  SW_CHECK(false, "unknown Muon scale mode");
+  return 0.0;
+}
+
+MuonScaleMode parse_muon_scale_mode(std::string_view name, std::string_view what) {
+  if (name == "spectral") return MuonScaleMode::kSpectral;
+  if (name == "unit_rms_norm") return MuonScaleMode::kUnitRmsNorm;
+  if (name == "shape_scaling") return MuonScaleMode::kShapeScaling;
+  if (name == "adamw_matched_rms") return MuonScaleMode::kAdamwMatchedRms;
+  throw InvalidArgument(str_cat(what, ": unknown Muon scale mode '", name,
+                                "' (expected spectral, unit_rms_norm, shape_scaling or "
+                                "adamw_matched_rms)"));
+}
+
+std::string_view muon_scale_mode_name(MuonScaleMode mode) {
+  switch (mode) {
+    case MuonScaleMode::kSpectral:
+      return "spectral";
+    case MuonScaleMode::kUnitRmsNorm:
+      return "unit_rms_norm";
+    case MuonScaleMode::kShapeScaling:
+      return "shape_scaling";
+    case MuonScaleMode::kAdamwMatchedRms:
+      return "adamw_matched_rms";
+  }
+  return "?";
+}
+
+Muon::Muon(std::vector<ParamGroup> groups, MuonOptions defaults)
+    : Optimizer(std::move(groups)), defaults_(defaults), newton_schulz_(defaults.newton_schulz) {
+  validate_params("Muon");
+  for (const ParamGroup& group : groups_) {
+    for (const OptimParam& p : group.params) {
+      validate_matrix(p);
+      momentum_for(p);
+    }
+  }
+}
+
+void Muon::validate_matrix(const OptimParam& p) {
+  SW_REQUIRE(p.shape.size() == 2, ShapeError, "Muon: param ", p.name, " has ", p.shape.size(),
+             " dims; Muon only updates 2-D weights (route it to AdamW)");
+  if (p.qkv_split.empty()) return;
+  std::int64_t total = 0;
+  for (std::int64_t r : p.qkv_split) {
+    SW_REQUIRE(r > 0, ShapeError, "Muon: param ", p.name, " has a qkv_split part of ", r, " rows");
+    total += r;
+  }
+  SW_REQUIRE(total == p.shape[0], ShapeError, "Muon: qkv_split of param ", p.name, " sums to ",
+             total, " rows but the param has ", p.shape[0]);
+}
+
+std::vector<float>& Muon::momentum_for(const OptimParam& p) {
+  const auto n = static_cast<std::size_t>(p.numel());
+  auto [it, inserted] = momentum_.try_emplace(p.name);
+  if (inserted) it->second.assign(n, 0.0f);
+  SW_REQUIRE(it->second.size() == n, ShapeError, "Muon: param ", p.name, " has ", n,
+             " elements but its momentum buffer has ", it->second.size());
+  return it->second;
+}
+
+void Muon::step_param(const OptimParam& p, std::vector<float>& buf, double lr, double wd,
+                      double mu) {
+  const auto n = static_cast<std::size_t>(p.numel());
+  if (n == 0) return;
+  float* __restrict param = p.main_param;
+  const float* __restrict grad = p.grad;
+  float* __restrict mom = buf.data();
+
+  if (wd != 0.0) {
+    const auto decay = static_cast<float>(1.0 - lr * wd);
+    for (std::size_t i = 0; i < n; ++i) param[i] *= decay;
+  }
+
+  const auto keep = static_cast<float>(mu);
+  const auto blend = static_cast<float>(1.0 - mu);
+  update_.resize(n);
+  float* __restrict u = update_.data();
+  for (std::size_t i = 0; i < n; ++i) mom[i] = keep * mom[i] + blend * grad[i];
+  if (defaults_.nesterov) {
+    for (std::size_t i = 0; i < n; ++i) u[i] = blend * grad[i] + keep * mom[i];
+  } else {
+    std::copy(mom, mom + n, u);
+  }
+
+  const std::int64_t rows = p.shape[0];
+  const std::int64_t cols = p.shape[1];
+  std::vector<std::int64_t> parts = {rows};
+  if (defaults_.split_qkv && !p.qkv_split.empty()) parts = p.qkv_split;
+  newton_schulz_.orthogonalize_row_blocks(u, rows, cols, parts, u);
+
+  std::int64_t first = 0;
+  for (std::int64_t part_rows : parts) {
+    const double scale =
+        muon_scale_factor(defaults_.scale_mode, part_rows, cols) * defaults_.extra_scale_factor;
+    const auto step = static_cast<float>(lr * scale);
+    const std::size_t begin = static_cast<std::size_t>(first * cols);
+    const std::size_t end = static_cast<std::size_t>((first + part_rows) * cols);
+    for (std::size_t i = begin; i < end; ++i) param[i] -= step * u[i];
+    first += part_rows;
+  }
+}
+
+bool Muon::step_with_ready_grads() {
+  for (const ParamGroup& group : groups_) {
+    const GroupOverrides& o = group.overrides;
+    const double lr = o.lr.value_or(defaults_.lr);
+    const double wd = o.weight_decay.value_or(defaults_.weight_decay);
+    const double mu = o.momentum.value_or(defaults_.momentum);
+    for (const OptimParam& p : group.params) {
+      if (p.grad == nullptr) continue;
+      validate_matrix(p);  // groups may have been edited since construction
+      step_param(p, momentum_for(p), lr, wd, mu);
+    }
+  }
+  return true;
+}
+
+OptimizerState Muon::state_dict() const {
+  OptimizerState out;
+  for (const ParamGroup& group : groups_) {
+    for (const OptimParam& p : group.params) {
+      const auto it = momentum_.find(p.name);
+      out[p.name]["momentum_buffer"] =
+          it != momentum_.end() ? it->second
+                                : std::vector<float>(static_cast<std::size_t>(p.numel()), 0.0f);
+    }
+  }
+  return out;
+}
+
+void Muon::load_state_dict(const OptimizerState& state) {
+  check_no_unknown_params(*this, state, "Muon");
+  for (const ParamGroup& group : groups_) {
+    for (const OptimParam& p : group.params) {
+      state_field(param_entry(state, p.name, "Muon"), p.name, "momentum_buffer", p.numel(), "Muon");
+    }
+  }
+  for (const ParamGroup& group : groups_) {
+    for (const OptimParam& p : group.params) {
+      momentum_[p.name] = state.at(p.name).at("momentum_buffer");
+    }
+  }
+}
+
+}  // namespace shardwise::optim

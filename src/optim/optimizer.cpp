@@ -1,0 +1,166 @@
+#include "shardwise/optim/optimizer.hpp"
+
+#include <cmath>
+#include <set>
+#include <span>
+#include <utility>
+
+#include "shardwise/core/error.hpp"
+#include "shardwise/optim/grad_stats.hpp"
+
+namespace shardwise::optim {
+
+std::int64_t OptimParam::numel() const {
+  std::int64_t n = 1;
+  for (std::int64_t d : shape) n *= d;
+  return n;
+}
+
+Optimizer::Optimizer(std::vector<ParamGroup> groups)
+    : groups_(std::move(groups)), world_reduce_([](double local) { return local; }) {}
+
+void Optimizer::validate_params(std::string_view what) const {
+  std::set<std::string> seen;
+  for (const ParamGroup& group : groups_) {
+    for (const OptimParam& p : group.params) {
+      SW_REQUIRE(!p.name.empty(), InvalidArgument, what, ": a param in group '", group.name,
+                 "' has an empty name");
+      SW_REQUIRE(seen.insert(p.name).second, InvalidArgument, what, ": param ", p.name,
+                 " is listed twice");
+      for (std::int64_t d : p.shape) {
+        SW_REQUIRE(d >= 0, ShapeError, what, ": param ", p.name, " has a negative dimension");
+      }
+      SW_REQUIRE(p.main_param != nullptr || p.numel() == 0, InvalidArgument, what, ": param ",
+                 p.name, " has no main param view");
+    }
+  }
+}
+
+const OptimParam* Optimizer::find_param(const std::string& name) const {
+  for (const ParamGroup& group : groups_) {
+    for (const OptimParam& p : group.params) {
+      if (p.name == name) return &p;
+    }
+  }
+  return nullptr;
+}
+
+double Optimizer::local_grad_sq_sum() const {
+  double total = 0.0;
+  for (const ParamGroup& group : groups_) {
+    for (const OptimParam& p : group.params) {
+      if (p.grad == nullptr) continue;
+      total += sum_of_squares({p.grad, static_cast<std::size_t>(p.numel())});
+    }
+  }
+  return total;
+}
+
+std::int64_t Optimizer::local_grad_zero_count() const {
+  std::int64_t total = 0;
+  for (const ParamGroup& group : groups_) {
+    for (const OptimParam& p : group.params) {
+      if (p.grad == nullptr) continue;
+      total += optim::count_zeros({p.grad, static_cast<std::size_t>(p.numel())});
+    }
+  }
+  return total;
+}
+
+void Optimizer::scale_grads(float coeff) {
+  for (ParamGroup& group : groups_) {
+    for (OptimParam& p : group.params) {
+      if (p.grad == nullptr) continue;
+      scale_in_place({p.grad, static_cast<std::size_t>(p.numel())}, coeff);
+    }
+  }
+}
+
+double Optimizer::get_grad_norm() const { return std::sqrt(world_reduce_(local_grad_sq_sum())); }
+
+std::int64_t Optimizer::count_zeros() const {
+  // Counts are exact in a double up to 2^53 elements.
+  return static_cast<std::int64_t>(
+      std::llround(world_reduce_(static_cast<double>(local_grad_zero_count()))));
+}
+
+void Optimizer::set_lr(double lr) {
+  for (ParamGroup& group : groups_) group.overrides.lr = lr;
+}
+
+void Optimizer::set_world_reduce(WorldReduce reduce) {
+  SW_REQUIRE(static_cast<bool>(reduce), InvalidArgument, "world reduce function is empty");
+  world_reduce_ = std::move(reduce);
+}
+
+StepResult Optimizer::step() {
+  StepResult result;
+  if (!prepare_grads()) return result;
+  result.grad_norm = get_grad_norm();
+  if (!std::isfinite(result.grad_norm)) return result;
+  if (step_options_.clip_grad > 0.0) {
+    result.clip_coeff = clip_coefficient(result.grad_norm, step_options_.clip_grad);
+    if (result.clip_coeff < 1.0) scale_grads(static_cast<float>(result.clip_coeff));
+  }
+  if (step_options_.count_zeros) result.num_zeros = count_zeros();
+  result.stepped = step_with_ready_grads();
+  return result;
+}
+
+double clip_coefficient(double total_norm, double max_norm) {
+  const double coeff = max_norm / (total_norm + 1e-6);
+  return coeff < 1.0 ? coeff : 1.0;
+}
+
+std::vector<ParamGroup> single_group(std::vector<OptimParam> params) {
+  std::vector<ParamGroup> groups(1);
+  groups[0].name = "default";
+  groups[0].params = std::move(params);
+  return groups;
+}
+
+const ParamState& param_entry(const OptimizerState& state, const std::string& param,
+                              std::string_view what) {
+  const auto it = state.find(param);
+  SW_REQUIRE(it != state.end(), FormatError, what, " state dict has no entry for param ", param);
+  return it->second;
+}
+
+const std::vector<float>& state_field(const ParamState& entry, const std::string& param,
+                                      std::string_view field, std::int64_t expected_size,
+                                      std::string_view what) {
+  const auto it = entry.find(std::string(field));
+  SW_REQUIRE(it != entry.end(), FormatError, what, " state dict entry of param ", param,
+             " has no field '", field, "'");
+  SW_REQUIRE(static_cast<std::int64_t>(it->second.size()) == expected_size, ShapeError, what,
+             " state dict field '", field, "' of param ", param, " has ", it->second.size(),
+             " values, expected ", expected_size);
+  return it->second;
+}
+
+void check_no_unknown_params(const Optimizer& optimizer, const OptimizerState& state,
+                             std::string_view what) {
+  std::set<std::string> known;
+  for (const ParamGroup& group : optimizer.param_groups()) {
+    for (const OptimParam& p : group.params) known.insert(p.name);
+  }
+  for (const auto& [name, entry] : state) {
+    SW_REQUIRE(known.count(name) == 1, FormatError, what, " state dict has an entry for param ",
+               name, ", which this optimizer does not own");
+  }
+}
+
+float step_to_float(std::int64_t step) {
+  SW_REQUIRE(step >= 0 && step <= (std::int64_t{1} << 24), InvalidArgument, "step count ", step,
+             " cannot be stored exactly in a float state field");
+  return static_cast<float>(step);
+}
+
+std::int64_t step_from_float(float value, const std::string& param, std::string_view what) {
+  SW_REQUIRE(std::isfinite(value) && value >= 0.0f && value == std::floor(value), FormatError, what,
+             " state dict field 'step' of param ", param,
+             " is not a non-negative integer: ", value);
+  return static_cast<std::int64_t>(value);
+}
+
+}  // namespace shardwise::optim

@@ -1,0 +1,189 @@
+#include "shardwise/optim/chained_optimizer.hpp"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <vector>
+
+#include "optim/reference_math.hpp"
+#include "shardwise/core/error.hpp"
+#include "shardwise/optim/adamw.hpp"
+#include "shardwise/optim/muon.hpp"
+
+namespace shardwise::optim {
+namespace {
+
+// Grads are views held by the optimizer: refill them in place, never reassign the vector.
+void overwrite(std::vector<float>& dst, const std::vector<float>& src) {
+  ASSERT_EQ(dst.size(), src.size());
+  std::copy(src.begin(), src.end(), dst.begin());
+}
+
+std::vector<float> random_vector(std::int64_t n, std::uint64_t seed, double scale = 1.0) {
+  return testing::to_floats(testing::random_gaussian(1, n, seed, scale));
+}
+
+// A small model: one matrix for Muon, a bias and a norm weight for AdamW.
+struct Model {
+  std::vector<float> w = random_vector(16 * 24, 1, 0.1), b = random_vector(16, 2),
+                     n = random_vector(24, 3);
+  std::vector<float> gw = random_vector(16 * 24, 4), gb = random_vector(16, 5),
+                     gn = random_vector(24, 6);
+
+  std::unique_ptr<Optimizer> muon() {
+    return std::make_unique<Muon>(single_group({{"w", {16, 24}, w.data(), gw.data(), {}}}),
+                                  MuonOptions{});
+  }
+  std::unique_ptr<Optimizer> adamw() {
+    return std::make_unique<AdamW>(
+        single_group({{"b", {16}, b.data(), gb.data(), {}}, {"n", {24}, n.data(), gn.data(), {}}}),
+        AdamWOptions{});
+  }
+  std::unique_ptr<ChainedOptimizer> chained() {
+    std::vector<std::unique_ptr<Optimizer>> children;
+    children.push_back(muon());
+    children.push_back(adamw());
+    return std::make_unique<ChainedOptimizer>(std::move(children));
+  }
+  double grad_sq_sum() const {
+    double s = 0;
+    for (const auto* v : {&gw, &gb, &gn})
+      for (float x : *v) s += double(x) * x;
+    return s;
+  }
+};
+
+TEST(ChainedOptimizer, ClipsAllChildrenWithTheExactCoefficient) {
+  Model m, manual;
+  const double norm = std::sqrt(m.grad_sq_sum());
+  auto opt = m.chained();
+  StepOptions so;
+  so.clip_grad = 0.25 * norm;
+  opt->set_step_options(so);
+  const StepResult r = opt->step();
+  EXPECT_TRUE(r.stepped);
+  EXPECT_NEAR(r.grad_norm, norm, 1e-12 * norm);
+  const double coeff = so.clip_grad / (r.grad_norm + 1e-6);
+  EXPECT_DOUBLE_EQ(r.clip_coeff, coeff);
+  EXPECT_NEAR(r.clip_coeff, 0.25, 1e-6);
+  EXPECT_FALSE(r.num_zeros.has_value());
+  // Grads were scaled in place by exactly float(coeff) ...
+  const auto c = static_cast<float>(coeff);
+  for (std::size_t i = 0; i < m.gb.size(); ++i) EXPECT_EQ(m.gb[i], manual.gb[i] * c);
+  for (std::size_t i = 0; i < m.gw.size(); ++i) EXPECT_EQ(m.gw[i], manual.gw[i] * c);
+  // ... and the children stepped on the clipped grads: same result as stepping them by hand.
+  for (auto* v : {&manual.gw, &manual.gb, &manual.gn})
+    for (float& x : *v) x *= c;
+  auto muon = manual.muon();
+  auto adamw = manual.adamw();
+  muon->step_with_ready_grads();
+  adamw->step_with_ready_grads();
+  EXPECT_EQ(m.w, manual.w);
+  EXPECT_EQ(m.b, manual.b);
+  EXPECT_EQ(m.n, manual.n);
+}
+
+TEST(ChainedOptimizer, NoClippingBelowTheThreshold) {
+  Model m, untouched;
+  auto opt = m.chained();
+  StepOptions so;
+  so.clip_grad = 2.0 * std::sqrt(m.grad_sq_sum());
+  opt->set_step_options(so);
+  const StepResult r = opt->step();
+  EXPECT_EQ(r.clip_coeff, 1.0);
+  EXPECT_EQ(m.gw, untouched.gw);
+  EXPECT_EQ(m.gn, untouched.gn);
+  EXPECT_NE(m.w, untouched.w);
+}
+
+TEST(ChainedOptimizer, CountsZerosAndUsesTheWorldReduction) {
+  Model m;
+  m.gw[0] = 0.0f;
+  m.gw[100] = -0.0f;
+  m.gb[3] = 0.0f;
+  m.gn[23] = 0.0f;
+  auto opt = m.chained();
+  StepOptions so;
+  so.count_zeros = true;
+  opt->set_step_options(so);
+  EXPECT_EQ(opt->count_zeros(), 4);
+  const double local = std::sqrt(m.grad_sq_sum());
+  // Pretend three identical ranks: every global statistic is three times the local sum.
+  int calls = 0;
+  opt->set_world_reduce([&calls](double x) {
+    ++calls;
+    return 3.0 * x;
+  });
+  const StepResult r = opt->step();
+  ASSERT_TRUE(r.num_zeros.has_value());
+  EXPECT_EQ(*r.num_zeros, 12);
+  EXPECT_NEAR(r.grad_norm, std::sqrt(3.0) * local, 1e-12 * local);
+  EXPECT_EQ(calls, 2);  // one reduction for the norm, one for the zero count
+}
+
+TEST(ChainedOptimizer, NonFiniteNormSkipsTheStep) {
+  Model m;
+  m.gn[5] = std::nanf("");
+  const Model before = m;
+  auto opt = m.chained();
+  StepOptions so;
+  so.clip_grad = 1.0;
+  opt->set_step_options(so);
+  const OptimizerState state_before = opt->state_dict();
+  const StepResult r = opt->step();
+  EXPECT_FALSE(r.stepped);
+  EXPECT_TRUE(std::isnan(r.grad_norm));
+  EXPECT_EQ(m.w, before.w);
+  EXPECT_EQ(m.b, before.b);
+  EXPECT_EQ(opt->state_dict(), state_before);
+}
+
+TEST(ChainedOptimizer, StateDictRoutesToChildrenAndContinuesIdentically) {
+  Model a;
+  auto opt_a = a.chained();
+  opt_a->step();
+  const OptimizerState state = opt_a->state_dict();
+  EXPECT_EQ(state.size(), 3u);
+  EXPECT_TRUE(state.at("w").count("momentum_buffer"));
+  EXPECT_TRUE(state.at("b").count("exp_avg"));
+  Model b;
+  b.w = a.w;
+  b.b = a.b;
+  b.n = a.n;
+  auto opt_b = b.chained();
+  opt_b->load_state_dict(state);
+  for (int step = 0; step < 2; ++step) {
+    for (Model* x : {&a, &b}) {
+      overwrite(x->gw, random_vector(16 * 24, 40 + step));
+      overwrite(x->gb, random_vector(16, 50 + step));
+      overwrite(x->gn, random_vector(24, 60 + step));
+    }
+    opt_a->step();
+    opt_b->step();
+  }
+  EXPECT_EQ(a.w, b.w);
+  EXPECT_EQ(a.b, b.b);
+  EXPECT_EQ(a.n, b.n);
+  OptimizerState unknown = state;
+  unknown["head"] = state.at("b");
+  EXPECT_THROW(opt_b->load_state_dict(unknown), FormatError);
+}
+
+TEST(ChainedOptimizer, RejectsAParamOwnedTwice) {
+  Model m;
+  std::vector<std::unique_ptr<Optimizer>> children;
+  children.push_back(m.adamw());
+  children.push_back(m.adamw());
+  EXPECT_THROW(ChainedOptimizer{std::move(children)}, InvalidArgument);
+}
+
+TEST(ClipCoefficient, MegatronRule) {
+  EXPECT_DOUBLE_EQ(clip_coefficient(10.0, 1.0), 1.0 / (10.0 + 1e-6));
+  EXPECT_EQ(clip_coefficient(0.5, 1.0), 1.0);
+  EXPECT_EQ(clip_coefficient(0.0, 1.0), 1.0);
+}
+
+}  // namespace
+}  // namespace shardwise::optim
