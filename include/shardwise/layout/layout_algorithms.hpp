@@ -13,11 +13,11 @@
 namespace shardwise {
 
 struct BufferLayoutInput {
-  const ParamList* params = nullptr;         // the whole model
-  std::vector<ParamId> buffer_params;        // this buffer's params, forward order
-  std::vector<std::int64_t> param_indices;   // parallel to buffer_params (may be empty)
-  std::optional<std::int64_t> bucket_size;   // nullopt = single bucket
-  int data_parallel_size = 1;                // dp (or expert dp) of this buffer
+  const ParamList* params = nullptr;        // the whole model
+  std::vector<ParamId> buffer_params;       // this buffer's params, forward order
+  std::vector<std::int64_t> param_indices;  // parallel to buffer_params (may be empty)
+  std::optional<std::int64_t> bucket_size;  // nullopt = single bucket
+  int data_parallel_size = 1;               // dp (or expert dp) of this buffer
   bool pad_for_high_nccl_busbw = false;
 };
 
@@ -26,12 +26,17 @@ PerBufferParamLayout compute_default_layout(const BufferLayoutInput& input);
 
 // DistributedOptimizer: 64-element param starts; a bucket closes once end - bucket_start >=
 // bucket_size; bucket ends padded with pad_bucket_end; a shared embedding closes the running
-// bucket and gets a bucket of its own.
+// bucket (at its 64-aligned start) and gets a bucket of its own. per_bucket_numel_unpadded is
+// Megatron's count: closing index - bucket start, alignment gaps between params included (three
+// params of 5000, bucket_size 8000, dp 2: buckets (0,10112) (10112,15232), unpadded 10056, 5000).
 PerBufferParamLayout compute_dist_opt_layout(const BufferLayoutInput& input);
 
-// LayerWiseDistributedOptimizer: shard-aligned buckets (no param crosses a shard boundary),
-// contiguous in backprop order, shared embeddings isolated, shards balanced by numel and by
-// Newton–Schulz cost across the whole buffer.
+// LayerWiseDistributedOptimizer: shard-aligned buckets (no param crosses a shard boundary; equal
+// shards, a multiple of layer_wise_shard_divisor), contiguous in backprop order, shared
+// embeddings isolated, bucket_size a soft minimum (params that fit into a bucket's shard padding
+// join it; ends are chosen where the bucket packs best), shards balanced by numel and by
+// Newton–Schulz cost across the whole buffer. per_bucket_numel_unpadded is the sum of the
+// bucket's param numels. Deterministic; never pads more than cutting where Megatron-LM does.
 PerBufferParamLayout compute_layer_wise_layout(const BufferLayoutInput& input);
 
 // Groups params by BufferKey and runs the algorithm each buffer needs (see LayoutAlgorithm).
@@ -52,5 +57,11 @@ void validate_layout(const ParamList& params, const PerBufferParamLayout& layout
                      const BufferKey& key, const LayoutOptions& options);
 void validate_full_layout(const ParamList& params, const FullParamLayout& layout,
                           const LayoutOptions& options);
+
+// The bucket-cut rule of our shard-aligned layout (on top of validate_layout's invariants, which
+// any shard-aligned layout, Megatron's included, satisfies): bucket_size is a soft minimum, so the
+// first param of a bucket must not fit into the padding of any shard of the previous bucket
+// (shared-embedding buckets excepted). Throws InvariantError naming the param.
+void validate_layer_wise_bucket_cuts(const ParamList& params, const PerBufferParamLayout& layout);
 
 }  // namespace shardwise

@@ -1,0 +1,239 @@
+// Layout quality: padding and Newton–Schulz balance of our layer-wise layout next to two
+// baselines, for every bundled model at dp 8, 64 and 256, plus layout time.
+//
+//   lpt      - straightforward baseline written here: backprop-order chunks of >= bucket_size
+//              elements, each packed largest-numel-first onto the least-loaded shard, every shard
+//              padded to the largest one.
+//   megatron - Megatron-LM's shard-aligned layout: chunks cut where they first reach bucket_size,
+//              packed by Newton–Schulz cost with a 1.3x-mean cap (baseline_layouts.hpp).
+//
+// Only the shard-aligned buffers differ between the three; the rest (DistributedOptimizer
+// layout of non-Muon params) is shared, so the columns compare the layer-wise algorithms.
+// Two bucket sizes: Megatron's default with overlapped grad reduce, max(40M, 1M * dp), where
+// large matrices each fill a bucket alone, and 1G elements, where buckets hold many params.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <functional>
+#include <limits>
+#include <numeric>
+#include <string>
+
+#include "shardwise/layout/baseline_layouts.hpp"
+#include "shardwise/layout/buffer_grouping.hpp"
+#include "shardwise/layout/layout_algorithms.hpp"
+#include "shardwise/layout/layout_stats.hpp"
+#include "shardwise/layout/model_zoo.hpp"
+#include "shardwise/layout/padding.hpp"
+
+namespace shardwise {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// Best of `repeats` runs (at least one; stops repeating once a run takes over 0.5 s).
+template <typename Fn>
+double time_best(int repeats, Fn&& fn) {
+  double best = 1e300;
+  for (int i = 0; i < repeats; ++i) {
+    const auto start = Clock::now();
+    fn();
+    best = std::min(best, seconds_since(start));
+    if (best > 0.5) break;
+  }
+  return best;
+}
+
+// The LPT baseline for one buffer (see the file comment).
+PerBufferParamLayout lpt_layout(const BufferLayoutInput& input) {
+  const ParamList& params = *input.params;
+  const int dp = input.data_parallel_size;
+  const std::int64_t divisor = layer_wise_shard_divisor(dp, input.pad_for_high_nccl_busbw);
+  const std::int64_t bucket_size =
+      input.bucket_size.value_or(std::numeric_limits<std::int64_t>::max());
+
+  // Backprop order; shared embeddings get a chunk of their own.
+  std::vector<std::vector<ParamId>> chunks;
+  std::vector<ParamId> current;
+  std::int64_t current_numel = 0;
+  auto close = [&] {
+    if (!current.empty()) chunks.push_back(std::move(current));
+    current.clear();
+    current_numel = 0;
+  };
+  for (auto it = input.buffer_params.rbegin(); it != input.buffer_params.rend(); ++it) {
+    if (params[*it].shared_embedding) {
+      close();
+      current.push_back(*it);
+      close();
+      continue;
+    }
+    current.push_back(*it);
+    current_numel += params[*it].numel();
+    if (current_numel >= bucket_size) close();
+  }
+  close();
+
+  PerBufferParamLayout layout;
+  layout.num_shards = dp;
+  layout.shard_aligned = true;
+  std::int64_t offset = 0;
+  for (std::size_t b = 0; b < chunks.size(); ++b) {
+    std::vector<ParamId> order = chunks[b];
+    std::stable_sort(order.begin(), order.end(), [&](ParamId x, ParamId y) {
+      return params[x].numel() > params[y].numel();
+    });
+    std::vector<std::int64_t> loads(static_cast<std::size_t>(dp), 0);
+    std::vector<std::vector<ParamId>> shards(static_cast<std::size_t>(dp));
+    std::int64_t unpadded = 0;
+    for (const ParamId id : order) {
+      const auto least = static_cast<std::size_t>(
+          std::min_element(loads.begin(), loads.end()) - loads.begin());
+      shards[least].push_back(id);
+      loads[least] += pad_param_start(std::max<std::int64_t>(params[id].numel(), 1));
+      unpadded += params[id].numel();
+    }
+    const std::int64_t shard_size =
+        pad_to_divisor(std::max<std::int64_t>(*std::max_element(loads.begin(), loads.end()), 1),
+                       divisor);
+    for (int s = 0; s < dp; ++s) {
+      std::int64_t cursor = offset + shard_size * s;
+      for (const ParamId id : shards[static_cast<std::size_t>(s)]) {
+        layout.param_index_map.push_back(
+            ParamRange{id, cursor, cursor + params[id].numel(), static_cast<int>(b)});
+        cursor += pad_param_start(std::max<std::int64_t>(params[id].numel(), 1));
+      }
+    }
+    layout.bucket_indices.push_back(BucketRange{offset, offset + shard_size * dp});
+    layout.per_bucket_numel_unpadded.push_back(unpadded);
+    offset += shard_size * dp;
+  }
+  std::sort(layout.param_index_map.begin(), layout.param_index_map.end(),
+            [](const ParamRange& x, const ParamRange& y) { return x.start < y.start; });
+  return layout;
+}
+
+using BufferAlgorithm = std::function<PerBufferParamLayout(const BufferLayoutInput&)>;
+
+// Our full layout with every shard-aligned (layer-wise) buffer recomputed by `algorithm`.
+FullParamLayout with_layer_wise_buffers(const ParamList& params, const LayoutOptions& options,
+                                        const FullParamLayout& ours,
+                                        const BufferAlgorithm& algorithm) {
+  FullParamLayout result = ours;
+  const auto groups = group_params_for_buffers(params, options);
+  for (const auto& [key, group] : groups) {
+    if (!key.is_layer_wise) continue;
+    BufferLayoutInput input;
+    input.params = &params;
+    input.buffer_params = group.params;
+    input.param_indices = group.param_indices;
+    input.bucket_size = options.bucket_size;
+    input.data_parallel_size =
+        key.is_expert_parallel ? options.expert_dp() : options.data_parallel_size;
+    input.pad_for_high_nccl_busbw = options.pad_buckets_for_high_nccl_busbw;
+    result.layouts[key] = algorithm(input);
+  }
+  return result;
+}
+
+std::string percent(double fraction) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%7.3f%%", 100.0 * fraction);
+  return text;
+}
+
+// Lower bound on the padded size of any shard-aligned layout of the layer-wise buffers (a buffer
+// of total T whose largest param is M needs dp * max(T/dp, M)), plus the other buffers as laid
+// out; returned as a padding fraction (DESIGN.md's padding floor).
+double padding_floor(const ParamList& params, const LayoutOptions& options,
+                     const FullParamLayout& ours) {
+  std::int64_t padded = 0;
+  std::int64_t unpadded = 0;
+  for (const auto& [key, group] : group_params_for_buffers(params, options)) {
+    std::int64_t total = 0;
+    std::int64_t largest = 0;
+    for (const ParamId id : group.params) {
+      total += params[id].numel();
+      largest = std::max(largest, params[id].numel());
+    }
+    const std::int64_t dp =
+        key.is_expert_parallel ? options.expert_dp() : options.data_parallel_size;
+    padded += key.is_layer_wise ? std::max(total, dp * largest) : ours.layouts.at(key).numel();
+    unpadded += total;
+  }
+  return padded > 0 ? 1.0 - static_cast<double>(unpadded) / static_cast<double>(padded) : 0.0;
+}
+
+void quality_table(const char* title, const std::function<std::int64_t(int)>& bucket_size) {
+  std::printf("\n%s\n", title);
+  std::printf("%-13s %5s | %9s %9s %9s %9s | %8s %8s %8s | %8s %8s\n", "model", "dp",
+              "pad floor", "pad ours", "pad lpt", "pad megat", "ns ours", "ns lpt", "ns megat",
+              "ours ms", "megat ms");
+  for (const auto& name : bundled_model_names()) {
+    const ModelSpec spec = bundled_model_spec(name);
+    for (const int dp : {8, 64, 256}) {
+      LayoutOptions options;
+      options.algorithm = LayoutAlgorithm::kLayerWise;
+      options.data_parallel_size = dp;
+      options.bucket_size = bucket_size(dp);
+
+      FullParamLayout ours;
+      const double ours_s =
+          time_best(3, [&] { ours = compute_full_param_layout(spec.params, options); });
+      validate_full_layout(spec.params, ours, options);
+      FullParamLayout megatron;
+      const double megatron_s = time_best(3, [&] {
+        megatron = with_layer_wise_buffers(spec.params, options, ours,
+                                           compute_megatron_layer_wise_layout);
+      });
+      const FullParamLayout lpt = with_layer_wise_buffers(spec.params, options, ours, lpt_layout);
+
+      const LayoutStats s_ours = compute_layout_stats(spec.params, ours, options);
+      const LayoutStats s_lpt = compute_layout_stats(spec.params, lpt, options);
+      const LayoutStats s_meg = compute_layout_stats(spec.params, megatron, options);
+      std::printf("%-13s %5d | %9s %9s %9s %9s | %8.4f %8.4f %8.4f | %8.1f %8.1f\n",
+                  name.c_str(), dp, percent(padding_floor(spec.params, options, ours)).c_str(),
+                  percent(s_ours.padding_fraction).c_str(), percent(s_lpt.padding_fraction).c_str(),
+                  percent(s_meg.padding_fraction).c_str(), s_ours.ns_cost_max_over_mean,
+                  s_lpt.ns_cost_max_over_mean, s_meg.ns_cost_max_over_mean, 1e3 * ours_s,
+                  1e3 * megatron_s);
+      std::fflush(stdout);
+    }
+  }
+}
+
+int run() {
+  std::printf(
+      "Layer-wise layout quality: padding fraction (and its floor) and Newton-Schulz max/mean "
+      "cost per rank.\nours = compute_full_param_layout, lpt = LPT-by-numel baseline, megatron = "
+      "compute_megatron_layer_wise_layout; times are best of up to 3 runs.\n");
+  quality_table("bucket size max(40M, 1M*dp) (Megatron's default with overlapped grad reduce)",
+                [](int dp) { return std::max<std::int64_t>(40'000'000, 1'000'000LL * dp); });
+  quality_table("bucket size 1G elements (buckets hold many params, so packing decides)",
+                [](int) { return std::int64_t{1'000'000'000}; });
+
+  // Layout time at scale: DeepSeek-V3-sized spec at dp 1024 (expert dp 1024 too), target < 1 s.
+  const ModelSpec deepseek = bundled_model_spec("deepseek-v3");
+  LayoutOptions options;
+  options.data_parallel_size = 1024;
+  options.bucket_size = std::max<std::int64_t>(40'000'000, 1'000'000LL * 1024);
+  FullParamLayout layout;
+  const double seconds =
+      time_best(3, [&] { layout = compute_full_param_layout(deepseek.params, options); });
+  const LayoutStats stats = compute_layout_stats(deepseek.params, layout, options);
+  std::printf(
+      "\ndeepseek-v3 (%zu params) at dp 1024: layout %.3f s, target 1 s, time/target %.3f; "
+      "padding %s, ns max/mean %.4f\n",
+      deepseek.params.size(), seconds, seconds / 1.0, percent(stats.padding_fraction).c_str(),
+      stats.ns_cost_max_over_mean);
+  return 0;
+}
+
+}  // namespace
+}  // namespace shardwise
+
+int main() { return shardwise::run(); }

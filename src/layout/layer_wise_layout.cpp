@@ -1,0 +1,406 @@
+// Shard-aligned layout of the LayerWiseDistributedOptimizer.
+//
+// Walking the buffer in backprop order, the params are cut into buckets (contiguous backprop
+// ranges, so DDP can reduce-scatter a bucket as soon as its backward segment ends); each bucket is
+// packed into dp equal shards with no param crossing a shard boundary. Shared embeddings sit
+// alone in their own bucket at their backprop position.
+//
+// Where a bucket ends decides how well it can pack: a bucket of total T whose largest param is M
+// needs shards of max(ceil(T/dp), M), and a chunk of whole layers often packs perfectly where a
+// chunk that cuts a layer cannot. bucket_size is a soft minimum, so every end at or after the
+// point where the bucket reaches bucket_size is a candidate, up to a window of a few times what
+// the bucket needs (bucket_size, and dp x its largest param so every shard gets work).
+// Candidates are ranked by the padding fraction of a cheap LPT packing (a rest of the region too
+// small for two buckets is scored together with the candidate, so no badly packing tail is
+// stranded); the best few get the full packing (LPT, differencing, Megatron's greedy, improving
+// moves/swaps) and the smallest waste wins, the earliest end among equals. Then following params
+// that fit into the shards' padding join the bucket. Finally the whole plan is compared with the
+// plan that cuts where Megatron-LM does (first reach of bucket_size, same packer) and the one
+// with less padding is kept, so the layout never pads more than Megatron's cut points would.
+//
+// Newton–Schulz balance: within a bucket, moves/swaps that keep the shard size even out per-bin
+// Newton–Schulz cost; across the buffer, bins go to ranks so that the costliest bin lands on the
+// rank with the least accumulated cost.
+#include <algorithm>
+#include <numeric>
+#include <optional>
+
+#include "layout_input.hpp"
+#include "shard_aligned_buckets.hpp"
+#include "shardwise/core/error.hpp"
+#include "shardwise/layout/padding.hpp"
+
+namespace shardwise {
+
+namespace {
+
+using layout_detail::BackpropParam;
+using layout_detail::PlannedBucket;
+
+enum class CutPolicy { kBestPacking, kFirstReach };
+
+// Candidate ends are scanned until the bucket holds this many times what it needs
+// (max(bucket_size, dp x largest param)) ...
+constexpr std::int64_t kWindowFactor = 4;
+// ... or this many candidates. Candidates are ranked by an LPT packing: the earliest ones while
+// the items packed stay within the budget, then this many more with the best lower bounds; the
+// best-ranked few get the full packing.
+constexpr std::size_t kMaxScannedCandidates = 8192;
+constexpr std::int64_t kLptWorkBudget = 200'000;
+constexpr std::size_t kMaxBoundCandidates = 8;
+constexpr std::size_t kMaxPackedCandidates = 4;
+// A later (bigger) bucket must waste this much less of its padded size to be preferred.
+constexpr double kPaddingFractionTolerance = 1e-4;
+// Rounds of "balance NS cost, then absorb params that fit" per bucket.
+constexpr int kAbsorbRounds = 3;
+
+struct Candidate {
+  std::size_t end = 0;
+  double bound_fraction = 0.0;  // padding fraction of the lower-bound shard size
+};
+
+class LayerWisePlanner {
+ public:
+  LayerWisePlanner(const std::vector<BackpropParam>& order, const BufferLayoutInput& input)
+      : params_(*input.params),
+        order_(order),
+        dp_(input.data_parallel_size),
+        divisor_units_(
+            layer_wise_shard_divisor(input.data_parallel_size, input.pad_for_high_nccl_busbw) /
+            kParamStartAlignment),
+        bucket_size_(input.bucket_size) {
+    const std::size_t n = order_.size();
+    region_end_.resize(n + 1, n);
+    for (std::size_t i = n; i-- > 0;) {
+      region_end_[i] = order_[i].shared_embedding ? i : region_end_[i + 1];
+    }
+    // Largest param (units) from i to the end of i's region.
+    suffix_max_units_.resize(n + 1, 0);
+    for (std::size_t i = n; i-- > 0;) {
+      const std::int64_t rest =
+          region_end_[i] == i + 1 || i + 1 == n ? 0 : suffix_max_units_[i + 1];
+      suffix_max_units_[i] = std::max(param_units(order_[i].numel), rest);
+    }
+    prefix_numel_.resize(n + 1, 0);
+    for (std::size_t i = 0; i < n; ++i) prefix_numel_[i + 1] = prefix_numel_[i] + order_[i].numel;
+  }
+
+  std::vector<PlannedBucket> plan(CutPolicy policy) const {
+    std::vector<PlannedBucket> buckets;
+    std::size_t a = 0;
+    while (a < order_.size()) {
+      PlannedBucket bucket;
+      bucket.begin = a;
+      if (order_[a].shared_embedding) {
+        bucket.end = a + 1;
+        bucket.packing =
+            pack_into_shards(layout_detail::pack_items(order_, a, a + 1), dp_, divisor_units_);
+      } else {
+        const std::size_t region_end = region_end_[a];
+        choose_end(bucket, region_end, policy);
+        refine(bucket, region_end);
+      }
+      a = bucket.end;
+      buckets.push_back(std::move(bucket));
+    }
+    assign_bins_to_ranks(buckets);
+    return buckets;
+  }
+
+  std::int64_t padding(const std::vector<PlannedBucket>& buckets) const {
+    std::int64_t total = 0;
+    for (const auto& b : buckets) {
+      total += dp_ * b.packing.shard_units * kParamStartAlignment -
+               (prefix_numel_[b.end] - prefix_numel_[b.begin]);
+    }
+    return total;
+  }
+
+ private:
+  double padding_fraction(std::size_t begin, std::size_t end, std::int64_t shard_units) const {
+    const double padded = static_cast<double>(dp_) * static_cast<double>(shard_units) *
+                          static_cast<double>(kParamStartAlignment);
+    const double content = static_cast<double>(prefix_numel_[end] - prefix_numel_[begin]);
+    return (padded - content) / padded;
+  }
+
+  std::vector<std::int64_t> units_of(std::size_t begin, std::size_t end) const {
+    std::vector<std::int64_t> units;
+    units.reserve(end - begin);
+    for (std::size_t i = begin; i < end; ++i) units.push_back(param_units(order_[i].numel));
+    return units;
+  }
+
+  // Whether the rest of a region from backprop position `begin` is too small to be cut in two
+  // buckets that each reach what a bucket needs (bucket_size, and dp times its largest param to
+  // give every shard work), so it is best treated as one bucket.
+  bool forms_single_bucket(std::size_t begin, std::size_t region_end) const {
+    const std::int64_t numel = prefix_numel_[region_end] - prefix_numel_[begin];
+    const std::int64_t need =
+        std::max(*bucket_size_, dp_ * suffix_max_units_[begin] * kParamStartAlignment);
+    return numel - need < need;
+  }
+
+  // Padding fraction of the bucket [begin, end) with the given shard size, counting also the
+  // bucket that the rest of the region forms when it is too small for two: ending early must not
+  // strand a tail that packs badly.
+  double score(std::size_t begin, std::size_t end, std::size_t region_end, std::int64_t shard_units,
+               bool full_tail_packing) const {
+    double padded = static_cast<double>(dp_) * static_cast<double>(shard_units) *
+                    static_cast<double>(kParamStartAlignment);
+    const std::int64_t tail = prefix_numel_[region_end] - prefix_numel_[end];
+    const bool single_tail = forms_single_bucket(end, region_end);
+    if (end < region_end && single_tail) {
+      const std::int64_t tail_units =
+          full_tail_packing ? pack_into_shards(layout_detail::pack_items(order_, end, region_end),
+                                               dp_, divisor_units_)
+                                  .shard_units
+                            : lpt_shard_units(units_of(end, region_end), dp_, divisor_units_);
+      padded += static_cast<double>(dp_) * static_cast<double>(tail_units) *
+                static_cast<double>(kParamStartAlignment);
+    }
+    const double content = static_cast<double>(prefix_numel_[region_end] - prefix_numel_[begin]) -
+                           static_cast<double>(single_tail ? 0 : tail);
+    return (padded - content) / padded;
+  }
+
+  // Candidate ends for a bucket starting at `a`, each with the padding fraction of its lower
+  // bound.
+  std::vector<Candidate> candidates(std::size_t a, std::size_t region_end, CutPolicy policy) const {
+    std::vector<Candidate> out;
+    const std::int64_t size = *bucket_size_;
+    std::int64_t total_units = 0, max_units = 0;
+    auto add = [&](std::size_t end) {
+      const std::int64_t bound =
+          shard_units_lower_bound(total_units, max_units, dp_, divisor_units_);
+      out.push_back({end, padding_fraction(a, end, bound)});
+    };
+    std::size_t b = a;
+    bool reached = false;
+    while (b < region_end) {
+      const std::int64_t units = param_units(order_[b].numel);
+      total_units += units;
+      max_units = std::max(max_units, units);
+      ++b;
+      const std::int64_t content = prefix_numel_[b] - prefix_numel_[a];
+      if (content < size) continue;
+      reached = true;
+      add(b);
+      if (policy == CutPolicy::kFirstReach) return out;
+      const std::int64_t need = std::max(size, dp_ * max_units * kParamStartAlignment);
+      if (content >= kWindowFactor * need || out.size() >= kMaxScannedCandidates) break;
+    }
+    if (!reached) {
+      add(region_end);  // the region's remainder is smaller than bucket_size: one bucket
+      return out;
+    }
+    // Rather than leave a tail too small for two buckets, the bucket may run to the region end.
+    if (b < region_end && forms_single_bucket(b, region_end)) {
+      while (b < region_end) {
+        const std::int64_t units = param_units(order_[b].numel);
+        total_units += units;
+        max_units = std::max(max_units, units);
+        ++b;
+      }
+      add(region_end);
+    }
+    return out;
+  }
+
+  // A cut is phase-aligned when the next bucket starts with the same kind of param as this one
+  // (or the region ends there): cutting whole layers leaves whole layers behind, which pack well.
+  bool phase_aligned(std::size_t begin, std::size_t end, std::size_t region_end) const {
+    return end == region_end || params_[order_[end].id].shape == params_[order_[begin].id].shape;
+  }
+
+  struct Scored {
+    double fraction = 0.0;
+    std::size_t end = 0;
+    bool aligned = false;
+    double bound_fraction = 0.0;
+  };
+
+  // Whether `x` is a better end than `y`: clearly less waste, else a phase-aligned cut, else the
+  // earlier (smaller) bucket.
+  static bool preferred(const Scored& x, const Scored& y) {
+    if (x.fraction < y.fraction - kPaddingFractionTolerance) return true;
+    if (x.fraction > y.fraction + kPaddingFractionTolerance) return false;
+    if (x.aligned != y.aligned) return x.aligned;
+    return x.end < y.end;
+  }
+
+  // Whether a candidate whose waste is at least `bound_fraction` could still be preferred to
+  // `best`.
+  static bool could_beat(double bound_fraction, std::size_t end, bool aligned, const Scored& best) {
+    if (bound_fraction < best.fraction - kPaddingFractionTolerance) return true;
+    if (bound_fraction > best.fraction + kPaddingFractionTolerance) return false;
+    return (aligned && !best.aligned) || (aligned == best.aligned && end < best.end);
+  }
+
+  // Ranks candidate ends by the padding of a cheap LPT packing (the lower bound alone is loose:
+  // a cut inside a layer often has a perfect bound but no perfect packing), then packs the best
+  // few for real and keeps the preferred one.
+  void choose_end(PlannedBucket& bucket, std::size_t region_end, CutPolicy policy) const {
+    const std::size_t a = bucket.begin;
+    if (!bucket_size_) {
+      bucket.end = region_end;
+      bucket.packing =
+          pack_into_shards(layout_detail::pack_items(order_, a, region_end), dp_, divisor_units_);
+      return;
+    }
+    const std::vector<Candidate> cands = candidates(a, region_end, policy);
+    std::vector<Scored> ranked;
+    std::vector<bool> evaluated(cands.size(), false);
+    std::optional<Scored> best;
+    std::int64_t work = 0;
+    auto evaluate = [&](std::size_t i) {
+      const Candidate& c = cands[i];
+      evaluated[i] = true;
+      const bool aligned = phase_aligned(a, c.end, region_end);
+      if (best && !could_beat(c.bound_fraction, c.end, aligned, *best)) return;
+      const std::int64_t shard_units = lpt_shard_units(units_of(a, c.end), dp_, divisor_units_);
+      if (c.end - a > static_cast<std::size_t>(dp_)) work += static_cast<std::int64_t>(c.end - a);
+      const Scored scored{score(a, c.end, region_end, shard_units, false), c.end, aligned,
+                          c.bound_fraction};
+      if (!best || preferred(scored, *best)) best = scored;
+      ranked.push_back(scored);
+    };
+    // Earliest ends first, within a work budget ...
+    for (std::size_t i = 0; i < cands.size() && work < kLptWorkBudget; ++i) evaluate(i);
+    // ... then the ends with the best bounds among the rest.
+    std::vector<std::size_t> by_bound(cands.size());
+    std::iota(by_bound.begin(), by_bound.end(), std::size_t{0});
+    std::stable_sort(by_bound.begin(), by_bound.end(), [&](std::size_t x, std::size_t y) {
+      return cands[x].bound_fraction < cands[y].bound_fraction;
+    });
+    std::size_t extra = 0;
+    for (std::size_t i : by_bound) {
+      if (extra == kMaxBoundCandidates) break;
+      if (evaluated[i]) continue;
+      evaluate(i);
+      ++extra;
+    }
+    SW_CHECK(!ranked.empty(), "no candidate end for the bucket at backprop position ", a);
+    // The best few by LPT waste, plus the best phase-aligned one, get the full packing.
+    std::stable_sort(ranked.begin(), ranked.end(), [](const Scored& x, const Scored& y) {
+      return x.fraction < y.fraction || (x.fraction == y.fraction && x.end < y.end);
+    });
+    std::vector<Scored> finalists(
+        ranked.begin(), ranked.begin() + static_cast<std::ptrdiff_t>(
+                                             std::min(ranked.size(), kMaxPackedCandidates)));
+    for (const Scored& r : ranked) {
+      if (!r.aligned) continue;
+      if (std::none_of(finalists.begin(), finalists.end(),
+                       [&](const Scored& f) { return f.end == r.end; })) {
+        finalists.push_back(r);
+      }
+      break;
+    }
+    std::optional<Scored> chosen;
+    for (const Scored& f : finalists) {
+      if (chosen && !could_beat(f.bound_fraction, f.end, f.aligned, *chosen)) continue;
+      ShardPacking packing =
+          pack_into_shards(layout_detail::pack_items(order_, a, f.end), dp_, divisor_units_);
+      const Scored scored{score(a, f.end, region_end, packing.shard_units, true), f.end, f.aligned,
+                          f.bound_fraction};
+      if (!chosen || preferred(scored, *chosen)) {
+        chosen = scored;
+        bucket.packing = std::move(packing);
+      }
+    }
+    bucket.end = chosen->end;
+  }
+
+  // Balances Newton–Schulz cost inside the bucket and lets following params that fit into the
+  // shards' padding join it. Ends with an absorption pass, so the next bucket's first param is
+  // one that fits nowhere.
+  void refine(PlannedBucket& bucket, std::size_t region_end) const {
+    for (int round = 0; round < kAbsorbRounds; ++round) {
+      std::vector<PackItem> items = layout_detail::pack_items(order_, bucket.begin, bucket.end);
+      balance_ns_cost(bucket.packing, items);
+      if (!absorb(bucket, region_end)) return;
+    }
+  }
+
+  bool absorb(PlannedBucket& bucket, std::size_t region_end) const {
+    ShardPacking& packing = bucket.packing;
+    const std::int64_t capacity = packing.shard_units;
+    // (load, bin) ordered; best fit = the fullest bin that still has room.
+    std::vector<std::pair<std::int64_t, std::size_t>> by_load;
+    by_load.reserve(packing.loads.size());
+    for (std::size_t bin = 0; bin < packing.loads.size(); ++bin) {
+      by_load.emplace_back(packing.loads[bin], bin);
+    }
+    std::sort(by_load.begin(), by_load.end());
+    bool absorbed = false;
+    while (bucket.end < region_end) {
+      const BackpropParam& p = order_[bucket.end];
+      const std::int64_t units = param_units(p.numel);
+      const std::pair<std::int64_t, std::size_t> key{capacity - units, packing.bins.size()};
+      auto it = std::upper_bound(by_load.begin(), by_load.end(), key);
+      if (it == by_load.begin()) break;
+      --it;
+      const std::size_t bin = it->second;
+      packing.bins[bin].push_back(bucket.end - bucket.begin);
+      packing.loads[bin] += units;
+      packing.ns_costs[bin] += p.ns_cost;
+      // Keep by_load sorted: the bin's entry moves right.
+      std::pair<std::int64_t, std::size_t> moved{packing.loads[bin], bin};
+      by_load.erase(it);
+      by_load.insert(std::upper_bound(by_load.begin(), by_load.end(), moved), moved);
+      ++bucket.end;
+      absorbed = true;
+    }
+    return absorbed;
+  }
+
+  // Bins of each bucket go to ranks so the costliest bin lands on the rank with the least
+  // accumulated Newton–Schulz work over the buffer so far.
+  void assign_bins_to_ranks(std::vector<PlannedBucket>& buckets) const {
+    std::vector<double> accumulated(static_cast<std::size_t>(dp_), 0.0);
+    std::vector<std::size_t> bins(static_cast<std::size_t>(dp_));
+    std::vector<std::size_t> ranks(static_cast<std::size_t>(dp_));
+    for (PlannedBucket& bucket : buckets) {
+      const auto& ns = bucket.packing.ns_costs;
+      std::iota(bins.begin(), bins.end(), std::size_t{0});
+      std::iota(ranks.begin(), ranks.end(), std::size_t{0});
+      std::stable_sort(bins.begin(), bins.end(),
+                       [&](std::size_t x, std::size_t y) { return ns[x] > ns[y]; });
+      std::stable_sort(ranks.begin(), ranks.end(), [&](std::size_t x, std::size_t y) {
+        return accumulated[x] < accumulated[y];
+      });
+      bucket.rank_of_bin.assign(static_cast<std::size_t>(dp_), 0);
+      for (std::size_t i = 0; i < bins.size(); ++i) {
+        bucket.rank_of_bin[bins[i]] = static_cast<int>(ranks[i]);
+        accumulated[ranks[i]] += ns[bins[i]];
+      }
+    }
+  }
+
+  const ParamList& params_;
+  const std::vector<BackpropParam>& order_;
+  int dp_;
+  std::int64_t divisor_units_;
+  std::optional<std::int64_t> bucket_size_;
+  std::vector<std::size_t> region_end_;         // first shared embedding at or after i (or n)
+  std::vector<std::int64_t> prefix_numel_;      // numel of backprop positions [0, i)
+  std::vector<std::int64_t> suffix_max_units_;  // largest param in [i, end of i's region)
+};
+
+}  // namespace
+
+PerBufferParamLayout compute_layer_wise_layout(const BufferLayoutInput& input) {
+  const auto order = layout_detail::backprop_params(input, "layer-wise");
+  const LayerWisePlanner planner(order, input);
+  std::vector<PlannedBucket> buckets = planner.plan(CutPolicy::kBestPacking);
+  if (input.bucket_size) {
+    std::vector<PlannedBucket> first_reach = planner.plan(CutPolicy::kFirstReach);
+    if (planner.padding(first_reach) < planner.padding(buckets)) buckets = std::move(first_reach);
+  }
+  PerBufferParamLayout layout =
+      layout_detail::emit_shard_aligned_layout(order, buckets, input.data_parallel_size);
+  validate_layer_wise_bucket_cuts(*input.params, layout);
+  return layout;
+}
+
+}  // namespace shardwise

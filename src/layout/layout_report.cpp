@@ -1,0 +1,436 @@
+#include "shardwise/layout/layout_report.hpp"
+
+#include <algorithm>
+#include <cinttypes>
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "shardwise/core/error.hpp"
+
+namespace shardwise {
+namespace {
+
+using OrderedJson = nlohmann::ordered_json;
+
+void check_input(const LayoutReportInput& input) {
+  SW_CHECK(input.params && input.layout && input.options && input.stats,
+           "layout report needs params, layout, options and stats");
+}
+
+std::int64_t buffer_unpadded(const PerBufferParamLayout& buffer) {
+  std::int64_t total = 0;
+  for (const ParamRange& range : buffer.param_index_map) total += range.numel();
+  return total;
+}
+
+std::string grouped(std::int64_t value) {
+  std::string digits = std::to_string(value < 0 ? -value : value);
+  std::string out;
+  for (std::size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return value < 0 ? "-" + out : out;
+}
+
+std::string fixed(double value, int decimals) {
+  char text[64];
+  std::snprintf(text, sizeof text, "%.*f", decimals, value);
+  return text;
+}
+
+std::string scientific(double value) {
+  char text[64];
+  std::snprintf(text, sizeof text, "%.4e", value);
+  return text;
+}
+
+std::string percent(double fraction) { return fixed(100.0 * fraction, 3) + "%"; }
+
+std::string pad_left(const std::string& text, std::size_t width) {
+  return text.size() >= width ? text : std::string(width - text.size(), ' ') + text;
+}
+
+std::string describe_key(const BufferKey& key, const PerBufferParamLayout& buffer) {
+  return str_cat(dtype_name(key.param_dtype), " params / ", dtype_name(key.grad_dtype), " grads, ",
+                 key.is_expert_parallel ? "expert-parallel" : "dense", ", ",
+                 key.is_layer_wise ? "layer-wise" : "not layer-wise", ", ",
+                 buffer.shard_aligned ? "shard-aligned" : "element-sharded", ", ",
+                 buffer.num_shards, " shards");
+}
+
+// Rows [0, n) are shown in full when n <= max_rows, else the first and last max_rows/2.
+void for_shown_rows(std::size_t n, int max_rows, const std::function<void(std::size_t)>& row,
+                    const std::function<void(std::size_t)>& gap) {
+  const std::size_t limit = static_cast<std::size_t>(std::max(max_rows, 2));
+  if (n <= limit) {
+    for (std::size_t i = 0; i < n; ++i) row(i);
+    return;
+  }
+  const std::size_t head = limit / 2;
+  const std::size_t tail = limit - head;
+  for (std::size_t i = 0; i < head; ++i) row(i);
+  gap(n - head - tail);
+  for (std::size_t i = n - tail; i < n; ++i) row(i);
+}
+
+std::string xml_escape(const std::string& text) {
+  std::string out;
+  for (const char c : text) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      case '\'': out += "&apos;"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
+// The kind of a param is its name without layer / expert numbers ("attn.qkv.weight"), so every
+// layer's qkv gets the same colour.
+std::string param_kind(const std::string& name) {
+  std::string kind;
+  std::size_t i = 0;
+  while (i < name.size()) {
+    std::size_t dot = name.find('.', i);
+    if (dot == std::string::npos) dot = name.size();
+    const std::string part = name.substr(i, dot - i);
+    const bool numeric = !part.empty() && std::all_of(part.begin(), part.end(), [](char c) {
+      return c >= '0' && c <= '9';
+    });
+    if (!numeric && part != "layers") kind += (kind.empty() ? "" : ".") + part;
+    i = dot + 1;
+  }
+  return kind;
+}
+
+// Distinct colours for the first kinds in model order; later kinds reuse the palette.
+std::map<std::string, const char*> kind_colours(const ParamList& params) {
+  static const char* const kPalette[] = {"#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2",
+                                         "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#86bcb6",
+                                         "#d37295", "#a0cbe8", "#8cd17d", "#b6992d", "#499894"};
+  constexpr std::size_t kColours = sizeof kPalette / sizeof kPalette[0];
+  std::map<std::string, const char*> colours;
+  for (const ParamInfo& param : params) {
+    const std::string kind = param_kind(param.name);
+    if (!colours.count(kind)) colours[kind] = kPalette[colours.size() % kColours];
+  }
+  return colours;
+}
+
+// The last two name components ("qkv.weight"), which fit in a box label.
+std::string short_label(const std::string& name) {
+  const std::size_t last = name.rfind('.');
+  if (last == std::string::npos || last == 0) return name;
+  const std::size_t before = name.rfind('.', last - 1);
+  return before == std::string::npos ? name : name.substr(before + 1);
+}
+
+}  // namespace
+
+const char* layout_algorithm_name(LayoutAlgorithm algorithm) {
+  switch (algorithm) {
+    case LayoutAlgorithm::kDefault: return "none";
+    case LayoutAlgorithm::kDistributed: return "distributed";
+    case LayoutAlgorithm::kLayerWise: return "layer-wise";
+  }
+  return "unknown";
+}
+
+std::string render_layout_json(const LayoutReportInput& input) {
+  check_input(input);
+  const ParamList& params = *input.params;
+  const LayoutOptions& options = *input.options;
+  const LayoutStats& stats = *input.stats;
+
+  OrderedJson root;
+  root["model"] = input.model_name;
+  root["optimizer"] = layout_algorithm_name(options.algorithm);
+  root["dp"] = options.data_parallel_size;
+  root["expert_dp"] = options.expert_dp();
+  root["bucket_size"] = options.bucket_size ? OrderedJson(*options.bucket_size) : OrderedJson();
+
+  OrderedJson buffers = OrderedJson::array();
+  for (const auto& [key, buffer] : input.layout->layouts) {
+    OrderedJson out;
+    out["param_dtype"] = std::string(dtype_name(key.param_dtype));
+    out["grad_dtype"] = std::string(dtype_name(key.grad_dtype));
+    out["expert_parallel"] = key.is_expert_parallel;
+    out["layer_wise"] = key.is_layer_wise;
+    out["shard_aligned"] = buffer.shard_aligned;
+    out["num_shards"] = buffer.num_shards;
+    out["numel"] = buffer.numel();
+    out["numel_unpadded"] = buffer_unpadded(buffer);
+    OrderedJson buckets = OrderedJson::array();
+    for (std::size_t b = 0; b < buffer.bucket_indices.size(); ++b) {
+      OrderedJson bucket;
+      bucket["start"] = buffer.bucket_indices[b].start;
+      bucket["end"] = buffer.bucket_indices[b].end;
+      bucket["numel_unpadded"] =
+          b < buffer.per_bucket_numel_unpadded.size() ? buffer.per_bucket_numel_unpadded[b] : 0;
+      buckets.push_back(std::move(bucket));
+    }
+    out["buckets"] = std::move(buckets);
+    OrderedJson entries = OrderedJson::array();
+    for (std::size_t i = 0; i < buffer.param_index_map.size(); ++i) {
+      const ParamRange& range = buffer.param_index_map[i];
+      OrderedJson entry;
+      entry["name"] = params.at(range.param).name;
+      entry["start"] = range.start;
+      entry["end"] = range.end;
+      entry["bucket"] = range.bucket;
+      entry["shard"] = buffer.shard_aligned ? OrderedJson(buffer.owner_shard(range)) : OrderedJson();
+      entry["index"] = i < buffer.param_indices.size()
+                           ? buffer.param_indices[i]
+                           : static_cast<std::int64_t>(range.param);
+      entry["param_id"] = range.param;
+      entries.push_back(std::move(entry));
+    }
+    out["params"] = std::move(entries);
+    buffers.push_back(std::move(out));
+  }
+  root["buffers"] = std::move(buffers);
+
+  OrderedJson ranks = OrderedJson::array();
+  for (const RankLoad& load : stats.ranks) {
+    OrderedJson rank;
+    rank["rank"] = load.rank;
+    rank["numel"] = load.numel;
+    rank["ns_cost"] = load.ns_cost;
+    ranks.push_back(std::move(rank));
+  }
+  root["ranks"] = std::move(ranks);
+  OrderedJson totals;
+  totals["numel_unpadded"] = stats.numel_unpadded;
+  totals["numel_padded"] = stats.numel_padded;
+  totals["padding_fraction"] = stats.padding_fraction;
+  totals["ns_cost_max_over_mean"] = stats.ns_cost_max_over_mean;
+  root["totals"] = std::move(totals);
+  return root.dump(1) + "\n";
+}
+
+std::string render_layout_text(const LayoutReportInput& input, const TextReportOptions& report) {
+  check_input(input);
+  const LayoutOptions& options = *input.options;
+  const LayoutStats& stats = *input.stats;
+  std::string out;
+  std::int64_t model_numel = 0;
+  for (const ParamInfo& param : *input.params) model_numel += param.numel();
+
+  out += str_cat("model ", input.model_name, ": ", input.params->size(), " params, ",
+                 grouped(model_numel), " elements\n");
+  out += str_cat("layout: optimizer ", layout_algorithm_name(options.algorithm), ", dp ",
+                 options.data_parallel_size, ", expert dp ", options.expert_dp(), ", bucket size ",
+                 options.bucket_size ? grouped(*options.bucket_size) : std::string("none"),
+                 ", grads reduced in ", options.grad_reduce_in_fp32 ? "fp32" : "param dtype",
+                 options.pad_buckets_for_high_nccl_busbw ? ", padded for high NCCL bus bandwidth"
+                                                         : "",
+                 options.all_layer_wise ? ", all buffers layer-wise" : "", "\n");
+
+  int index = 0;
+  for (const auto& [key, buffer] : input.layout->layouts) {
+    const std::int64_t unpadded = buffer_unpadded(buffer);
+    const double padding =
+        buffer.numel() > 0 ? 1.0 - static_cast<double>(unpadded) / static_cast<double>(buffer.numel())
+                           : 0.0;
+    out += str_cat("\nbuffer ", index++, ": ", describe_key(key, buffer), "\n");
+    out += str_cat("  ", buffer.param_index_map.size(), " params, ", buffer.bucket_indices.size(),
+                   " buckets, numel ", grouped(buffer.numel()), " (unpadded ", grouped(unpadded),
+                   ", padding ", percent(padding), ")\n");
+    out += "  bucket            start              end       shard size         unpadded     "
+           "padding\n";
+    for_shown_rows(
+        buffer.bucket_indices.size(), report.max_bucket_rows,
+        [&](std::size_t b) {
+          const BucketRange& bucket = buffer.bucket_indices[b];
+          const std::int64_t real =
+              b < buffer.per_bucket_numel_unpadded.size() ? buffer.per_bucket_numel_unpadded[b] : 0;
+          const double pad = bucket.numel() > 0 ? 1.0 - static_cast<double>(real) /
+                                                            static_cast<double>(bucket.numel())
+                                                : 0.0;
+          out += str_cat("  ", pad_left(std::to_string(b), 6), pad_left(grouped(bucket.start), 17),
+                         pad_left(grouped(bucket.end), 17),
+                         pad_left(grouped(bucket.numel() / buffer.num_shards), 17),
+                         pad_left(grouped(real), 17), pad_left(percent(pad), 12), "\n");
+        },
+        [&](std::size_t hidden) { out += str_cat("  ... ", hidden, " more buckets ...\n"); });
+  }
+
+  const std::size_t num_ranks = stats.ranks.size();
+  double mean_cost = 0.0;
+  double mean_numel = 0.0;
+  for (const RankLoad& load : stats.ranks) {
+    mean_cost += load.ns_cost;
+    mean_numel += static_cast<double>(load.numel);
+  }
+  if (num_ranks > 0) {
+    mean_cost /= static_cast<double>(num_ranks);
+    mean_numel /= static_cast<double>(num_ranks);
+  }
+  out += str_cat("\nper-rank load (", num_ranks, " ranks; NS cost = Newton-Schulz flops proxy)\n");
+  out += "    rank            numel        NS cost   cost/mean\n";
+  auto rank_row = [&](const std::string& label, double numel, double cost) {
+    out += str_cat("  ", pad_left(label, 6), pad_left(grouped(std::llround(numel)), 17),
+                   pad_left(scientific(cost), 15),
+                   pad_left(fixed(mean_cost > 0 ? cost / mean_cost : 1.0, 4), 12), "\n");
+  };
+  for_shown_rows(
+      num_ranks, report.max_rank_rows,
+      [&](std::size_t r) {
+        rank_row(std::to_string(stats.ranks[r].rank), static_cast<double>(stats.ranks[r].numel),
+                 stats.ranks[r].ns_cost);
+      },
+      [&](std::size_t hidden) { out += str_cat("     ... ", hidden, " more ranks ...\n"); });
+  if (num_ranks > static_cast<std::size_t>(std::max(report.max_rank_rows, 2))) {
+    const auto [min_it, max_it] = std::minmax_element(
+        stats.ranks.begin(), stats.ranks.end(),
+        [](const RankLoad& a, const RankLoad& b) { return a.ns_cost < b.ns_cost; });
+    rank_row("min", static_cast<double>(min_it->numel), min_it->ns_cost);
+    rank_row("max", static_cast<double>(max_it->numel), max_it->ns_cost);
+    rank_row("mean", mean_numel, mean_cost);
+  }
+
+  out += str_cat("\ntotals: unpadded ", grouped(stats.numel_unpadded), ", padded ",
+                 grouped(stats.numel_padded), ", padding ", percent(stats.padding_fraction),
+                 ", NS cost max/mean ", fixed(stats.ns_cost_max_over_mean, 4), "\n");
+  return out;
+}
+
+std::string render_layout_svg(const LayoutReportInput& input) {
+  check_input(input);
+  const ParamList& params = *input.params;
+  const FullParamLayout& layout = *input.layout;
+
+  constexpr double kLeft = 70.0;       // room for bucket labels
+  constexpr double kWidth = 1000.0;    // width of the shard grid
+  constexpr double kGridHeight = 800.0;
+  constexpr double kMinBucketHeight = 4.0;
+  constexpr double kHeaderHeight = 34.0;
+  constexpr double kBufferGap = 16.0;
+
+  // One vertical scale for every buffer so bucket heights compare across buffers.
+  double total_shard_numel = 0.0;
+  for (const auto& [key, buffer] : layout.layouts) {
+    for (const BucketRange& bucket : buffer.bucket_indices) {
+      total_shard_numel += static_cast<double>(bucket.numel()) / buffer.num_shards;
+    }
+  }
+  const double scale = total_shard_numel > 0 ? kGridHeight / total_shard_numel : 0.0;
+  const auto colours = kind_colours(params);
+
+  std::string body;
+  double y = 40.0;
+  int buffer_index = 0;
+  for (const auto& [key, buffer] : layout.layouts) {
+    const int n = buffer.num_shards;
+    const double column = kWidth / n;
+    body += str_cat("<text x=\"4\" y=\"", fixed(y + 14, 1), "\" class=\"h\">buffer ", buffer_index++,
+                    ": ", xml_escape(describe_key(key, buffer)), "</text>\n");
+    body += str_cat("<text x=\"", kLeft, "\" y=\"", fixed(y + 28, 1),
+                    "\" class=\"s\">columns = shards 0..", n - 1,
+                    ", rows = buckets; box height = elements</text>\n");
+    y += kHeaderHeight;
+
+    std::vector<double> bucket_top(buffer.bucket_indices.size());
+    std::vector<double> bucket_height(buffer.bucket_indices.size());
+    for (std::size_t b = 0; b < buffer.bucket_indices.size(); ++b) {
+      const BucketRange& bucket = buffer.bucket_indices[b];
+      const double height =
+          std::max(kMinBucketHeight, scale * static_cast<double>(bucket.numel()) / n);
+      bucket_top[b] = y;
+      bucket_height[b] = height;
+      body += str_cat("<rect x=\"", kLeft, "\" y=\"", fixed(y, 2), "\" width=\"", kWidth,
+                      "\" height=\"", fixed(height, 2), "\" class=\"pad\"><title>bucket ", b, " [",
+                      bucket.start, ", ", bucket.end, "): ", bucket.numel() / n,
+                      " elements per shard</title></rect>\n");
+      if (height >= 10.0) {
+        body += str_cat("<text x=\"", kLeft - 4, "\" y=\"", fixed(y + std::min(height, 20.0) - 3, 2),
+                        "\" class=\"s\" text-anchor=\"end\">bucket ", b, "</text>\n");
+      }
+      y += height;
+    }
+
+    for (const ParamRange& range : buffer.param_index_map) {
+      if (range.numel() <= 0) continue;
+      const std::size_t b = static_cast<std::size_t>(range.bucket);
+      SW_CHECK(b < buffer.bucket_indices.size(), "param ", range.param, " in unknown bucket ", b);
+      const BucketRange& bucket = buffer.bucket_indices[b];
+      const std::int64_t shard_size = std::max<std::int64_t>(bucket.numel() / n, 1);
+      const std::string& name = params.at(range.param).name;
+      const char* colour = colours.at(param_kind(name));
+      const std::string shard_text =
+          buffer.shard_aligned ? str_cat(", shard ", buffer.owner_shard(range)) : std::string();
+      const std::string title =
+          xml_escape(str_cat(name, " [", range.start, ", ", range.end, ") bucket ", range.bucket,
+                             shard_text, ", ", range.numel(), " elements"));
+      // Piece of the param inside shard columns [s_first, s_last], rows [lo, hi) of the shard.
+      auto draw = [&](std::int64_t s_first, std::int64_t s_last, std::int64_t lo, std::int64_t hi,
+                      bool label) {
+        const double x = kLeft + column * static_cast<double>(s_first);
+        const double w = column * static_cast<double>(s_last - s_first + 1);
+        const double top = bucket_top[b] + bucket_height[b] * static_cast<double>(lo) / shard_size;
+        const double h = std::max(0.5, bucket_height[b] * static_cast<double>(hi - lo) / shard_size);
+        body += str_cat("<rect x=\"", fixed(x, 2), "\" y=\"", fixed(top, 2), "\" width=\"",
+                        fixed(w, 2), "\" height=\"", fixed(h, 2), "\" fill=\"", colour,
+                        "\"><title>", title, "</title></rect>\n");
+        if (label && w >= 40.0 && h >= 11.0) {
+          const std::string text = short_label(name);
+          const auto fits = static_cast<std::size_t>((w - 4.0) / 6.0);
+          body += str_cat("<text x=\"", fixed(x + 2, 2), "\" y=\"", fixed(top + std::min(h, 20.0) - 3, 2),
+                          "\" class=\"l\">", xml_escape(text.substr(0, fits)), "</text>\n");
+        }
+      };
+      const std::int64_t first = (range.start - bucket.start) / shard_size;
+      const std::int64_t last = (range.end - 1 - bucket.start) / shard_size;
+      const std::int64_t first_offset = range.start - bucket.start - first * shard_size;
+      const std::int64_t last_offset = range.end - bucket.start - last * shard_size;
+      if (first == last) {
+        draw(first, first, first_offset, last_offset, true);
+        continue;
+      }
+      // Element-sharded param spanning shards: partial head, full middle columns, partial tail.
+      draw(first, first, first_offset, shard_size, true);
+      if (last > first + 1) draw(first + 1, last - 1, 0, shard_size, true);
+      draw(last, last, 0, last_offset, false);
+    }
+
+    for (std::size_t b = 1; b < bucket_top.size(); ++b) {
+      body += str_cat("<line x1=\"", kLeft, "\" y1=\"", fixed(bucket_top[b], 2), "\" x2=\"",
+                      kLeft + kWidth, "\" y2=\"", fixed(bucket_top[b], 2), "\" class=\"bsep\"/>\n");
+    }
+    if (column >= 3.0) {
+      for (int s = 1; s < n; ++s) {
+        const double x = kLeft + column * s;
+        body += str_cat("<line x1=\"", fixed(x, 2), "\" y1=\"", fixed(bucket_top.empty() ? y : bucket_top[0], 2),
+                        "\" x2=\"", fixed(x, 2), "\" y2=\"", fixed(y, 2), "\" class=\"sep\"/>\n");
+      }
+    }
+    y += kBufferGap;
+  }
+
+  const LayoutStats& stats = *input.stats;
+  const std::string heading = xml_escape(str_cat(
+      input.model_name, ": ", layout_algorithm_name(input.options->algorithm), " layout, dp ",
+      input.options->data_parallel_size, ", expert dp ", input.options->expert_dp(), ", padding ",
+      percent(stats.padding_fraction), ", NS cost max/mean ",
+      fixed(stats.ns_cost_max_over_mean, 4)));
+  std::string svg = str_cat(
+      "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<svg xmlns=\"http://www.w3.org/2000/svg\" "
+      "width=\"", kLeft + kWidth + 10, "\" height=\"", fixed(y + 10, 0), "\" viewBox=\"0 0 ",
+      kLeft + kWidth + 10, " ", fixed(y + 10, 0), "\">\n",
+      "<style>text{font-family:monospace}.h{font-size:13px;font-weight:bold}.s{font-size:10px;"
+      "fill:#444}.l{font-size:10px;fill:#fff;pointer-events:none}.pad{fill:#e4e4e4;stroke:#999;"
+      "stroke-width:0.5}.sep{stroke:#fff;stroke-width:0.6}.bsep{stroke:#000;stroke-width:1}rect:hover{stroke:#000}</style>\n",
+      "<text x=\"4\" y=\"20\" class=\"h\">", heading, "</text>\n");
+  svg += body;
+  svg += "</svg>\n";
+  return svg;
+}
+
+}  // namespace shardwise

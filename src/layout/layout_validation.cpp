@@ -1,0 +1,209 @@
+// Invariant checks of layouts. Every violation throws InvariantError naming the buffer, bucket
+// and param concerned.
+#include <algorithm>
+#include <vector>
+
+#include "shardwise/core/error.hpp"
+#include "shardwise/layout/buffer_grouping.hpp"
+#include "shardwise/layout/layout_algorithms.hpp"
+#include "shardwise/layout/padding.hpp"
+#include "shardwise/layout/shard_packing.hpp"
+
+namespace shardwise {
+
+namespace {
+
+enum class LayoutKind { kDefault, kDistOpt, kShardAligned };
+
+LayoutKind kind_of(const BufferKey& key, const LayoutOptions& options) {
+  if (options.algorithm == LayoutAlgorithm::kDefault) return LayoutKind::kDefault;
+  if (options.algorithm == LayoutAlgorithm::kLayerWise && key.is_layer_wise) {
+    return LayoutKind::kShardAligned;
+  }
+  return LayoutKind::kDistOpt;
+}
+
+// Shard-aligned rules: equal shards of a multiple of the shard divisor, no param crossing a
+// shard boundary, bucket_size honoured as a minimum except before a shared embedding or the end.
+void validate_shard_aligned(const ParamList& params, const PerBufferParamLayout& layout,
+                            const std::vector<std::vector<std::size_t>>& members,
+                            const std::vector<bool>& shared_bucket, const std::string& where,
+                            const LayoutOptions& options, int dp, bool high_busbw) {
+  const std::int64_t divisor = layer_wise_shard_divisor(dp, high_busbw);
+  const std::size_t num_buckets = layout.bucket_indices.size();
+  for (std::size_t b = 0; b < num_buckets; ++b) {
+    const BucketRange& bucket = layout.bucket_indices[b];
+    SW_CHECK(bucket.numel() > 0 && bucket.numel() % dp == 0, where, ": bucket ", b, " numel ",
+             bucket.numel(), " is not a positive multiple of ", dp, " shards");
+    const std::int64_t shard = bucket.numel() / dp;
+    SW_CHECK(shard % divisor == 0, where, ": bucket ", b, " shard size ", shard,
+             " is not a multiple of the shard divisor ", divisor);
+    std::int64_t content = 0;
+    for (std::size_t i : members[b]) {
+      const ParamRange& r = layout.param_index_map[i];
+      const std::int64_t first = (r.start - bucket.start) / shard;
+      const std::int64_t last = r.numel() > 0 ? (r.end - 1 - bucket.start) / shard : first;
+      SW_CHECK(first == last, where, ": param ", params[r.param].name, " [", r.start, ", ", r.end,
+               ") crosses the boundary of shards ", first, " and ", last, " in bucket ", b);
+      const std::int64_t occupied =
+          r.start - bucket.start - first * shard + param_units(r.numel()) * kParamStartAlignment;
+      SW_CHECK(occupied <= shard, where, ": param ", params[r.param].name,
+               " overruns its shard in bucket ", b);
+      content += r.numel();
+    }
+    SW_CHECK(layout.per_bucket_numel_unpadded[b] == content, where, ": bucket ", b,
+             " per_bucket_numel_unpadded ", layout.per_bucket_numel_unpadded[b],
+             " != its params' numel ", content);
+    const bool next_in_region = b + 1 < num_buckets && !shared_bucket[b] && !shared_bucket[b + 1];
+    SW_CHECK(!next_in_region || (options.bucket_size && content >= *options.bucket_size), where,
+             ": bucket ", b, " holds ", content, " elements, below bucket_size, yet is not the ",
+             "last bucket before a shared embedding or the buffer end");
+  }
+}
+
+}  // namespace
+
+void validate_layout(const ParamList& params, const PerBufferParamLayout& layout,
+                     const BufferKey& key, const LayoutOptions& options) {
+  const LayoutKind kind = kind_of(key, options);
+  const int dp = key.is_expert_parallel ? options.expert_dp() : options.data_parallel_size;
+  const bool high_busbw = options.pad_buckets_for_high_nccl_busbw;
+  const std::string where = str_cat("buffer ", key.to_string());
+  SW_CHECK(layout.num_shards == dp, where, ": num_shards ", layout.num_shards, " != dp ", dp);
+  SW_CHECK(layout.shard_aligned == (kind == LayoutKind::kShardAligned), where,
+           ": shard_aligned flag does not match the layout algorithm");
+  SW_CHECK(layout.param_indices.size() == layout.param_index_map.size(), where, ": ",
+           layout.param_indices.size(), " param_indices for ", layout.param_index_map.size(),
+           " params");
+  const std::size_t num_buckets = layout.bucket_indices.size();
+  SW_CHECK(layout.per_bucket_numel_unpadded.size() == num_buckets, where, ": ",
+           layout.per_bucket_numel_unpadded.size(), " unpadded counts for ", num_buckets,
+           " buckets");
+  SW_CHECK(num_buckets > 0 || layout.param_index_map.empty(), where, ": params but no buckets");
+
+  const std::int64_t end_divisor = bucket_end_divisor(dp, high_busbw);
+  for (std::size_t b = 0; b < num_buckets; ++b) {
+    const BucketRange& bucket = layout.bucket_indices[b];
+    const std::int64_t expected_start = b == 0 ? 0 : layout.bucket_indices[b - 1].end;
+    SW_CHECK(bucket.start == expected_start && bucket.end >= bucket.start, where, ": bucket ", b,
+             " [", bucket.start, ", ", bucket.end, ") does not continue at ", expected_start);
+    if (kind != LayoutKind::kDefault) {
+      SW_CHECK(bucket.end % end_divisor == 0, where, ": bucket ", b, " end ", bucket.end,
+               " is not divisible by ", end_divisor);
+    }
+  }
+
+  // Params: backprop order, exact sizes, inside their bucket, aligned, bucket ids non-decreasing.
+  std::vector<std::vector<std::size_t>> members(num_buckets);
+  for (std::size_t i = 0; i < layout.param_index_map.size(); ++i) {
+    const ParamRange& r = layout.param_index_map[i];
+    SW_CHECK(r.param < params.size(), where, ": param id ", r.param, " out of range");
+    const ParamInfo& p = params[r.param];
+    SW_CHECK(i == 0 || layout.param_index_map[i - 1].param > r.param, where, ": param ", p.name,
+             " is out of backprop order");
+    SW_CHECK(r.numel() == p.numel() && r.start >= 0, where, ": param ", p.name, " range [", r.start,
+             ", ", r.end, ") does not hold its ", p.numel(), " elements");
+    SW_CHECK(r.bucket >= 0 && static_cast<std::size_t>(r.bucket) < num_buckets, where, ": param ",
+             p.name, " in unknown bucket ", r.bucket);
+    SW_CHECK(i == 0 || layout.param_index_map[i - 1].bucket <= r.bucket, where, ": param ", p.name,
+             " goes back to an earlier bucket ", r.bucket);
+    const BucketRange& bucket = layout.bucket_indices[static_cast<std::size_t>(r.bucket)];
+    SW_CHECK(r.start >= bucket.start && r.end <= bucket.end, where, ": param ", p.name,
+             " lies outside bucket ", r.bucket);
+    if (kind != LayoutKind::kDefault) {
+      SW_CHECK(r.start % kParamStartAlignment == 0, where, ": param ", p.name, " start ", r.start,
+               " is not ", kParamStartAlignment, "-aligned");
+    }
+    members[static_cast<std::size_t>(r.bucket)].push_back(i);
+  }
+  std::vector<ParamRange> by_start = layout.param_index_map;
+  std::sort(by_start.begin(), by_start.end(),
+            [](const ParamRange& x, const ParamRange& y) { return x.start < y.start; });
+  for (std::size_t i = 1; i < by_start.size(); ++i) {
+    SW_CHECK(by_start[i - 1].end <= by_start[i].start || by_start[i - 1].numel() == 0, where,
+             ": params ", params[by_start[i - 1].param].name, " and ",
+             params[by_start[i].param].name, " overlap");
+  }
+
+  std::vector<bool> shared_bucket(num_buckets, false);
+  for (std::size_t b = 0; b < num_buckets; ++b) {
+    SW_CHECK(!members[b].empty(), where, ": bucket ", b, " holds no param");
+    const BucketRange& bucket = layout.bucket_indices[b];
+    std::int64_t last_end = bucket.start;
+    for (std::size_t i : members[b]) {
+      const ParamRange& r = layout.param_index_map[i];
+      last_end = std::max(last_end, r.end);
+      if (kind != LayoutKind::kDefault && params[r.param].shared_embedding) {
+        SW_CHECK(members[b].size() == 1, where, ": shared embedding ", params[r.param].name,
+                 " shares bucket ", b, " with other params");
+        shared_bucket[b] = true;
+      }
+    }
+    const std::int64_t unpadded = layout.per_bucket_numel_unpadded[b];
+    if (kind == LayoutKind::kDefault) {
+      SW_CHECK(unpadded == bucket.numel(), where, ": bucket ", b, " unpadded ", unpadded,
+               " != numel ", bucket.numel());
+    } else if (kind == LayoutKind::kDistOpt) {
+      SW_CHECK(unpadded >= last_end - bucket.start && unpadded <= bucket.numel(), where,
+               ": bucket ", b, " unpadded ", unpadded, " outside [", last_end - bucket.start, ", ",
+               bucket.numel(), "]");
+    }
+  }
+  if (kind == LayoutKind::kShardAligned) {
+    validate_shard_aligned(params, layout, members, shared_bucket, where, options, dp, high_busbw);
+  }
+}
+
+void validate_layer_wise_bucket_cuts(const ParamList& params, const PerBufferParamLayout& layout) {
+  SW_CHECK(layout.shard_aligned, "bucket cuts: layout is not shard-aligned");
+  const std::size_t num_buckets = layout.bucket_indices.size();
+  std::vector<std::size_t> first_of_bucket(num_buckets, layout.param_index_map.size());
+  std::vector<bool> shared_bucket(num_buckets, false);
+  for (std::size_t i = 0; i < layout.param_index_map.size(); ++i) {
+    const ParamRange& r = layout.param_index_map[i];
+    const auto b = static_cast<std::size_t>(r.bucket);
+    SW_CHECK(b < num_buckets, "bucket cuts: param ", r.param, " in unknown bucket ", r.bucket);
+    first_of_bucket[b] = std::min(first_of_bucket[b], i);
+    if (params[r.param].shared_embedding) shared_bucket[b] = true;
+  }
+  std::vector<std::int64_t> used;
+  for (std::size_t b = 0; b + 1 < num_buckets; ++b) {
+    if (shared_bucket[b] || shared_bucket[b + 1]) continue;
+    const std::int64_t shard = layout.shard_size(static_cast<int>(b));
+    const BucketRange& bucket = layout.bucket_indices[b];
+    used.assign(static_cast<std::size_t>(layout.num_shards), 0);
+    for (std::size_t i = first_of_bucket[b]; i < first_of_bucket[b + 1]; ++i) {
+      const ParamRange& r = layout.param_index_map[i];
+      const int s = layout.owner_shard(r);
+      auto& u = used[static_cast<std::size_t>(s)];
+      u = std::max(
+          u, r.start - bucket.start - s * shard + param_units(r.numel()) * kParamStartAlignment);
+    }
+    const ParamRange& next = layout.param_index_map[first_of_bucket[b + 1]];
+    const std::int64_t need = param_units(next.numel()) * kParamStartAlignment;
+    for (std::size_t s = 0; s < used.size(); ++s) {
+      SW_CHECK(used[s] + need > shard, "bucket cuts: param ", params[next.param].name,
+               " opens bucket ", b + 1, " although it fits into the padding of shard ", s,
+               " of bucket ", b);
+    }
+  }
+}
+
+void validate_full_layout(const ParamList& params, const FullParamLayout& layout,
+                          const LayoutOptions& options) {
+  std::vector<int> seen(params.size(), 0);
+  for (const auto& [key, buffer] : layout.layouts) {
+    validate_layout(params, buffer, key, options);
+    for (const ParamRange& r : buffer.param_index_map) {
+      SW_CHECK(buffer_key_for(params[r.param], options) == key, "param ", params[r.param].name,
+               " sits in buffer ", key.to_string(), " but belongs in ",
+               buffer_key_for(params[r.param], options).to_string());
+      ++seen[r.param];
+    }
+  }
+  for (ParamId id = 0; id < params.size(); ++id) {
+    SW_CHECK(seen[id] == 1, "param ", params[id].name, " appears in ", seen[id], " buffers");
+  }
+}
+
+}  // namespace shardwise

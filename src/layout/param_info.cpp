@@ -1,0 +1,44 @@
+#include "shardwise/layout/param_info.hpp"
+
+#include <algorithm>
+
+#include "shardwise/core/error.hpp"
+
+namespace shardwise {
+
+std::int64_t ParamInfo::numel() const {
+  std::int64_t n = 1;
+  for (std::int64_t d : shape) {
+    SW_REQUIRE(d >= 0, ShapeError, "param ", name, ": negative dimension ", d, " in shape");
+    n *= d;
+  }
+  return n;
+}
+
+bool is_managed_by_layer_wise_optimizer(const ParamInfo& param) {
+  if (param.use_muon.has_value() && !*param.use_muon) return false;
+  return param.is_2d() && !param.embedding_or_output && !param.shared_embedding;
+}
+
+namespace {
+
+// Work of Newton–Schulz on an m x n matrix: the Gram products cost max*min^2.
+double matrix_ns_cost(std::int64_t m, std::int64_t n) {
+  const double big = static_cast<double>(std::max(m, n));
+  const double small = static_cast<double>(std::min(m, n));
+  return big * small * small;
+}
+
+}  // namespace
+
+double newton_schulz_cost(const ParamInfo& param) {
+  if (!is_managed_by_layer_wise_optimizer(param)) return static_cast<double>(param.numel());
+  const std::int64_t cols = param.shape[1];
+  if (!param.is_qkv()) return matrix_ns_cost(param.shape[0], cols);
+  // Split QKV: Muon orthogonalises the query, key and value blocks separately.
+  double cost = 0.0;
+  for (std::int64_t rows : param.qkv_split) cost += matrix_ns_cost(rows, cols);
+  return cost;
+}
+
+}  // namespace shardwise

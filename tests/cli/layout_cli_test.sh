@@ -1,0 +1,164 @@
+#!/usr/bin/env bash
+# CLI test for `shardwise layout` and `shardwise model-spec`.
+# Usage: layout_cli_test.sh PATH/TO/shardwise PATH/TO/examples/models
+set -euo pipefail
+
+shardwise=${1:?usage: layout_cli_test.sh SHARDWISE_BINARY EXAMPLES_DIR}
+examples=${2:?usage: layout_cli_test.sh SHARDWISE_BINARY EXAMPLES_DIR}
+python=/usr/bin/python3
+work=$(mktemp -d "${TMPDIR:-/tmp}/shardwise_cli_test.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+failures=0
+
+fail() {
+  echo "FAIL: $*" >&2
+  failures=$((failures + 1))
+}
+
+# Checks a `layout --format json` document: required keys, one rank entry per dp rank, "shard" an
+# integer in shard-aligned buffers and null elsewhere, params inside their bucket, totals agree.
+check_layout_json() {
+  local file=$1 dp=$2
+  "$python" - "$file" "$dp" <<'PY'
+import json, sys
+doc = json.load(open(sys.argv[1]))
+dp = int(sys.argv[2])
+for key in ("dp", "expert_dp", "buffers", "ranks", "totals"):
+    assert key in doc, f"missing top-level key {key}"
+assert doc["dp"] == dp, doc["dp"]
+assert len(doc["ranks"]) == max(doc["dp"], doc["expert_dp"]), len(doc["ranks"])
+unpadded = padded = 0
+for buf in doc["buffers"]:
+    for key in ("param_dtype", "grad_dtype", "expert_parallel", "layer_wise", "num_shards",
+                "numel", "numel_unpadded", "buckets", "params"):
+        assert key in buf, f"missing buffer key {key}"
+    buckets = buf["buckets"]
+    for b in buckets:
+        for key in ("start", "end", "numel_unpadded"):
+            assert key in b, f"missing bucket key {key}"
+        assert (b["end"] - b["start"]) % buf["num_shards"] == 0, b
+    assert buckets[-1]["end"] == buf["numel"]
+    real = 0
+    for p in buf["params"]:
+        for key in ("name", "start", "end", "bucket", "shard", "index"):
+            assert key in p, f"missing param key {key}"
+        b = buckets[p["bucket"]]
+        assert b["start"] <= p["start"] < p["end"] <= b["end"], p
+        if buf.get("shard_aligned", buf["layer_wise"]):
+            size = (b["end"] - b["start"]) // buf["num_shards"]
+            assert p["shard"] == (p["start"] - b["start"]) // size, p
+            assert (p["end"] - 1 - b["start"]) // size == p["shard"], p
+        else:
+            assert p["shard"] is None, p
+        real += p["end"] - p["start"]
+    assert real == buf["numel_unpadded"], (real, buf["numel_unpadded"])
+    unpadded += real
+    padded += buf["numel"]
+t = doc["totals"]
+for key in ("numel_unpadded", "numel_padded", "padding_fraction", "ns_cost_max_over_mean"):
+    assert key in t, f"missing totals key {key}"
+assert t["numel_unpadded"] == unpadded and t["numel_padded"] == padded, t
+assert abs(t["padding_fraction"] - (1 - unpadded / padded)) < 1e-9, t
+assert t["ns_cost_max_over_mean"] >= 1 - 1e-12, t
+PY
+}
+
+# expect_exit2 NAME ARGS...: the command must exit 2 with exactly one line on stderr.
+expect_exit2() {
+  local name=$1
+  shift
+  local rc=0
+  "$shardwise" "$@" >"$work/out" 2>"$work/err" || rc=$?
+  if [[ $rc -ne 2 ]]; then
+    fail "$name: expected exit 2, got $rc ($(head -c 300 "$work/err"))"
+  elif [[ $(wc -l <"$work/err") -ne 1 ]] || ! grep -q . "$work/err"; then
+    fail "$name: expected one error line, got: $(cat "$work/err")"
+  else
+    echo "ok: $name -> $(cat "$work/err")"
+  fi
+}
+
+# 1. Every bundled spec, both formats.
+shopt -s nullglob
+specs=("$examples"/*.json)
+[[ ${#specs[@]} -ge 5 ]] || fail "expected at least 5 bundled specs in $examples, found ${#specs[@]}"
+for spec in "${specs[@]}"; do
+  name=$(basename "$spec" .json)
+  for dp in 8 64; do
+    if ! "$shardwise" layout --model "$spec" --dp "$dp" --format text >"$work/$name.txt" 2>"$work/err"; then
+      fail "$name dp $dp text: $(cat "$work/err")"
+    elif ! grep -q "^totals: " "$work/$name.txt"; then
+      fail "$name dp $dp text: no totals line"
+    fi
+    if ! "$shardwise" layout --model "$spec" --dp "$dp" --format json >"$work/$name.json" 2>"$work/err"; then
+      fail "$name dp $dp json: $(cat "$work/err")"
+    elif ! check_layout_json "$work/$name.json" "$dp"; then
+      fail "$name dp $dp json: invalid document"
+    else
+      echo "ok: $name dp $dp text+json"
+    fi
+  done
+done
+
+# Bundled presets without a JSON file (too large to ship) by name, plus the other optimizers.
+"$shardwise" layout --model deepseek-v3 --dp 64 --expert-dp 8 --format json >"$work/ds.json" &&
+  check_layout_json "$work/ds.json" 64 && echo "ok: deepseek-v3 by name" ||
+  fail "deepseek-v3 by name"
+for optimizer in distributed none; do
+  "$shardwise" layout --model "$examples/llama3-8b.json" --dp 16 --optimizer "$optimizer" \
+    --format json >"$work/opt.json" && check_layout_json "$work/opt.json" 16 &&
+    echo "ok: optimizer $optimizer" || fail "optimizer $optimizer"
+done
+"$shardwise" layout --model moe-tiny --dp 4 --expert-dp 2 --all-layer-wise --high-nccl-busbw \
+  --grad-reduce-fp32 false --bucket-size 5000 --format json >"$work/moe.json" &&
+  check_layout_json "$work/moe.json" 4 && echo "ok: moe-tiny all options" || fail "moe-tiny all options"
+
+# 2. SVG output.
+svg="$work/gpt-tiny.svg"
+if "$shardwise" layout --model "$examples/gpt-tiny.json" --dp 4 --bucket-size 20000 --svg "$svg" \
+  >/dev/null && grep -q "<svg" "$svg" && grep -q "<title>layers.0.attn.qkv.weight" "$svg"; then
+  "$python" -c 'import sys, xml.dom.minidom; xml.dom.minidom.parse(sys.argv[1])' "$svg" &&
+    echo "ok: svg" || fail "svg is not well-formed XML"
+else
+  fail "--svg did not write an SVG with param titles"
+fi
+
+# 3. model-spec regenerates the bundled files byte for byte.
+for spec in "${specs[@]}"; do
+  name=$(basename "$spec" .json)
+  "$shardwise" model-spec --arch "$name" --out "$work/regen.json" 2>/dev/null &&
+    cmp -s "$work/regen.json" "$spec" && echo "ok: model-spec $name" ||
+    fail "model-spec --arch $name differs from $spec"
+done
+"$shardwise" model-spec --arch llama3-8b --layers 2 --hidden 256 --ffn 512 --heads 4 --kv-heads 2 \
+  --vocab 1000 --name small >"$work/small.json" &&
+  "$python" -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["name"]=="small"; assert len(d["params"])==2+2*6+1, len(d["params"])' "$work/small.json" &&
+  echo "ok: model-spec overrides to stdout" || fail "model-spec overrides"
+
+# 4. Bad inputs exit 2 with a one-line message.
+printf '{"name": "m", "params": [{"name": "a", "shape": [4, 4]},' >"$work/malformed.json"
+printf '{"name": "m", "params": [{"name": "a", "shape": [4, 4], "colour": "red"}]}' >"$work/unknown.json"
+printf '{"name": "m", "params": [{"name": "a", "shape": [4]}, {"name": "a", "shape": [8]}]}' >"$work/dup.json"
+printf '{"name": "m", "params": [{"name": "a", "shape": [4, 0]}]}' >"$work/zero.json"
+expect_exit2 "dp=0" layout --model "$examples/gpt-tiny.json" --dp 0
+expect_exit2 "negative bucket size" layout --model "$examples/gpt-tiny.json" --dp 2 --bucket-size=-5
+expect_exit2 "negative bucket size (separate arg)" layout --model "$examples/gpt-tiny.json" --dp 2 --bucket-size -5
+expect_exit2 "unknown optimizer" layout --model "$examples/gpt-tiny.json" --dp 2 --optimizer adam
+expect_exit2 "bad format" layout --model "$examples/gpt-tiny.json" --dp 2 --format yaml
+expect_exit2 "malformed JSON" layout --model "$work/malformed.json" --dp 2
+expect_exit2 "unknown field" layout --model "$work/unknown.json" --dp 2
+expect_exit2 "duplicate name" layout --model "$work/dup.json" --dp 2
+expect_exit2 "zero dim" layout --model "$work/zero.json" --dp 2
+expect_exit2 "missing file" layout --model "$work/nope.json" --dp 2
+expect_exit2 "unknown arch" model-spec --arch gpt5
+expect_exit2 "bad hyperparameter" model-spec --arch llama3-8b --kv-heads 5
+grep -q "unknown field \"colour\"" <("$shardwise" layout --model "$work/unknown.json" --dp 2 2>&1 || true) ||
+  fail "unknown field message does not name the field"
+grep -q "duplicate param name \"a\"" <("$shardwise" layout --model "$work/dup.json" --dp 2 2>&1 || true) ||
+  fail "duplicate message does not name the param"
+
+if [[ $failures -gt 0 ]]; then
+  echo "$failures failure(s)" >&2
+  exit 1
+fi
+echo "all CLI layout tests passed"

@@ -1,0 +1,92 @@
+// Quality of the layer-wise layout on every bundled model: every invariant holds and padding is
+// never worse than Megatron-LM's size-matching layout (baseline_layouts.hpp).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "shardwise/layout/baseline_layouts.hpp"
+#include "shardwise/layout/buffer_grouping.hpp"
+#include "shardwise/layout/layout_algorithms.hpp"
+#include "shardwise/layout/layout_stats.hpp"
+#include "shardwise/layout/model_zoo.hpp"
+
+namespace shardwise {
+namespace {
+
+constexpr double kPaddingEpsilon = 1e-9;
+
+LayoutOptions layer_wise_options(int dp) {
+  LayoutOptions options;
+  options.algorithm = LayoutAlgorithm::kLayerWise;
+  options.data_parallel_size = dp;
+  options.bucket_size = std::max<std::int64_t>(40'000'000, 1'000'000LL * dp);  // Megatron default
+  return options;
+}
+
+class ZooQuality : public ::testing::TestWithParam<std::tuple<std::string, int>> {};
+
+TEST_P(ZooQuality, LayerWiseNoWorseThanMegatronAndValid) {
+  const auto& [name, dp] = GetParam();
+  const ParamList params = bundled_model_spec(name).params;
+  const LayoutOptions options = layer_wise_options(dp);
+
+  const FullParamLayout ours = compute_full_param_layout(params, options);
+  ASSERT_NO_THROW(validate_full_layout(params, ours, options));
+
+  // Megatron baseline: the same buffers, shard-aligned ones laid out by Megatron's algorithm.
+  FullParamLayout megatron = ours;
+  std::int64_t floor_padded = 0;  // lower bound on the padded size of any shard-aligned layout
+  for (const auto& [key, group] : group_params_for_buffers(params, options)) {
+    const PerBufferParamLayout& our_buffer = ours.layouts.at(key);
+    if (!key.is_layer_wise) {
+      floor_padded += our_buffer.numel();
+      continue;
+    }
+    ASSERT_TRUE(our_buffer.shard_aligned) << key.to_string();
+    BufferLayoutInput input;
+    input.params = &params;
+    input.buffer_params = group.params;
+    input.param_indices = group.param_indices;
+    input.bucket_size = options.bucket_size;
+    input.data_parallel_size = key.is_expert_parallel ? options.expert_dp() : dp;
+    megatron.layouts[key] = compute_megatron_layer_wise_layout(input);
+    // (validate_layout is not applied to the baseline: it also checks properties specific to our
+    // algorithm, such as "no bucket opens with a param that fits the previous bucket's padding".)
+
+    // Shards hold at least ceil(T/dp) elements, and the bucket holding the largest param has
+    // shards of at least its size (DESIGN.md's padding floor).
+    std::int64_t total = 0;
+    std::int64_t largest = 0;
+    for (const ParamId id : group.params) {
+      total += params[id].numel();
+      largest = std::max(largest, params[id].numel());
+    }
+    const std::int64_t n = input.data_parallel_size;
+    floor_padded += std::max(total, n * largest);
+    // Every param of the buffer is placed exactly once.
+    EXPECT_EQ(our_buffer.param_index_map.size(), group.params.size());
+  }
+
+  const LayoutStats our_stats = compute_layout_stats(params, ours, options);
+  const LayoutStats megatron_stats = compute_layout_stats(params, megatron, options);
+  EXPECT_EQ(our_stats.numel_unpadded, megatron_stats.numel_unpadded);
+  EXPECT_LE(our_stats.padding_fraction, megatron_stats.padding_fraction + kPaddingEpsilon)
+      << name << " dp " << dp << ": ours " << our_stats.padding_fraction << " megatron "
+      << megatron_stats.padding_fraction;
+  EXPECT_GE(our_stats.numel_padded, floor_padded);
+  EXPECT_GE(our_stats.ns_cost_max_over_mean, 1.0);
+  RecordProperty("padding_ours", std::to_string(our_stats.padding_fraction));
+  RecordProperty("padding_megatron", std::to_string(megatron_stats.padding_fraction));
+}
+
+INSTANTIATE_TEST_SUITE_P(BundledModels, ZooQuality,
+                         ::testing::Combine(::testing::ValuesIn(bundled_model_names()),
+                                            ::testing::Values(8, 64)),
+                         [](const auto& info) {
+                           std::string name = std::get<0>(info.param);
+                           std::replace(name.begin(), name.end(), '-', '_');
+                           return name + "_dp" + std::to_string(std::get<1>(info.param));
+                         });
+
+}  // namespace
+}  // namespace shardwise
