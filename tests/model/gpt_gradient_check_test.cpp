@@ -5,6 +5,7 @@
 #include <map>
 #include <random>
 
+#include "shardwise/core/error.hpp"
 #include "shardwise/model/gpt_model.hpp"
 
 namespace shardwise {
@@ -131,7 +132,9 @@ TEST(GptModel, ParamsDeclareRoutingFlags) {
       EXPECT_EQ(p.qkv_split, (std::vector<std::int64_t>{8, 8, 8}));
       EXPECT_TRUE(is_managed_by_layer_wise_optimizer(p));
     }
-    if (p.name.ends_with(".bias")) EXPECT_FALSE(is_managed_by_layer_wise_optimizer(p));
+    if (p.name.ends_with(".bias")) {
+      EXPECT_FALSE(is_managed_by_layer_wise_optimizer(p));
+    }
   }
   EXPECT_TRUE(saw_qkv);
 }

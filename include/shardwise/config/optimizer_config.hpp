@@ -60,7 +60,9 @@ struct OptimizerConfig {
   OptimizerKind kind = OptimizerKind::kLayerWise;
   double lr = 1e-3;      // AdamW (non-matrix params; every param with kind ddp/distributed)
   double min_lr = 1e-4;  // floor of the LR schedule
-  double muon_lr = 0.02;  // Muon (2-D weights); follows the same schedule as lr
+  // Muon (2-D weights); follows the same schedule as lr. The spectral scale gives updates of RMS
+  // ~1 per element, so Muon wants an lr close to AdamW's (0.02 belongs to unit-RMS scaling).
+  double muon_lr = 0.002;
   double weight_decay = 0.01;
   double adam_beta1 = 0.9;
   double adam_beta2 = 0.999;

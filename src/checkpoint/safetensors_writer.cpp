@@ -1,0 +1,177 @@
+// safetensors writer: builds the header from the collected entries, then streams each tensor
+// from its source into an atomic file write.
+#include <algorithm>
+#include <array>
+#include <bit>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <utility>
+
+#include "shardwise/checkpoint/safetensors.hpp"
+#include "shardwise/core/atomic_file.hpp"
+#include "shardwise/core/error.hpp"
+
+namespace shardwise {
+
+namespace {
+
+constexpr std::string_view kMetadataKey = "__metadata__";
+
+std::uint64_t checked_nbytes(std::string_view name, DType dtype,
+                             const std::vector<std::int64_t>& shape) {
+  std::uint64_t numel = 1;
+  bool zero = false;
+  for (std::int64_t d : shape) {
+    SW_REQUIRE(d >= 0, ShapeError, "safetensors tensor '", name, "': negative dimension ", d);
+    zero = zero || d == 0;
+  }
+  if (zero) return 0;
+  std::uint64_t nbytes = 0;
+  for (std::int64_t d : shape) {
+    SW_REQUIRE(!__builtin_mul_overflow(numel, static_cast<std::uint64_t>(d), &numel) &&
+                   numel <= static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()),
+               ShapeError, "safetensors tensor '", name, "': shape has too many elements");
+  }
+  SW_REQUIRE(!__builtin_mul_overflow(numel, dtype_size(dtype), &nbytes), ShapeError,
+             "safetensors tensor '", name, "': too many bytes");
+  return nbytes;
+}
+
+// Counts the bytes a producer writes and forwards them to the file.
+class CountingChunkSink final : public SafetensorsChunkSink {
+ public:
+  CountingChunkSink(FileSink& file, std::string_view tensor, std::uint64_t expected)
+      : file_(file), tensor_(tensor), remaining_(expected) {}
+  void write(const void* data, std::size_t size) override {
+    SW_REQUIRE(size <= remaining_, InvalidArgument, "safetensors tensor '", tensor_,
+               "': producer wrote more than the ", remaining_, " bytes still expected");
+    file_.write(data, size);
+    remaining_ -= size;
+  }
+  std::uint64_t remaining() const override { return remaining_; }
+
+ private:
+  FileSink& file_;
+  std::string_view tensor_;
+  std::uint64_t remaining_;
+};
+
+}  // namespace
+
+void SafetensorsWriter::add_entry(Entry entry) {
+  SW_REQUIRE(!entry.name.empty(), InvalidArgument, "safetensors tensor name must not be empty");
+  SW_REQUIRE(entry.name != kMetadataKey, InvalidArgument, "'", kMetadataKey,
+             "' is reserved and cannot name a tensor");
+  for (const Entry& e : entries_) {
+    SW_REQUIRE(e.name != entry.name, InvalidArgument, "safetensors tensor '", entry.name,
+               "' added twice");
+  }
+  entries_.push_back(std::move(entry));
+}
+
+void SafetensorsWriter::add(std::string name, DType dtype, std::vector<std::int64_t> shape,
+                            const void* data) {
+  const std::uint64_t nbytes = checked_nbytes(name, dtype, shape);
+  SW_REQUIRE(data != nullptr || nbytes == 0, InvalidArgument, "safetensors tensor '", name,
+             "': null data for ", nbytes, " bytes");
+  add_entry({std::move(name), dtype, std::move(shape), nbytes, data, nullptr});
+}
+
+void SafetensorsWriter::add(std::string name, DType dtype, std::vector<std::int64_t> shape,
+                            std::span<const std::byte> bytes) {
+  const std::uint64_t nbytes = checked_nbytes(name, dtype, shape);
+  SW_REQUIRE(bytes.size() == nbytes, ShapeError, "safetensors tensor '", name, "': ", bytes.size(),
+             " bytes given but the shape of ", dtype_safetensors_name(dtype), " needs ", nbytes);
+  add(std::move(name), dtype, std::move(shape), static_cast<const void*>(bytes.data()));
+}
+
+void SafetensorsWriter::add(std::string name, std::vector<std::int64_t> shape,
+                            const TensorView& view) {
+  const std::uint64_t nbytes = checked_nbytes(name, view.dtype, shape);
+  SW_REQUIRE(nbytes == view.nbytes(), ShapeError, "safetensors tensor '", name, "': shape of ",
+             nbytes / dtype_size(view.dtype), " elements given for a view of ", view.numel);
+  add(std::move(name), view.dtype, std::move(shape), static_cast<const void*>(view.data));
+}
+
+void SafetensorsWriter::add_streamed(std::string name, DType dtype, std::vector<std::int64_t> shape,
+                                     Producer producer) {
+  const std::uint64_t nbytes = checked_nbytes(name, dtype, shape);
+  SW_REQUIRE(producer != nullptr, InvalidArgument, "safetensors tensor '", name,
+             "': empty producer");
+  add_entry({std::move(name), dtype, std::move(shape), nbytes, nullptr, std::move(producer)});
+}
+
+void SafetensorsWriter::set_metadata(std::string key, std::string value) {
+  metadata_[std::move(key)] = std::move(value);
+}
+
+std::vector<const SafetensorsWriter::Entry*> SafetensorsWriter::layout_order() const {
+  std::vector<const Entry*> order;
+  order.reserve(entries_.size());
+  for (const Entry& e : entries_) order.push_back(&e);
+  // Larger elements first: with the data area 8-byte aligned, every tensor starts at a multiple
+  // of its element size.
+  std::stable_sort(order.begin(), order.end(), [](const Entry* a, const Entry* b) {
+    return dtype_size(a->dtype) > dtype_size(b->dtype);
+  });
+  return order;
+}
+
+std::string SafetensorsWriter::header() const {
+  nlohmann::ordered_json root = nlohmann::ordered_json::object();
+  if (!metadata_.empty()) {
+    nlohmann::ordered_json meta = nlohmann::ordered_json::object();
+    for (const auto& [key, value] : metadata_) meta[key] = value;
+    root[std::string(kMetadataKey)] = std::move(meta);
+  }
+  std::uint64_t offset = 0;
+  for (const Entry* e : layout_order()) {
+    nlohmann::ordered_json entry = nlohmann::ordered_json::object();
+    entry["dtype"] = std::string(dtype_safetensors_name(e->dtype));
+    entry["shape"] = e->shape;
+    entry["data_offsets"] = std::array<std::uint64_t, 2>{offset, offset + e->nbytes};
+    offset += e->nbytes;
+    root[e->name] = std::move(entry);
+  }
+  std::string text;
+  try {
+    text = root.dump();
+  } catch (const nlohmann::json::exception& e) {
+    throw InvalidArgument(str_cat("safetensors header cannot be written: ", e.what(),
+                                  " (tensor names and metadata must be valid UTF-8)"));
+  }
+  // Spaces (JSON whitespace) pad the header so the data area starts 8-byte aligned.
+  text.append((8 - text.size() % 8) % 8, ' ');
+  SW_REQUIRE(text.size() <= kSafetensorsMaxHeaderBytes, InvalidArgument, "safetensors header of ",
+             text.size(), " bytes exceeds the limit of ", kSafetensorsMaxHeaderBytes);
+  return text;
+}
+
+std::uint64_t SafetensorsWriter::file_bytes() const {
+  std::uint64_t total = 8 + header().size();
+  for (const Entry& e : entries_) total += e.nbytes;
+  return total;
+}
+
+void SafetensorsWriter::write_atomic(const std::filesystem::path& path) const {
+  static_assert(std::endian::native == std::endian::little);
+  const std::string text = header();
+  const std::vector<const Entry*> order = layout_order();
+  write_file_atomic(path, [&](FileSink& sink) {
+    const std::uint64_t header_bytes = text.size();
+    sink.write(&header_bytes, sizeof(header_bytes));
+    sink.write(text);
+    for (const Entry* e : order) {
+      if (e->producer == nullptr) {
+        sink.write(e->data, static_cast<std::size_t>(e->nbytes));
+        continue;
+      }
+      CountingChunkSink chunks(sink, e->name, e->nbytes);
+      e->producer(chunks);
+      SW_REQUIRE(chunks.remaining() == 0, InvalidArgument, "safetensors tensor '", e->name,
+                 "': producer wrote ", e->nbytes - chunks.remaining(), " of ", e->nbytes, " bytes");
+    }
+  });
+}
+
+}  // namespace shardwise

@@ -1,0 +1,260 @@
+#include "shardwise/core/atomic_file.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+#include "shardwise/core/error.hpp"
+
+namespace shardwise {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// Writes smaller than this are gathered; larger ones are passed to write(2) directly.
+constexpr std::size_t kSinkBufferBytes = std::size_t{1} << 20;
+
+std::string quoted(const fs::path& path) { return str_cat("'", path.string(), "'"); }
+
+[[noreturn]] void throw_errno(std::string_view what, const fs::path& path, int err) {
+  throw IoError(str_cat(what, " ", quoted(path), ": ", std::strerror(err)));
+}
+
+fs::path parent_or_dot(const fs::path& target) {
+  fs::path parent = target.parent_path();
+  return parent.empty() ? fs::path(".") : parent;
+}
+
+// A name no other writer (thread or process) picks: pid, a per-process random tag, a counter.
+fs::path unique_sibling(const fs::path& target, std::string_view kind) {
+  static const std::uint64_t process_tag = [] {
+    std::random_device device;
+    return (static_cast<std::uint64_t>(device()) << 32) ^ device();
+  }();
+  static std::atomic<std::uint64_t> counter{0};
+  std::ostringstream name;
+  name << "." << target.filename().string() << "." << kind << "." << ::getpid() << "." << std::hex
+       << (process_tag & 0xffffffffu) << "." << counter.fetch_add(1);
+  return parent_or_dot(target) / name.str();
+}
+
+void fsync_fd(int fd, const fs::path& path) {
+  while (::fsync(fd) != 0) {
+    if (errno != EINTR) throw_errno("cannot fsync", path, errno);
+  }
+}
+
+// Closes the descriptor and removes the temp file unless released (on success).
+class TempFileGuard {
+ public:
+  TempFileGuard(int fd, fs::path path) : fd_(fd), path_(std::move(path)) {}
+  TempFileGuard(const TempFileGuard&) = delete;
+  TempFileGuard& operator=(const TempFileGuard&) = delete;
+  ~TempFileGuard() {
+    if (fd_ >= 0) ::close(fd_);
+    if (!released_) ::unlink(path_.c_str());
+  }
+  void close_checked() {
+    const int fd = fd_;
+    fd_ = -1;
+    if (::close(fd) != 0) throw_errno("cannot close", path_, errno);
+  }
+  void release() { released_ = true; }
+
+ private:
+  int fd_;
+  fs::path path_;
+  bool released_ = false;
+};
+
+void fsync_path(const fs::path& path, int flags) {
+  const int fd = ::open(path.c_str(), flags | O_CLOEXEC);
+  if (fd < 0) throw_errno("cannot open for fsync", path, errno);
+  try {
+    fsync_fd(fd, path);
+  } catch (...) {
+    ::close(fd);
+    throw;
+  }
+  ::close(fd);
+}
+
+}  // namespace
+
+FileSink::FileSink(int fd, fs::path path_for_errors)
+    : fd_(fd), path_(std::move(path_for_errors)), buffer_(kSinkBufferBytes) {}
+
+void FileSink::write_fully(const void* data, std::size_t size) {
+  const auto* bytes = static_cast<const std::byte*>(data);
+  while (size > 0) {
+    // Linux caps a single write at ~2 GiB; ask for at most 1 GiB at a time.
+    const std::size_t chunk = std::min<std::size_t>(size, std::size_t{1} << 30);
+    const ssize_t n = ::write(fd_, bytes, chunk);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throw_errno("cannot write", path_, errno);
+    }
+    if (n == 0) throw IoError(str_cat("cannot write ", quoted(path_), ": write returned 0"));
+    bytes += n;
+    size -= static_cast<std::size_t>(n);
+  }
+}
+
+void FileSink::write(const void* data, std::size_t size) {
+  if (size == 0) return;
+  total_ += size;
+  if (buffered_ + size <= buffer_.size()) {
+    std::memcpy(buffer_.data() + buffered_, data, size);
+    buffered_ += size;
+    return;
+  }
+  flush();
+  if (size < buffer_.size()) {
+    std::memcpy(buffer_.data(), data, size);
+    buffered_ = size;
+  } else {
+    write_fully(data, size);
+  }
+}
+
+void FileSink::flush() {
+  if (buffered_ == 0) return;
+  write_fully(buffer_.data(), buffered_);
+  buffered_ = 0;
+}
+
+void fsync_directory(const fs::path& dir) { fsync_path(dir, O_RDONLY | O_DIRECTORY); }
+
+void write_file_atomic(const fs::path& target,
+                       const std::function<void(FileSink&)>& write_content) {
+  SW_REQUIRE(!target.empty() && target.has_filename(), InvalidArgument,
+             "write_file_atomic: target path ", quoted(target), " has no file name");
+  const fs::path temp = unique_sibling(target, "tmp");
+  const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+  if (fd < 0) throw_errno("cannot create temp file", temp, errno);
+  TempFileGuard guard(fd, temp);
+
+  // Keep the permissions of the file being replaced.
+  struct stat existing {};
+  if (::stat(target.c_str(), &existing) == 0 && S_ISREG(existing.st_mode)) {
+    if (::fchmod(fd, existing.st_mode & 07777) != 0) throw_errno("cannot chmod", temp, errno);
+  }
+
+  FileSink sink(fd, target);
+  write_content(sink);
+  sink.flush();
+  fsync_fd(fd, temp);
+  guard.close_checked();
+  if (::rename(temp.c_str(), target.c_str()) != 0) {
+    const int err = errno;
+    throw IoError(
+        str_cat("cannot rename ", quoted(temp), " to ", quoted(target), ": ", std::strerror(err)));
+  }
+  guard.release();
+  fsync_directory(parent_or_dot(target));
+}
+
+void write_file_atomic(const fs::path& target, std::string_view content) {
+  write_file_atomic(target, [content](FileSink& sink) { sink.write(content); });
+}
+
+void replace_pointer_file(const fs::path& target, std::string_view value) {
+  SW_REQUIRE(value.find('\n') == std::string_view::npos, InvalidArgument, "pointer file ",
+             quoted(target), ": value must be one line");
+  write_file_atomic(target, [value](FileSink& sink) {
+    sink.write(value);
+    sink.write("\n");
+  });
+}
+
+std::optional<std::string> read_pointer_file(const fs::path& path) {
+  std::error_code ec;
+  if (!fs::exists(path, ec)) return std::nullopt;
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw IoError(str_cat("cannot open pointer file ", quoted(path)));
+  std::ostringstream content;
+  content << in.rdbuf();
+  if (in.bad()) throw IoError(str_cat("cannot read pointer file ", quoted(path)));
+  std::string text = content.str();
+  const auto is_space = [](char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; };
+  std::size_t begin = 0;
+  std::size_t end = text.size();
+  while (begin < end && is_space(text[begin])) ++begin;
+  while (end > begin && is_space(text[end - 1])) --end;
+  return text.substr(begin, end - begin);
+}
+
+fs::path create_temp_directory_next_to(const fs::path& target) {
+  SW_REQUIRE(!target.empty() && target.has_filename(), InvalidArgument,
+             "create_temp_directory_next_to: target path ", quoted(target),
+             " has no final component");
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    const fs::path dir = unique_sibling(target, "staging");
+    if (::mkdir(dir.c_str(), 0777) == 0) return dir;
+    if (errno != EEXIST) throw_errno("cannot create directory", dir, errno);
+  }
+  throw IoError(str_cat("cannot find a free temp directory name next to ", quoted(target)));
+}
+
+void commit_directory(const fs::path& staged, const fs::path& target, bool replace_existing) {
+  std::error_code ec;
+  SW_REQUIRE(fs::is_directory(staged, ec), IoError, "commit_directory: ", quoted(staged),
+             " is not a directory");
+  SW_REQUIRE(!target.empty() && target.has_filename(), InvalidArgument,
+             "commit_directory: target path ", quoted(target), " has no final component");
+
+  // Everything inside must be on disk before the rename makes it visible.
+  for (auto it = fs::recursive_directory_iterator(staged); it != fs::recursive_directory_iterator();
+       ++it) {
+    if (it->is_symlink()) continue;
+    if (it->is_directory()) {
+      fsync_directory(it->path());
+    } else if (it->is_regular_file()) {
+      fsync_path(it->path(), O_RDONLY);
+    }
+  }
+  fsync_directory(staged);
+
+  const bool target_exists = fs::exists(fs::symlink_status(target, ec));
+  if (target_exists && !replace_existing) {
+    throw IoError(
+        str_cat("cannot commit ", quoted(staged), ": target ", quoted(target), " already exists"));
+  }
+  if (target_exists) {
+    // Atomic swap: target names the new directory, staged the old one, which is then removed.
+    if (::renameat2(AT_FDCWD, staged.c_str(), AT_FDCWD, target.c_str(), RENAME_EXCHANGE) != 0) {
+      const int err = errno;
+      throw IoError(str_cat("cannot exchange ", quoted(staged), " with ", quoted(target), ": ",
+                            std::strerror(err)));
+    }
+    fsync_directory(parent_or_dot(target));
+    fs::remove_all(staged, ec);
+    if (ec) {
+      throw IoError(str_cat("committed ", quoted(target), " but cannot remove the old content at ",
+                            quoted(staged), ": ", ec.message()));
+    }
+  } else {
+    // RENAME_NOREPLACE: a plain rename would silently replace an empty directory created by a
+    // concurrent writer in the meantime.
+    int rc = ::renameat2(AT_FDCWD, staged.c_str(), AT_FDCWD, target.c_str(), RENAME_NOREPLACE);
+    if (rc != 0 && errno == EINVAL) rc = ::rename(staged.c_str(), target.c_str());
+    if (rc != 0) {
+      const int err = errno;
+      throw IoError(str_cat("cannot rename ", quoted(staged), " to ", quoted(target), ": ",
+                            std::strerror(err)));
+    }
+  }
+  fsync_directory(parent_or_dot(target));
+  if (parent_or_dot(staged) != parent_or_dot(target)) fsync_directory(parent_or_dot(staged));
+}
+
+}  // namespace shardwise

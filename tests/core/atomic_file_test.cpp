@@ -1,0 +1,219 @@
+#include "shardwise/core/atomic_file.hpp"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "shardwise/core/error.hpp"
+
+namespace shardwise {
+namespace {
+
+namespace fs = std::filesystem;
+
+class AtomicFileTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const auto* test = ::testing::UnitTest::GetInstance()->current_test_info();
+    dir_ = fs::path(::testing::TempDir()) / str_cat("atomic_", test->name(), "_", ::getpid());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  static std::string read_all(const fs::path& path) {
+    std::ifstream in(path, std::ios::binary);
+    std::ostringstream out;
+    out << in.rdbuf();
+    return out.str();
+  }
+  static std::vector<std::string> names_in(const fs::path& dir) {
+    std::vector<std::string> names;
+    for (const auto& e : fs::directory_iterator(dir)) names.push_back(e.path().filename());
+    std::sort(names.begin(), names.end());
+    return names;
+  }
+
+  fs::path dir_;
+};
+
+TEST_F(AtomicFileTest, WritesNewFileAndLeavesNothingElse) {
+  write_file_atomic(dir_ / "a.txt", "hello");
+  EXPECT_EQ(read_all(dir_ / "a.txt"), "hello");
+  EXPECT_EQ(names_in(dir_), std::vector<std::string>{"a.txt"});
+  write_file_atomic(dir_ / "empty", "");
+  EXPECT_TRUE(fs::exists(dir_ / "empty"));
+  EXPECT_EQ(fs::file_size(dir_ / "empty"), 0u);
+}
+
+TEST_F(AtomicFileTest, ReplacesContentAndKeepsPermissions) {
+  const fs::path path = dir_ / "cfg";
+  write_file_atomic(path, "old content that is longer");
+  ASSERT_EQ(::chmod(path.c_str(), 0640), 0);
+  write_file_atomic(path, "new");
+  EXPECT_EQ(read_all(path), "new");
+  struct stat st {};
+  ASSERT_EQ(::stat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0640u);
+}
+
+TEST_F(AtomicFileTest, SinkProducesExactBytesForMixedWriteSizes) {
+  // Small writes are buffered, large ones bypass the buffer: the order must survive both.
+  std::mt19937 rng(11);
+  std::string expected;
+  write_file_atomic(dir_ / "mixed", [&](FileSink& sink) {
+    for (int i = 0; i < 200; ++i) {
+      const std::size_t size = (rng() % 4 == 0) ? (rng() % (3 << 20)) : (rng() % 5000);
+      std::string chunk(size, static_cast<char>('a' + i % 26));
+      if (!chunk.empty()) chunk[0] = static_cast<char>(i);
+      sink.write(chunk);
+      expected += chunk;
+      EXPECT_EQ(sink.bytes_written(), expected.size());
+    }
+  });
+  EXPECT_EQ(read_all(dir_ / "mixed"), expected);
+}
+
+TEST_F(AtomicFileTest, ThrowingCallbackKeepsOldFileAndRemovesTemp) {
+  const fs::path path = dir_ / "state";
+  write_file_atomic(path, "old");
+  const std::string big(5 << 20, 'x');  // larger than the sink buffer: really reaches the disk
+  EXPECT_THROW(write_file_atomic(path,
+                                 [&](FileSink& sink) {
+                                   sink.write(big);
+                                   sink.write("tail");
+                                   throw std::runtime_error("disk full (simulated)");
+                                 }),
+               std::runtime_error);
+  EXPECT_EQ(read_all(path), "old");
+  EXPECT_EQ(names_in(dir_), std::vector<std::string>{"state"});
+
+  // Same when the target did not exist before: nothing at all is left.
+  EXPECT_THROW(write_file_atomic(dir_ / "fresh",
+                                 [&](FileSink& sink) {
+                                   sink.write(big);
+                                   throw IoError("simulated");
+                                 }),
+               IoError);
+  EXPECT_FALSE(fs::exists(dir_ / "fresh"));
+  EXPECT_EQ(names_in(dir_), std::vector<std::string>{"state"});
+}
+
+TEST_F(AtomicFileTest, ConcurrentReaderSeesOnlyCompleteVersions) {
+  const fs::path path = dir_ / "shared";
+  const std::string a(1 << 20, 'a');
+  const std::string b(2 << 20, 'b');
+  write_file_atomic(path, a);
+  std::atomic<bool> done{false};
+  std::atomic<int> reads{0};
+  std::atomic<int> torn{0};
+  std::thread reader([&] {
+    while (!done.load()) {
+      const std::string got = read_all(path);
+      if (got != a && got != b) ++torn;
+      ++reads;
+    }
+  });
+  for (int i = 0; i < 40; ++i) write_file_atomic(path, i % 2 ? a : b);
+  done = true;
+  reader.join();
+  EXPECT_EQ(torn.load(), 0) << "of " << reads.load() << " reads";
+  EXPECT_GT(reads.load(), 0);
+  EXPECT_EQ(read_all(path), a);
+  EXPECT_EQ(names_in(dir_), std::vector<std::string>{"shared"});
+}
+
+TEST_F(AtomicFileTest, MissingDirectoryIsAnIoErrorNamingThePath) {
+  try {
+    write_file_atomic(dir_ / "no_such_dir" / "f", "x");
+    ADD_FAILURE() << "expected IoError";
+  } catch (const IoError& e) {
+    EXPECT_NE(std::string(e.what()).find("no_such_dir"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(write_file_atomic(dir_ / "", "x"), InvalidArgument);
+}
+
+TEST_F(AtomicFileTest, TargetThatIsADirectoryFailsCleanly) {
+  fs::create_directory(dir_ / "d");
+  EXPECT_THROW(write_file_atomic(dir_ / "d", "x"), IoError);
+  EXPECT_TRUE(fs::is_directory(dir_ / "d"));
+  EXPECT_EQ(names_in(dir_), std::vector<std::string>{"d"});
+}
+
+TEST_F(AtomicFileTest, PointerFileRoundTrip) {
+  const fs::path latest = dir_ / "latest";
+  EXPECT_EQ(read_pointer_file(latest), std::nullopt);
+  replace_pointer_file(latest, "iter_0000100");
+  EXPECT_EQ(read_all(latest), "iter_0000100\n");
+  EXPECT_EQ(read_pointer_file(latest), "iter_0000100");
+  replace_pointer_file(latest, "iter_0000200");
+  EXPECT_EQ(read_pointer_file(latest), "iter_0000200");
+  EXPECT_THROW(replace_pointer_file(latest, "a\nb"), InvalidArgument);
+  EXPECT_EQ(read_pointer_file(latest), "iter_0000200");
+  std::ofstream(dir_ / "hand_written") << "  step_7 \r\n";
+  EXPECT_EQ(read_pointer_file(dir_ / "hand_written"), "step_7");
+}
+
+TEST_F(AtomicFileTest, CommitDirectoryMovesStagedContentIntoPlace) {
+  const fs::path target = dir_ / "ckpt";
+  const fs::path staged = create_temp_directory_next_to(target);
+  EXPECT_EQ(staged.parent_path(), dir_);
+  EXPECT_TRUE(fs::is_directory(staged));
+  EXPECT_TRUE(fs::is_empty(staged));
+  write_file_atomic(staged / "rank0.safetensors", "r0");
+  fs::create_directory(staged / "sub");
+  write_file_atomic(staged / "sub" / "index.json", "{}");
+  commit_directory(staged, target);
+  EXPECT_FALSE(fs::exists(staged));
+  EXPECT_EQ(read_all(target / "rank0.safetensors"), "r0");
+  EXPECT_EQ(read_all(target / "sub" / "index.json"), "{}");
+  EXPECT_EQ(names_in(dir_), std::vector<std::string>{"ckpt"});
+}
+
+TEST_F(AtomicFileTest, CommitDirectoryRefusesOrSwapsAnExistingTarget) {
+  const fs::path target = dir_ / "ckpt";
+  fs::create_directory(target);
+  write_file_atomic(target / "old", "old");
+
+  const fs::path staged = create_temp_directory_next_to(target);
+  write_file_atomic(staged / "new", "new");
+  try {
+    commit_directory(staged, target);
+    ADD_FAILURE() << "expected IoError";
+  } catch (const IoError& e) {
+    EXPECT_NE(std::string(e.what()).find("already exists"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(read_all(target / "old"), "old");
+  EXPECT_EQ(read_all(staged / "new"), "new");
+
+  // An existing *empty* target is refused too (plain rename(2) would replace it silently).
+  fs::create_directory(dir_ / "empty_target");
+  const fs::path staged2 = create_temp_directory_next_to(dir_ / "empty_target");
+  EXPECT_THROW(commit_directory(staged2, dir_ / "empty_target"), IoError);
+  fs::remove(staged2);
+  fs::remove(dir_ / "empty_target");
+
+  commit_directory(staged, target, /*replace_existing=*/true);
+  EXPECT_EQ(names_in(target), std::vector<std::string>{"new"});
+  EXPECT_EQ(names_in(dir_), std::vector<std::string>{"ckpt"});
+}
+
+TEST_F(AtomicFileTest, TempDirectoriesAreDistinct) {
+  const fs::path a = create_temp_directory_next_to(dir_ / "x");
+  const fs::path b = create_temp_directory_next_to(dir_ / "x");
+  EXPECT_NE(a, b);
+  EXPECT_THROW(create_temp_directory_next_to(dir_ / "missing_parent" / "x"), IoError);
+  EXPECT_THROW(commit_directory(dir_ / "not_there", dir_ / "y"), IoError);
+}
+
+}  // namespace
+}  // namespace shardwise
