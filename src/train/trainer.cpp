@@ -339,6 +339,11 @@ TrainingSummary run_training(const TrainingConfig& input_config, const ProcessGr
   summary.final_eval = evaluate(steps);
   summary.wall_seconds = seconds_since(t_start);
   summary.bytes_communicated = bytes_moved(*dp_group);
+  if (options.on_finish) {
+    std::vector<TensorView> values;
+    for (ParamId id = 0; id < model.params().size(); ++id) values.push_back(ddp.param(id));
+    options.on_finish(TrainedModel{model.params(), values, *dp_group});
+  }
 
   if (is_rank0) {
     if (!plot.empty()) {

@@ -6,12 +6,14 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "shardwise/comm/process_group.hpp"
 #include "shardwise/config/training_config.hpp"
+#include "shardwise/layout/param_info.hpp"
 
 namespace shardwise {
 
@@ -42,10 +44,21 @@ struct TrainingSummary {
   std::int64_t bytes_communicated = 0;  // this rank, all groups
 };
 
+// What a caller gets to see of the trained model when the run ends (after the last param sync,
+// so every rank holds every parameter): the model's params in forward order and their values,
+// views into the DDP param buffers (valid only during the callback).
+struct TrainedModel {
+  const ParamList& params;
+  const std::vector<TensorView>& values;
+  const ProcessGroup& data_parallel;
+};
+
 struct TrainerOptions {
   std::string log_jsonl;  // overrides logging.jsonl_path when set
   std::string plot;       // overrides logging.plot_path when set
   bool quiet = false;     // no per-step lines (tests)
+  // Called on every rank once training and the final evaluation are done.
+  std::function<void(const TrainedModel&)> on_finish;
 };
 
 // Runs the whole training job on this rank. Every rank of `world` must call it with the same
