@@ -6,6 +6,16 @@
 set(SHARDWISE_MPIEXEC_ENV
     OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
     OPENBLAS_NUM_THREADS=1 OMPI_MCA_rmaps_base_oversubscribe=1)
+# Debian's OpenBLAS 0.3.21 misdetects newer CPUs and falls back to generic kernels: name the core
+# type for test runs from the CPU flags (scripts/env.sh does the same for jobs).
+if(EXISTS /proc/cpuinfo AND NOT DEFINED ENV{OPENBLAS_CORETYPE})
+  file(READ /proc/cpuinfo _cpuinfo)
+  if(_cpuinfo MATCHES " avx512f ")
+    list(APPEND SHARDWISE_MPIEXEC_ENV OPENBLAS_CORETYPE=SkylakeX)
+  elseif(_cpuinfo MATCHES " avx2 ")
+    list(APPEND SHARDWISE_MPIEXEC_ENV OPENBLAS_CORETYPE=Haswell)
+  endif()
+endif()
 
 function(shardwise_layer name)
   cmake_parse_arguments(L "" "" "DEPS" ${ARGN})
@@ -28,7 +38,8 @@ function(shardwise_layer name)
     target_link_libraries(test_${name} PRIVATE ${lib} GTest::gtest_main)
     target_include_directories(test_${name} PRIVATE ${PROJECT_SOURCE_DIR}/tests)
     add_test(NAME ${name} COMMAND test_${name})
-    set_tests_properties(${name} PROPERTIES LABELS unit TIMEOUT 600)
+    set_tests_properties(${name} PROPERTIES LABELS unit TIMEOUT 600
+                         ENVIRONMENT "${SHARDWISE_MPIEXEC_ENV}")
   endif()
 
   file(GLOB mpi_tests CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/tests/${name}/mpi/*.cpp)

@@ -4,7 +4,7 @@
 # AddressSanitizer + UndefinedBehaviorSanitizer. Warnings are errors in both builds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+source scripts/env.sh
 
 scripts/build.sh release
 (cd build && ctest --output-on-failure --timeout 900)
