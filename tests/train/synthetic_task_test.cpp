@@ -1,5 +1,7 @@
 #include "shardwise/train/synthetic_task.hpp"
 
+#include "shardwise/core/error.hpp"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -35,7 +37,9 @@ TEST(SyntheticTaskDataset, OnlyAnswerTokensAreScored) {
   for (int t = 0; t < 5; ++t) EXPECT_EQ(targets[t], -1) << t;
   for (int t = 5; t < task.seq_len(); ++t) EXPECT_GE(targets[t], 0) << t;
   for (int t = 0; t + 1 < task.seq_len(); ++t) {
-    if (targets[t] >= 0) EXPECT_EQ(targets[t], tokens[t + 1]);
+    if (targets[t] >= 0) {
+      EXPECT_EQ(targets[t], tokens[t + 1]);
+    }
   }
 }
 
