@@ -46,9 +46,11 @@ constexpr std::int64_t kWindowFactor = 4;
 // the items packed stay within the budget, then this many more with the best lower bounds; the
 // best-ranked few get the full packing.
 constexpr std::size_t kMaxScannedCandidates = 8192;
-constexpr std::int64_t kLptWorkBudget = 200'000;
+constexpr std::int64_t kLptWorkBudget = 100'000;
 constexpr std::size_t kMaxBoundCandidates = 8;
-constexpr std::size_t kMaxPackedCandidates = 4;
+constexpr std::size_t kMaxPackedCandidates = 3;
+// A finalist whose LPT waste exceeds the chosen end's by more than this is not packed in full.
+constexpr double kFinalistSlack = 0.02;
 // A later (bigger) bucket must waste this much less of its padded size to be preferred.
 constexpr double kPaddingFractionTolerance = 1e-4;
 // Rounds of "balance NS cost, then absorb params that fit" per bucket.
@@ -56,7 +58,8 @@ constexpr int kAbsorbRounds = 3;
 
 struct Candidate {
   std::size_t end = 0;
-  double bound_fraction = 0.0;  // padding fraction of the lower-bound shard size
+  double bound_fraction = 0.0;   // padding fraction of the lower-bound shard size
+  std::int64_t bound_units = 0;  // that lower-bound shard size
 };
 
 class LayerWisePlanner {
@@ -173,7 +176,7 @@ class LayerWisePlanner {
     auto add = [&](std::size_t end) {
       const std::int64_t bound =
           shard_units_lower_bound(total_units, max_units, dp_, divisor_units_);
-      out.push_back({end, padding_fraction(a, end, bound)});
+      out.push_back({end, padding_fraction(a, end, bound), bound});
     };
     std::size_t b = a;
     bool reached = false;
@@ -258,8 +261,11 @@ class LayerWisePlanner {
       evaluated[i] = true;
       const bool aligned = phase_aligned(a, c.end, region_end);
       if (best && !could_beat(c.bound_fraction, c.end, aligned, *best)) return;
-      const std::int64_t shard_units = lpt_shard_units(units_of(a, c.end), dp_, divisor_units_);
-      if (c.end - a > static_cast<std::size_t>(dp_)) work += static_cast<std::int64_t>(c.end - a);
+      // Up to dp params go one per shard: the bound is exact and needs no packing.
+      const bool one_per_shard = c.end - a <= static_cast<std::size_t>(dp_);
+      const std::int64_t shard_units =
+          one_per_shard ? c.bound_units : lpt_shard_units(units_of(a, c.end), dp_, divisor_units_);
+      if (!one_per_shard) work += static_cast<std::int64_t>(c.end - a);
       const Scored scored{score(a, c.end, region_end, shard_units, false), c.end, aligned,
                           c.bound_fraction};
       if (!best || preferred(scored, *best)) best = scored;
@@ -299,6 +305,8 @@ class LayerWisePlanner {
     std::optional<Scored> chosen;
     for (const Scored& f : finalists) {
       if (chosen && !could_beat(f.bound_fraction, f.end, f.aligned, *chosen)) continue;
+      // Improvement moves rarely close a wide gap to LPT's result; don't pay for trying.
+      if (chosen && f.fraction > chosen->fraction + kFinalistSlack) continue;
       ShardPacking packing =
           pack_into_shards(layout_detail::pack_items(order_, a, f.end), dp_, divisor_units_);
       const Scored scored{score(a, f.end, region_end, packing.shard_units, true), f.end, f.aligned,
@@ -336,12 +344,12 @@ class LayerWisePlanner {
     while (bucket.end < region_end) {
       const BackpropParam& p = order_[bucket.end];
       const std::int64_t units = param_units(p.numel);
-      const std::pair<std::int64_t, std::size_t> key{capacity - units, packing.bins.size()};
+      const std::pair<std::int64_t, std::size_t> key{capacity - units, packing.loads.size()};
       auto it = std::upper_bound(by_load.begin(), by_load.end(), key);
       if (it == by_load.begin()) break;
       --it;
       const std::size_t bin = it->second;
-      packing.bins[bin].push_back(bucket.end - bucket.begin);
+      packing.bin_of.push_back(static_cast<int>(bin));
       packing.loads[bin] += units;
       packing.ns_costs[bin] += p.ns_cost;
       // Keep by_load sorted: the bin's entry moves right.

@@ -25,6 +25,7 @@ PerBufferParamLayout emit_shard_aligned_layout(const std::vector<BackpropParam>&
   layout.param_indices.resize(order.size());
   std::int64_t bucket_start = 0;
   std::size_t expected_begin = 0;
+  std::vector<std::int64_t> cursor;
   for (std::size_t b = 0; b < buckets.size(); ++b) {
     const PlannedBucket& bucket = buckets[b];
     SW_CHECK(bucket.begin == expected_begin && bucket.end > bucket.begin, "planned bucket ", b,
@@ -32,22 +33,28 @@ PerBufferParamLayout emit_shard_aligned_layout(const std::vector<BackpropParam>&
     expected_begin = bucket.end;
     const std::int64_t shard = bucket.packing.shard_units * kParamStartAlignment;
     std::int64_t unpadded = 0;
-    SW_CHECK(bucket.packing.bins.size() == static_cast<std::size_t>(num_shards), "bucket ", b,
-             " packed into ", bucket.packing.bins.size(), " bins, expected ", num_shards);
-    for (std::size_t bin = 0; bin < bucket.packing.bins.size(); ++bin) {
+    const ShardPacking& packing = bucket.packing;
+    SW_CHECK(packing.num_bins() == num_shards, "bucket ", b, " packed into ", packing.num_bins(),
+             " bins, expected ", num_shards);
+    SW_CHECK(packing.bin_of.size() == bucket.end - bucket.begin, "bucket ", b, " packs ",
+             packing.bin_of.size(), " of its ", bucket.end - bucket.begin, " params");
+    // Next free element of each bin's shard; params are placed in backprop order.
+    cursor.resize(static_cast<std::size_t>(num_shards));
+    for (std::size_t bin = 0; bin < cursor.size(); ++bin) {
       const int rank = bucket.rank_of_bin.empty() ? static_cast<int>(bin) : bucket.rank_of_bin[bin];
-      const std::int64_t shard_start = bucket_start + rank * shard;
-      std::int64_t cursor = shard_start;
-      for (std::size_t item : bucket.packing.bins[bin]) {
-        const BackpropParam& p = order[bucket.begin + item];
-        const std::int64_t start = pad_param_start(cursor);
-        layout.param_index_map[bucket.begin + item] = {p.id, start, start + p.numel,
-                                                       static_cast<int>(b)};
-        layout.param_indices[bucket.begin + item] = p.param_index;
-        cursor = start + param_units(p.numel) * kParamStartAlignment;
-        unpadded += p.numel;
-      }
-      SW_CHECK(cursor <= shard_start + shard, "bin ", bin, " of bucket ", b,
+      cursor[bin] = bucket_start + rank * shard;
+    }
+    for (std::size_t item = 0; item < packing.bin_of.size(); ++item) {
+      const auto bin = static_cast<std::size_t>(packing.bin_of[item]);
+      const BackpropParam& p = order[bucket.begin + item];
+      const std::int64_t start = pad_param_start(cursor[bin]);
+      layout.param_index_map[bucket.begin + item] = {p.id, start, start + p.numel,
+                                                     static_cast<int>(b)};
+      layout.param_indices[bucket.begin + item] = p.param_index;
+      cursor[bin] = start + param_units(p.numel) * kParamStartAlignment;
+      unpadded += p.numel;
+      const int rank = bucket.rank_of_bin.empty() ? static_cast<int>(bin) : bucket.rank_of_bin[bin];
+      SW_CHECK(cursor[bin] <= bucket_start + (rank + 1) * shard, "bin ", bin, " of bucket ", b,
                " overflows its shard");
     }
     layout.bucket_indices.push_back({bucket_start, bucket_start + shard * num_shards});

@@ -107,7 +107,7 @@ bool expected_layer_wise(const ParamInfo& p, const LayoutOptions& o) {
 }
 
 TEST(LayoutProperty, RandomModelsSatisfyEveryInvariant) {
-  constexpr int kCases = 300;
+  constexpr int kCases = 200;
   int shard_aligned_buffers = 0, better = 0, worse = 0;
   double ours_padding = 0, megatron_padding = 0;
   for (int seed = 0; seed < kCases; ++seed) {
@@ -165,7 +165,7 @@ TEST(LayoutProperty, RandomModelsSatisfyEveryInvariant) {
       "fraction ours %.4f vs megatron %.4f\n",
       shard_aligned_buffers, better, worse, ours_padding / shard_aligned_buffers,
       megatron_padding / shard_aligned_buffers);
-  EXPECT_GT(shard_aligned_buffers, 100);
+  EXPECT_GT(shard_aligned_buffers, 200);
 }
 
 }  // namespace

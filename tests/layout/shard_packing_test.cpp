@@ -8,11 +8,13 @@ namespace shardwise {
 namespace {
 
 void expect_valid(const ShardPacking& packing, const std::vector<PackItem>& items, int bins) {
-  ASSERT_EQ(packing.bins.size(), static_cast<std::size_t>(bins));
+  ASSERT_EQ(packing.num_bins(), bins);
+  ASSERT_EQ(packing.bin_of.size(), items.size());
   std::vector<int> seen(items.size(), 0);
-  for (std::size_t b = 0; b < packing.bins.size(); ++b) {
+  const auto members = packing.bins();
+  for (std::size_t b = 0; b < members.size(); ++b) {
     std::int64_t load = 0;
-    for (std::size_t i : packing.bins[b]) {
+    for (std::size_t i : members[b]) {
       ++seen[i];
       load += items[i].units;
     }

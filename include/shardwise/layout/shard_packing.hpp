@@ -13,13 +13,18 @@ struct PackItem {
   double ns_cost = 0.0;    // Newton–Schulz work of its optimizer step
 };
 
+// Flat on purpose (item -> bin, no per-bin lists): packings are built thousands of times per
+// layout, and per-bin allocations dominated the cost.
 struct ShardPacking {
-  std::vector<std::vector<std::size_t>> bins;  // item indices per bin, ascending
-  std::vector<std::int64_t> loads;             // units per bin
-  std::vector<double> ns_costs;                // Newton–Schulz cost per bin
-  std::int64_t shard_units = 0;                // shard size: max load rounded up to the divisor
+  std::vector<int> bin_of;          // per item: its bin
+  std::vector<std::int64_t> loads;  // units per bin
+  std::vector<double> ns_costs;     // Newton–Schulz cost per bin
+  std::int64_t shard_units = 0;     // shard size: max load rounded up to the divisor
 
+  int num_bins() const { return static_cast<int>(loads.size()); }
   std::int64_t max_load() const;
+  // Item indices of each bin, ascending.
+  std::vector<std::vector<std::size_t>> bins() const;
 };
 
 // 64-element units a param of `numel` elements occupies (at least one, so that even an empty
