@@ -1,0 +1,318 @@
+// `mpirun -np 6 shardwise refit --config FILE.yaml [section.key=value ...] [--repeat K]
+//  [--mxfp8 all|none|receiver|send] [--checkpoint DIR] [--tp N] [--json FILE]`
+//
+// An RL-style weight refit: the first world-N ranks train (a short run_training on their own
+// sub-group, or the weights of --checkpoint DIR) and so hold every param whole, as data-parallel
+// replicas; the last N ranks (--tp, default 2) are an inference group that wants Megatron
+// tensor-parallel weights - MXFP8 for the 2-D non-embedding weights, bf16 for the rest - in
+// persistent buffers. Each mode refits K times into the same buffers (their addresses are checked
+// after every refit), and every refit is verified bit for bit on the inference ranks against an
+// independent path: rank 0 sends the whole fp32 params point-to-point, each inference rank slices
+// and quantizes its part itself. Prints bytes on the wire, time and GB/s per mode; exits 0 with
+// "verified N tensors, all bit-exact", 1 naming the first mismatch, 2 for bad input.
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "command_registry.hpp"
+#include "shardwise/checkpoint/safetensors.hpp"
+#include "shardwise/comm/mpi_process_group.hpp"
+#include "shardwise/config/training_config.hpp"
+#include "shardwise/core/atomic_file.hpp"
+#include "shardwise/core/error.hpp"
+#include "shardwise/core/float_convert.hpp"
+#include "shardwise/reshard/refit.hpp"
+#include "shardwise/reshard/tp_export.hpp"
+#include "shardwise/train/trainer.hpp"
+
+namespace shardwise::cli {
+namespace {
+
+struct RefitArgs {
+  std::string config;
+  std::vector<std::string> overrides;
+  int repeat = 3;
+  std::string mxfp8 = "all";
+  std::string checkpoint;
+  int tp = 2;
+  std::string json;
+};
+
+std::vector<RefitMode> modes_of(const std::string& name) {
+  if (name == "all") {
+    return {RefitMode::kBf16, RefitMode::kMxfp8ReceiverSide, RefitMode::kMxfp8ConvertOnSend};
+  }
+  if (name == "none") return {RefitMode::kBf16};
+  if (name == "receiver") return {RefitMode::kMxfp8ReceiverSide};
+  if (name == "send") return {RefitMode::kMxfp8ConvertOnSend};
+  throw InvalidArgument(
+      str_cat("--mxfp8: unknown mode '", name, "' (valid: all, none, receiver, send)"));
+}
+
+// Whole params of the training side, fp32, in model order.
+struct ModelWeights {
+  std::vector<RefitParam> params;
+  std::map<std::string, std::vector<float>> values;
+};
+
+std::vector<float> to_fp32(const void* data, std::int64_t n, DType dtype, const std::string& name) {
+  std::vector<float> out(static_cast<std::size_t>(n));
+  const auto* bytes = static_cast<const std::uint8_t*>(data);
+  for (std::int64_t i = 0; i < n; ++i) {
+    if (dtype == DType::kFloat32) {
+      std::memcpy(&out[static_cast<std::size_t>(i)], bytes + 4 * i, 4);
+      continue;
+    }
+    std::uint16_t h;
+    std::memcpy(&h, bytes + 2 * i, 2);
+    if (dtype == DType::kBFloat16) {
+      out[static_cast<std::size_t>(i)] = bf16_to_float(h);
+    } else if (dtype == DType::kFloat16) {
+      out[static_cast<std::size_t>(i)] = fp16_to_float(h);
+    } else {
+      throw InvalidArgument(str_cat("refit: param ", name, " has dtype ", dtype_name(dtype),
+                                    "; expected fp32, bf16 or fp16"));
+    }
+  }
+  return out;
+}
+
+ModelWeights load_checkpoint_weights(const std::string& checkpoint) {
+  const SafetensorsFile file = SafetensorsFile::open(resolve_model_weights_file(checkpoint));
+  ModelWeights w;
+  for (const SafetensorsTensorInfo& info : file.tensors()) {
+    w.params.push_back({info.name, info.shape});
+    w.values[info.name] = to_fp32(file.tensor(info.name).data, info.numel(), info.dtype, info.name);
+  }
+  return w;
+}
+
+ModelWeights train_weights(const TrainingConfig& config, const ProcessGroupPtr& train_group) {
+  ModelWeights w;
+  TrainerOptions options;
+  options.on_finish = [&w](const TrainedModel& model) {
+    for (std::size_t i = 0; i < model.params.size(); ++i) {
+      const ParamInfo& p = model.params[i];
+      const TensorView& v = model.values[i];
+      w.params.push_back({p.name, p.shape});
+      w.values[p.name] = to_fp32(v.data, v.numel, v.dtype, p.name);
+    }
+  };
+  run_training(config, train_group, options);
+  return w;
+}
+
+// Rank 0's param list, sent to every rank of the world (the inference ranks build nothing).
+std::vector<RefitParam> broadcast_params(ProcessGroup& world, const std::vector<RefitParam>& mine) {
+  std::string text;
+  if (world.rank() == 0) {
+    nlohmann::json list = nlohmann::json::array();
+    for (const RefitParam& p : mine) list.push_back({p.name, p.shape});
+    text = list.dump();
+  }
+  std::int64_t length = static_cast<std::int64_t>(text.size());
+  world.broadcast({&length, 1, DType::kInt64}, 0)->wait();
+  text.resize(static_cast<std::size_t>(length));
+  world.broadcast({text.data(), length, DType::kUInt8}, 0)->wait();
+  std::vector<RefitParam> params;
+  for (const auto& entry : nlohmann::json::parse(text)) {
+    params.push_back(
+        {entry.at(0).get<std::string>(), entry.at(1).get<std::vector<std::int64_t>>()});
+  }
+  return params;
+}
+
+struct ModeReport {
+  RefitMode mode = RefitMode::kBf16;
+  std::int64_t wire_bytes = 0;
+  std::int64_t elements = 0;
+  std::vector<double> seconds;  // per refit
+  double stage_seconds = 0;
+  double median() const {
+    std::vector<double> s = seconds;
+    std::sort(s.begin(), s.end());
+    return s.empty() ? 0 : s[s.size() / 2];
+  }
+  double best() const {
+    return seconds.empty() ? 0 : *std::min_element(seconds.begin(), seconds.end());
+  }
+};
+
+// Agrees on the lowest failing rank (or -1) so exactly one rank reports.
+int first_failing_rank(ProcessGroup& world, bool failed) {
+  std::int64_t v = failed ? world.size() - world.rank() : 0;
+  world.all_reduce({&v, 1, DType::kInt64}, ReduceOp::kMax)->wait();
+  return v == 0 ? -1 : world.size() - static_cast<int>(v);
+}
+
+int run_refit(const RefitArgs& args, const TrainingConfig* config) {
+  const ProcessGroupPtr world = init_mpi_world();
+  const int size = world->size();
+  const int me = world->rank();
+  if (args.tp < 1 || size < args.tp + 1) {
+    if (me == 0) {
+      std::fprintf(stderr,
+                   "shardwise: error: refit needs at least %d ranks (training ranks + %d "
+                   "inference ranks, --tp %d), got %d\n",
+                   std::max(args.tp, 1) + 1, args.tp, args.tp, size);
+    }
+    return 2;
+  }
+  const RefitTopology topology{size - args.tp, args.tp};
+  const bool trains = me < topology.num_train_ranks;
+  const ProcessGroupPtr train_group = split_group(world, trains ? 0 : -1, me, "refit-train");
+
+  ModelWeights weights;
+  if (trains) {
+    weights = args.checkpoint.empty() ? train_weights(*config, train_group)
+                                      : load_checkpoint_weights(args.checkpoint);
+  }
+  const std::vector<RefitParam> params = broadcast_params(*world, weights.params);
+  std::map<std::string, TensorView> views;
+  for (auto& [name, v] : weights.values) {
+    views[name] = {v.data(), static_cast<std::int64_t>(v.size()), DType::kFloat32};
+  }
+  std::int64_t total_elements = 0;
+  int mxfp8_params = 0;
+  for (const RefitParam& p : params) {
+    std::int64_t n = 1;
+    for (auto d : p.shape) n *= d;
+    total_elements += n;
+    mxfp8_params += is_mxfp8_refit_candidate(p.name, p.shape) ? 1 : 0;
+  }
+  if (me == 0) {
+    std::printf(
+        "refit: %zu params (%lld elements, %d MXFP8-eligible) from %s on ranks 0-%d -> "
+        "TP=%d on ranks %d-%d, %d refit(s) per mode\n",
+        params.size(), static_cast<long long>(total_elements), mxfp8_params,
+        args.checkpoint.empty() ? "training" : args.checkpoint.c_str(),
+        topology.num_train_ranks - 1, topology.tp, topology.first_inference_rank(),
+        topology.num_ranks() - 1, args.repeat);
+    std::fflush(stdout);
+  }
+  // The independent path for verification: whole fp32 params straight from rank 0.
+  const auto reference = send_reference_weights(*world, params, topology, 0, views);
+
+  std::vector<ModeReport> reports;
+  std::int64_t verified = 0;
+  for (RefitMode mode : modes_of(args.mxfp8)) {
+    RefitEngine engine(world, params, topology, mode);
+    const std::vector<const void*> addresses = engine.buffer_addresses();
+    ModeReport report;
+    report.mode = mode;
+    for (int k = 0; k < args.repeat; ++k) {
+      engine.fill_buffers(0xFF);  // stale contents cannot pass verification
+      const RefitStats stats = engine.refit(trains ? views : std::map<std::string, TensorView>{});
+      report.wire_bytes = stats.wire_bytes;
+      report.elements = stats.elements;
+      report.seconds.push_back(stats.seconds);
+      report.stage_seconds = std::max(report.stage_seconds, stats.stage_seconds);
+      std::string problem;
+      if (engine.buffer_addresses() != addresses) {
+        problem = "persistent buffer addresses changed";
+      } else if (engine.is_inference_rank()) {
+        const RefitVerification v =
+            verify_refit(engine.weights(), reference, topology.tp, engine.tp_rank());
+        verified += v.tensors_checked;
+        problem = v.first_mismatch;
+      }
+      const int failing = first_failing_rank(*world, !problem.empty());
+      if (failing == me) {
+        std::fprintf(stderr,
+                     "shardwise refit: mismatch on rank %d (tp rank %d), mode %s, refit %d: %s\n",
+                     me, engine.tp_rank(), refit_mode_name(mode), k + 1, problem.c_str());
+        std::fflush(stderr);
+      }
+      if (failing >= 0) {
+        world->barrier()->wait();
+        return 1;
+      }
+    }
+    reports.push_back(report);
+  }
+  world->all_reduce({&verified, 1, DType::kInt64}, ReduceOp::kSum)->wait();
+
+  if (me == 0) {
+    std::printf("%-15s %14s %12s %11s %11s %10s %10s\n", "mode", "wire bytes", "bytes/elem",
+                "median ms", "best ms", "GB/s", "vs bf16");
+    const double bf16_median = reports.front().median();
+    for (const ModeReport& r : reports) {
+      const double ms = r.median() * 1e3;
+      std::printf(
+          "%-15s %14lld %12.3f %11.3f %11.3f %10.3f %9.2fx\n", refit_mode_name(r.mode),
+          static_cast<long long>(r.wire_bytes),
+          r.elements ? static_cast<double>(r.wire_bytes) / static_cast<double>(r.elements) : 0.0,
+          ms, r.best() * 1e3,
+          r.median() > 0 ? static_cast<double>(r.wire_bytes) / r.median() / 1e9 : 0.0,
+          r.median() > 0 ? bf16_median / r.median() : 0.0);
+    }
+    std::printf("verified %lld tensors, all bit-exact\n", static_cast<long long>(verified));
+    std::fflush(stdout);
+    if (!args.json.empty()) {
+      nlohmann::ordered_json j;
+      j["world_size"] = size;
+      j["training_ranks"] = topology.num_train_ranks;
+      j["tp"] = topology.tp;
+      j["params"] = params.size();
+      j["elements"] = total_elements;
+      j["refits_per_mode"] = args.repeat;
+      j["verified_tensors"] = verified;
+      for (const ModeReport& r : reports) {
+        nlohmann::ordered_json m;
+        m["mode"] = refit_mode_name(r.mode);
+        m["wire_bytes"] = r.wire_bytes;
+        m["elements_delivered"] = r.elements;
+        m["seconds"] = r.seconds;
+        m["median_seconds"] = r.median();
+        m["gigabytes_per_second"] =
+            r.median() > 0 ? static_cast<double>(r.wire_bytes) / r.median() / 1e9 : 0.0;
+        m["bf16_staging_seconds"] = r.stage_seconds;
+        j["modes"].push_back(m);
+      }
+      write_file_atomic(args.json, j.dump(2) + "\n");
+    }
+  }
+  return 0;
+}
+
+const bool registered = register_command(
+    "refit",
+    "Refit trained weights into a TP inference group (bf16 / MXFP8), verified bit-exact "
+    "(run under mpirun)",
+    [](CLI::App& app) {
+      auto args = std::make_shared<RefitArgs>();
+      app.add_option("--config", args->config, "Training config (YAML) for the training ranks");
+      app.add_option("overrides", args->overrides, "Config overrides: section.key=value ...");
+      app.add_option("--repeat", args->repeat, "Refits per mode into the same buffers (default 3)");
+      app.add_option("--mxfp8", args->mxfp8,
+                     "Modes: all (default: bf16, receiver, send), none (bf16), receiver, send");
+      app.add_option("--checkpoint", args->checkpoint,
+                     "Take the weights from DIR/model.safetensors instead of training");
+      app.add_option("--tp", args->tp, "Inference TP size: the last N ranks (default 2)");
+      app.add_option("--json", args->json, "Write the measurements as JSON (rank 0)");
+      return [args] {
+        // Everything checkable without MPI fails fast, with exit 2 on every rank.
+        SW_REQUIRE(!args->config.empty() || !args->checkpoint.empty(), InvalidArgument,
+                   "refit: --config (train first) or --checkpoint DIR is required");
+        SW_REQUIRE(args->repeat >= 1, InvalidArgument, "--repeat: must be >= 1, got ",
+                   args->repeat);
+        modes_of(args->mxfp8);
+        std::unique_ptr<TrainingConfig> config;
+        if (args->checkpoint.empty()) {
+          config =
+              std::make_unique<TrainingConfig>(load_training_config(args->config, args->overrides));
+        } else {
+          resolve_model_weights_file(args->checkpoint);
+        }
+        return run_rank_main([&] { return run_refit(*args, config.get()); });
+      };
+    });
+
+}  // namespace
+}  // namespace shardwise::cli

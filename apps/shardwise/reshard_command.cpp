@@ -1,0 +1,115 @@
+// `shardwise reshard --checkpoint DIR --tp N [--mxfp8] --out DIR2`: offline tensor-parallel export.
+// Reads DIR/model.safetensors (or DIR itself when it is a .safetensors file) and writes one file
+// per TP rank, DIR2/tp-rank-RR-of-NN.safetensors, holding that rank's slice of every param by the
+// Megatron rules (see reshard/refit.hpp); with --mxfp8 the 2-D non-embedding weights are stored
+// as NAME (F8_E4M3) + NAME_scale (F8_E8M0). DIR2 appears complete or not at all (built in a temp
+// directory, then renamed).
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "command_registry.hpp"
+#include "shardwise/checkpoint/safetensors.hpp"
+#include "shardwise/core/atomic_file.hpp"
+#include "shardwise/core/error.hpp"
+#include "shardwise/reshard/tp_export.hpp"
+
+namespace shardwise::cli {
+namespace {
+
+struct ReshardArgs {
+  std::string checkpoint;
+  std::string out;
+  int tp = 0;
+  bool mxfp8 = false;
+  std::string dtype = "keep";
+  std::string scale_rule = "ceil";
+  bool overwrite = false;
+};
+
+TpExportOptions export_options(const ReshardArgs& args) {
+  TpExportOptions options;
+  SW_REQUIRE(args.tp >= 1, InvalidArgument, "--tp: must be >= 1, got ", args.tp);
+  options.tp = args.tp;
+  options.mxfp8 = args.mxfp8;
+  if (args.dtype != "keep") options.dtype = dtype_from_name(args.dtype, "--dtype");
+  if (args.scale_rule == "ceil") {
+    options.mxfp8_options.rule = Mxfp8ScaleRule::kCeil;
+  } else if (args.scale_rule == "floor") {
+    options.mxfp8_options.rule = Mxfp8ScaleRule::kFloor;
+  } else {
+    throw InvalidArgument(
+        str_cat("--scale-rule: unknown rule '", args.scale_rule, "' (valid: ceil, floor)"));
+  }
+  return options;
+}
+
+int run_reshard(const ReshardArgs& args) {
+  namespace fs = std::filesystem;
+  const TpExportOptions options = export_options(args);
+  const fs::path input = resolve_model_weights_file(args.checkpoint);
+  const SafetensorsFile file = SafetensorsFile::open(input);
+  std::vector<SourceTensor> tensors;
+  for (const SafetensorsTensorInfo& info : file.tensors()) {
+    tensors.push_back({info.name, info.dtype, info.shape, file.tensor(info.name).data});
+  }
+  check_tp_export(tensors, options);  // every error before anything is written
+
+  const fs::path out = args.out;
+  std::error_code ec;
+  SW_REQUIRE(args.overwrite || !fs::exists(out, ec), IoError, "--out ", out.string(),
+             " already exists (pass --overwrite to replace it)");
+  const fs::path parent = out.has_parent_path() ? out.parent_path() : fs::path(".");
+  fs::create_directories(parent, ec);
+  SW_REQUIRE(fs::is_directory(parent, ec), IoError, "cannot create the parent directory ",
+             parent.string(), " of --out");
+  const fs::path staged = create_temp_directory_next_to(out);
+  std::uint64_t total_bytes = 0;
+  try {
+    for (int rank = 0; rank < options.tp; ++rank) {
+      const std::vector<ExportedTensor> exported = export_tp_rank(tensors, options, rank);
+      SafetensorsWriter writer;
+      for (const ExportedTensor& t : exported) writer.add(t.name, t.dtype, t.shape, t.bytes.data());
+      for (auto& [key, value] : tp_export_metadata(tensors, options, rank)) {
+        writer.set_metadata(key, value);
+      }
+      const fs::path target = staged / tp_export_file_name(rank, options.tp);
+      writer.write_atomic(target);
+      total_bytes += writer.file_bytes();
+      std::printf("wrote %s: %zu tensors, %llu bytes\n", (out / target.filename()).string().c_str(),
+                  exported.size(), static_cast<unsigned long long>(writer.file_bytes()));
+    }
+    commit_directory(staged, out, args.overwrite);
+  } catch (...) {
+    fs::remove_all(staged, ec);
+    throw;
+  }
+  std::printf("resharded %zu params from %s to tp=%d%s: %llu bytes in %s\n", tensors.size(),
+              input.string().c_str(), options.tp, options.mxfp8 ? " (mxfp8)" : "",
+              static_cast<unsigned long long>(total_bytes), out.string().c_str());
+  return 0;
+}
+
+const bool registered = register_command(
+    "reshard",
+    "Export a checkpoint's weights as per-TP-rank safetensors files (Megatron TP rules, MXFP8)",
+    [](CLI::App& app) {
+      auto args = std::make_shared<ReshardArgs>();
+      app.add_option("--checkpoint", args->checkpoint,
+                     "Checkpoint directory (reads its model.safetensors) or a .safetensors file")
+          ->required();
+      app.add_option("--tp", args->tp, "Tensor-parallel size of the export")->required();
+      app.add_option("--out", args->out, "Output directory (must not exist)")->required();
+      app.add_flag("--mxfp8", args->mxfp8,
+                   "Store the 2-D non-embedding weights as MXFP8 (NAME + NAME_scale)");
+      app.add_option("--dtype", args->dtype,
+                     "Dtype of the other float tensors: keep (default), fp32, bf16, fp16");
+      app.add_option("--scale-rule", args->scale_rule, "MXFP8 scale rule: ceil (default), floor");
+      app.add_flag("--overwrite", args->overwrite, "Replace --out if it exists");
+      return [args] { return run_reshard(*args); };
+    });
+
+}  // namespace
+}  // namespace shardwise::cli

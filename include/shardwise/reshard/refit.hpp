@@ -1,0 +1,183 @@
+// Refit (seed 003, issue 8): moving freshly trained weights from the training ranks, where every
+// data-parallel rank holds each parameter whole, to an inference group that wants Megatron
+// tensor-parallel slices - bf16, or MXFP8 in persistent buffers whose addresses never change, so
+// CUDA-graph captures on the inference side stay valid from one refit to the next.
+//
+// Megatron tensor-parallel rules per weight kind (matched on the end of the param name, so both
+// this repository's names and Megatron-Core's linear_* names work):
+//   column-parallel, split along dim 0 (the output features):
+//     attention QKV weight and bias (*qkv.weight / *qkv.bias) with stride 3: the fused [q; k; v]
+//       rows are split block-wise so each TP rank gets the q, k and v rows of its own heads;
+//     MLP fc1 weight and bias (*fc1.weight / *fc1.bias);
+//     word embeddings and the output layer, along the vocabulary (*word_embeddings.weight,
+//       *output_layer.weight);
+//   row-parallel, split along dim 1 (the input features): attention proj and MLP fc2 weights
+//     (*proj.weight, *fc2.weight);
+//   replicated on every TP rank: everything else (proj / fc2 biases, layernorms, position
+//     embeddings).
+// MXFP8 on the inference side: the 2-D weights except embeddings and the output layer (their rows
+// are looked up, not multiplied, and stay bf16).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "shardwise/comm/process_group.hpp"
+#include "shardwise/core/mxfp8.hpp"
+#include "shardwise/reshard/mxfp8_reshard_transform.hpp"
+#include "shardwise/reshard/reshard_executor.hpp"
+#include "shardwise/reshard/reshard_plan.hpp"
+#include "shardwise/reshard/sharding_spec.hpp"
+
+namespace shardwise {
+
+enum class TpKind { kColumnParallel, kRowParallel, kReplicated };
+// "column", "row", "replicated"
+const char* tp_kind_name(TpKind kind);
+
+struct TpRule {
+  TpKind kind = TpKind::kReplicated;
+  int partition_dim = 0;  // the split dimension (column: 0, row: 1); unused when replicated
+  int stride = 1;         // block interleave of the split dim (fused QKV: 3)
+  bool operator==(const TpRule&) const = default;
+};
+
+// "column(dim 0, stride 3)", "row(dim 1)", "replicated"
+std::string to_string(const TpRule& rule);
+
+// The Megatron rule for a param (see the header comment). Throws InvalidArgument naming the param
+// when its shape cannot carry the rule (e.g. a 1-D "proj.weight").
+TpRule megatron_tp_rule(const std::string& name, const std::vector<std::int64_t>& shape);
+
+// Whether the inference side stores this param as MXFP8: 2-D and not an embedding / output layer.
+bool is_mxfp8_refit_candidate(const std::string& name, const std::vector<std::int64_t>& shape);
+
+// The spec of `rule` over the TP ranks [first_rank, first_rank + tp): split params give TP rank t
+// its slice (stride blocks in order), replicated params are held whole by every TP rank. Throws
+// InvalidArgument naming the param when tp x stride does not divide the split dimension.
+ShardingSpec tp_sharding(const std::string& name, const std::vector<std::int64_t>& shape,
+                         const TpRule& rule, int tp, int first_rank = 0);
+
+// The shape of one TP rank's local tensor (the split dimension divided by tp).
+std::vector<std::int64_t> tp_local_shape(const std::vector<std::int64_t>& shape, const TpRule& rule,
+                                         int tp);
+
+// ---------------------------------------------------------------------------------------------
+// Refit between a training group and an inference group sharing one process group.
+
+enum class RefitMode {
+  kBf16,                // every param as plain bf16
+  kMxfp8ReceiverSide,   // bf16 on the wire, MXFP8 conversion on the inference ranks
+  kMxfp8ConvertOnSend,  // the training ranks quantize; MXFP8 data + scales on the wire
+};
+// "bf16", "mxfp8-receiver", "mxfp8-send"
+const char* refit_mode_name(RefitMode mode);
+
+struct RefitParam {
+  std::string name;
+  std::vector<std::int64_t> shape;
+  bool operator==(const RefitParam&) const = default;
+};
+
+// Ranks of the refit group: [0, num_train_ranks) train, each holding every param whole (data-
+// parallel replicas, so the planner spreads the sends over them); [num_train_ranks,
+// num_train_ranks + tp) the inference TP group. Ranks beyond that take no part in the transfer.
+struct RefitTopology {
+  int num_train_ranks = 1;
+  int tp = 1;
+  int first_inference_rank() const { return num_train_ranks; }
+  int num_ranks() const { return num_train_ranks + tp; }
+};
+
+// The reshard requests of a refit (bf16 on the wire): DP replicas -> Megatron TP.
+std::vector<ParamReshardRequest> make_refit_requests(const std::vector<RefitParam>& params,
+                                                     const RefitTopology& topology);
+
+// One inference rank's copy of one param: its local TP tensor in one contiguous allocation, bf16
+// or MXFP8 (data row-major [rows, cols], scales row-major [rows, ceil(cols / 32)]).
+struct InferenceTensor {
+  std::string name;
+  std::vector<std::int64_t> global_shape;
+  std::vector<std::int64_t> local_shape;
+  TpRule rule;
+  bool mxfp8 = false;
+  std::vector<std::uint16_t> bf16;  // when !mxfp8
+  Mxfp8Tensor quantized;            // when mxfp8
+};
+
+struct RefitStats {
+  ReshardStats local;           // this rank's executor counters
+  std::int64_t wire_bytes = 0;  // bytes sent over the wire, summed over the group
+  std::int64_t elements = 0;    // param elements delivered to the inference ranks, summed
+  double seconds = 0;           // the transfer (execute_reshard), slowest rank
+  double stage_seconds = 0;     // training ranks' conversion of their values to bf16, slowest
+  double gigabytes_per_second() const { return seconds > 0 ? wire_bytes / seconds / 1e9 : 0; }
+};
+
+// Runs refits of a fixed set of params in one mode. Allocates the inference ranks' persistent
+// buffers once, in the constructor; every refit writes into the same memory.
+class RefitEngine {
+ public:
+  // Collective-free. `group` must have at least topology.num_ranks() ranks.
+  RefitEngine(ProcessGroupPtr group, std::vector<RefitParam> params, RefitTopology topology,
+              RefitMode mode, Mxfp8Options mxfp8_options = {});
+
+  bool is_train_rank() const;
+  bool is_inference_rank() const;
+  int tp_rank() const;  // -1 off the inference group
+  RefitMode mode() const { return mode_; }
+  const RefitTopology& topology() const { return topology_; }
+  const std::vector<RefitParam>& params() const { return params_; }
+
+  // Collective over the group. Training ranks pass every param's whole value (fp32 or bf16,
+  // row-major, by name); everyone else passes {}. Throws InvalidArgument naming a missing or
+  // mis-sized param.
+  RefitStats refit(const std::map<std::string, TensorView>& full_values);
+
+  // This rank's persistent tensors (empty off the inference group), in name order.
+  const std::vector<InferenceTensor>& weights() const { return weights_; }
+  // Start address of every persistent buffer (bf16 data, or MXFP8 data and scale), in order.
+  std::vector<const void*> buffer_addresses() const;
+  // Overwrites the persistent buffers' contents with `byte` (addresses unchanged), so a refit
+  // that fails to deliver something cannot pass verification with stale data.
+  void fill_buffers(std::uint8_t byte);
+
+ private:
+  ProcessGroupPtr group_;
+  std::vector<RefitParam> params_;
+  RefitTopology topology_;
+  RefitMode mode_;
+  Mxfp8Options mxfp8_options_;
+  ReshardPlan plan_;
+  std::vector<InferenceTensor> weights_;
+  ReshardDestinations destinations_;                  // views into weights_ (bf16 params)
+  Mxfp8PersistentBuffers mxfp8_buffers_;              // views into weights_ (MXFP8 params)
+  std::unique_ptr<Mxfp8ReshardTransform> transform_;  // null in bf16 mode
+  std::vector<std::vector<std::uint16_t>> staging_;   // training ranks: bf16 copy of each param
+};
+
+// The whole fp32 value of every param, sent from group rank `source_rank` to every inference rank
+// with plain point-to-point messages: an independent path for checking what a refit delivered.
+// Collective over the source and the inference ranks (others return at once). The source passes
+// the values (fp32 or bf16); inference ranks get the fp32 copies, other ranks an empty map.
+std::map<std::string, std::vector<float>> send_reference_weights(
+    ProcessGroup& group, const std::vector<RefitParam>& params, const RefitTopology& topology,
+    int source_rank, const std::map<std::string, TensorView>& values);
+
+struct RefitVerification {
+  int tensors_checked = 0;
+  std::string first_mismatch;  // empty when everything matched
+  bool ok() const { return first_mismatch.empty(); }
+};
+
+// Checks every persistent tensor of an inference rank bit for bit against the expectation built
+// without the planner: the rank's TP slice (tp_export's index arithmetic) of the full fp32
+// reference rounded to bf16, then quantized with quantize_mxfp8 for MXFP8 params.
+RefitVerification verify_refit(const std::vector<InferenceTensor>& weights,
+                               const std::map<std::string, std::vector<float>>& reference, int tp,
+                               int tp_rank, const Mxfp8Options& mxfp8_options = {});
+
+}  // namespace shardwise

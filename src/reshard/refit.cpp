@@ -1,0 +1,481 @@
+#include "shardwise/reshard/refit.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <set>
+#include <string_view>
+#include <utility>
+
+#include "shardwise/core/error.hpp"
+#include "shardwise/core/float_convert.hpp"
+#include "shardwise/reshard/tp_export.hpp"
+
+namespace shardwise {
+namespace {
+
+std::int64_t product(const std::vector<std::int64_t>& shape) {
+  std::int64_t n = 1;
+  for (std::int64_t d : shape) n *= d;
+  return n;
+}
+
+bool is_split(const TpRule& rule) { return rule.kind != TpKind::kReplicated; }
+
+// Row-major multi-index of flat element `index` of `shape`, as "[i, j]".
+std::string index_text(std::int64_t index, const std::vector<std::int64_t>& shape) {
+  std::vector<std::int64_t> idx(shape.size());
+  for (std::size_t d = shape.size(); d-- > 0;) {
+    idx[d] = shape[d] ? index % shape[d] : 0;
+    index = shape[d] ? index / shape[d] : 0;
+  }
+  return to_string(idx);
+}
+
+std::string hex_byte(std::uint32_t v, int digits) {
+  static const char* kDigits = "0123456789abcdef";
+  std::string out = "0x";
+  for (int i = digits - 1; i >= 0; --i) out += kDigits[(v >> (4 * i)) & 0xF];
+  return out;
+}
+
+// Copies `n` elements of a float tensor (fp32 / bf16 / fp16) into bf16.
+void convert_to_bf16(TensorView src, std::uint16_t* dst, const std::string& name) {
+  const std::int64_t n = src.numel;
+  switch (src.dtype) {
+    case DType::kFloat32: {
+      const float* s = src.as<float>();
+      for (std::int64_t i = 0; i < n; ++i) dst[i] = float_to_bf16(s[i]);
+      return;
+    }
+    case DType::kBFloat16:
+      std::memcpy(dst, src.data, src.nbytes());
+      return;
+    case DType::kFloat16: {
+      const std::uint16_t* s = src.as<std::uint16_t>();
+      for (std::int64_t i = 0; i < n; ++i) dst[i] = float_to_bf16(fp16_to_float(s[i]));
+      return;
+    }
+    default:
+      throw InvalidArgument(str_cat("refit: param ", name, " has dtype ", dtype_name(src.dtype),
+                                    "; expected fp32, bf16 or fp16"));
+  }
+}
+
+std::vector<float> to_fp32(TensorView src, const std::string& name) {
+  std::vector<float> out(static_cast<std::size_t>(src.numel));
+  switch (src.dtype) {
+    case DType::kFloat32:
+      std::memcpy(out.data(), src.data, src.nbytes());
+      break;
+    case DType::kBFloat16: {
+      const std::uint16_t* s = src.as<std::uint16_t>();
+      for (std::size_t i = 0; i < out.size(); ++i) out[i] = bf16_to_float(s[i]);
+      break;
+    }
+    case DType::kFloat16: {
+      const std::uint16_t* s = src.as<std::uint16_t>();
+      for (std::size_t i = 0; i < out.size(); ++i) out[i] = fp16_to_float(s[i]);
+      break;
+    }
+    default:
+      throw InvalidArgument(str_cat("refit: param ", name, " has dtype ", dtype_name(src.dtype),
+                                    "; expected fp32, bf16 or fp16"));
+  }
+  return out;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+constexpr int kReferenceTag = 1;
+
+}  // namespace
+
+const char* tp_kind_name(TpKind kind) {
+  switch (kind) {
+    case TpKind::kColumnParallel:
+      return "column";
+    case TpKind::kRowParallel:
+      return "row";
+    case TpKind::kReplicated:
+      return "replicated";
+  }
+  return "?";
+}
+
+std::string to_string(const TpRule& rule) {
+  if (!is_split(rule)) return "replicated";
+  std::string out = str_cat(tp_kind_name(rule.kind), "(dim ", rule.partition_dim);
+  if (rule.stride != 1) out += str_cat(", stride ", rule.stride);
+  return out + ")";
+}
+
+TpRule megatron_tp_rule(const std::string& name, const std::vector<std::int64_t>& shape) {
+  const auto is = [&](std::string_view suffix) { return name.ends_with(suffix); };
+  TpRule rule;
+  if (is("qkv.weight") || is("qkv.bias")) {
+    rule = {TpKind::kColumnParallel, 0, 3};
+  } else if (is("fc1.weight") || is("fc1.bias") || is("word_embeddings.weight") ||
+             is("output_layer.weight")) {
+    rule = {TpKind::kColumnParallel, 0, 1};
+  } else if (is("proj.weight") || is("fc2.weight")) {
+    rule = {TpKind::kRowParallel, 1, 1};
+  } else {
+    return rule;
+  }
+  const bool weight = is(".weight");
+  const std::size_t want = weight ? 2 : 1;
+  SW_REQUIRE(shape.size() == want, InvalidArgument, "param ", name, ": a ", tp_kind_name(rule.kind),
+             "-parallel ", weight ? "weight" : "bias", " must be ", want, "-d, got shape ",
+             to_string(shape));
+  return rule;
+}
+
+bool is_mxfp8_refit_candidate(const std::string& name, const std::vector<std::int64_t>& shape) {
+  if (shape.size() != 2) return false;
+  return name.find("embedding") == std::string::npos &&
+         name.find("output_layer") == std::string::npos;
+}
+
+ShardingSpec tp_sharding(const std::string& name, const std::vector<std::int64_t>& shape,
+                         const TpRule& rule, int tp, int first_rank) {
+  ParallelSharding placement;
+  placement.first_rank = first_rank;
+  if (is_split(rule)) {
+    placement.tp = tp;
+    placement.partition_dim = rule.partition_dim;
+    placement.stride = rule.stride;
+  } else {
+    placement.dp = tp;
+  }
+  return parallel_sharding(name, shape, placement);
+}
+
+std::vector<std::int64_t> tp_local_shape(const std::vector<std::int64_t>& shape, const TpRule& rule,
+                                         int tp) {
+  SW_REQUIRE(tp >= 1, InvalidArgument, "tensor-parallel size ", tp, " must be >= 1");
+  std::vector<std::int64_t> local = shape;
+  if (!is_split(rule)) return local;
+  SW_REQUIRE(rule.partition_dim >= 0 && rule.partition_dim < static_cast<int>(shape.size()),
+             InvalidArgument, "split dim ", rule.partition_dim, " outside shape ",
+             to_string(shape));
+  const std::int64_t d = shape[static_cast<std::size_t>(rule.partition_dim)];
+  SW_REQUIRE(d % (static_cast<std::int64_t>(tp) * rule.stride) == 0, InvalidArgument, "dim ",
+             rule.partition_dim, " of ", to_string(shape), " is not divisible by tp ", tp,
+             rule.stride != 1 ? str_cat(" x stride ", rule.stride) : std::string());
+  local[static_cast<std::size_t>(rule.partition_dim)] = d / tp;
+  return local;
+}
+
+const char* refit_mode_name(RefitMode mode) {
+  switch (mode) {
+    case RefitMode::kBf16:
+      return "bf16";
+    case RefitMode::kMxfp8ReceiverSide:
+      return "mxfp8-receiver";
+    case RefitMode::kMxfp8ConvertOnSend:
+      return "mxfp8-send";
+  }
+  return "?";
+}
+
+std::vector<ParamReshardRequest> make_refit_requests(const std::vector<RefitParam>& params,
+                                                     const RefitTopology& topology) {
+  SW_REQUIRE(topology.num_train_ranks >= 1 && topology.tp >= 1, InvalidArgument,
+             "refit topology: ", topology.num_train_ranks, " training ranks and tp ", topology.tp,
+             " (both must be >= 1)");
+  std::vector<ParamReshardRequest> requests;
+  requests.reserve(params.size());
+  for (const RefitParam& p : params) {
+    ParallelSharding replicas;
+    replicas.dp = topology.num_train_ranks;
+    requests.push_back({p.name, DType::kBFloat16, parallel_sharding(p.name, p.shape, replicas),
+                        tp_sharding(p.name, p.shape, megatron_tp_rule(p.name, p.shape), topology.tp,
+                                    topology.first_inference_rank())});
+  }
+  return requests;
+}
+
+RefitEngine::RefitEngine(ProcessGroupPtr group, std::vector<RefitParam> params,
+                         RefitTopology topology, RefitMode mode, Mxfp8Options mxfp8_options)
+    : group_(std::move(group)),
+      params_(std::move(params)),
+      topology_(topology),
+      mode_(mode),
+      mxfp8_options_(mxfp8_options) {
+  SW_REQUIRE(group_ != nullptr, InvalidArgument, "refit: no process group");
+  SW_REQUIRE(group_->size() >= topology_.num_ranks(), InvalidArgument,
+             "refit: ", topology_.num_train_ranks, " training ranks + tp ", topology_.tp,
+             " inference ranks do not fit a group of ", group_->size());
+  SW_REQUIRE(mxfp8_options_.layout == Mxfp8ScaleLayout::kRowMajor, InvalidArgument,
+             "refit: MXFP8 scales are kept row-major (one contiguous buffer per param)");
+  std::sort(params_.begin(), params_.end(),
+            [](const RefitParam& a, const RefitParam& b) { return a.name < b.name; });
+  const std::vector<ParamReshardRequest> requests = make_refit_requests(params_, topology_);
+  const int me = group_->rank();
+  plan_ = plan_reshard(requests, me);
+
+  std::set<std::string> convertible;
+  for (const RefitParam& p : params_) {
+    if (mode_ != RefitMode::kBf16 && is_mxfp8_refit_candidate(p.name, p.shape)) {
+      convertible.insert(p.name);
+    }
+  }
+  if (is_train_rank()) {
+    for (const RefitParam& p : params_)
+      staging_.emplace_back(static_cast<std::size_t>(product(p.shape)));
+  }
+  if (is_inference_rank()) {
+    // Allocate everything first, then take views: the views point into heap buffers that stay
+    // where they are for the engine's lifetime.
+    weights_.reserve(params_.size());
+    for (const RefitParam& p : params_) {
+      InferenceTensor t;
+      t.name = p.name;
+      t.global_shape = p.shape;
+      t.rule = megatron_tp_rule(p.name, p.shape);
+      t.local_shape = tp_local_shape(p.shape, t.rule, topology_.tp);
+      t.mxfp8 = convertible.count(p.name) != 0;
+      if (t.mxfp8) {
+        t.quantized = Mxfp8Tensor::allocate(t.local_shape[0], t.local_shape[1]);
+        t.quantized.rule = mxfp8_options_.rule;
+      } else {
+        t.bf16.assign(static_cast<std::size_t>(product(t.local_shape)), 0);
+      }
+      weights_.push_back(std::move(t));
+    }
+    for (InferenceTensor& t : weights_) {
+      const int index = plan_.param_index(t.name);
+      SW_CHECK(index >= 0, "refit: param ", t.name, " missing from its own plan");
+      const std::vector<Box>& boxes =
+          plan_.params()[static_cast<std::size_t>(index)].destination.boxes_of(me);
+      // Several boxes (strided split) are consecutive row blocks of the local tensor only when
+      // the split is along dim 0; the Megatron rules only stride dim 0.
+      SW_CHECK(boxes.size() <= 1 || t.rule.partition_dim == 0, "refit: param ", t.name, " has ",
+               boxes.size(), " boxes split along dim ", t.rule.partition_dim);
+      std::int64_t offset = 0;
+      for (const Box& box : boxes) {
+        const std::int64_t n = box.numel();
+        if (t.mxfp8) {
+          const std::int64_t cols = t.quantized.cols;
+          const std::int64_t rows = n / cols;
+          const std::int64_t blocks = t.quantized.geometry().blocks_per_row;
+          const std::int64_t row0 = offset / cols;
+          mxfp8_buffers_[t.name].push_back(
+              Mxfp8View{std::span<std::uint8_t>(t.quantized.data)
+                            .subspan(static_cast<std::size_t>(offset), static_cast<std::size_t>(n)),
+                        std::span<std::uint8_t>(t.quantized.scale)
+                            .subspan(static_cast<std::size_t>(row0 * blocks),
+                                     static_cast<std::size_t>(rows * blocks)),
+                        rows, cols, Mxfp8ScaleLayout::kRowMajor});
+        } else {
+          destinations_[t.name].push_back({t.bf16.data() + offset, n, DType::kBFloat16});
+        }
+        offset += n;
+      }
+      SW_CHECK(offset == product(t.local_shape), "refit: boxes of ", t.name, " cover ", offset,
+               " of ", product(t.local_shape), " local elements");
+    }
+  }
+  if (mode_ != RefitMode::kBf16) {
+    transform_ = std::make_unique<Mxfp8ReshardTransform>(
+        convertible, mxfp8_buffers_, "", mode_ == RefitMode::kMxfp8ConvertOnSend, mxfp8_options_);
+  }
+}
+
+bool RefitEngine::is_train_rank() const { return group_->rank() < topology_.num_train_ranks; }
+
+bool RefitEngine::is_inference_rank() const { return tp_rank() >= 0; }
+
+int RefitEngine::tp_rank() const {
+  const int t = group_->rank() - topology_.first_inference_rank();
+  return t >= 0 && t < topology_.tp ? t : -1;
+}
+
+RefitStats RefitEngine::refit(const std::map<std::string, TensorView>& full_values) {
+  const auto t_stage = std::chrono::steady_clock::now();
+  ReshardSources sources;
+  if (is_train_rank()) {
+    for (std::size_t i = 0; i < params_.size(); ++i) {
+      const RefitParam& p = params_[i];
+      const auto it = full_values.find(p.name);
+      SW_REQUIRE(it != full_values.end(), InvalidArgument, "refit: training rank ", group_->rank(),
+                 " has no value for param ", p.name);
+      SW_REQUIRE(it->second.numel == product(p.shape), InvalidArgument, "refit: param ", p.name,
+                 " has ", it->second.numel, " elements on training rank ", group_->rank(),
+                 ", its shape ", to_string(p.shape), " needs ", product(p.shape));
+      convert_to_bf16(it->second, staging_[i].data(), p.name);
+      sources[p.name].push_back(SourceShard::plain(
+          {staging_[i].data(), static_cast<std::int64_t>(staging_[i].size()), DType::kBFloat16}));
+    }
+  }
+  const double stage_seconds = seconds_since(t_stage);
+
+  group_->barrier()->wait();  // time the transfer alone, from a common start
+  const auto t0 = std::chrono::steady_clock::now();
+  RefitStats stats;
+  stats.local = execute_reshard(*group_, plan_, sources, destinations_, transform_.get());
+  const double seconds = seconds_since(t0);
+
+  std::int64_t delivered = 0;
+  for (const InferenceTensor& t : weights_) delivered += product(t.local_shape);
+  std::int64_t sums[2] = {stats.local.bytes_sent, delivered};
+  group_->all_reduce({sums, 2, DType::kInt64}, ReduceOp::kSum)->wait();
+  std::int64_t nanos[2] = {static_cast<std::int64_t>(seconds * 1e9),
+                           static_cast<std::int64_t>(stage_seconds * 1e9)};
+  group_->all_reduce({nanos, 2, DType::kInt64}, ReduceOp::kMax)->wait();
+  stats.wire_bytes = sums[0];
+  stats.elements = sums[1];
+  stats.seconds = static_cast<double>(nanos[0]) / 1e9;
+  stats.stage_seconds = static_cast<double>(nanos[1]) / 1e9;
+  return stats;
+}
+
+std::vector<const void*> RefitEngine::buffer_addresses() const {
+  std::vector<const void*> out;
+  for (const InferenceTensor& t : weights_) {
+    if (t.mxfp8) {
+      out.push_back(t.quantized.data.data());
+      out.push_back(t.quantized.scale.data());
+    } else {
+      out.push_back(t.bf16.data());
+    }
+  }
+  return out;
+}
+
+void RefitEngine::fill_buffers(std::uint8_t byte) {
+  for (InferenceTensor& t : weights_) {
+    if (t.mxfp8) {
+      std::fill(t.quantized.data.begin(), t.quantized.data.end(), byte);
+      std::fill(t.quantized.scale.begin(), t.quantized.scale.end(), byte);
+    } else {
+      std::memset(t.bf16.data(), byte, t.bf16.size() * sizeof(std::uint16_t));
+    }
+  }
+}
+
+std::map<std::string, std::vector<float>> send_reference_weights(
+    ProcessGroup& group, const std::vector<RefitParam>& params, const RefitTopology& topology,
+    int source_rank, const std::map<std::string, TensorView>& values) {
+  const int me = group.rank();
+  const int first = topology.first_inference_rank();
+  SW_REQUIRE(source_rank >= 0 && source_rank < first, InvalidArgument,
+             "refit reference: source rank ", source_rank, " must be a training rank (< ", first,
+             ")");
+  std::map<std::string, std::vector<float>> received;
+  if (me == source_rank) {
+    std::vector<std::vector<float>> full;
+    full.reserve(params.size());
+    for (const RefitParam& p : params) {
+      const auto it = values.find(p.name);
+      SW_REQUIRE(it != values.end(), InvalidArgument, "refit reference: no value for param ",
+                 p.name, " on rank ", me);
+      SW_REQUIRE(it->second.numel == product(p.shape), InvalidArgument, "refit reference: param ",
+                 p.name, " has ", it->second.numel, " elements, shape ", to_string(p.shape));
+      full.push_back(to_fp32(it->second, p.name));
+    }
+    std::vector<WorkPtr> sends;
+    for (int r = first; r < first + topology.tp; ++r) {
+      for (std::vector<float>& v : full) {
+        sends.push_back(group.send({v.data(), static_cast<std::int64_t>(v.size()), DType::kFloat32},
+                                   r, kReferenceTag));
+      }
+    }
+    for (const WorkPtr& w : sends) w->wait();
+  } else if (me >= first && me < first + topology.tp) {
+    std::vector<WorkPtr> recvs;
+    for (const RefitParam& p : params) {
+      std::vector<float>& v = received[p.name];
+      v.resize(static_cast<std::size_t>(product(p.shape)));
+    }
+    // Same order as the sends (the params' order), so messages of one tag meet in order.
+    for (const RefitParam& p : params) {
+      std::vector<float>& v = received[p.name];
+      recvs.push_back(group.recv({v.data(), static_cast<std::int64_t>(v.size()), DType::kFloat32},
+                                 source_rank, kReferenceTag));
+    }
+    for (const WorkPtr& w : recvs) w->wait();
+  }
+  return received;
+}
+
+RefitVerification verify_refit(const std::vector<InferenceTensor>& weights,
+                               const std::map<std::string, std::vector<float>>& reference, int tp,
+                               int tp_rank, const Mxfp8Options& mxfp8_options) {
+  RefitVerification result;
+  const auto mismatch = [&](std::string text) {
+    if (result.first_mismatch.empty()) result.first_mismatch = std::move(text);
+  };
+  for (const InferenceTensor& t : weights) {
+    ++result.tensors_checked;
+    const auto it = reference.find(t.name);
+    if (it == reference.end()) {
+      mismatch(str_cat("param ", t.name, ": no reference value"));
+      continue;
+    }
+    if (static_cast<std::int64_t>(it->second.size()) != product(t.global_shape)) {
+      mismatch(str_cat("param ", t.name, ": reference has ", it->second.size(), " elements, shape ",
+                       to_string(t.global_shape)));
+      continue;
+    }
+    const std::vector<std::uint8_t> slice = extract_tp_slice(
+        t.name, it->second.data(), t.global_shape, sizeof(float), t.rule, tp, tp_rank);
+    const std::size_t n = slice.size() / sizeof(float);
+    std::vector<std::uint16_t> expected_bf16(n);
+    convert_to_bf16(
+        {const_cast<std::uint8_t*>(slice.data()), static_cast<std::int64_t>(n), DType::kFloat32},
+        expected_bf16.data(), t.name);
+    const std::string where =
+        str_cat("param ", t.name, " (", to_string(t.rule), ", tp rank ", tp_rank, " of ", tp, ")");
+    if (!t.mxfp8) {
+      if (t.bf16.size() != n) {
+        mismatch(str_cat(where, ": holds ", t.bf16.size(), " elements, expected ", n));
+        continue;
+      }
+      for (std::size_t i = 0; i < n; ++i) {
+        if (t.bf16[i] != expected_bf16[i]) {
+          mismatch(str_cat(where, ": bf16 element ",
+                           index_text(static_cast<std::int64_t>(i), t.local_shape), " is ",
+                           hex_byte(t.bf16[i], 4), ", expected ", hex_byte(expected_bf16[i], 4)));
+          break;
+        }
+      }
+      continue;
+    }
+    Mxfp8Options options = mxfp8_options;
+    options.layout = Mxfp8ScaleLayout::kRowMajor;
+    const Mxfp8Tensor expected =
+        quantize_mxfp8({expected_bf16.data(), static_cast<std::int64_t>(n), DType::kBFloat16},
+                       t.local_shape[0], t.local_shape[1], options);
+    if (expected.data.size() != t.quantized.data.size() ||
+        expected.scale.size() != t.quantized.scale.size()) {
+      mismatch(str_cat(where, ": MXFP8 buffers of ", t.quantized.data.size(), " + ",
+                       t.quantized.scale.size(), " bytes, expected ", expected.data.size(), " + ",
+                       expected.scale.size()));
+      continue;
+    }
+    const auto d =
+        std::mismatch(expected.data.begin(), expected.data.end(), t.quantized.data.begin());
+    if (d.first != expected.data.end()) {
+      const auto i = d.first - expected.data.begin();
+      mismatch(str_cat(where, ": MXFP8 data byte ", index_text(i, t.local_shape), " is ",
+                       hex_byte(*d.second, 2), ", expected ", hex_byte(*d.first, 2)));
+      continue;
+    }
+    const auto s =
+        std::mismatch(expected.scale.begin(), expected.scale.end(), t.quantized.scale.begin());
+    if (s.first != expected.scale.end()) {
+      const auto i = s.first - expected.scale.begin();
+      const std::vector<std::int64_t> scale_shape{t.local_shape[0],
+                                                  expected.geometry().blocks_per_row};
+      mismatch(str_cat(where, ": MXFP8 scale ", index_text(i, scale_shape), " is ",
+                       hex_byte(*s.second, 2), ", expected ", hex_byte(*s.first, 2)));
+    }
+  }
+  return result;
+}
+
+}  // namespace shardwise

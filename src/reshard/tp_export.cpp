@@ -1,0 +1,216 @@
+#include "shardwise/reshard/tp_export.hpp"
+
+#include <cstdio>
+#include <cstring>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "shardwise/core/error.hpp"
+#include "shardwise/core/float_convert.hpp"
+
+namespace shardwise {
+namespace {
+
+std::int64_t product(const std::vector<std::int64_t>& shape, std::size_t begin, std::size_t end) {
+  std::int64_t n = 1;
+  for (std::size_t i = begin; i < end; ++i) n *= shape[i];
+  return n;
+}
+
+bool is_16_or_32_bit_float(DType d) {
+  return d == DType::kFloat32 || d == DType::kBFloat16 || d == DType::kFloat16;
+}
+
+float load_float(const std::uint8_t* p, DType d) {
+  if (d == DType::kFloat32) {
+    float f;
+    std::memcpy(&f, p, 4);
+    return f;
+  }
+  std::uint16_t h;
+  std::memcpy(&h, p, 2);
+  return d == DType::kBFloat16 ? bf16_to_float(h) : fp16_to_float(h);
+}
+
+void store_float(float f, std::uint8_t* p, DType d) {
+  if (d == DType::kFloat32) {
+    std::memcpy(p, &f, 4);
+    return;
+  }
+  const std::uint16_t h = d == DType::kBFloat16 ? float_to_bf16(f) : float_to_fp16(f);
+  std::memcpy(p, &h, 2);
+}
+
+// Converts a row-major float array between fp32 / bf16 / fp16 (RNE through fp32, which holds
+// every bf16 and fp16 value exactly).
+std::vector<std::uint8_t> convert_floats(const std::vector<std::uint8_t>& in, DType from,
+                                         DType to) {
+  if (from == to) return in;
+  const std::size_t n = in.size() / dtype_size(from);
+  std::vector<std::uint8_t> out(n * dtype_size(to));
+  for (std::size_t i = 0; i < n; ++i) {
+    store_float(load_float(in.data() + i * dtype_size(from), from), out.data() + i * dtype_size(to),
+                to);
+  }
+  return out;
+}
+
+bool exports_as_mxfp8(const SourceTensor& t, const TpExportOptions& options) {
+  return options.mxfp8 && is_16_or_32_bit_float(t.dtype) &&
+         is_mxfp8_refit_candidate(t.name, t.shape);
+}
+
+DType plain_dtype(const SourceTensor& t, const TpExportOptions& options) {
+  return options.dtype && is_16_or_32_bit_float(t.dtype) ? *options.dtype : t.dtype;
+}
+
+void check_split(const std::string& name, const std::vector<std::int64_t>& shape,
+                 const TpRule& rule, int tp) {
+  SW_REQUIRE(tp >= 1, InvalidArgument, "tensor-parallel size ", tp, " must be >= 1");
+  if (rule.kind == TpKind::kReplicated) return;
+  const std::int64_t d = shape[static_cast<std::size_t>(rule.partition_dim)];
+  const std::int64_t parts = static_cast<std::int64_t>(tp) * rule.stride;
+  SW_REQUIRE(d % parts == 0, InvalidArgument, "param ", name, " (", to_string(rule), "): dim ",
+             rule.partition_dim, " of shape ", to_string(shape), " is not divisible by tp ", tp,
+             rule.stride != 1 ? str_cat(" x stride ", rule.stride) : "");
+}
+
+}  // namespace
+
+std::vector<std::uint8_t> extract_tp_slice(const std::string& name, const void* full,
+                                           const std::vector<std::int64_t>& shape,
+                                           std::size_t element_size, const TpRule& rule, int tp,
+                                           int tp_rank) {
+  check_split(name, shape, rule, tp);
+  SW_REQUIRE(tp_rank >= 0 && tp_rank < tp, InvalidArgument, "param ", name, ": tp rank ", tp_rank,
+             " outside [0, ", tp, ")");
+  const auto* src = static_cast<const std::uint8_t*>(full);
+  const std::int64_t total = product(shape, 0, shape.size());
+  if (rule.kind == TpKind::kReplicated || tp == 1) {
+    return std::vector<std::uint8_t>(src, src + static_cast<std::size_t>(total) * element_size);
+  }
+  // View the tensor as [outer, D, inner] around the split dim: each (outer index, stride block)
+  // contributes one contiguous run of part * inner elements.
+  const auto dim = static_cast<std::size_t>(rule.partition_dim);
+  const std::int64_t outer = product(shape, 0, dim);
+  const std::int64_t split = shape[dim];
+  const std::int64_t inner = product(shape, dim + 1, shape.size());
+  const std::int64_t block = split / rule.stride;
+  const std::int64_t part = block / tp;
+  const std::size_t run = static_cast<std::size_t>(part * inner) * element_size;
+  std::vector<std::uint8_t> out(static_cast<std::size_t>(total / tp) * element_size);
+  std::uint8_t* dst = out.data();
+  for (std::int64_t o = 0; o < outer; ++o) {
+    for (int s = 0; s < rule.stride; ++s) {
+      const std::int64_t row = o * split + s * block + tp_rank * part;
+      std::memcpy(dst, src + static_cast<std::size_t>(row * inner) * element_size, run);
+      dst += run;
+    }
+  }
+  return out;
+}
+
+void check_tp_export(const std::vector<SourceTensor>& tensors, const TpExportOptions& options) {
+  SW_REQUIRE(options.tp >= 1, InvalidArgument, "tensor-parallel size ", options.tp,
+             " must be >= 1");
+  SW_REQUIRE(!options.dtype || is_16_or_32_bit_float(*options.dtype), InvalidArgument,
+             "export dtype ", options.dtype ? dtype_name(*options.dtype) : "",
+             " is not one of fp32, bf16, fp16");
+  std::set<std::string> names;
+  for (const SourceTensor& t : tensors) {
+    SW_REQUIRE(names.insert(t.name).second, InvalidArgument, "param ", t.name, " appears twice");
+  }
+  for (const SourceTensor& t : tensors) {
+    SW_REQUIRE(t.data != nullptr || product(t.shape, 0, t.shape.size()) == 0, InvalidArgument,
+               "param ", t.name, " has no data");
+    check_split(t.name, t.shape, megatron_tp_rule(t.name, t.shape), options.tp);
+    if (exports_as_mxfp8(t, options)) {
+      const std::string scale = t.name + kMxfp8ScaleSuffix;
+      SW_REQUIRE(names.count(scale) == 0, InvalidArgument, "param ", t.name,
+                 " would be written as MXFP8 with its scales under ", scale,
+                 ", a name the input already uses");
+    }
+  }
+}
+
+std::vector<ExportedTensor> export_tp_rank(const std::vector<SourceTensor>& tensors,
+                                           const TpExportOptions& options, int tp_rank) {
+  check_tp_export(tensors, options);
+  std::vector<ExportedTensor> out;
+  for (const SourceTensor& t : tensors) {
+    const TpRule rule = megatron_tp_rule(t.name, t.shape);
+    const std::vector<std::int64_t> local = tp_local_shape(t.shape, rule, options.tp);
+    std::vector<std::uint8_t> slice =
+        extract_tp_slice(t.name, t.data, t.shape, dtype_size(t.dtype), rule, options.tp, tp_rank);
+    const DType dtype = plain_dtype(t, options);
+    if (dtype != t.dtype) slice = convert_floats(slice, t.dtype, dtype);
+    if (!exports_as_mxfp8(t, options)) {
+      out.push_back({t.name, dtype, local, std::move(slice)});
+      continue;
+    }
+    Mxfp8Options mx = options.mxfp8_options;
+    mx.layout = Mxfp8ScaleLayout::kRowMajor;
+    const std::int64_t n = static_cast<std::int64_t>(slice.size() / dtype_size(dtype));
+    Mxfp8Tensor q = quantize_mxfp8({slice.data(), n, dtype}, local[0], local[1], mx);
+    const std::int64_t blocks = q.geometry().blocks_per_row;
+    out.push_back({t.name, DType::kFloat8E4M3, local, std::move(q.data)});
+    out.push_back(
+        {t.name + kMxfp8ScaleSuffix, DType::kFloat8E8M0, {local[0], blocks}, std::move(q.scale)});
+  }
+  return out;
+}
+
+std::map<std::string, std::string> tp_export_metadata(const std::vector<SourceTensor>& tensors,
+                                                      const TpExportOptions& options, int tp_rank) {
+  nlohmann::ordered_json per_tensor = nlohmann::ordered_json::object();
+  for (const SourceTensor& t : tensors) {
+    const TpRule rule = megatron_tp_rule(t.name, t.shape);
+    const bool mxfp8 = exports_as_mxfp8(t, options);
+    nlohmann::ordered_json entry;
+    entry["rule"] = tp_kind_name(rule.kind);
+    entry["partition_dim"] = rule.kind == TpKind::kReplicated ? -1 : rule.partition_dim;
+    entry["stride"] = rule.stride;
+    entry["global_shape"] = t.shape;
+    entry["local_shape"] = tp_local_shape(t.shape, rule, options.tp);
+    entry["format"] = mxfp8 ? "mxfp8" : "plain";
+    entry["source_dtype"] = std::string(dtype_safetensors_name(t.dtype));
+    if (mxfp8) entry["scale_tensor"] = t.name + kMxfp8ScaleSuffix;
+    per_tensor[t.name] = std::move(entry);
+  }
+  std::map<std::string, std::string> meta;
+  meta["format"] = kTpExportFormat;
+  meta["tp_size"] = std::to_string(options.tp);
+  meta["tp_rank"] = std::to_string(tp_rank);
+  meta["mxfp8"] = options.mxfp8 ? "true" : "false";
+  if (options.mxfp8) {
+    meta["mxfp8_block_size"] = std::to_string(kMxfp8BlockSize);
+    meta["mxfp8_scale_rule"] =
+        options.mxfp8_options.rule == Mxfp8ScaleRule::kCeil ? "ceil" : "floor";
+    meta["mxfp8_scale_layout"] = "row_major";
+  }
+  meta["tensors"] = per_tensor.dump();
+  return meta;
+}
+
+std::filesystem::path resolve_model_weights_file(const std::filesystem::path& path) {
+  std::error_code ec;
+  if (std::filesystem::is_regular_file(path, ec)) {
+    SW_REQUIRE(path.extension() == ".safetensors", IoError, "checkpoint ", path.string(),
+               " is a file but not a .safetensors file");
+    return path;
+  }
+  SW_REQUIRE(std::filesystem::is_directory(path, ec), IoError, "checkpoint ", path.string(),
+             " does not exist (expected a checkpoint directory or a .safetensors file)");
+  const std::filesystem::path weights = path / "model.safetensors";
+  SW_REQUIRE(std::filesystem::is_regular_file(weights, ec), IoError, "checkpoint directory ",
+             path.string(), " has no model.safetensors");
+  return weights;
+}
+
+std::string tp_export_file_name(int tp_rank, int tp) {
+  char buffer[64];
+  std::snprintf(buffer, sizeof(buffer), "tp-rank-%02d-of-%02d.safetensors", tp_rank, tp);
+  return buffer;
+}
+
+}  // namespace shardwise

@@ -1,0 +1,227 @@
+#!/usr/bin/env bash
+# CLI test for `shardwise refit` (under mpirun) and `shardwise reshard` (offline TP export).
+# Usage: refit_cli_test.sh PATH/TO/shardwise REPO_ROOT [MPIEXEC]
+# Checks exit codes, the bit-exact verification line, the JSON measurements, and (with an
+# independent numpy reader) the per-TP-rank safetensors files: slices per Megatron rule, stride-3
+# QKV, MXFP8 data + scales that decode back to the slice.
+set -euo pipefail
+
+shardwise=${1:?usage: refit_cli_test.sh SHARDWISE_BINARY REPO_ROOT [MPIEXEC]}
+root=${2:?usage: refit_cli_test.sh SHARDWISE_BINARY REPO_ROOT [MPIEXEC]}
+mpiexec=${3:-mpirun}
+python=/usr/bin/python3
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
+export OPENBLAS_NUM_THREADS=1 OMPI_MCA_rmaps_base_oversubscribe=1
+work=$(mktemp -d "${TMPDIR:-/tmp}/shardwise_refit_cli.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+failures=0
+
+fail() {
+  echo "FAIL: $*" >&2
+  failures=$((failures + 1))
+}
+
+# expect_rc CODE NAME COMMAND...: runs COMMAND with stdout/stderr in $work/NAME.{out,err}.
+expect_rc() {
+  local want=$1 name=$2
+  shift 2
+  local rc=0
+  "$@" >"$work/$name.out" 2>"$work/$name.err" || rc=$?
+  if [[ $rc -ne $want ]]; then
+    fail "$name: exit code $rc, expected $want"
+    sed 's/^/    /' "$work/$name.out" "$work/$name.err" | tail -20 >&2
+    return 1
+  fi
+}
+
+# --- refit after a short training run: 4 training ranks, TP=2 inference on ranks 4-5 -----------
+if expect_rc 0 refit6 "$mpiexec" -np 6 --oversubscribe "$shardwise" refit \
+    --config "$root/examples/refit.yaml" training.steps=5 --repeat 2 --json "$work/refit.json"; then
+  grep -q "verified [0-9]* tensors, all bit-exact" "$work/refit6.out" ||
+    fail "refit6: no verification line"
+  "$python" - "$work/refit.json" "$work/refit6.out" <<'PY' || fail "refit6: measurements"
+import json, re, sys
+doc = json.load(open(sys.argv[1]))
+out = open(sys.argv[2]).read()
+assert doc["world_size"] == 6 and doc["training_ranks"] == 4 and doc["tp"] == 2, doc
+modes = {m["mode"]: m for m in doc["modes"]}
+assert set(modes) == {"bf16", "mxfp8-receiver", "mxfp8-send"}, modes.keys()
+# Every param once per inference rank, per refit, per mode.
+n = int(re.search(r"verified (\d+) tensors", out).group(1))
+assert n == doc["params"] * 2 * 2 * 3 == doc["verified_tensors"], (n, doc["params"])
+bf16 = modes["bf16"]
+# TP slices of every param plus the replicated ones on both ranks: 2 bytes per delivered element.
+assert bf16["wire_bytes"] == 2 * bf16["elements_delivered"], bf16
+assert modes["mxfp8-receiver"]["wire_bytes"] == bf16["wire_bytes"]
+send = modes["mxfp8-send"]["wire_bytes"]
+assert 0.5 * bf16["wire_bytes"] < send < 0.75 * bf16["wire_bytes"], (send, bf16["wire_bytes"])
+for m in doc["modes"]:
+    assert len(m["seconds"]) == 2 and m["median_seconds"] > 0 and m["gigabytes_per_second"] > 0, m
+for mode in modes:
+    assert re.search(r"^%s\s+\d+" % re.escape(mode), out, re.M), mode
+PY
+fi
+
+# --- too few ranks: exit 2 with a message -----------------------------------------------------
+if expect_rc 2 refit2 "$mpiexec" -np 2 --oversubscribe "$shardwise" refit \
+    --config "$root/examples/refit.yaml" training.steps=5; then
+  grep -q "needs at least 3 ranks" "$work/refit2.err" || fail "refit2: no rank-count message"
+fi
+expect_rc 2 refit_bad_mode "$shardwise" refit --config "$root/examples/refit.yaml" --mxfp8 maybe ||
+  true
+expect_rc 2 refit_bad_key "$shardwise" refit --config "$root/examples/refit.yaml" model.nope=1 ||
+  true
+
+# --- a small checkpoint written by an independent writer --------------------------------------
+mkdir -p "$work/ckpt" "$work/odd"
+"$python" - "$work/ckpt/model.safetensors" "$work/odd/model.safetensors" <<'PY'
+import json, struct, sys
+import numpy as np
+
+def write(path, tensors):
+    header, blobs, offset = {}, [], 0
+    for name, a in tensors.items():
+        b = a.astype("<f4").tobytes()
+        header[name] = {"dtype": "F32", "shape": list(a.shape), "data_offsets": [offset, offset + len(b)]}
+        blobs.append(b)
+        offset += len(b)
+    h = json.dumps(header).encode()
+    h += b" " * (-len(h) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
+
+rng = np.random.default_rng(3)
+def t(*shape):
+    # Magnitudes vary per block of 32 so MXFP8 scales differ.
+    a = rng.uniform(-1, 1, size=shape).astype(np.float32)
+    flat = a.reshape(-1)
+    flat *= np.exp2((np.arange(flat.size) // 32) % 7 - 3).astype(np.float32)
+    return a
+
+write(sys.argv[1], {
+    "embedding.word_embeddings.weight": t(64, 64),
+    "layers.0.input_layernorm.weight": t(64),
+    "layers.0.attention.qkv.weight": t(192, 64),
+    "layers.0.attention.qkv.bias": t(192),
+    "layers.0.attention.proj.weight": t(64, 64),
+    "layers.0.attention.proj.bias": t(64),
+    "layers.0.mlp.fc1.weight": t(128, 64),
+    "layers.0.mlp.fc2.weight": t(64, 128),
+    "layers.0.mlp.fc2.bias": t(64),
+})
+write(sys.argv[2], {"layers.0.input_layernorm.weight": t(64), "layers.0.mlp.fc1.weight": t(6, 64)})
+PY
+
+# Independent check of an export: numpy slicing by the Megatron rules, MXFP8 decoded by hand.
+check_export() {
+  "$python" - "$work/ckpt/model.safetensors" "$1" "$2" "$3" <<'PY'
+import json, struct, sys
+import numpy as np
+
+def read(path):
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        header = json.loads(f.read(n))
+        data = f.read()
+    meta = header.pop("__metadata__", {})
+    out = {}
+    for name, e in header.items():
+        b, end = e["data_offsets"]
+        dt = {"F32": "<f4", "F8_E4M3": "u1", "F8_E8M0": "u1", "BF16": "<u2"}[e["dtype"]]
+        out[name] = (e["dtype"], np.frombuffer(data[b:end], dtype=dt).reshape(e["shape"]))
+    return meta, out
+
+def e4m3(byte):
+    s = np.where(byte & 0x80, -1.0, 1.0)
+    e = (byte >> 3) & 0xF
+    m = (byte & 7).astype(np.float64)
+    return s * np.where(e == 0, m / 8 * 2.0 ** -6, (1 + m / 8) * 2.0 ** (e.astype(np.float64) - 7))
+
+def expected_slice(name, a, tp, r):
+    if name.endswith("qkv.weight") or name.endswith("qkv.bias"):
+        parts = np.split(a, 3, axis=0)
+        return np.concatenate([np.split(p, tp, axis=0)[r] for p in parts], axis=0)
+    if name.endswith(("fc1.weight", "fc1.bias", "word_embeddings.weight")):
+        return np.split(a, tp, axis=0)[r]
+    if name.endswith(("proj.weight", "fc2.weight")):
+        return np.split(a, tp, axis=1)[r]
+    return a
+
+_, full = read(sys.argv[1])
+out_dir, tp, mxfp8 = sys.argv[2], int(sys.argv[3]), sys.argv[4] == "1"
+for r in range(tp):
+    meta, got = read(f"{out_dir}/tp-rank-{r:02d}-of-{tp:02d}.safetensors")
+    assert meta["tp_size"] == str(tp) and meta["tp_rank"] == str(r), meta
+    rules = json.loads(meta["tensors"])
+    assert set(rules) == set(full), rules.keys()
+    for name, (_, a) in full.items():
+        want = expected_slice(name, a, tp, r)
+        quantized = mxfp8 and a.ndim == 2 and "embedding" not in name
+        dtype, g = got[name]
+        assert rules[name]["format"] == ("mxfp8" if quantized else "plain"), name
+        if not quantized:
+            assert dtype == "F32" and np.array_equal(g, want), name
+            assert name + "_scale" not in got
+            continue
+        sdtype, s = got[name + "_scale"]
+        assert dtype == "F8_E4M3" and sdtype == "F8_E8M0", (dtype, sdtype)
+        assert g.shape == want.shape and s.shape == (want.shape[0], want.shape[1] // 32), s.shape
+        scale = np.repeat(2.0 ** (s.astype(np.float64) - 127), 32, axis=1)
+        decoded = e4m3(g) * scale
+        # E4M3 keeps 3 mantissa bits: error <= 2^-4 relative, or half a subnormal step.
+        err = np.abs(decoded - want)
+        assert np.all(err <= np.abs(want) * 2.0 ** -4 + scale * 2.0 ** -10), (name, err.max())
+        # Ceil rule: no block saturates, and the scale is the smallest power of two that fits.
+        amax = np.abs(want).reshape(want.shape[0], -1, 32).max(axis=2)
+        assert np.all(amax <= 448 * 2.0 ** (s.astype(np.float64) - 127)), name
+        assert np.all(amax > 448 * 2.0 ** (s.astype(np.float64) - 128)), name
+PY
+}
+
+for tp in 1 2 4; do
+  if expect_rc 0 "reshard_tp$tp" "$shardwise" reshard --checkpoint "$work/ckpt" --tp "$tp" \
+      --out "$work/out_tp$tp"; then
+    check_export "$work/out_tp$tp" "$tp" 0 || fail "reshard tp=$tp: content"
+  fi
+done
+if expect_rc 0 reshard_mxfp8 "$shardwise" reshard --checkpoint "$work/ckpt/model.safetensors" \
+    --tp 2 --mxfp8 --out "$work/out_mx"; then
+  check_export "$work/out_mx" 2 1 || fail "reshard --mxfp8: content"
+  [[ $(ls "$work/out_mx" | wc -l) -eq 2 ]] || fail "reshard --mxfp8: expected 2 files"
+fi
+
+# --- errors: exit 2, one line naming the problem, nothing left behind ---------------------------
+if expect_rc 2 reshard_missing "$shardwise" reshard --checkpoint "$work/nope" --tp 2 \
+    --out "$work/x"; then
+  grep -q "nope" "$work/reshard_missing.err" || fail "missing checkpoint not named"
+fi
+mkdir -p "$work/empty"
+if expect_rc 2 reshard_empty "$shardwise" reshard --checkpoint "$work/empty" --tp 2 \
+    --out "$work/x"; then
+  grep -q "has no model.safetensors" "$work/reshard_empty.err" || fail "empty dir message"
+fi
+if expect_rc 2 reshard_odd "$shardwise" reshard --checkpoint "$work/odd" --tp 4 --out "$work/x"; then
+  grep -q "layers.0.mlp.fc1.weight" "$work/reshard_odd.err" || fail "indivisible param not named"
+fi
+if expect_rc 2 reshard_exists "$shardwise" reshard --checkpoint "$work/ckpt" --tp 2 \
+    --out "$work/out_tp2"; then
+  grep -q "already exists" "$work/reshard_exists.err" || fail "existing --out message"
+fi
+expect_rc 0 reshard_overwrite "$shardwise" reshard --checkpoint "$work/ckpt" --tp 2 \
+    --out "$work/out_tp2" --overwrite || true
+[[ ! -e "$work/x" ]] || fail "a failed reshard left $work/x"
+leftovers=$(find "$work" -maxdepth 1 -name '.*' | wc -l)
+[[ $leftovers -eq 0 ]] || fail "temp directories left behind: $(ls -a "$work")"
+
+# --- refit from the checkpoint: 1 training rank, TP=2 inference ------------------------------
+if expect_rc 0 refit_ckpt "$mpiexec" -np 3 --oversubscribe "$shardwise" refit \
+    --checkpoint "$work/ckpt" --repeat 2 --mxfp8 send; then
+  grep -q "verified 36 tensors, all bit-exact" "$work/refit_ckpt.out" ||
+    fail "refit from checkpoint: $(tail -1 "$work/refit_ckpt.out")"
+fi
+
+if [[ $failures -ne 0 ]]; then
+  echo "$failures failure(s)" >&2
+  exit 1
+fi
+echo "refit CLI tests passed"
