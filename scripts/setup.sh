@@ -12,6 +12,15 @@ packages=(
   python3 python3-numpy
 )
 
+# CUDA is not installed from apt: the toolkit is preinstalled at /usr/local/cuda. Only report it
+# (cmake/cuda.cmake builds the CUDA kernels when nvcc is there).
+if [[ -x /usr/local/cuda/bin/nvcc ]]; then
+  cuda_release=$(/usr/local/cuda/bin/nvcc --version | sed -n 's/.*release \([0-9.]*\).*/\1/p')
+  echo "setup: CUDA toolkit ${cuda_release} at /usr/local/cuda: the CUDA kernels will be built"
+else
+  echo "setup: no CUDA toolkit at /usr/local/cuda (no nvcc): the CUDA kernels will be skipped"
+fi
+
 missing=()
 for p in "${packages[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then

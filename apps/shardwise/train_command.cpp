@@ -1,5 +1,9 @@
 // `shardwise train --config FILE.yaml [section.key=value ...]`: the main job. Launch with
 // `mpirun -np N shardwise train ...` (or srun); without a launcher it runs as dp=1.
+// Checkpoints: `--save DIR [--save-interval N] [--keep-last K]` writes DIR/step-0000100/ and the
+// DIR/latest pointer; `--load DIR [--load-step S]` resumes (DIR may also be a step directory),
+// at any data-parallel size.
+#include <optional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -17,6 +21,11 @@ struct TrainArgs {
   std::vector<std::string> overrides;
   std::string log_jsonl;
   std::string plot;
+  std::string save_dir;
+  std::int64_t save_interval = 0;
+  int keep_last = 0;
+  std::string load_dir;
+  std::int64_t load_step = -1;
 };
 
 const bool registered = register_command(
@@ -27,6 +36,22 @@ const bool registered = register_command(
       app.add_option("overrides", args->overrides, "Overrides: section.key=value ...");
       app.add_option("--log-jsonl", args->log_jsonl, "Write one JSON object per step/eval");
       app.add_option("--plot", args->plot, "Write the loss curve(s) as SVG");
+      auto* save = app.add_option("--save", args->save_dir,
+                                  "Save checkpoints under DIR (DIR/step-NNNNNNN, DIR/latest); "
+                                  "always after the last step");
+      app.add_option("--save-interval", args->save_interval, "Also save every N steps")
+          ->needs(save)
+          ->check(CLI::PositiveNumber);
+      app.add_option("--keep-last", args->keep_last,
+                     "Keep only the newest K checkpoints under --save DIR")
+          ->needs(save)
+          ->check(CLI::PositiveNumber);
+      auto* load = app.add_option("--load", args->load_dir,
+                                  "Resume from a checkpoint: DIR (its latest), or a step "
+                                  "directory");
+      app.add_option("--load-step", args->load_step, "With --load DIR: resume from step S")
+          ->needs(load)
+          ->check(CLI::NonNegativeNumber);
       return [args] {
         // Parse before touching MPI so a bad config fails fast with exit 2 on every rank.
         const TrainingConfig config = load_training_config(args->config, args->overrides);
@@ -34,6 +59,11 @@ const bool registered = register_command(
           TrainerOptions options;
           options.log_jsonl = args->log_jsonl;
           options.plot = args->plot;
+          options.save_dir = args->save_dir;
+          options.save_interval = args->save_interval;
+          options.keep_last = args->keep_last;
+          options.load_dir = args->load_dir;
+          if (args->load_step >= 0) options.load_step = args->load_step;
           run_training(config, init_mpi_world(), options);
           return 0;
         });

@@ -347,6 +347,19 @@ void DistributedDataParallel::start_param_sync_for_bucket_groups(
   }
 }
 
+void DistributedDataParallel::start_param_sync_for_group(int group_index) {
+  SW_REQUIRE(config_.reduce_scatter_grads(), InvalidArgument,
+             "start_param_sync_for_group needs use_distributed_optimizer (and not "
+             "use_legacy_param_sync)");
+  SW_REQUIRE(group_index >= 0 && static_cast<std::size_t>(group_index) < groups_.size(),
+             InvalidArgument, "start_param_sync_for_group: no bucket group ", group_index,
+             " (there are ", groups_.size(), ")");
+  const auto g = static_cast<std::size_t>(group_index);
+  groups_[g]->reset_param_sync();
+  param_requested_[g] = true;
+  dispatch_param_gather(group_index, /*async=*/true);
+}
+
 void DistributedDataParallel::finish_param_sync(int group_index) {
   SW_REQUIRE(group_index >= 0 && static_cast<std::size_t>(group_index) < groups_.size(),
              InvalidArgument, "finish_param_sync: no bucket group ", group_index, " (there are ",

@@ -94,21 +94,27 @@ AdamW::State& AdamW::state_for(const OptimParam& p) {
 }
 
 bool AdamW::step_with_ready_grads() {
-  for (const ParamGroup& group : groups_) {
-    const GroupOverrides& o = group.overrides;
-    const double lr = o.lr.value_or(defaults_.lr);
-    const double wd = o.weight_decay.value_or(defaults_.weight_decay);
-    const double beta1 = o.beta1.value_or(defaults_.beta1);
-    const double beta2 = o.beta2.value_or(defaults_.beta2);
-    const double eps = o.eps.value_or(defaults_.eps);
-    for (const OptimParam& p : group.params) {
-      if (p.grad == nullptr) continue;
-      State& st = state_for(p);
-      st.step += 1;
-      const auto n = static_cast<std::size_t>(p.numel());
-      adamw_update(AdamWStepScalars::make(lr, wd, beta1, beta2, eps, st.step), {p.main_param, n},
-                   {p.grad, n}, st.exp_avg, st.exp_avg_sq);
-    }
+  for (std::size_t g = 0; g < groups_.size(); ++g) step_group(g);
+  return true;
+}
+
+bool AdamW::step_group(std::size_t index) {
+  SW_REQUIRE(index < groups_.size(), InvalidArgument, "AdamW: no param group ", index,
+             " (there are ", groups_.size(), ")");
+  const ParamGroup& group = groups_[index];
+  const GroupOverrides& o = group.overrides;
+  const double lr = o.lr.value_or(defaults_.lr);
+  const double wd = o.weight_decay.value_or(defaults_.weight_decay);
+  const double beta1 = o.beta1.value_or(defaults_.beta1);
+  const double beta2 = o.beta2.value_or(defaults_.beta2);
+  const double eps = o.eps.value_or(defaults_.eps);
+  for (const OptimParam& p : group.params) {
+    if (p.grad == nullptr) continue;
+    State& st = state_for(p);
+    st.step += 1;
+    const auto n = static_cast<std::size_t>(p.numel());
+    adamw_update(AdamWStepScalars::make(lr, wd, beta1, beta2, eps, st.step), {p.main_param, n},
+                 {p.grad, n}, st.exp_avg, st.exp_avg_sq);
   }
   return true;
 }

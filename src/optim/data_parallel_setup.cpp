@@ -114,7 +114,9 @@ double all_reduce_sum_exact(ProcessGroup& group, double local_value) {
 std::unique_ptr<Optimizer> make_optimizer(OptimizerMode mode,
                                           const std::vector<DistributedDataParallel*>& chunks,
                                           const MuonOptions& muon, const AdamWOptions& adamw,
-                                          const ProcessGroupPtr& world) {
+                                          const ProcessGroupPtr& world,
+                                          bool overlap_param_gather_with_optimizer_step) {
+  const bool overlap = overlap_param_gather_with_optimizer_step;
   std::vector<std::unique_ptr<Optimizer>> children;
   for (DistributedDataParallel* ddp : chunks) {
     switch (mode) {
@@ -126,14 +128,15 @@ std::unique_ptr<Optimizer> make_optimizer(OptimizerMode mode,
         auto element_sharded = [](const BufferKey& key) {
           return !bucket_is_managed_by_layer_wise_optimizer(key, true, false);
         };
+        children.push_back(std::make_unique<LayerWiseDistributedOptimizer>(*ddp, layer_wise, muon,
+                                                                           adamw, overlap));
         children.push_back(
-            std::make_unique<LayerWiseDistributedOptimizer>(*ddp, layer_wise, muon, adamw));
-        children.push_back(std::make_unique<DistributedOptimizer>(*ddp, element_sharded, adamw));
+            std::make_unique<DistributedOptimizer>(*ddp, element_sharded, adamw, overlap));
         break;
       }
       case OptimizerMode::kDistributed:
         children.push_back(std::make_unique<DistributedOptimizer>(
-            *ddp, [](const BufferKey&) { return true; }, adamw));
+            *ddp, [](const BufferKey&) { return true; }, adamw, overlap));
         break;
       case OptimizerMode::kDdp:
         children.push_back(std::make_unique<AdamW>(single_group(all_params(*ddp)), adamw));

@@ -61,32 +61,61 @@ std::vector<OwnedSlice> LayerWiseDistributedOptimizer::local_params() const {
   return out;
 }
 
-LayerWiseDistributedOptimizer::LayerWiseDistributedOptimizer(DistributedDataParallel& ddp,
-                                                             BufferSelector manages,
-                                                             MuonOptions muon, AdamWOptions adamw)
+LayerWiseDistributedOptimizer::LayerWiseDistributedOptimizer(
+    DistributedDataParallel& ddp, BufferSelector manages, MuonOptions muon, AdamWOptions adamw,
+    bool overlap_param_gather_with_optimizer_step)
     : Optimizer({}),
       ddp_(ddp),
       manages_(std::move(manages)),
       legacy_(!ddp.config().reduce_scatter_grads()),
+      overlap_with_step_(overlap_param_gather_with_optimizer_step),
       owners_(compute_owners(ddp_, manages_, legacy_)),
-      main_(local_params()) {
+      slices_(local_params()),
+      by_group_(split_by_bucket_group(ddp_, manages_, slices_)) {
+  SW_REQUIRE(!(overlap_with_step_ && legacy_), InvalidArgument,
+             "overlap_param_gather_with_optimizer_step needs the buffer all-gather (grads "
+             "reduce-scattered); the legacy layer-wise path syncs params with all_gather_v");
   const ParamList& params = ddp_.params();
-  auto muon_params = main_.optim_params(
-      [&](const OwnedSlice& s) { return is_managed_by_layer_wise_optimizer(params[s.param]); });
-  auto adam_params = main_.optim_params(
-      [&](const OwnedSlice& s) { return !is_managed_by_layer_wise_optimizer(params[s.param]); });
-  groups_ = {ParamGroup{"muon", muon_params, {}}, ParamGroup{"adamw", adam_params, {}}};
-  muon_ = std::make_unique<Muon>(single_group(std::move(muon_params)), muon);
-  adamw_ = std::make_unique<AdamW>(single_group(std::move(adam_params)), adamw);
+  const auto by_muon = [&](const OwnedSlice& s) {
+    return is_managed_by_layer_wise_optimizer(params[s.param]);
+  };
+  const auto by_adam = [&](const OwnedSlice& s) { return !by_muon(s); };
+  // The outer groups keep the slices in layout order, so the grad norm is summed in the same
+  // order whether or not the step is split by bucket group.
+  groups_ = {ParamGroup{"muon", optim_params_in_slice_order(by_group_, slices_, by_muon), {}},
+             ParamGroup{"adamw", optim_params_in_slice_order(by_group_, slices_, by_adam), {}}};
+  std::vector<ParamGroup> muon_groups, adam_groups;
+  for (BucketGroupMainParams& g : by_group_) {
+    const std::string name = str_cat("bucket_group_", g.bucket_group);
+    muon_groups.push_back(ParamGroup{name, g.main.optim_params(by_muon), {}});
+    adam_groups.push_back(ParamGroup{name, g.main.optim_params(by_adam), {}});
+  }
+  muon_ = std::make_unique<Muon>(std::move(muon_groups), muon);
+  adamw_ = std::make_unique<AdamW>(std::move(adam_groups), adamw);
   muon_lr_ratio_ = adamw.lr > 0 ? muon.lr / adamw.lr : 1.0;
 }
 
+std::vector<int> LayerWiseDistributedOptimizer::step_order() const {
+  std::vector<int> order;
+  for (const BucketGroupMainParams& g : by_group_) order.push_back(g.bucket_group);
+  return order;
+}
+
 bool LayerWiseDistributedOptimizer::step_with_ready_grads() {
-  const bool muon_stepped = muon_->step_with_ready_grads();
-  const bool adam_stepped = adamw_->step_with_ready_grads();
-  main_.copy_main_to_model();
-  sync_params();
-  return muon_stepped || adam_stepped;
+  bool stepped = false;
+  for (std::size_t i = 0; i < by_group_.size(); ++i) {
+    const bool muon_stepped = muon_->step_group(i);
+    const bool adam_stepped = adamw_->step_group(i);
+    stepped = stepped || muon_stepped || adam_stepped;
+    by_group_[i].main.copy_main_to_model();
+    if (overlap_with_step_) ddp_.start_param_sync_for_group(by_group_[i].bucket_group);
+  }
+  if (overlap_with_step_) {
+    complete_param_sync_after_step(ddp_, by_group_);
+  } else {
+    sync_params();
+  }
+  return stepped;
 }
 
 void LayerWiseDistributedOptimizer::sync_params() {
@@ -115,7 +144,7 @@ OptimizerState LayerWiseDistributedOptimizer::state_dict() const {
 void LayerWiseDistributedOptimizer::load_state_dict(const OptimizerState& state) {
   OptimizerState muon_state, adam_state;
   const ParamList& params = ddp_.params();
-  for (const OwnedSlice& s : main_.slices()) {
+  for (const OwnedSlice& s : slices_) {
     auto it = state.find(s.name);
     SW_REQUIRE(it != state.end(), InvalidArgument,
                "layer-wise optimizer state has no entry for owned param '", s.name, "'");

@@ -127,16 +127,22 @@ void Muon::step_param(const OptimParam& p, std::vector<float>& buf, double lr, d
 }
 
 bool Muon::step_with_ready_grads() {
-  for (const ParamGroup& group : groups_) {
-    const GroupOverrides& o = group.overrides;
-    const double lr = o.lr.value_or(defaults_.lr);
-    const double wd = o.weight_decay.value_or(defaults_.weight_decay);
-    const double mu = o.momentum.value_or(defaults_.momentum);
-    for (const OptimParam& p : group.params) {
-      if (p.grad == nullptr) continue;
-      validate_matrix(p);  // groups may have been edited since construction
-      step_param(p, momentum_for(p), lr, wd, mu);
-    }
+  for (std::size_t g = 0; g < groups_.size(); ++g) step_group(g);
+  return true;
+}
+
+bool Muon::step_group(std::size_t index) {
+  SW_REQUIRE(index < groups_.size(), InvalidArgument, "Muon: no param group ", index,
+             " (there are ", groups_.size(), ")");
+  const ParamGroup& group = groups_[index];
+  const GroupOverrides& o = group.overrides;
+  const double lr = o.lr.value_or(defaults_.lr);
+  const double wd = o.weight_decay.value_or(defaults_.weight_decay);
+  const double mu = o.momentum.value_or(defaults_.momentum);
+  for (const OptimParam& p : group.params) {
+    if (p.grad == nullptr) continue;
+    validate_matrix(p);  // groups may have been edited since construction
+    step_param(p, momentum_for(p), lr, wd, mu);
   }
   return true;
 }

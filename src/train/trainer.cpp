@@ -9,6 +9,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include "shardwise/checkpoint/checkpoint.hpp"
 #include "shardwise/comm/mpi_process_group.hpp"
 #include "shardwise/core/error.hpp"
 #include "shardwise/core/logging.hpp"
@@ -164,6 +165,28 @@ double busy_seconds(const ProcessGroup& group) {
   return total;
 }
 
+// The model's params as complete views into the DDP param buffer (what a checkpoint stores).
+std::vector<ModelTensor> model_tensors(const ParamList& params, const DistributedDataParallel& ddp) {
+  std::vector<ModelTensor> out;
+  for (ParamId id = 0; id < params.size(); ++id) {
+    out.push_back(ModelTensor{params[id].name, params[id].shape, ddp.param(id)});
+  }
+  return out;
+}
+
+nlohmann::ordered_json layouts_summary(const DistributedDataParallel& ddp) {
+  nlohmann::ordered_json out = nlohmann::ordered_json::array();
+  for (const auto& buffer : ddp.buffers()) {
+    out.push_back({{"buffer", buffer->key().to_string()},
+                   {"numel", buffer->numel()},
+                   {"numel_unpadded", buffer->numel_unpadded()},
+                   {"buckets", buffer->buckets().size()},
+                   {"num_shards", buffer->layout().num_shards},
+                   {"shard_aligned", buffer->layout().shard_aligned}});
+  }
+  return out;
+}
+
 std::int64_t bytes_moved(const ProcessGroup& group) {
   const TrafficCounters t = group.traffic();
   return t.total_sent() + t.total_received();
@@ -185,6 +208,10 @@ TrainingSummary run_training(const TrainingConfig& input_config, const ProcessGr
              dtype_name(config.model.dtype), ")");
   // The communication-overlap config decides the data-parallel settings (user values win).
   const CommOverlapResolution resolution = resolve_comm_overlap(config, world->size());
+  if (options.overlap_param_gather_with_optimizer_step) {
+    config.optimizer.overlap_param_gather_with_optimizer_step =
+        *options.overlap_param_gather_with_optimizer_step;
+  }
   const ParallelGroups groups =
       make_parallel_groups(world, ParallelSizes{1, 1, 0, config.parallel.ep});
   const ProcessGroupPtr& dp_group = groups.data_parallel;
@@ -208,7 +235,8 @@ TrainingSummary run_training(const TrainingConfig& input_config, const ProcessGr
   }
   model.init_parameters(static_cast<std::uint64_t>(config.model.seed));
   auto optimizer = optim::make_optimizer(mode, {&ddp}, muon_options(config.optimizer),
-                                         adamw_options(config.optimizer), dp_group);
+                                         adamw_options(config.optimizer), dp_group,
+                                         config.optimizer.overlap_param_gather_with_optimizer_step);
   optimizer->set_step_options({config.optimizer.clip_grad, false});
   if (ddp.config().overlap_param_gather) {
     model.set_before_param_use(
@@ -217,6 +245,7 @@ TrainingSummary run_training(const TrainingConfig& input_config, const ProcessGr
 
   TrainingSummary summary;
   for (const auto& p : model.params()) summary.parameters += p.numel();
+  summary.bucket_groups = static_cast<int>(ddp.bucket_groups().size());
   const int mbs = config.training.micro_batch_size, accum = config.training.grad_accumulation;
   const int seq = dataset->seq_len();
   const std::int64_t global_batch = std::int64_t{mbs} * accum * dp;
@@ -248,6 +277,49 @@ TrainingSummary run_training(const TrainingConfig& input_config, const ProcessGr
   const LrScheduleParams schedule{config.optimizer.lr, config.optimizer.min_lr,
                                   config.training.warmup_steps, steps,
                                   config.training.lr_schedule == LrSchedule::kCosine};
+
+  // Resume: weights, optimizer state (resharded to this layout), step and data position.
+  std::int64_t start_step = 0, consumed_samples = 0;
+  if (!options.load_dir.empty()) {
+    const auto dir = resolve_checkpoint_directory(options.load_dir, options.load_step);
+    const LoadedCheckpoint loaded =
+        load_checkpoint(dir, model_tensors(model.params(), ddp), *optimizer, *dp_group,
+                        optim::optimizer_mode_name(mode));
+    SW_REQUIRE(loaded.step <= steps, ConfigError, "checkpoint '", dir.string(), "' is of step ",
+               loaded.step, ", beyond training.steps (", steps, ")");
+    start_step = loaded.step;
+    consumed_samples = loaded.consumed_samples;
+    summary.start_step = start_step;
+    if (is_rank0 && !options.quiet) {
+      log::info("resumed from checkpoint '", dir.string(), "' at step ", start_step, " (",
+                consumed_samples, " samples consumed)");
+    }
+  }
+  auto save = [&](std::int64_t step) {
+    ddp.finish_all_param_sync();  // every rank (rank 0 above all) must hold the current weights
+    CheckpointSaveRequest request;
+    request.root = options.save_dir;
+    request.step = step;
+    request.consumed_samples = consumed_samples;
+    request.keep_last = options.keep_last;
+    request.optimizer_kind = std::string(optim::optimizer_mode_name(mode));
+    request.extra = {{"world_size", world->size()},
+                     {"global_batch", global_batch},
+                     {"rng", {{"model_seed", config.model.seed},
+                              {"data_seed", config.training.seed},
+                              {"note", "training is deterministic: the model is initialised from "
+                                       "model_seed once and samples are a function of data_seed "
+                                       "and the sample index (trainer.consumed_samples)"}}},
+                     {"layouts", layouts_summary(ddp)},
+                     {"config", to_json(config)}};
+    const auto dir = save_checkpoint(request, model_tensors(model.params(), ddp), *optimizer,
+                                     *dp_group);
+    summary.checkpoints.push_back(dir.string());
+    if (is_rank0 && !options.quiet) {
+      if (progress.enabled()) std::fputc('\n', stdout);
+      log::info("saved checkpoint '", dir.string(), "'");
+    }
+  };
 
   std::vector<std::int32_t> tokens(static_cast<std::size_t>(mbs) * seq),
       targets(static_cast<std::size_t>(mbs) * seq);
@@ -282,7 +354,7 @@ TrainingSummary run_training(const TrainingConfig& input_config, const ProcessGr
     return e;
   };
 
-  for (std::int64_t step = 0; step < steps; ++step) {
+  for (std::int64_t step = start_step; step < steps; ++step) {
     const auto t0 = Clock::now();
     const double lr = learning_rate_at(schedule, step);
     optimizer->set_lr(lr);
@@ -291,16 +363,21 @@ TrainingSummary run_training(const TrainingConfig& input_config, const ProcessGr
     double local_loss = 0;
     for (int m = 0; m < accum; ++m) {
       ddp.set_is_last_microbatch(m == accum - 1);
-      const std::int64_t first = step * global_batch + (std::int64_t{m} * dp + rank) * mbs;
+      const std::int64_t first = consumed_samples + (std::int64_t{m} * dp + rank) * mbs;
       dataset->fill(Split::kTrain, first, mbs, tokens.data(), targets.data());
       local_loss += model.forward(tokens.data(), targets.data(), mbs, seq) / accum;
       model.backward(1.0 / accum, [&ddp](ParamId id) { ddp.register_grad_ready(id); });
+    }
+    int dispatched_in_backward = 0;
+    for (const auto& group : ddp.bucket_groups()) {
+      dispatched_in_backward += group->grad_sync_dispatched() ? 1 : 0;
     }
     const auto t_wait = Clock::now();
     ddp.finish_grad_sync();
     const double exposed = seconds_since(t_wait);
     const double comm = busy_seconds(*dp_group) - busy_before;
     const optim::StepResult result = optimizer->step();
+    consumed_samples += global_batch;
 
     StepMetrics s;
     s.step = step + 1;
@@ -310,6 +387,7 @@ TrainingSummary run_training(const TrainingConfig& input_config, const ProcessGr
     s.step_ms = seconds_since(t0) * 1e3;
     s.tokens_per_s = static_cast<double>(global_batch * seq) / (s.step_ms / 1e3);
     s.comm_hidden_fraction = comm > 0 ? std::clamp(1.0 - exposed / comm, 0.0, 1.0) : 0.0;
+    s.groups_dispatched_in_backward = dispatched_in_backward;
     summary.steps.push_back(s);
     metrics.write({{"step", s.step},
                    {"loss", s.loss},
@@ -317,7 +395,8 @@ TrainingSummary run_training(const TrainingConfig& input_config, const ProcessGr
                    {"lr", s.lr},
                    {"tokens_per_s", s.tokens_per_s},
                    {"step_ms", s.step_ms},
-                   {"comm_hidden_fraction", s.comm_hidden_fraction}});
+                   {"comm_hidden_fraction", s.comm_hidden_fraction},
+                   {"groups_dispatched_in_backward", s.groups_dispatched_in_backward}});
     const bool log_line = config.logging.log_interval > 0 &&
                           (s.step % config.logging.log_interval == 0 || s.step == steps);
     if (is_rank0 && !options.quiet) {
@@ -333,6 +412,10 @@ TrainingSummary run_training(const TrainingConfig& input_config, const ProcessGr
     }
     const std::int64_t interval = config.training.eval_interval;
     if (interval > 0 && s.step % interval == 0 && s.step != steps) evaluate(s.step);
+    if (!options.save_dir.empty() &&
+        ((options.save_interval > 0 && s.step % options.save_interval == 0) || s.step == steps)) {
+      save(s.step);
+    }
   }
   ddp.finish_all_param_sync();
   summary.final_loss = summary.steps.empty() ? 0 : summary.steps.back().loss;

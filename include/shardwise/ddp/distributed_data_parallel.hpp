@@ -129,6 +129,11 @@ class DistributedDataParallel {
   // Same, restricted to the groups `select` accepts (e.g. only layer-wise buffers).
   void start_param_sync_for_bucket_groups(const std::function<bool(const BucketGroup&)>& select,
                                           bool force_sync = false);
+  // Dispatches the gather of one group now, asynchronously, and marks it requested, so
+  // finish_param_sync(group_index) / finish_all_param_sync() wait for it (an optimizer that
+  // overlaps the gathers with its step ships each group as soon as it has updated it). A gather
+  // of that group still in flight completes first.
+  void start_param_sync_for_group(int group_index);
   // Called by the forward pass before it uses the params of `group_index`: dispatches that
   // group's gather if needed, waits for it, then dispatches the next requested group in forward
   // order.

@@ -49,6 +49,10 @@ class AdamW : public Optimizer {
 
   std::string_view kind() const override { return "adamw"; }
   bool step_with_ready_grads() override;
+  // Updates the params of param_groups()[index] only (a distributed wrapper steps one group at a
+  // time so it can ship each group as soon as it is updated). Throws InvalidArgument when out of
+  // range.
+  bool step_group(std::size_t index);
   OptimizerState state_dict() const override;
   void load_state_dict(const OptimizerState& state) override;
 

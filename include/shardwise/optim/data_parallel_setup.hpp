@@ -32,10 +32,15 @@ std::vector<std::unique_ptr<DistributedDataParallel>> wrap_with_ddp(
     bool all_layer_wise = false);
 
 // The optimizer of a mode over the chunks' buffers; global statistics (grad norm, zero count)
-// are reduced over `world`, each element counted exactly once.
-std::unique_ptr<Optimizer> make_optimizer(
-    OptimizerMode mode, const std::vector<DistributedDataParallel*>& chunks,
-    const MuonOptions& muon, const AdamWOptions& adamw, const ProcessGroupPtr& world);
+// are reduced over `world`, each element counted exactly once. With
+// overlap_param_gather_with_optimizer_step the distributed optimizers (modes layer-wise and
+// distributed) dispatch each bucket group's all-gather as soon as they have updated it; the other
+// modes have no buffer all-gather and ignore it.
+std::unique_ptr<Optimizer> make_optimizer(OptimizerMode mode,
+                                          const std::vector<DistributedDataParallel*>& chunks,
+                                          const MuonOptions& muon, const AdamWOptions& adamw,
+                                          const ProcessGroupPtr& world,
+                                          bool overlap_param_gather_with_optimizer_step = false);
 
 // Sums a double over the group, deterministically: values are all-gathered bit-exactly and
 // added in rank order, so every rank gets the same bits.

@@ -7,6 +7,11 @@
 //
 // Legacy path (no shard-aligned layout, grads all-reduced): owners come from the ping-pong
 // assignment and params are synced by the flatten / all_gather_v / unflatten copy of seed 002.
+//
+// The step walks the managed bucket groups in forward order. With
+// overlap_param_gather_with_optimizer_step (buffer path only) each group's all-gather is
+// dispatched as soon as its owned params are updated, overlapping the rest of the step; the
+// updates are the same either way (bitwise).
 #pragma once
 
 #include <map>
@@ -24,8 +29,10 @@ class LayerWiseDistributedOptimizer : public Optimizer {
  public:
   // Manages the buffers `manages` accepts. Muon steps the owned params that
   // is_managed_by_layer_wise_optimizer accepts; AdamW the other owned params.
+  // overlap_param_gather_with_optimizer_step needs the buffer path (InvalidArgument on legacy).
   LayerWiseDistributedOptimizer(DistributedDataParallel& ddp, BufferSelector manages,
-                                MuonOptions muon, AdamWOptions adamw);
+                                MuonOptions muon, AdamWOptions adamw,
+                                bool overlap_param_gather_with_optimizer_step = false);
 
   std::string_view kind() const override { return "layer_wise"; }
   bool step_with_ready_grads() override;
@@ -36,7 +43,11 @@ class LayerWiseDistributedOptimizer : public Optimizer {
   bool uses_legacy_sync() const { return legacy_; }
   // Owning data-parallel rank of every managed param (both paths).
   const std::map<ParamId, int>& owners() const { return owners_; }
-  const std::vector<OwnedSlice>& owned_params() const { return main_.slices(); }
+  const std::vector<OwnedSlice>& owned_params() const { return slices_; }
+  bool overlaps_param_gather_with_step() const { return overlap_with_step_; }
+  // The managed bucket groups in the order step_with_ready_grads updates (and, with the overlap,
+  // dispatches) them: forward order.
+  std::vector<int> step_order() const;
 
   // Param sync after a step: buffer all-gather of the managed groups, or the legacy copy path.
   void sync_params();
@@ -51,8 +62,11 @@ class LayerWiseDistributedOptimizer : public Optimizer {
   DistributedDataParallel& ddp_;
   BufferSelector manages_;
   bool legacy_;
+  bool overlap_with_step_;
   std::map<ParamId, int> owners_;
-  MainParams main_;
+  std::vector<OwnedSlice> slices_;
+  std::vector<BucketGroupMainParams> by_group_;
+  // Param group i of each holds its share of the owned params of by_group_[i].
   std::unique_ptr<Muon> muon_;
   std::unique_ptr<AdamW> adamw_;
   double muon_lr_ratio_ = 1.0;  // Muon lr / AdamW lr, so one schedule drives both

@@ -26,6 +26,9 @@ struct StepMetrics {
   double step_ms = 0;
   // Share of this step's gradient collectives that ran while backward was still computing.
   double comm_hidden_fraction = 0;
+  // Bucket groups whose grad collective had been dispatched before the trainer entered
+  // finish_grad_sync (during backward: overlap_grad_reduce); the rest are dispatched there.
+  int groups_dispatched_in_backward = 0;
 };
 
 struct EvalMetrics {
@@ -42,6 +45,9 @@ struct TrainingSummary {
   double wall_seconds = 0;
   std::int64_t parameters = 0;
   std::int64_t bytes_communicated = 0;  // this rank, all groups
+  int bucket_groups = 0;                // of the DDP the run used
+  std::int64_t start_step = 0;          // > 0 when resumed from a checkpoint of that step
+  std::vector<std::string> checkpoints;  // step directories saved by this run, in order
 };
 
 // What a caller gets to see of the trained model when the run ends (after the last param sync,
@@ -59,6 +65,19 @@ struct TrainerOptions {
   bool quiet = false;     // no per-step lines (tests)
   // Called on every rank once training and the final evaluation are done.
   std::function<void(const TrainedModel&)> on_finish;
+  // Overrides the resolved optimizer.overlap_param_gather_with_optimizer_step. The config layer
+  // only allows it with an interleaved pipeline, which this data-parallel trainer does not run;
+  // the distributed optimizers support it on their own (tests and benchmarks use this).
+  std::optional<bool> overlap_param_gather_with_optimizer_step;
+  // Checkpoints (see checkpoint/checkpoint.hpp). save_dir: save under this root every
+  // save_interval steps (0: only after the last step) and after the last step, keeping the newest
+  // keep_last (0: all). load_dir: resume from load_dir/latest, load_dir/step-S (load_step) or a
+  // step directory; the run continues at the saved step and data position.
+  std::string save_dir;
+  std::int64_t save_interval = 0;
+  int keep_last = 0;
+  std::string load_dir;
+  std::optional<std::int64_t> load_step;
 };
 
 // Runs the whole training job on this rank. Every rank of `world` must call it with the same

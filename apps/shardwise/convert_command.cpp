@@ -1,0 +1,166 @@
+// `shardwise convert`: rewrites a safetensors checkpoint with its 2-D weights in MXFP8 (E4M3 data +
+// E8M0 scales), or back to bf16. The work is in checkpoint/mxfp8_convert.hpp; this file parses the
+// options, draws a progress bar on a terminal and prints the one-line summary.
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "command_registry.hpp"
+#include "shardwise/checkpoint/mxfp8_convert.hpp"
+#include "shardwise/core/error.hpp"
+
+namespace shardwise::cli {
+namespace {
+
+// Files smaller than this convert in well under a second; no bar for them.
+constexpr std::uint64_t kProgressMinBytes = std::uint64_t{256} << 20;
+
+struct ConvertArgs {
+  std::string to;
+  std::string input;
+  std::string output;
+  std::string scale_rule = "ceil";
+  std::string scale_layout = "2d";
+  std::vector<std::string> include;
+  std::vector<std::string> exclude;
+  int threads = 0;
+};
+
+std::string human_bytes(std::uint64_t bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double value = static_cast<double>(bytes);
+  int unit = 0;
+  while (value >= 1024.0 && unit < 4) {
+    value /= 1024.0;
+    ++unit;
+  }
+  char text[32];
+  std::snprintf(text, sizeof(text), unit == 0 ? "%.0f %s" : "%.2f %s", value, units[unit]);
+  return text;
+}
+
+// A one-line bar redrawn in place on stderr, at most once per whole percent.
+class ProgressBar {
+ public:
+  explicit ProgressBar(bool enabled) : enabled_(enabled) {}
+  ~ProgressBar() { finish(); }
+  ProgressBar(const ProgressBar&) = delete;
+  ProgressBar& operator=(const ProgressBar&) = delete;
+
+  ConvertProgress callback() {
+    if (!enabled_) return {};
+    return [this](std::uint64_t done, std::uint64_t total) { draw(done, total); };
+  }
+  // Ends the bar's line so the summary starts on a fresh one.
+  void finish() {
+    if (drawn_) std::fputc('\n', stderr);
+    drawn_ = false;
+  }
+
+ private:
+  void draw(std::uint64_t done, std::uint64_t total) {
+    const int percent = total == 0 ? 100 : static_cast<int>(done * 100 / total);
+    if (percent == last_percent_) return;
+    last_percent_ = percent;
+    constexpr int kWidth = 40;
+    std::string bar(kWidth, ' ');
+    for (int i = 0; i < percent * kWidth / 100; ++i) bar[static_cast<std::size_t>(i)] = '#';
+    std::fprintf(stderr, "\rconvert [%s] %3d%% %s / %s", bar.c_str(), percent,
+                 human_bytes(done).c_str(), human_bytes(total).c_str());
+    std::fflush(stderr);
+    drawn_ = true;
+  }
+
+  bool enabled_;
+  bool drawn_ = false;
+  int last_percent_ = -1;
+};
+
+bool wants_progress(const std::string& input) {
+  std::error_code ec;
+  const auto size = std::filesystem::file_size(input, ec);
+  return !ec && size >= kProgressMinBytes && ::isatty(::fileno(stderr)) != 0;
+}
+
+void print_summary(const char* verb, const ConvertSummary& s, const std::string& skipped) {
+  const double ratio =
+      s.bytes_in == 0 ? 0.0 : static_cast<double>(s.bytes_out) / static_cast<double>(s.bytes_in);
+  std::printf("%s %zu tensors, copied %zu%s; %s -> %s (%.3fx)\n", verb, s.converted, s.copied,
+              skipped.c_str(), human_bytes(s.bytes_in).c_str(), human_bytes(s.bytes_out).c_str(),
+              ratio);
+}
+
+int run_convert(const ConvertArgs& args) {
+  ProgressBar bar(wants_progress(args.input));
+  if (args.to == "mxfp8") {
+    Mxfp8ConvertOptions options;
+    options.rule = parse_mxfp8_scale_rule(args.scale_rule);
+    options.layout = parse_mxfp8_scale_layout(args.scale_layout);
+    options.include = args.include;
+    options.exclude = args.exclude;
+    options.num_threads = args.threads;
+    options.progress = bar.callback();
+    const ConvertSummary s = convert_safetensors_to_mxfp8(args.input, args.output, options);
+    std::string skipped;
+    if (s.skipped_not_2d > 0) skipped += str_cat(", skipped ", s.skipped_not_2d, " not 2-D");
+    if (s.skipped_not_float > 0) {
+      skipped += str_cat(", skipped ", s.skipped_not_float, " not fp32/bf16/fp16");
+    }
+    bar.finish();
+    print_summary("mxfp8: converted", s, skipped);
+    return 0;
+  }
+  if (args.to == "bf16") {
+    SW_REQUIRE(args.include.empty() && args.exclude.empty(), InvalidArgument,
+               "convert --to bf16 restores every MXFP8 tensor; --include/--exclude do not apply");
+    Mxfp8RestoreOptions options;
+    options.dtype = DType::kBFloat16;
+    options.num_threads = args.threads;
+    options.progress = bar.callback();
+    const ConvertSummary s = convert_safetensors_from_mxfp8(args.input, args.output, options);
+    bar.finish();
+    print_summary("bf16: restored", s, "");
+    return 0;
+  }
+  throw InvalidArgument(str_cat("convert: unknown --to '", args.to, "' (valid: mxfp8, bf16)"));
+}
+
+const bool registered = register_command(
+    "convert", "Convert a safetensors checkpoint's 2-D weights to MXFP8, or back to bf16",
+    [](CLI::App& app) {
+      auto args = std::make_shared<ConvertArgs>();
+      app.add_option("--to", args->to, "mxfp8 or bf16")->required();
+      app.add_option("input", args->input, "Input .safetensors file")->required();
+      app.add_option("output", args->output,
+                     "Output .safetensors file (written atomically; must differ from the input)")
+          ->required();
+      app.add_option("--scale-rule", args->scale_rule,
+                     "ceil (default: amax/448 rounded up to a power of two, as Transformer "
+                     "Engine) or floor (OCP MX: floor(log2 amax) - 8, saturating)");
+      app.add_option("--scale-layout", args->scale_layout,
+                     "2d (default: NAME_scale is [rows, ceil(cols/32)]) or swizzled (cuBLAS "
+                     "128x4 tiles, [round_up(rows,128), round_up(ceil(cols/32),4)])");
+      app.add_option("--include", args->include,
+                     "Regex (ECMAScript, searched in the name; repeatable): convert only 2-D "
+                     "tensors whose name matches. Default: every 2-D fp32/bf16/fp16 tensor "
+                     "except names matching '" +
+                         std::string(kMxfp8DefaultExcludePattern) +
+                         "' (embeddings, output layer, norms); giving --include drops that "
+                         "default exclusion");
+      app.add_option("--exclude", args->exclude,
+                     "Regex (repeatable): never convert tensors whose name matches");
+      app.add_option("--threads", args->threads, "Codec threads (default: OpenMP default)");
+      app.footer(
+          "Each converted tensor NAME becomes NAME (F8_E4M3) + NAME_scale (F8_E8M0); block size, "
+          "scale rule, layout and each tensor's original dtype and shape are recorded in "
+          "__metadata__ (shardwise.mxfp8.*). Other tensors and metadata are copied unchanged. "
+          "Tensors selected by name but not 2-D are copied and counted in the summary.");
+      return [args] { return run_convert(*args); };
+    });
+
+}  // namespace
+}  // namespace shardwise::cli

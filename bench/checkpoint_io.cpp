@@ -1,0 +1,204 @@
+// Checkpoint save/load throughput next to raw sequential write()/read() of the same bytes, in the
+// same directory and the same run.
+//
+//   bench_checkpoint_io [dir=/tmp] [model_megabytes=128] [repeats=3]
+//
+// The checkpoint is of an AdamW optimizer over 8 fp32 tensors of model_megabytes in total, so one
+// save writes ~4x that (model.safetensors + main params + exp_avg + exp_avg_sq) plus the manifest.
+// Save = save_checkpoint (staging directory, one file per rank + model file, fsync of every file,
+// rename into place, `latest` pointer). Its baseline writes the same files' bytes with write()
+// into fresh files, fsyncs each and the directory: the cost of durability without the format or
+// the publish protocol. Load = load_checkpoint (manifest, validation of every file, model weights
+// and optimizer shards through read_range) into caller memory; its baseline read()s the same
+// files into buffers. Loads are warm (page cache). Each figure is the best of the repeats.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "shardwise/checkpoint/checkpoint.hpp"
+#include "shardwise/comm/mpi_process_group.hpp"
+#include "shardwise/core/atomic_file.hpp"
+#include "shardwise/core/error.hpp"
+#include "shardwise/optim/adamw.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using namespace shardwise;
+
+double seconds_of(const std::function<void()>& work) {
+  const auto start = std::chrono::steady_clock::now();
+  work();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+double best(const std::vector<double>& v) { return *std::min_element(v.begin(), v.end()); }
+
+void check(bool ok, const char* what, const fs::path& path) {
+  if (!ok) throw IoError(str_cat(what, " '", path.string(), "': ", std::strerror(errno)));
+}
+
+struct Model {
+  std::vector<std::string> names;
+  std::vector<std::vector<float>> values, grads;
+  std::unique_ptr<optim::AdamW> optimizer;
+
+  Model(std::int64_t rows, int tensors, std::uint32_t seed) {
+    std::mt19937 rng(seed);
+    std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+    std::vector<optim::OptimParam> params;
+    for (int i = 0; i < tensors; ++i) {
+      names.push_back(str_cat("layers.", i, ".weight"));
+      values.emplace_back(static_cast<std::size_t>(rows * 1024));
+      grads.emplace_back(static_cast<std::size_t>(rows * 1024));
+      for (float& v : values.back()) v = uniform(rng);
+      for (float& g : grads.back()) g = uniform(rng);
+    }
+    for (int i = 0; i < tensors; ++i) {
+      params.push_back({names[i], {rows, 1024}, values[i].data(), grads[i].data(), {}});
+    }
+    optimizer = std::make_unique<optim::AdamW>(optim::single_group(std::move(params)),
+                                               optim::AdamWOptions{});
+  }
+  std::vector<ModelTensor> tensors() {
+    std::vector<ModelTensor> out;
+    for (std::size_t i = 0; i < names.size(); ++i) {
+      out.push_back({names[i],
+                     {static_cast<std::int64_t>(values[i].size() / 1024), 1024},
+                     TensorView{values[i].data(), static_cast<std::int64_t>(values[i].size()),
+                                DType::kFloat32}});
+    }
+    return out;
+  }
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    const fs::path base = argc > 1 ? argv[1] : "/tmp";
+    const std::int64_t megabytes = argc > 2 ? std::atoll(argv[2]) : 128;
+    const int repeats = argc > 3 ? std::atoi(argv[3]) : 3;
+    const ProcessGroupPtr world = init_mpi_world();
+    SW_REQUIRE(world->size() == 1, InvalidArgument, "bench_checkpoint_io runs on one rank");
+    constexpr int kTensors = 8;
+    const std::int64_t rows = std::max<std::int64_t>(1, megabytes * (1 << 20) / 4 / 1024 / kTensors);
+    Model model(rows, kTensors, 1);
+    model.optimizer->step();  // real (non-zero) state
+    Model target(rows, kTensors, 2);
+
+    const fs::path root = base / str_cat("bench_checkpoint_io.", ::getpid());
+    const fs::path raw_dir = base / str_cat("bench_checkpoint_io_raw.", ::getpid());
+    fs::create_directories(raw_dir);
+    std::vector<double> save_s, write_s, load_s, read_s;
+    std::uint64_t bytes = 0;
+    std::size_t file_count = 0;
+    for (int r = 0; r < repeats; ++r) {
+      CheckpointSaveRequest request;
+      request.root = root;
+      request.step = r + 1;
+      request.keep_last = 1;
+      request.optimizer_kind = "ddp";
+      fs::path dir;
+      const auto save = [&] {
+        return seconds_of(
+            [&] { dir = save_checkpoint(request, model.tensors(), *model.optimizer, *world); });
+      };
+      const double first_save = save();
+
+      // The same bytes, file by file, outside the timed regions.
+      std::vector<std::pair<std::string, std::vector<char>>> files;
+      bytes = 0;
+      for (const auto& e : fs::directory_iterator(dir)) {
+        std::vector<char> content(static_cast<std::size_t>(e.file_size()));
+        const int fd = ::open(e.path().c_str(), O_RDONLY | O_CLOEXEC);
+        check(fd >= 0, "cannot open", e.path());
+        std::size_t done = 0;
+        while (done < content.size()) {
+          const ssize_t n = ::read(fd, content.data() + done, content.size() - done);
+          check(n > 0, "cannot read", e.path());
+          done += static_cast<std::size_t>(n);
+        }
+        ::close(fd);
+        bytes += content.size();
+        files.emplace_back(e.path().filename().string(), std::move(content));
+      }
+      const auto raw_write = [&] {
+        return seconds_of([&] {
+          for (const auto& [name, content] : files) {
+            const fs::path path = raw_dir / name;
+            const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+            check(fd >= 0, "cannot create", path);
+            std::size_t done = 0;
+            while (done < content.size()) {
+              const ssize_t n = ::write(fd, content.data() + done, content.size() - done);
+              check(n > 0, "cannot write", path);
+              done += static_cast<std::size_t>(n);
+            }
+            check(::fsync(fd) == 0, "cannot fsync", path);
+            ::close(fd);
+          }
+          fsync_directory(raw_dir);
+        });
+      };
+      // Alternate the order of the two writes between repeats, so neither always runs first
+      // (write-back of the other's dirty pages, caches).
+      if (r % 2 == 0) {
+        save_s.push_back(first_save);
+        write_s.push_back(raw_write());
+      } else {
+        write_s.push_back(raw_write());
+        save_s.push_back(save());  // replaces the step directory (same step)
+      }
+      load_s.push_back(seconds_of([&] {
+        load_checkpoint(resolve_checkpoint_directory(root), target.tensors(), *target.optimizer,
+                        *world, "ddp");
+      }));
+      std::vector<std::vector<char>> buffers;
+      for (const auto& f : files) buffers.emplace_back(f.second.size());
+      read_s.push_back(seconds_of([&] {
+        for (std::size_t i = 0; i < files.size(); ++i) {
+          const fs::path path = dir / files[i].first;
+          const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+          check(fd >= 0, "cannot open", path);
+          std::size_t done = 0;
+          while (done < buffers[i].size()) {
+            const ssize_t n = ::read(fd, buffers[i].data() + done, buffers[i].size() - done);
+            check(n > 0, "cannot read", path);
+            done += static_cast<std::size_t>(n);
+          }
+          ::close(fd);
+        }
+      }));
+      file_count = files.size();
+      SW_CHECK(target.values == model.values, "loaded weights differ from the saved ones");
+    }
+    fs::remove_all(root);
+    fs::remove_all(raw_dir);
+
+    const double gb = static_cast<double>(bytes) / 1e9;
+    std::printf("checkpoint of %lld MB of fp32 weights + AdamW state: %.1f MB in %zu files, "
+                "best of %d\n",
+                static_cast<long long>(megabytes), static_cast<double>(bytes) / 1e6,
+                file_count, repeats);
+    std::printf("  save  %8.3f GB/s   raw write+fsync %8.3f GB/s   ratio %.2f\n",
+                gb / best(save_s), gb / best(write_s), best(write_s) / best(save_s));
+    std::printf("  load  %8.3f GB/s   raw read (warm) %8.3f GB/s   ratio %.2f\n",
+                gb / best(load_s), gb / best(read_s), best(read_s) / best(load_s));
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_checkpoint_io: %s\n", e.what());
+    return 2;
+  }
+}

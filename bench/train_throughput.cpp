@@ -1,0 +1,168 @@
+// Training throughput of the reference trainer (run under `mpirun -np 4`): tokens/s of the
+// default task at dp = 1, 2 and 4 (sub-worlds of the job made with split_group), and at dp = 4,
+// side by side in one run: the layer-wise buffer path vs the legacy all_gather_v path, the share
+// of gradient communication hidden behind backward, DP overlap on vs off, and the param
+// all-gather overlapped with the optimizer step vs not. Each run trains `steps` steps (default
+// 40) and drops the first `warmup` (default 5) from the timings. Rank 0 prints the table.
+//
+//   mpirun -np 4 bench_train_throughput [config.yaml] [steps] [warmup]
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "shardwise/comm/mpi_process_group.hpp"
+#include "shardwise/core/error.hpp"
+#include "shardwise/train/trainer.hpp"
+
+namespace shardwise {
+namespace {
+
+struct Timing {
+  double step_ms = 0;          // mean over the measured steps
+  double tokens_per_s = 0;     // tokens of the measured steps / their total time
+  double hidden_fraction = 0;  // mean comm_hidden_fraction over the measured steps
+  int bucket_groups = 0;
+  double final_loss = 0;
+};
+
+struct Variant {
+  std::string label;
+  std::vector<std::string> overrides;
+  std::optional<bool> gather_with_step;
+};
+
+std::string default_config_path() {
+  // examples/default.yaml next to this source tree: the tuned default task.
+  return (std::filesystem::path(__FILE__).parent_path().parent_path() / "examples" / "default.yaml")
+      .string();
+}
+
+TrainingConfig load_config(const std::string& path, std::int64_t steps,
+                           const std::vector<std::string>& extra) {
+  // Short runs: the LR warm-up is cut to fit (it does not change the work per step).
+  std::vector<std::string> overrides = {
+      str_cat("training.steps=", steps),
+      str_cat("training.warmup_steps=", std::min<std::int64_t>(steps, 5)),
+      "training.eval_interval=0", "logging.progress=false"};
+  overrides.insert(overrides.end(), extra.begin(), extra.end());
+  if (!path.empty() && std::filesystem::exists(path)) return load_training_config(path, overrides);
+  return parse_training_config("{}", overrides, "<built-in defaults>");
+}
+
+// Runs on the ranks of `group` (null: this rank sits out); every rank of `world` returns
+// together. Only rank 0 of the world (always in `group`) gets a meaningful result.
+Timing measure(const ProcessGroupPtr& world, const ProcessGroupPtr& group,
+               const TrainingConfig& config, std::optional<bool> gather_with_step, int warmup) {
+  Timing t;
+  if (group) {
+    TrainerOptions options;
+    options.quiet = true;
+    options.overlap_param_gather_with_optimizer_step = gather_with_step;
+    const TrainingSummary s = run_training(config, group, options);
+    double ms = 0, hidden = 0, tokens = 0;
+    int n = 0;
+    for (const StepMetrics& m : s.steps) {
+      if (m.step <= warmup) continue;
+      ms += m.step_ms;
+      hidden += m.comm_hidden_fraction;
+      tokens += m.tokens_per_s * m.step_ms / 1e3;
+      ++n;
+    }
+    SW_REQUIRE(n > 0, InvalidArgument, "bench: no steps left after dropping ", warmup,
+               " warm-up steps");
+    t.step_ms = ms / n;
+    t.tokens_per_s = tokens / (ms / 1e3);
+    t.hidden_fraction = hidden / n;
+    t.bucket_groups = s.bucket_groups;
+    t.final_loss = s.final_loss;
+  }
+  world->barrier()->wait();
+  return t;
+}
+
+int bench_main(int argc, char** argv) {
+  const ProcessGroupPtr world = init_mpi_world();
+  const std::string path = argc > 1 ? argv[1] : default_config_path();
+  const std::int64_t steps = argc > 2 ? std::atoll(argv[2]) : 40;
+  const int warmup = argc > 3 ? std::atoi(argv[3]) : 5;
+  const bool root = world->rank() == 0;
+  const int world_size = world->size();
+
+  // Data-parallel scaling: dp = 1, 2, 4 (as far as the job has ranks).
+  std::vector<std::pair<int, Timing>> scaling;
+  for (int dp = 1; dp <= world_size; dp *= 2) {
+    const ProcessGroupPtr sub =
+        split_group(world, world->rank() < dp ? 0 : -1, world->rank(), str_cat("dp", dp));
+    scaling.emplace_back(dp,
+                         measure(world, sub, load_config(path, steps, {}), std::nullopt, warmup));
+  }
+
+  // At the full world: the variants side by side, each run kRounds times in alternation (the
+  // best mean counts) so a slow spell of the machine does not land on one variant only.
+  constexpr int kRounds = 3;
+  const std::vector<Variant> variants = {
+      {"layer-wise, overlap on (resolved default)", {}, std::nullopt},
+      // Same buckets, set in the ddp section (comm_overlap's DP fields only apply to the
+      // distributed optimizers).
+      {"legacy-layer-wise (all_gather_v sync)",
+       {"optimizer.kind=legacy-layer-wise", "comm_overlap.bucket_size=null",
+        "ddp.bucket_size=16384"},
+       std::nullopt},
+      {"layer-wise, DP overlap off",
+       {"comm_overlap.overlap_grad_reduce=false", "comm_overlap.overlap_param_gather=false"},
+       std::nullopt},
+      {"layer-wise, overlap on + gather with opt step", {}, true},
+  };
+  std::vector<Timing> best(variants.size());
+  for (int round = 0; round < kRounds; ++round) {
+    for (std::size_t v = 0; v < variants.size(); ++v) {
+      const Timing t = measure(world, world, load_config(path, steps, variants[v].overrides),
+                               variants[v].gather_with_step, warmup);
+      if (round == 0 || t.step_ms < best[v].step_ms) best[v] = t;
+    }
+  }
+
+  if (root) {
+    const TrainingConfig c = load_config(path, steps, {});
+    std::printf("train_throughput: %s, %lld steps (first %d dropped), micro batch %d, seq %d\n",
+                std::filesystem::exists(path) ? path.c_str() : "built-in defaults",
+                static_cast<long long>(steps), warmup, c.training.micro_batch_size,
+                c.model.seq_len);
+    std::printf("\n%-6s %12s %14s %12s %16s\n", "dp", "step ms", "tokens/s", "vs dp=1",
+                "hidden (mean)");
+    for (const auto& [dp, t] : scaling) {
+      std::printf("%-6d %12.3f %14.0f %11.2fx %16.3f\n", dp, t.step_ms, t.tokens_per_s,
+                  t.tokens_per_s / scaling.front().second.tokens_per_s, t.hidden_fraction);
+    }
+    std::printf("\nat dp=%d (best of %d alternating runs):\n%-48s %10s %14s %8s %13s %12s\n",
+                world_size, kRounds, "variant", "step ms", "tokens/s", "groups", "hidden (mean)",
+                "final loss");
+    for (std::size_t v = 0; v < variants.size(); ++v) {
+      const Timing& t = best[v];
+      std::printf("%-48s %10.3f %14.0f %8d %13.3f %12.6f\n", variants[v].label.c_str(), t.step_ms,
+                  t.tokens_per_s, t.bucket_groups, t.hidden_fraction, t.final_loss);
+    }
+    const Timing& buffer = best[0];
+    std::printf("\nlegacy / layer-wise step time:            %.3f\n",
+                best[1].step_ms / buffer.step_ms);
+    std::printf("overlap off / overlap on step time:       %.3f\n",
+                best[2].step_ms / buffer.step_ms);
+    std::printf("gather-with-step / plain overlap step time: %.3f\n",
+                best[3].step_ms / buffer.step_ms);
+    std::printf("mean comm_hidden_fraction (layer-wise, overlap on): %.3f\n",
+                buffer.hidden_fraction);
+    if (world_size < 4) std::printf("(run under mpirun -np 4 for the dp=4 figures)\n");
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace shardwise
+
+int main(int argc, char** argv) {
+  return shardwise::run_rank_main([&] { return shardwise::bench_main(argc, argv); });
+}

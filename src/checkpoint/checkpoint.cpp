@@ -1,0 +1,464 @@
+#include "shardwise/checkpoint/checkpoint.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <exception>
+#include <fstream>
+#include <mutex>
+#include <set>
+#include <sstream>
+
+#include "shardwise/checkpoint/checkpoint_shards.hpp"
+#include "shardwise/checkpoint/safetensors.hpp"
+#include "shardwise/core/atomic_file.hpp"
+#include "shardwise/core/error.hpp"
+#include "shardwise/core/logging.hpp"
+
+namespace shardwise {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using nlohmann::ordered_json;
+
+namespace {
+
+std::string quoted(const fs::path& p) { return str_cat("'", p.string(), "'"); }
+
+std::mutex& hook_mutex() {
+  static std::mutex m;
+  return m;
+}
+CheckpointFaultHook& hook_storage() {
+  static CheckpointFaultHook hook;
+  return hook;
+}
+void fault_point(std::string_view stage, int rank) {
+  CheckpointFaultHook hook;
+  {
+    std::lock_guard<std::mutex> lock(hook_mutex());
+    hook = hook_storage();
+  }
+  if (hook) hook(stage, rank);
+}
+
+std::string describe(const std::exception_ptr& error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::exception& e) {
+    return e.what();
+  } catch (...) {
+    return "unknown exception";
+  }
+}
+
+// Ranks of `group` whose flag is set (every rank gets the same answer).
+std::vector<int> ranks_with_flag(ProcessGroup& group, bool flag) {
+  std::vector<float> flags(static_cast<std::size_t>(group.size()), 0.0f);
+  flags[static_cast<std::size_t>(group.rank())] = flag ? 1.0f : 0.0f;
+  group.all_reduce(TensorView{flags.data(), group.size(), DType::kFloat32}, ReduceOp::kSum)
+      ->wait();
+  std::vector<int> out;
+  for (int r = 0; r < group.size(); ++r) {
+    if (flags[static_cast<std::size_t>(r)] != 0.0f) out.push_back(r);
+  }
+  return out;
+}
+
+std::string rank_list(const std::vector<int>& ranks) {
+  std::string s;
+  for (int r : ranks) s += (s.empty() ? "" : ", ") + std::to_string(r);
+  return s;
+}
+
+std::string broadcast_string(ProcessGroup& group, const std::string& value, int root) {
+  std::int64_t size = static_cast<std::int64_t>(value.size());
+  group.broadcast(TensorView{&size, 1, DType::kInt64}, root)->wait();
+  std::string out = group.rank() == root ? value : std::string(static_cast<std::size_t>(size), ' ');
+  if (size > 0) group.broadcast(TensorView{out.data(), size, DType::kUInt8}, root)->wait();
+  return out;
+}
+
+void write_model_file(const fs::path& path, const std::vector<ModelTensor>& model,
+                      std::int64_t step) {
+  SafetensorsWriter writer;
+  for (const ModelTensor& t : model) writer.add(t.name, t.shape, t.values);
+  writer.set_metadata("format", "pt");  // what Hugging Face loaders expect; plain tensors
+  writer.set_metadata("shardwise.step", std::to_string(step));
+  writer.write_atomic(path);
+}
+
+void load_model_file(const fs::path& path, const std::vector<ModelTensor>& model) {
+  const SafetensorsFile file = SafetensorsFile::open(path);
+  std::set<std::string> expected;
+  for (const ModelTensor& t : model) {
+    expected.insert(t.name);
+    SW_REQUIRE(file.contains(t.name), FormatError, "checkpoint file ", quoted(path),
+               " has no tensor '", t.name, "': the checkpoint is of a different model");
+    const SafetensorsTensorInfo& info = file.info(t.name);
+    SW_REQUIRE(info.shape == t.shape, ShapeError, "checkpoint file ", quoted(path), ": tensor '",
+               t.name, "' has shape ", json(info.shape).dump(), " but the model's is ",
+               json(t.shape).dump());
+    SW_REQUIRE(info.dtype == t.values.dtype, FormatError, "checkpoint file ", quoted(path),
+               ": tensor '", t.name, "' is ", dtype_name(info.dtype), " but the model's is ",
+               dtype_name(t.values.dtype));
+  }
+  for (const auto& info : file.tensors()) {
+    SW_REQUIRE(expected.count(info.name) != 0, FormatError, "checkpoint file ", quoted(path),
+               " has tensor '", info.name,
+               "', which this model does not have: the checkpoint is of a different model");
+  }
+  // Everything checked first: a mismatch leaves the model untouched.
+  for (const ModelTensor& t : model) file.read_range(t.name, 0, t.values);
+}
+
+ordered_json build_manifest(const CheckpointSaveRequest& request, const fs::path& staged,
+                            int size, const std::vector<ModelTensor>& model, bool replicated) {
+  ordered_json m;
+  m["format"] = kCheckpointFormat;
+  m["format_version"] = kCheckpointFormatVersion;
+  m["step"] = request.step;
+  m["trainer"] = {{"next_step", request.step},
+                  {"consumed_samples", request.consumed_samples}};
+  m["data_parallel_size"] = size;
+  m["optimizer_kind"] = request.optimizer_kind;
+  m["optimizer_state_replicated"] = replicated;
+  ordered_json params = ordered_json::array();
+  for (const ModelTensor& t : model) {
+    params.push_back({{"name", t.name}, {"shape", t.shape}, {"dtype", dtype_name(t.values.dtype)}});
+  }
+  m["model"] = {{"file", kCheckpointModelFile}, {"params", params}};
+  ordered_json files = ordered_json::array();
+  ordered_json index = ordered_json::object();
+  for (int r = 0; r < size; ++r) {
+    const std::string name = optimizer_rank_file_name(r, size);
+    files.push_back(name);
+    for (const SavedShard& s : read_shard_file_index(staged / name)) {
+      index[s.param].push_back(
+          {{"file", name}, {"rank", r}, {"start", s.start}, {"end", s.end}, {"fields", s.fields}});
+    }
+  }
+  m["optimizer_files"] = files;
+  m["index"] = index;
+  if (request.extra.is_object()) {
+    for (const auto& [key, value] : request.extra.items()) {
+      SW_CHECK(!m.contains(key), "checkpoint manifest key ", key, " given twice");
+      m[key] = value;
+    }
+  } else {
+    SW_CHECK(request.extra.is_null(), "CheckpointSaveRequest::extra must be a JSON object");
+  }
+  return m;
+}
+
+std::optional<std::int64_t> parse_step_directory_name(const std::string& name) {
+  constexpr std::string_view prefix = "step-";
+  if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) return {};
+  std::int64_t step = 0;
+  for (std::size_t i = prefix.size(); i < name.size(); ++i) {
+    if (name[i] < '0' || name[i] > '9') return {};
+    step = step * 10 + (name[i] - '0');
+  }
+  return step;
+}
+
+// Removes all but the newest `keep` step directories (never the one `latest` names). A directory
+// is first renamed to a hidden name, so a half-removed one is never mistaken for a checkpoint.
+void prune_old_checkpoints(const fs::path& root, int keep, const std::string& latest) {
+  std::vector<std::pair<std::int64_t, std::string>> found;
+  for (const auto& entry : fs::directory_iterator(root)) {
+    if (!entry.is_directory()) continue;
+    const std::string name = entry.path().filename().string();
+    if (const auto step = parse_step_directory_name(name)) found.emplace_back(*step, name);
+  }
+  std::sort(found.rbegin(), found.rend());
+  for (std::size_t i = static_cast<std::size_t>(keep); i < found.size(); ++i) {
+    if (found[i].second == latest) continue;
+    const fs::path doomed = root / ("." + found[i].second + ".pruned");
+    std::error_code ec;
+    fs::rename(root / found[i].second, doomed, ec);
+    if (!ec) fs::remove_all(doomed, ec);
+    if (ec) {
+      log::warning("keep-last: could not remove old checkpoint ", quoted(root / found[i].second),
+                   ": ", ec.message());
+    }
+  }
+  fsync_directory(root);
+}
+
+template <typename T>
+T manifest_get(const json& m, const char* key, const fs::path& file) {
+  SW_REQUIRE(m.contains(key), FormatError, "checkpoint manifest ", quoted(file), " has no \"",
+             key, "\"");
+  try {
+    return m.at(key).get<T>();
+  } catch (const json::exception& e) {
+    throw FormatError(
+        str_cat("checkpoint manifest ", quoted(file), ": \"", key, "\" is malformed: ", e.what()));
+  }
+}
+
+// A file name from the manifest: a plain name inside the step directory.
+fs::path file_in(const fs::path& dir, const std::string& name, const fs::path& manifest) {
+  SW_REQUIRE(!name.empty() && name.find('/') == std::string::npos && name != "." && name != "..",
+             FormatError, "checkpoint manifest ", quoted(manifest), " names file '", name,
+             "', which is not a plain file name");
+  return dir / name;
+}
+
+std::vector<SavedShard> saved_shards_from_index(const json& manifest, const fs::path& dir,
+                                                const fs::path& file) {
+  const json index = manifest_get<json>(manifest, "index", file);
+  SW_REQUIRE(index.is_object(), FormatError, "checkpoint manifest ", quoted(file),
+             ": \"index\" is not an object");
+  std::vector<SavedShard> out;
+  try {
+    for (const auto& [param, entries] : index.items()) {
+      for (const json& e : entries) {
+        SavedShard s;
+        s.param = param;
+        s.file = file_in(dir, e.at("file").get<std::string>(), file);
+        s.start = e.at("start").get<std::int64_t>();
+        s.end = e.at("end").get<std::int64_t>();
+        s.fields = e.at("fields").get<std::vector<std::string>>();
+        out.push_back(std::move(s));
+      }
+    }
+  } catch (const json::exception& e) {
+    throw FormatError(
+        str_cat("checkpoint manifest ", quoted(file), ": malformed \"index\": ", e.what()));
+  }
+  // The saved shapes come from the model list (validated against model.safetensors as well).
+  std::map<std::string, std::vector<std::int64_t>> shape_of;
+  try {
+    for (const json& p : manifest.at("model").at("params")) {
+      shape_of[p.at("name").get<std::string>()] = p.at("shape").get<std::vector<std::int64_t>>();
+    }
+  } catch (const json::exception& e) {
+    throw FormatError(
+        str_cat("checkpoint manifest ", quoted(file), ": malformed \"model\": ", e.what()));
+  }
+  for (SavedShard& s : out) {
+    const auto it = shape_of.find(s.param);
+    SW_REQUIRE(it != shape_of.end(), FormatError, "checkpoint manifest ", quoted(file),
+               ": index entry for param '", s.param, "', which \"model\" does not list");
+    s.shape = it->second;
+  }
+  return out;
+}
+
+}  // namespace
+
+void set_checkpoint_fault_hook(CheckpointFaultHook hook) {
+  std::lock_guard<std::mutex> lock(hook_mutex());
+  hook_storage() = std::move(hook);
+}
+
+std::string step_directory_name(std::int64_t step) {
+  SW_REQUIRE(step >= 0, InvalidArgument, "checkpoint step must be >= 0 (got ", step, ")");
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "step-%07lld", static_cast<long long>(step));
+  return buf;
+}
+
+std::string optimizer_rank_file_name(int rank, int size) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "optimizer-rank-%05d-of-%05d.safetensors", rank, size);
+  return buf;
+}
+
+fs::path save_checkpoint(const CheckpointSaveRequest& request,
+                         const std::vector<ModelTensor>& model,
+                         const optim::Optimizer& optimizer, ProcessGroup& group) {
+  const int rank = group.rank(), size = group.size();
+  const std::string step_name = step_directory_name(request.step);
+  const fs::path final_dir = request.root / step_name;
+  const std::string failed_prefix =
+      str_cat("checkpoint save of step ", request.step, " to ", quoted(request.root),
+              " failed; nothing was published (the previous checkpoint stays the latest)");
+
+  // 1. Rank 0 creates the staging directory and tells the others where it is.
+  std::string staged_name;
+  std::exception_ptr failure;
+  if (rank == 0) {
+    try {
+      fs::create_directories(request.root);
+      staged_name = create_temp_directory_next_to(final_dir).string();
+    } catch (...) {
+      failure = std::current_exception();
+    }
+  }
+  const fs::path staged = broadcast_string(group, staged_name, 0);
+  if (staged.empty()) {
+    throw IoError(str_cat(failed_prefix, ": ",
+                          rank == 0 ? describe(failure)
+                                    : "rank 0 could not create the staging directory"));
+  }
+
+  // 2. Every rank writes its own file (rank 0 the model too); then all agree on the outcome.
+  const bool replicated = optimizer_state_is_replicated(optimizer);
+  try {
+    fault_point("staged", rank);
+    if (rank == 0) write_model_file(staged / kCheckpointModelFile, model, request.step);
+    write_optimizer_shard_file(optimizer, staged / optimizer_rank_file_name(rank, size),
+                               {{"rank", std::to_string(rank)},
+                                {"data_parallel_size", std::to_string(size)},
+                                {"step", std::to_string(request.step)}},
+                               !replicated || rank == 0);
+    fault_point("rank_file_written", rank);
+  } catch (...) {
+    failure = std::current_exception();
+  }
+  std::vector<int> failed = ranks_with_flag(group, failure != nullptr);
+  if (!failed.empty()) {
+    std::error_code ec;
+    if (rank == 0) fs::remove_all(staged, ec);  // every rank is done writing by now
+    throw IoError(str_cat(failed_prefix, ": writing failed on rank(s) ", rank_list(failed),
+                          failure ? str_cat(": ", describe(failure)) : std::string()));
+  }
+
+  // 3. Rank 0 writes the manifest, renames the directory into place and moves `latest`.
+  if (rank == 0) {
+    bool committed = false;
+    try {
+      const ordered_json manifest = build_manifest(request, staged, size, model, replicated);
+      write_file_atomic(staged / kCheckpointManifestFile, manifest.dump(1) + "\n");
+      fault_point("before_commit", rank);
+      commit_directory(staged, final_dir, /*replace_existing=*/true);
+      committed = true;
+      replace_pointer_file(request.root / kCheckpointLatestFile, step_name);
+    } catch (...) {
+      failure = std::current_exception();
+      std::error_code ec;
+      if (!committed) fs::remove_all(staged, ec);
+    }
+    if (!failure && request.keep_last > 0) {
+      try {
+        prune_old_checkpoints(request.root, request.keep_last, step_name);
+      } catch (const std::exception& e) {
+        log::warning("keep-last: pruning old checkpoints in ", quoted(request.root),
+                     " failed: ", e.what());
+      }
+    }
+  }
+  failed = ranks_with_flag(group, failure != nullptr);
+  if (!failed.empty()) {
+    throw IoError(str_cat(failed_prefix, ": publishing failed on rank 0",
+                          failure ? str_cat(": ", describe(failure)) : std::string()));
+  }
+  return final_dir;
+}
+
+json read_checkpoint_manifest(const fs::path& directory) {
+  const fs::path file = directory / kCheckpointManifestFile;
+  std::ifstream in(file);
+  SW_REQUIRE(in.good(), IoError, "cannot read checkpoint manifest ", quoted(file),
+             fs::exists(file) ? "" : " (it does not exist: not a complete checkpoint)");
+  std::stringstream text;
+  text << in.rdbuf();
+  json m;
+  try {
+    m = json::parse(text.str());
+  } catch (const json::exception& e) {
+    throw FormatError(str_cat("checkpoint manifest ", quoted(file), " is not valid JSON: ",
+                              e.what()));
+  }
+  SW_REQUIRE(m.is_object(), FormatError, "checkpoint manifest ", quoted(file),
+             " is not a JSON object");
+  SW_REQUIRE(manifest_get<std::string>(m, "format", file) == kCheckpointFormat, FormatError,
+             "checkpoint manifest ", quoted(file), ": \"format\" is not \"", kCheckpointFormat,
+             "\"");
+  const int version = manifest_get<int>(m, "format_version", file);
+  SW_REQUIRE(version == kCheckpointFormatVersion, FormatError, "checkpoint manifest ",
+             quoted(file), " has format_version ", version, "; this build reads version ",
+             kCheckpointFormatVersion);
+  manifest_get<std::int64_t>(m, "step", file);
+  manifest_get<json>(m, "trainer", file);
+  manifest_get<std::string>(m, "optimizer_kind", file);
+  manifest_get<std::vector<std::string>>(m, "optimizer_files", file);
+  manifest_get<json>(m, "model", file);
+  return m;
+}
+
+fs::path resolve_checkpoint_directory(const fs::path& path, std::optional<std::int64_t> step) {
+  SW_REQUIRE(fs::is_directory(path), IoError, "checkpoint directory ", quoted(path),
+             " does not exist");
+  if (fs::exists(path / kCheckpointManifestFile)) {
+    if (step) {
+      const json m = read_checkpoint_manifest(path);
+      const auto saved = m.at("step").get<std::int64_t>();
+      SW_REQUIRE(saved == *step, InvalidArgument, "checkpoint ", quoted(path), " is of step ",
+                 saved, ", not the requested step ", *step);
+    }
+    return path;
+  }
+  if (step) {
+    const fs::path dir = path / step_directory_name(*step);
+    SW_REQUIRE(fs::exists(dir / kCheckpointManifestFile), IoError, "no complete checkpoint of step ",
+               *step, " in ", quoted(path), ": ", quoted(dir / kCheckpointManifestFile),
+               " does not exist");
+    return dir;
+  }
+  const fs::path pointer = path / kCheckpointLatestFile;
+  const auto latest = read_pointer_file(pointer);
+  SW_REQUIRE(latest.has_value(), IoError, "checkpoint pointer ", quoted(pointer),
+             " does not exist: ", quoted(path),
+             " holds no published checkpoint (pass a step directory or a step to load)");
+  SW_REQUIRE(parse_step_directory_name(*latest).has_value(), FormatError, "checkpoint pointer ",
+             quoted(pointer), " holds '", *latest, "', which is not a step directory name");
+  const fs::path dir = path / *latest;
+  SW_REQUIRE(fs::exists(dir / kCheckpointManifestFile), FormatError, "checkpoint pointer ",
+             quoted(pointer), " names ", quoted(dir), ", which is not a complete checkpoint");
+  return dir;
+}
+
+LoadedCheckpoint load_checkpoint(const fs::path& directory, const std::vector<ModelTensor>& model,
+                                 optim::Optimizer& optimizer, ProcessGroup& group,
+                                 std::string_view optimizer_kind) {
+  LoadedCheckpoint out;
+  out.directory = directory;
+  std::exception_ptr failure;
+  try {
+    const fs::path manifest_file = directory / kCheckpointManifestFile;
+    out.manifest = read_checkpoint_manifest(directory);
+    const json& m = out.manifest;
+    out.step = m.at("step").get<std::int64_t>();
+    try {
+      out.consumed_samples = m.at("trainer").at("consumed_samples").get<std::int64_t>();
+    } catch (const json::exception& e) {
+      throw FormatError(str_cat("checkpoint manifest ", quoted(manifest_file),
+                                ": malformed \"trainer\": ", e.what()));
+    }
+    const auto saved_kind = m.at("optimizer_kind").get<std::string>();
+    SW_REQUIRE(optimizer_kind.empty() || saved_kind == optimizer_kind, InvalidArgument,
+               "checkpoint ", quoted(directory), " was saved with optimizer kind '", saved_kind,
+               "' but this run uses '", optimizer_kind,
+               "': loading across optimizer kinds is not supported (a different data-parallel "
+               "size or bucket size is)");
+    // Every listed file must be there and well formed, whichever of them this rank needs.
+    for (const auto& name : m.at("optimizer_files").get<std::vector<std::string>>()) {
+      const fs::path file = file_in(directory, name, manifest_file);
+      SW_REQUIRE(fs::exists(file), IoError, "checkpoint file ", quoted(file),
+                 " is missing (listed in ", quoted(manifest_file), ")");
+      SafetensorsFile::open(file);
+    }
+    std::string model_name;
+    try {
+      model_name = m.at("model").at("file").get<std::string>();
+    } catch (const json::exception& e) {
+      throw FormatError(str_cat("checkpoint manifest ", quoted(manifest_file),
+                                ": malformed \"model\": ", e.what()));
+    }
+    load_model_file(file_in(directory, model_name, manifest_file), model);
+    load_optimizer_shards(optimizer, saved_shards_from_index(m, directory, manifest_file),
+                          str_cat("checkpoint ", quoted(directory)));
+  } catch (...) {
+    failure = std::current_exception();
+  }
+  const std::vector<int> failed = ranks_with_flag(group, failure != nullptr);
+  if (failure) std::rethrow_exception(failure);
+  SW_REQUIRE(failed.empty(), FormatError, "loading checkpoint ", quoted(directory),
+             " failed on rank(s) ", rank_list(failed), " (see their errors)");
+  return out;
+}
+
+}  // namespace shardwise

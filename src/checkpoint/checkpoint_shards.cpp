@@ -1,0 +1,293 @@
+#include "shardwise/checkpoint/checkpoint_shards.hpp"
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+
+#include "shardwise/checkpoint/safetensors.hpp"
+#include "shardwise/core/error.hpp"
+#include "shardwise/optim/chained_optimizer.hpp"
+#include "shardwise/optim/distributed_optimizer.hpp"
+#include "shardwise/optim/layer_wise_distributed_optimizer.hpp"
+
+namespace shardwise {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+const std::vector<optim::OwnedSlice>* owned_slices_of(const optim::Optimizer& optimizer) {
+  if (const auto* d = dynamic_cast<const optim::DistributedOptimizer*>(&optimizer)) {
+    return &d->owned_slices();
+  }
+  if (const auto* l = dynamic_cast<const optim::LayerWiseDistributedOptimizer*>(&optimizer)) {
+    return &l->owned_params();
+  }
+  return nullptr;
+}
+
+void collect_shards(const optim::Optimizer& optimizer, std::vector<OptimizerShard>& out) {
+  if (const auto* chained = dynamic_cast<const optim::ChainedOptimizer*>(&optimizer)) {
+    for (const auto& child : chained->children()) collect_shards(*child, out);
+    return;
+  }
+  std::map<std::string, const optim::OwnedSlice*> slice_of;
+  const auto* slices = owned_slices_of(optimizer);
+  if (slices != nullptr) {
+    for (const auto& s : *slices) {
+      SW_CHECK(slice_of.emplace(s.name, &s).second, "optimizer ", optimizer.kind(),
+               " owns two slices of param ", s.name);
+    }
+  }
+  for (const optim::ParamGroup& group : optimizer.param_groups()) {
+    for (const optim::OptimParam& p : group.params) {
+      OptimizerShard shard;
+      shard.param = p.name;
+      shard.main_param = p.main_param;
+      if (slices != nullptr) {
+        const auto it = slice_of.find(p.name);
+        SW_CHECK(it != slice_of.end(), "optimizer ", optimizer.kind(), " steps param ", p.name,
+                 " but owns no slice of it");
+        shard.shape = it->second->shape;
+        shard.start = it->second->offset;
+        shard.end = it->second->offset + it->second->count;
+      } else {
+        shard.shape = p.shape;
+        shard.start = 0;
+        shard.end = p.numel();
+      }
+      SW_CHECK(shard.count() == p.numel(), "param ", p.name, ": slice of ", shard.count(),
+               " elements but the optimizer sees ", p.numel());
+      out.push_back(std::move(shard));
+    }
+  }
+}
+
+std::int64_t shape_numel(const std::vector<std::int64_t>& shape) {
+  std::int64_t n = 1;
+  for (auto d : shape) n *= d;
+  return n;
+}
+
+// Whole params keep their shape (readable as such from Python); partial runs are 1-D.
+std::vector<std::int64_t> stored_shape(const OptimizerShard& shard) {
+  if (shard.start == 0 && shard.count() == shape_numel(shard.shape)) return shard.shape;
+  return {shard.count()};
+}
+
+std::string quoted(const fs::path& p) { return str_cat("'", p.string(), "'"); }
+
+// Opens each file once, on first use.
+class FileCache {
+ public:
+  const SafetensorsFile& get(const fs::path& path) {
+    auto it = files_.find(path.string());
+    if (it == files_.end()) {
+      it = files_.emplace(path.string(), SafetensorsFile::open(path)).first;
+    }
+    return it->second;
+  }
+
+ private:
+  std::map<std::string, SafetensorsFile> files_;
+};
+
+// Checks that `file` holds tensor `name` as fp32 with `numel` elements.
+void check_tensor(const SafetensorsFile& file, const std::string& name, std::int64_t numel,
+                  const std::string& purpose) {
+  SW_REQUIRE(file.contains(name), FormatError, "checkpoint file ", quoted(file.path()),
+             " has no tensor '", name, "' (", purpose, ")");
+  const SafetensorsTensorInfo& info = file.info(name);
+  SW_REQUIRE(info.dtype == DType::kFloat32, FormatError, "checkpoint file ", quoted(file.path()),
+             ": tensor '", name, "' is ", dtype_name(info.dtype), ", expected F32");
+  SW_REQUIRE(info.numel() == numel, FormatError, "checkpoint file ", quoted(file.path()),
+             ": tensor '", name, "' has ", info.numel(), " elements, its shard index says ",
+             numel);
+}
+
+}  // namespace
+
+std::vector<OptimizerShard> optimizer_shards(const optim::Optimizer& optimizer) {
+  std::vector<OptimizerShard> out;
+  collect_shards(optimizer, out);
+  return out;
+}
+
+bool optimizer_state_is_replicated(const optim::Optimizer& optimizer) {
+  if (const auto* chained = dynamic_cast<const optim::ChainedOptimizer*>(&optimizer)) {
+    return std::all_of(chained->children().begin(), chained->children().end(),
+                       [](const auto& child) { return optimizer_state_is_replicated(*child); });
+  }
+  return owned_slices_of(optimizer) == nullptr;
+}
+
+bool is_per_param_field(std::string_view field) { return field == "step"; }
+
+std::string shard_tensor_name(std::string_view param, std::string_view field) {
+  return str_cat(param, "/", field);
+}
+
+std::uint64_t write_optimizer_shard_file(const optim::Optimizer& optimizer, const fs::path& path,
+                                         const std::map<std::string, std::string>& metadata,
+                                         bool include_shards) {
+  std::vector<OptimizerShard> shards;
+  optim::OptimizerState state;
+  if (include_shards) {
+    shards = optimizer_shards(optimizer);
+    state = optimizer.state_dict();
+  }
+  SafetensorsWriter writer;
+  json index = json::object();
+  for (const OptimizerShard& shard : shards) {
+    const auto it = state.find(shard.param);
+    SW_CHECK(it != state.end(), "optimizer ", optimizer.kind(), " has no state entry for param ",
+             shard.param);
+    const std::vector<std::int64_t> shape = stored_shape(shard);
+    std::vector<std::string> fields{std::string(kMainParamField)};
+    writer.add(shard_tensor_name(shard.param, kMainParamField), DType::kFloat32, shape,
+               shard.main_param);
+    for (const auto& [field, values] : it->second) {
+      SW_CHECK(field != kMainParamField, "optimizer state field named ", kMainParamField);
+      const bool per_param = is_per_param_field(field);
+      const auto expected = static_cast<std::size_t>(per_param ? 1 : shard.count());
+      SW_CHECK(values.size() == expected, "param ", shard.param, " field ", field, " has ",
+               values.size(), " values, expected ", expected);
+      writer.add(shard_tensor_name(shard.param, field), DType::kFloat32,
+                 per_param ? std::vector<std::int64_t>{1} : shape, values.data());
+      fields.push_back(field);
+    }
+    index[shard.param] = {
+        {"start", shard.start}, {"end", shard.end}, {"shape", shard.shape}, {"fields", fields}};
+  }
+  for (const auto& [key, value] : metadata) writer.set_metadata(key, value);
+  writer.set_metadata("format", std::string(kShardFileFormat));
+  writer.set_metadata("format_version", std::to_string(kShardFileFormatVersion));
+  writer.set_metadata("optimizer", std::string(optimizer.kind()));
+  writer.set_metadata("shards", index.dump());
+  writer.write_atomic(path);
+  return writer.file_bytes();
+}
+
+std::vector<SavedShard> read_shard_file_index(const fs::path& path) {
+  const SafetensorsFile file = SafetensorsFile::open(path);
+  const auto& meta = file.metadata();
+  const auto format = meta.find("format");
+  SW_REQUIRE(format != meta.end() && format->second == kShardFileFormat, FormatError,
+             "checkpoint file ", quoted(path), " is not a shardwise optimizer shard file (its "
+             "__metadata__ has no \"format\": \"", kShardFileFormat, "\")");
+  const auto shards_text = meta.find("shards");
+  SW_REQUIRE(shards_text != meta.end(), FormatError, "checkpoint file ", quoted(path),
+             ": __metadata__ has no \"shards\" entry");
+  std::vector<SavedShard> out;
+  try {
+    const json index = json::parse(shards_text->second);
+    SW_REQUIRE(index.is_object(), FormatError, "checkpoint file ", quoted(path),
+               ": __metadata__ \"shards\" is not a JSON object");
+    for (const auto& [param, entry] : index.items()) {
+      SavedShard s;
+      s.file = path;
+      s.param = param;
+      s.start = entry.at("start").get<std::int64_t>();
+      s.end = entry.at("end").get<std::int64_t>();
+      s.shape = entry.at("shape").get<std::vector<std::int64_t>>();
+      s.fields = entry.at("fields").get<std::vector<std::string>>();
+      SW_REQUIRE(0 <= s.start && s.start < s.end && s.end <= shape_numel(s.shape), FormatError,
+                 "checkpoint file ", quoted(path), ": param '", param, "' has element range [",
+                 s.start, ", ", s.end, ") outside its ", shape_numel(s.shape), " elements");
+      for (const auto& field : s.fields) {
+        check_tensor(file, shard_tensor_name(param, field),
+                     is_per_param_field(field) ? 1 : s.end - s.start, "listed in its shard index");
+      }
+      out.push_back(std::move(s));
+    }
+  } catch (const json::exception& e) {
+    throw FormatError(str_cat("checkpoint file ", quoted(path),
+                              ": malformed \"shards\" index in __metadata__: ", e.what()));
+  }
+  return out;
+}
+
+void load_optimizer_shards(optim::Optimizer& optimizer, const std::vector<SavedShard>& saved,
+                           const std::string& what) {
+  const std::vector<OptimizerShard> shards = optimizer_shards(optimizer);
+  // The freshly built optimizer's state dict names every field it needs, at the right sizes.
+  optim::OptimizerState state = optimizer.state_dict();
+  std::map<std::string, std::vector<const SavedShard*>> saved_of;
+  for (const SavedShard& s : saved) saved_of[s.param].push_back(&s);
+  for (auto& [param, list] : saved_of) {
+    std::sort(list.begin(), list.end(),
+              [](const SavedShard* a, const SavedShard* b) { return a->start < b->start; });
+  }
+  FileCache files;
+  // Main params are staged and written only once everything was read and accepted, so a bad
+  // checkpoint leaves the optimizer as it was.
+  std::vector<std::vector<float>> main_values(shards.size());
+
+  for (std::size_t si = 0; si < shards.size(); ++si) {
+    const OptimizerShard& shard = shards[si];
+    const auto sit = saved_of.find(shard.param);
+    SW_REQUIRE(sit != saved_of.end(), FormatError, what, " has no saved optimizer state for param '",
+               shard.param, "' (saved from a different model or optimizer?)");
+    const auto& sources = sit->second;
+    for (const SavedShard* src : sources) {
+      SW_REQUIRE(src->shape == shard.shape, ShapeError, "checkpoint file ", quoted(src->file),
+                 ": param '", shard.param, "' has shape ", json(src->shape).dump(),
+                 " but the model's is ", json(shard.shape).dump());
+    }
+    // Copies elements [start, end) of `field` into dst from every saved shard overlapping them.
+    auto fill = [&](const std::string& field, float* dst) {
+      std::int64_t covered = 0;
+      for (const SavedShard* src : sources) {
+        const std::int64_t lo = std::max(shard.start, src->start);
+        const std::int64_t hi = std::min(shard.end, src->end);
+        if (lo >= hi) continue;
+        const SafetensorsFile& file = files.get(src->file);
+        const std::string name = shard_tensor_name(shard.param, field);
+        check_tensor(file, name, src->end - src->start,
+                     str_cat("needed for elements [", lo, ", ", hi, ") of param '", shard.param,
+                             "'"));
+        file.read_range(name, lo - src->start, hi - lo, dst + (lo - shard.start));
+        covered += hi - lo;
+      }
+      SW_REQUIRE(covered == shard.count(), FormatError, what, ": the saved shards of param '",
+                 shard.param, "' cover ", covered, " of the ", shard.count(),
+                 " elements this rank needs ([", shard.start, ", ", shard.end, ")) of field '",
+                 field, "'");
+    };
+    main_values[si].resize(static_cast<std::size_t>(shard.count()));
+    fill(std::string(kMainParamField), main_values[si].data());
+
+    const auto entry = state.find(shard.param);
+    SW_CHECK(entry != state.end(), "optimizer ", optimizer.kind(), " has no state for param ",
+             shard.param);
+    for (auto& [field, values] : entry->second) {
+      if (!is_per_param_field(field)) {
+        SW_CHECK(static_cast<std::int64_t>(values.size()) == shard.count(), "param ", shard.param,
+                 " field ", field, " size");
+        fill(field, values.data());
+        continue;
+      }
+      const SavedShard* src = sources.front();
+      const SafetensorsFile& file = files.get(src->file);
+      const std::string name = shard_tensor_name(shard.param, field);
+      check_tensor(file, name, 1, str_cat("the per-param field '", field, "'"));
+      SW_CHECK(values.size() == 1, "per-param field ", field, " of ", shard.param);
+      file.read_range(name, 0, 1, values.data());
+    }
+  }
+  optimizer.load_state_dict(state);
+  for (std::size_t si = 0; si < shards.size(); ++si) {
+    std::copy(main_values[si].begin(), main_values[si].end(), shards[si].main_param);
+  }
+}
+
+void save_state_dict_to_file(const optim::Optimizer& optimizer, const fs::path& path) {
+  write_optimizer_shard_file(optimizer, path, {});
+}
+
+void load_state_dict_from_file(optim::Optimizer& optimizer, const fs::path& path) {
+  load_optimizer_shards(optimizer, read_shard_file_index(path),
+                        str_cat("optimizer state file ", quoted(path)));
+}
+
+}  // namespace shardwise

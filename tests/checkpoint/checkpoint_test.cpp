@@ -1,0 +1,449 @@
+// Single-process checkpoint tests: one rank's optimizer state file round trip, the checkpoint
+// directory protocol with a world of one (save, resolve, keep-last), every bad-checkpoint case
+// (each error names the file and the tensor, and leaves the files as they were), and a save
+// killed with SIGKILL at several moments, after which the previous checkpoint still loads.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <random>
+#include <thread>
+
+#include "ddp/fake_process_group.hpp"
+#include "shardwise/checkpoint/checkpoint.hpp"
+#include "shardwise/checkpoint/checkpoint_shards.hpp"
+#include "shardwise/checkpoint/safetensors.hpp"
+#include "shardwise/core/atomic_file.hpp"
+#include "shardwise/optim/adamw.hpp"
+
+namespace shardwise {
+namespace {
+
+namespace fs = std::filesystem;
+using testing_support::FakeProcessGroup;
+
+fs::path fresh_dir(const std::string& name) {
+  const fs::path dir = fs::temp_directory_path() /
+                       str_cat("shardwise-ckpt-", name, "-", ::getpid());
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+// A tiny "model" (params with values and grads) and an AdamW over it.
+struct TinyModel {
+  struct Param {
+    std::string name;
+    std::vector<std::int64_t> shape;
+    std::vector<float> value, grad;
+  };
+  std::vector<Param> params;
+  std::unique_ptr<optim::AdamW> optimizer;
+
+  TinyModel(const std::vector<std::pair<std::string, std::vector<std::int64_t>>>& spec,
+            std::uint32_t seed) {
+    std::mt19937 rng(seed);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    for (const auto& [name, shape] : spec) {
+      std::int64_t n = 1;
+      for (auto d : shape) n *= d;
+      Param p{name, shape, std::vector<float>(static_cast<std::size_t>(n)),
+              std::vector<float>(static_cast<std::size_t>(n))};
+      for (float& v : p.value) v = normal(rng);
+      params.push_back(std::move(p));
+    }
+    std::vector<optim::OptimParam> views;
+    for (Param& p : params) {
+      views.push_back(optim::OptimParam{p.name, p.shape, p.value.data(), p.grad.data(), {}});
+    }
+    optimizer = std::make_unique<optim::AdamW>(optim::single_group(std::move(views)),
+                                               optim::AdamWOptions{1e-2, 0.1, 0.9, 0.99, 1e-8});
+  }
+
+  void step(std::uint32_t seed) {
+    std::mt19937 rng(seed);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    for (Param& p : params) {
+      for (float& g : p.grad) g = normal(rng);
+    }
+    optimizer->step();
+  }
+
+  std::vector<ModelTensor> tensors() {
+    std::vector<ModelTensor> out;
+    for (Param& p : params) {
+      out.push_back({p.name, p.shape,
+                     TensorView{p.value.data(), static_cast<std::int64_t>(p.value.size()),
+                                DType::kFloat32}});
+    }
+    return out;
+  }
+};
+
+const std::vector<std::pair<std::string, std::vector<std::int64_t>>> kSpec = {
+    {"layers.0.weight", {8, 6}}, {"layers.0.bias", {6}}, {"head.weight", {5, 8}}};
+
+CheckpointSaveRequest request(const fs::path& root, std::int64_t step, int keep_last = 0) {
+  CheckpointSaveRequest r;
+  r.root = root;
+  r.step = step;
+  r.consumed_samples = step * 16;
+  r.keep_last = keep_last;
+  r.optimizer_kind = "ddp";
+  r.extra = {{"note", "unit test"}};
+  return r;
+}
+
+std::map<std::string, std::string> snapshot(const fs::path& dir) {
+  std::map<std::string, std::string> out;
+  for (const auto& e : fs::recursive_directory_iterator(dir)) {
+    if (!e.is_regular_file()) continue;
+    std::ifstream in(e.path(), std::ios::binary);
+    out[fs::relative(e.path(), dir).string()] =
+        std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  return out;
+}
+
+template <typename Fn>
+std::string error_of(Fn&& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+TEST(OptimizerStateFile, RoundTripRestoresStateAndContinuesBitIdentically) {
+  const fs::path dir = fresh_dir("state-file");
+  TinyModel a(kSpec, 1);
+  for (std::uint32_t s = 0; s < 3; ++s) a.step(100 + s);
+  save_state_dict_to_file(*a.optimizer, dir / "rank0.safetensors");
+
+  // The file is a safetensors file with "<param>/<field>" tensors and the shard index.
+  const SafetensorsFile file = SafetensorsFile::open(dir / "rank0.safetensors");
+  EXPECT_TRUE(file.contains("layers.0.weight/exp_avg_sq"));
+  EXPECT_EQ(file.info("layers.0.weight/main_param").shape, (std::vector<std::int64_t>{8, 6}));
+  EXPECT_EQ(file.info("head.weight/step").numel(), 1);
+  EXPECT_EQ(file.metadata().at("format"), "shardwise.optimizer_shards");
+
+  TinyModel b(kSpec, 2);  // different values, never stepped
+  load_state_dict_from_file(*b.optimizer, dir / "rank0.safetensors");
+  EXPECT_EQ(a.optimizer->state_dict(), b.optimizer->state_dict());
+  for (std::size_t i = 0; i < a.params.size(); ++i) {
+    EXPECT_EQ(a.params[i].value, b.params[i].value) << a.params[i].name;
+  }
+  a.step(7);
+  b.step(7);
+  for (std::size_t i = 0; i < a.params.size(); ++i) {
+    EXPECT_EQ(a.params[i].value, b.params[i].value) << a.params[i].name;
+  }
+  EXPECT_EQ(b.optimizer->state_dict().at("layers.0.bias").at("step"), std::vector<float>{4.0f});
+  fs::remove_all(dir);
+}
+
+TEST(OptimizerStateFile, WrongModelIsRejectedNamingParam) {
+  const fs::path dir = fresh_dir("state-file-wrong");
+  TinyModel a(kSpec, 1);
+  a.step(1);
+  save_state_dict_to_file(*a.optimizer, dir / "s.safetensors");
+  TinyModel other({{"layers.0.weight", {8, 6}}, {"other.weight", {3}}}, 1);
+  const std::string message =
+      error_of([&] { load_state_dict_from_file(*other.optimizer, dir / "s.safetensors"); });
+  EXPECT_NE(message.find("other.weight"), std::string::npos) << message;
+  EXPECT_NE(message.find("s.safetensors"), std::string::npos) << message;
+  TinyModel reshaped({{"layers.0.weight", {6, 8}}, {"layers.0.bias", {6}}, {"head.weight", {5, 8}}},
+                     1);
+  const std::string shape_message =
+      error_of([&] { load_state_dict_from_file(*reshaped.optimizer, dir / "s.safetensors"); });
+  EXPECT_NE(shape_message.find("layers.0.weight"), std::string::npos) << shape_message;
+  EXPECT_NE(shape_message.find("shape"), std::string::npos) << shape_message;
+  fs::remove_all(dir);
+}
+
+TEST(Checkpoint, SaveLoadRoundTripWithManifestAndLatest) {
+  const fs::path root = fresh_dir("roundtrip");
+  FakeProcessGroup group(0, 1);
+  TinyModel a(kSpec, 1);
+  a.step(1);
+  a.step(2);
+  const fs::path dir = save_checkpoint(request(root, 2), a.tensors(), *a.optimizer, group);
+  EXPECT_EQ(dir, root / "step-0000002");
+  EXPECT_EQ(read_pointer_file(root / "latest"), "step-0000002");
+  for (const char* f : {"model.safetensors", "checkpoint.json",
+                        "optimizer-rank-00000-of-00001.safetensors"}) {
+    EXPECT_TRUE(fs::exists(dir / f)) << f;
+  }
+  const auto manifest = read_checkpoint_manifest(dir);
+  EXPECT_EQ(manifest.at("step"), 2);
+  EXPECT_EQ(manifest.at("trainer").at("consumed_samples"), 32);
+  EXPECT_EQ(manifest.at("note"), "unit test");
+  EXPECT_EQ(manifest.at("index").at("head.weight").at(0).at("end"), 40);
+  // model.safetensors: one tensor per param, full shape, the current values.
+  const SafetensorsFile model = SafetensorsFile::open(dir / "model.safetensors");
+  ASSERT_EQ(model.tensors().size(), kSpec.size());
+  EXPECT_EQ(model.info("head.weight").shape, (std::vector<std::int64_t>{5, 8}));
+  EXPECT_EQ(model.tensor("head.weight").as<float>()[7], a.params[2].value[7]);
+
+  TinyModel b(kSpec, 9);
+  const LoadedCheckpoint loaded =
+      load_checkpoint(resolve_checkpoint_directory(root), b.tensors(), *b.optimizer, group, "ddp");
+  EXPECT_EQ(loaded.step, 2);
+  EXPECT_EQ(loaded.consumed_samples, 32);
+  EXPECT_EQ(a.optimizer->state_dict(), b.optimizer->state_dict());
+  a.step(3);
+  b.step(3);
+  for (std::size_t i = 0; i < a.params.size(); ++i) EXPECT_EQ(a.params[i].value, b.params[i].value);
+
+  // Resolution: a step directory itself, a step number, the latest pointer.
+  EXPECT_EQ(resolve_checkpoint_directory(dir), dir);
+  EXPECT_EQ(resolve_checkpoint_directory(root, 2), dir);
+  EXPECT_NE(error_of([&] { resolve_checkpoint_directory(root, 3); }).find("step-0000003"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { resolve_checkpoint_directory(dir, 5); }).find("step 2"),
+            std::string::npos);
+  fs::remove_all(root);
+}
+
+TEST(Checkpoint, KeepLastPrunesOlderStepDirectories) {
+  const fs::path root = fresh_dir("keep-last");
+  FakeProcessGroup group(0, 1);
+  TinyModel a(kSpec, 1);
+  for (std::int64_t s = 1; s <= 5; ++s) {
+    a.step(static_cast<std::uint32_t>(s));
+    save_checkpoint(request(root, s, /*keep_last=*/2), a.tensors(), *a.optimizer, group);
+  }
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(root)) names.push_back(e.path().filename());
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{"latest", "step-0000004", "step-0000005"}));
+  EXPECT_EQ(read_pointer_file(root / "latest"), "step-0000005");
+  fs::remove_all(root);
+}
+
+TEST(Checkpoint, FailingSaveLeavesPreviousCheckpointAndNoStagingDirectory) {
+  const fs::path root = fresh_dir("failing-save");
+  FakeProcessGroup group(0, 1);
+  TinyModel a(kSpec, 1);
+  a.step(1);
+  save_checkpoint(request(root, 1), a.tensors(), *a.optimizer, group);
+  a.step(2);
+  for (const char* stage : {"staged", "rank_file_written", "before_commit"}) {
+    set_checkpoint_fault_hook([stage](std::string_view s, int) {
+      if (s == stage) throw IoError(str_cat("injected failure at ", s));
+    });
+    const std::string message =
+        error_of([&] { save_checkpoint(request(root, 2), a.tensors(), *a.optimizer, group); });
+    set_checkpoint_fault_hook({});
+    EXPECT_NE(message.find("injected failure"), std::string::npos) << message;
+    EXPECT_NE(message.find("nothing was published"), std::string::npos) << message;
+    std::vector<std::string> names;
+    for (const auto& e : fs::directory_iterator(root)) names.push_back(e.path().filename());
+    std::sort(names.begin(), names.end());
+    EXPECT_EQ(names, (std::vector<std::string>{"latest", "step-0000001"})) << stage;
+  }
+  TinyModel b(kSpec, 3);
+  EXPECT_EQ(load_checkpoint(resolve_checkpoint_directory(root), b.tensors(), *b.optimizer, group,
+                            "ddp")
+                .step,
+            1);
+  fs::remove_all(root);
+}
+
+class BadCheckpoint : public testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = fresh_dir("bad");
+    TinyModel a(kSpec, 1);
+    a.step(1);
+    dir_ = save_checkpoint(request(root_, 1), a.tensors(), *a.optimizer, group_);
+  }
+  void TearDown() override { fs::remove_all(root_); }
+
+  // Loads into a fresh model of `spec`; returns the error message (and checks nothing on disk
+  // changed and the model's values were left alone when the error came from the model file).
+  std::string load_error(
+      const std::vector<std::pair<std::string, std::vector<std::int64_t>>>& spec = kSpec,
+      const std::string& kind = "ddp") {
+    const auto before = snapshot(root_);
+    TinyModel b(spec, 5);
+    const std::string message = error_of([&] {
+      load_checkpoint(resolve_checkpoint_directory(root_), b.tensors(), *b.optimizer, group_, kind);
+    });
+    EXPECT_EQ(snapshot(root_), before) << "a failed load modified the checkpoint";
+    return message;
+  }
+  void overwrite(const fs::path& file, std::size_t offset, std::string_view bytes) {
+    std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(offset));
+    f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  }
+
+  FakeProcessGroup group_{0, 1};
+  fs::path root_, dir_;
+  const std::string rank_file_ = "optimizer-rank-00000-of-00001.safetensors";
+};
+
+#define EXPECT_MENTIONS(message, text) \
+  EXPECT_NE((message).find(text), std::string::npos) << "message: " << (message)
+
+TEST_F(BadCheckpoint, TruncatedRankFile) {
+  fs::resize_file(dir_ / rank_file_, fs::file_size(dir_ / rank_file_) - 10);
+  const std::string m = load_error();
+  EXPECT_MENTIONS(m, rank_file_);
+}
+
+TEST_F(BadCheckpoint, TruncatedModelFile) {
+  fs::resize_file(dir_ / "model.safetensors", 100);
+  const std::string m = load_error();
+  EXPECT_MENTIONS(m, "model.safetensors");
+}
+
+TEST_F(BadCheckpoint, CorruptedHeader) {
+  overwrite(dir_ / rank_file_, 8, "[[[[");
+  const std::string m = load_error();
+  EXPECT_MENTIONS(m, rank_file_);
+}
+
+TEST_F(BadCheckpoint, CorruptedManifest) {
+  overwrite(dir_ / "checkpoint.json", 0, "#");
+  const std::string m = load_error();
+  EXPECT_MENTIONS(m, "checkpoint.json");
+}
+
+TEST_F(BadCheckpoint, MissingRankFile) {
+  fs::remove(dir_ / rank_file_);
+  const std::string m = load_error();
+  EXPECT_MENTIONS(m, rank_file_);
+  EXPECT_MENTIONS(m, "missing");
+}
+
+TEST_F(BadCheckpoint, ShapeMismatchWithModel) {
+  const std::string m =
+      load_error({{"layers.0.weight", {6, 8}}, {"layers.0.bias", {6}}, {"head.weight", {5, 8}}});
+  EXPECT_MENTIONS(m, "model.safetensors");
+  EXPECT_MENTIONS(m, "layers.0.weight");
+  EXPECT_MENTIONS(m, "[8,6]");
+}
+
+TEST_F(BadCheckpoint, DifferentModelParamNames) {
+  const std::string m =
+      load_error({{"layers.0.weight", {8, 6}}, {"layers.0.bias", {6}}, {"lm_head.weight", {5, 8}}});
+  EXPECT_MENTIONS(m, "model.safetensors");
+  EXPECT_MENTIONS(m, "lm_head.weight");
+  EXPECT_MENTIONS(m, "different model");
+}
+
+TEST_F(BadCheckpoint, MissingStateTensor) {
+  // A rank file without one of the state tensors the optimizer needs.
+  const SafetensorsFile original = SafetensorsFile::open(dir_ / rank_file_);
+  SafetensorsWriter writer;
+  for (const auto& [k, v] : original.metadata()) writer.set_metadata(k, v);
+  for (const auto& info : original.tensors()) {
+    if (info.name == "layers.0.bias/exp_avg_sq") continue;
+    writer.add(info.name, info.dtype, info.shape, original.tensor(info.name).data);
+  }
+  writer.write_atomic(dir_ / "rewritten");
+  fs::rename(dir_ / "rewritten", dir_ / rank_file_);
+  const std::string m = load_error();
+  EXPECT_MENTIONS(m, rank_file_);
+  EXPECT_MENTIONS(m, "layers.0.bias/exp_avg_sq");
+}
+
+TEST_F(BadCheckpoint, MissingLatestPointer) {
+  fs::remove(root_ / "latest");
+  const std::string m = load_error();
+  EXPECT_MENTIONS(m, "latest");
+  EXPECT_MENTIONS(m, root_.string());
+}
+
+TEST_F(BadCheckpoint, OtherOptimizerKind) {
+  const std::string m = load_error(kSpec, "distributed");
+  EXPECT_MENTIONS(m, "optimizer kind 'ddp'");
+  EXPECT_MENTIONS(m, "'distributed'");
+}
+
+// A save killed by SIGKILL at any moment leaves `latest` naming a complete checkpoint: the
+// previous one unless the kill came after the new one was published.
+TEST(CheckpointCrash, KilledSaveLeavesPreviousCheckpointLoadable) {
+  const fs::path root = fresh_dir("kill");
+  FakeProcessGroup group(0, 1);
+  // ~4M parameters: the model and the optimizer's main params and two moments make ~64 MB.
+  const std::vector<std::pair<std::string, std::vector<std::int64_t>>> big = {
+      {"big.weight", {1024, 4096}}, {"small.bias", {4096}}};
+  TinyModel a(big, 1);
+  a.step(1);
+  save_checkpoint(request(root, 1), a.tensors(), *a.optimizer, group);
+  const auto step1_files = snapshot(root / "step-0000001");
+
+  struct Trial {
+    const char* stage;  // the child signals the parent at this stage...
+    int delay_ms;       // ...which kills it this long after
+    bool hang;          // the child stops at the stage (a kill strictly inside the save)
+  };
+  const Trial trials[] = {{"staged", 0, false},  {"staged", 5, false}, {"staged", 30, false},
+                          {"staged", 100, false}, {"rank_file_written", 0, true},
+                          {"before_commit", 0, true}};
+  int killed_before_publish = 0;
+  for (const Trial& t : trials) {
+    int fds[2];
+    ASSERT_EQ(::pipe(fds), 0);
+    const pid_t child = ::fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      ::close(fds[0]);
+      set_checkpoint_fault_hook([&](std::string_view stage, int) {
+        if (stage != t.stage) return;
+        const char byte = 1;
+        if (::write(fds[1], &byte, 1) != 1) ::_exit(3);
+        if (t.hang) ::pause();
+      });
+      try {
+        a.step(2);
+        save_checkpoint(request(root, 2), a.tensors(), *a.optimizer, group);
+      } catch (...) {
+        ::_exit(1);
+      }
+      ::_exit(0);
+    }
+    ::close(fds[1]);
+    char byte = 0;
+    ASSERT_EQ(::read(fds[0], &byte, 1), 1);
+    ::close(fds[0]);
+    std::this_thread::sleep_for(std::chrono::milliseconds(t.delay_ms));
+    ::kill(child, SIGKILL);
+    int status = 0;
+    ASSERT_EQ(::waitpid(child, &status, 0), child);
+
+    const auto latest = read_pointer_file(root / "latest");
+    ASSERT_TRUE(latest.has_value());
+    if (*latest == "step-0000001") ++killed_before_publish;
+    // Whatever `latest` names loads completely; the previous checkpoint is untouched.
+    TinyModel b(big, 2);
+    const LoadedCheckpoint loaded = load_checkpoint(resolve_checkpoint_directory(root),
+                                                    b.tensors(), *b.optimizer, group, "ddp");
+    EXPECT_EQ(step_directory_name(loaded.step), *latest) << t.stage << " +" << t.delay_ms;
+    EXPECT_EQ(snapshot(root / "step-0000001"), step1_files);
+    TinyModel c(big, 3);
+    EXPECT_EQ(load_checkpoint(root / "step-0000001", c.tensors(), *c.optimizer, group, "ddp").step,
+              1);
+    // Start the next trial from step 1 again (and drop what the killed save left staged).
+    for (const auto& e : fs::directory_iterator(root)) {
+      if (e.path().filename().string().rfind(".step-", 0) == 0) fs::remove_all(e.path());
+    }
+    fs::remove_all(root / "step-0000002");
+    replace_pointer_file(root / "latest", "step-0000001");
+  }
+  EXPECT_GE(killed_before_publish, 3) << "the kills must hit saves in progress";
+  fs::remove_all(root);
+}
+
+}  // namespace
+}  // namespace shardwise

@@ -1,0 +1,251 @@
+#!/usr/bin/env bash
+# CLI test for `shardwise convert`: writes a small checkpoint with numpy, converts it to MXFP8 and
+# back, and checks the files with an independent numpy reader (header, dtypes, shapes, metadata,
+# values within the MXFP8 error bound), plus exit code 2 and one error line for bad inputs.
+# Usage: convert_cli_test.sh PATH/TO/shardwise
+set -euo pipefail
+
+shardwise=${1:?usage: convert_cli_test.sh SHARDWISE_BINARY}
+python=/usr/bin/python3
+work=$(mktemp -d "${TMPDIR:-/tmp}/shardwise_convert_test.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+failures=0
+
+fail() {
+  echo "FAIL: $*" >&2
+  failures=$((failures + 1))
+}
+
+if ! "$python" -c 'import numpy' 2>/dev/null; then
+  echo "SKIP: $python has no numpy"
+  exit 0
+fi
+
+# Shared numpy helpers: a safetensors reader/writer and the E4M3 / E8M0 decoders.
+cat >"$work/st.py" <<'PY'
+import json, struct
+import numpy as np
+
+NP = {"F32": np.float32, "F16": np.float16, "BF16": np.uint16, "F8_E4M3": np.uint8,
+      "F8_E8M0": np.uint8, "U8": np.uint8, "I64": np.int64, "I32": np.int32}
+
+def write(path, tensors, metadata=None):
+    header, blobs, offset = {}, [], 0
+    if metadata:
+        header["__metadata__"] = metadata
+    for name, (dtype, array) in tensors.items():
+        raw = np.ascontiguousarray(array).tobytes()
+        header[name] = {"dtype": dtype, "shape": list(array.shape),
+                        "data_offsets": [offset, offset + len(raw)]}
+        blobs.append(raw)
+        offset += len(raw)
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
+
+def read(path):
+    blob = open(path, "rb").read()
+    (n,) = struct.unpack("<Q", blob[:8])
+    header = json.loads(blob[8:8 + n])
+    meta = header.pop("__metadata__", {})
+    data = blob[8 + n:]
+    tensors = {}
+    for name, e in header.items():
+        b, end = e["data_offsets"]
+        arr = np.frombuffer(data[b:end], dtype=NP[e["dtype"]]).reshape(e["shape"])
+        tensors[name] = (e["dtype"], arr)
+    return tensors, meta
+
+def bf16_to_f32(bits):
+    return (bits.astype(np.uint32) << 16).view(np.float32)
+
+def f32_to_bf16(x):
+    u = x.astype(np.float32).view(np.uint32).astype(np.uint64)
+    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+
+def e4m3_table():
+    t = np.zeros(256, dtype=np.float32)
+    for code in range(256):
+        sign = -1.0 if code & 0x80 else 1.0
+        e, m = (code >> 3) & 15, code & 7
+        if e == 15 and m == 7:
+            t[code] = np.nan
+        elif e == 0:
+            t[code] = sign * m * 2.0 ** -9
+        else:
+            t[code] = sign * (1 + m / 8) * 2.0 ** (e - 7)
+    return t
+
+def as_float(dtype, arr):
+    return bf16_to_f32(arr) if dtype == "BF16" else arr.astype(np.float32)
+
+def decode(data, scale_2d):
+    """MXFP8 -> float32 for a row-major [rows, blocks] scale matrix."""
+    cols = data.shape[1]
+    scale = np.ldexp(np.float32(1), scale_2d.astype(np.int32) - 127).astype(np.float32)
+    per_elem = np.repeat(scale, 32, axis=1)[:, :cols]
+    return e4m3_table()[data] * per_elem, per_elem
+PY
+
+# 1. Input: three linear weights (bf16, f32 with a partial last block, f16), an embedding, a norm,
+#    a bias, an integer tensor and some metadata.
+"$python" - "$work" <<'PY'
+import sys
+sys.path.insert(0, sys.argv[1])
+import numpy as np, st
+rng = np.random.default_rng(0)
+def mag(rows, cols):
+    return (rng.standard_normal((rows, cols)) * np.ldexp(1.0, (np.arange(rows) % 30 - 20))[:, None]).astype(np.float32)
+st.write(sys.argv[1] + "/in.safetensors", {
+    "model.layers.0.self_attn.q_proj.weight": ("BF16", st.f32_to_bf16(mag(64, 128))),
+    "model.layers.0.mlp.up_proj.weight": ("F32", mag(48, 80)),
+    "model.layers.0.mlp.down_proj.weight": ("F16", (mag(40, 64) / 2 ** 10 + 1e-3).astype(np.float16)),
+    "model.embed_tokens.weight": ("BF16", st.f32_to_bf16(mag(100, 64))),
+    "model.layers.0.input_layernorm.weight": ("F32", np.ones(64, np.float32)),
+    "model.layers.0.mlp.up_proj.bias": ("F32", np.arange(80, dtype=np.float32)),
+    "model.step": ("I64", np.array([1234], np.int64)),
+}, {"format": "pt", "origin": "convert_cli_test"})
+PY
+
+# 2. To MXFP8 with the defaults.
+if "$shardwise" convert --to mxfp8 "$work/in.safetensors" "$work/mx.safetensors" >"$work/out" 2>"$work/err"; then
+  grep -q "converted 3 tensors, copied 4" "$work/out" && echo "ok: to mxfp8: $(cat "$work/out")" ||
+    fail "unexpected summary: $(cat "$work/out")"
+else
+  fail "convert --to mxfp8: $(cat "$work/err")"
+fi
+"$python" - "$work" <<'PY' && echo "ok: numpy reads the MXFP8 file" || fail "MXFP8 file check"
+import sys, json
+sys.path.insert(0, sys.argv[1])
+import numpy as np, st
+src, _ = st.read(sys.argv[1] + "/in.safetensors")
+out, meta = st.read(sys.argv[1] + "/mx.safetensors")
+converted = ["model.layers.0.mlp.up_proj.weight", "model.layers.0.self_attn.q_proj.weight",
+             "model.layers.0.mlp.down_proj.weight"]
+assert meta["format"] == "pt" and meta["origin"] == "convert_cli_test", meta
+assert meta["shardwise.mxfp8.block_size"] == "32", meta
+assert meta["shardwise.mxfp8.scale_rule"] == "ceil", meta
+assert meta["shardwise.mxfp8.scale_layout"] == "2d", meta
+assert sorted(meta["shardwise.mxfp8.tensors"].split(",")) == sorted(converted), meta
+assert len(out) == len(src) + 3, sorted(out)
+for name, (dtype, arr) in src.items():
+    if name not in converted:
+        assert out[name][0] == dtype and np.array_equal(out[name][1], arr), name
+        assert name + "_scale" not in out, name
+        continue
+    info = json.loads(meta["shardwise.mxfp8.tensor." + name])
+    assert info["dtype"] == dtype and info["shape"] == list(arr.shape), info
+    rows, cols = arr.shape
+    assert info["last_block_size"] == (cols % 32 or 32), info
+    ddt, data = out[name]
+    sdt, scale = out[name + "_scale"]
+    assert ddt == "F8_E4M3" and data.shape == (rows, cols), (name, ddt, data.shape)
+    assert sdt == "F8_E8M0" and scale.shape == (rows, (cols + 31) // 32), (name, sdt, scale.shape)
+    x = st.as_float(dtype, arr)
+    y, s = st.decode(data, scale)
+    bound = np.abs(x) * 2.0 ** -4 + s * 2.0 ** -10
+    err = np.abs(y - x)
+    assert np.all(err <= bound), (name, float((err - bound).max()))
+    # Ceil rule: the block max fits in E4M3 without saturating.
+    if cols % 32 == 0:
+        blocks = np.abs(x).reshape(rows, cols // 32, 32).max(axis=2)
+        assert np.all(blocks <= 448 * s[:, ::32]), name
+PY
+
+# 3. Back to bf16: original names, dtypes BF16, shapes, values = MXFP8 decode rounded to bf16.
+if "$shardwise" convert --to bf16 "$work/mx.safetensors" "$work/back.safetensors" >"$work/out" 2>"$work/err"; then
+  grep -q "restored 3 tensors, copied 4" "$work/out" && echo "ok: to bf16: $(cat "$work/out")" ||
+    fail "unexpected summary: $(cat "$work/out")"
+else
+  fail "convert --to bf16: $(cat "$work/err")"
+fi
+"$python" - "$work" <<'PY' && echo "ok: numpy reads the restored file" || fail "restored file check"
+import sys
+sys.path.insert(0, sys.argv[1])
+import numpy as np, st
+src, _ = st.read(sys.argv[1] + "/in.safetensors")
+mx, mx_meta = st.read(sys.argv[1] + "/mx.safetensors")
+back, meta = st.read(sys.argv[1] + "/back.safetensors")
+assert meta == {"format": "pt", "origin": "convert_cli_test"}, meta
+assert sorted(back) == sorted(src), sorted(back)
+converted = mx_meta["shardwise.mxfp8.tensors"].split(",")
+for name, (dtype, arr) in src.items():
+    bdt, b = back[name]
+    assert b.shape == arr.shape, name
+    if name not in converted:
+        assert bdt == dtype and np.array_equal(b, arr), name
+        continue
+    assert bdt == "BF16", (name, bdt)
+    y, _ = st.decode(mx[name][1], mx[name + "_scale"][1])
+    assert np.array_equal(b, st.f32_to_bf16(y)), name
+PY
+
+# 4. Floor rule, swizzled scales, explicit filters.
+if "$shardwise" convert --to mxfp8 "$work/in.safetensors" "$work/swz.safetensors" --scale-rule floor \
+  --scale-layout swizzled --include 'proj\.weight$' --include embed --exclude down_proj >"$work/out" 2>"$work/err"; then
+  "$python" - "$work" <<'PY' && echo "ok: floor + swizzled + filters" || fail "floor/swizzled check"
+import sys
+sys.path.insert(0, sys.argv[1])
+import st
+out, meta = st.read(sys.argv[1] + "/swz.safetensors")
+assert meta["shardwise.mxfp8.scale_rule"] == "floor" and meta["shardwise.mxfp8.scale_layout"] == "swizzled"
+assert sorted(meta["shardwise.mxfp8.tensors"].split(",")) == [
+    "model.embed_tokens.weight", "model.layers.0.mlp.up_proj.weight",
+    "model.layers.0.self_attn.q_proj.weight"], meta
+# [100, 64] -> 2 blocks per row -> scales padded to 128 x 4 tiles.
+assert out["model.embed_tokens.weight_scale"][1].shape == (128, 4)
+assert out["model.layers.0.mlp.down_proj.weight"][0] == "F16"
+PY
+else
+  fail "floor/swizzled convert: $(cat "$work/err")"
+fi
+"$shardwise" convert --to bf16 "$work/swz.safetensors" "$work/swz_back.safetensors" >/dev/null &&
+  echo "ok: swizzled back to bf16" || fail "swizzled back to bf16"
+
+"$shardwise" convert --to mxfp8 "$work/in.safetensors" "$work/bias.safetensors" --include bias >"$work/out" &&
+  grep -q "skipped 1 not 2-D" "$work/out" && echo "ok: non-2-D selection reported" ||
+  fail "non-2-D selection: $(cat "$work/out")"
+
+"$shardwise" convert --help >"$work/help" 2>&1 || true
+grep -q "lm_head" "$work/help" && echo "ok: --help documents the default patterns" ||
+  fail "--help does not document the default patterns"
+
+# 5. Bad inputs: exit 2 and one line on stderr; no output file left behind.
+expect_exit2() {
+  local name=$1
+  shift
+  local rc=0
+  "$shardwise" "$@" >"$work/out" 2>"$work/err" || rc=$?
+  if [[ $rc -ne 2 ]]; then
+    fail "$name: expected exit 2, got $rc ($(head -c 300 "$work/err"))"
+  elif [[ $(wc -l <"$work/err") -ne 1 ]] || ! grep -q . "$work/err"; then
+    fail "$name: expected one error line, got: $(cat "$work/err")"
+  else
+    echo "ok: $name -> $(cat "$work/err")"
+  fi
+}
+printf 'not a safetensors file' >"$work/garbage.safetensors"
+cp "$work/in.safetensors" "$work/in_copy.safetensors"
+expect_exit2 "missing file" convert --to mxfp8 "$work/nope.safetensors" "$work/x.safetensors"
+expect_exit2 "malformed file" convert --to mxfp8 "$work/garbage.safetensors" "$work/x.safetensors"
+expect_exit2 "bad regex" convert --to mxfp8 "$work/in.safetensors" "$work/x.safetensors" --include 'fc('
+expect_exit2 "unknown --to" convert --to fp4 "$work/in.safetensors" "$work/x.safetensors"
+expect_exit2 "bad scale rule" convert --to mxfp8 "$work/in.safetensors" "$work/x.safetensors" --scale-rule round
+expect_exit2 "bad scale layout" convert --to mxfp8 "$work/in.safetensors" "$work/x.safetensors" --scale-layout 3d
+expect_exit2 "output is input" convert --to mxfp8 "$work/in_copy.safetensors" "$work/in_copy.safetensors"
+expect_exit2 "already MXFP8" convert --to mxfp8 "$work/mx.safetensors" "$work/x.safetensors"
+expect_exit2 "bf16 of a plain file" convert --to bf16 "$work/in.safetensors" "$work/x.safetensors"
+# Option-parsing errors come from CLI11 (usage hint on a second line): exit code only.
+rc=0
+"$shardwise" convert --to mxfp8 "$work/in.safetensors" >/dev/null 2>&1 || rc=$?
+[[ $rc -eq 2 ]] && echo "ok: missing output argument -> exit 2" ||
+  fail "missing output argument: expected exit 2, got $rc"
+[[ -e "$work/x.safetensors" ]] && fail "a failed conversion left $work/x.safetensors"
+cmp -s "$work/in.safetensors" "$work/in_copy.safetensors" || fail "output-is-input modified the input"
+
+if [[ $failures -gt 0 ]]; then
+  echo "$failures failure(s)" >&2
+  exit 1
+fi
+echo "all CLI convert tests passed"

@@ -1,0 +1,217 @@
+// overlap_param_gather_with_optimizer_step at the optimizer level: the distributed optimizers
+// update their bucket groups in forward order and, with the option on, have every group's
+// all-gather dispatched by the time step() returns (off: only what start_param_sync dispatches),
+// while the resulting params are bit-identical to the option off, for fp32 and bf16 params
+// (bf16: the main -> model copy must land before the group's gather ships it).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <ostream>
+#include <vector>
+
+#include "shardwise/comm/mpi_process_group.hpp"
+#include "shardwise/core/float_convert.hpp"
+#include "shardwise/layout/model_zoo.hpp"
+#include "shardwise/optim/chained_optimizer.hpp"
+#include "shardwise/optim/data_parallel_setup.hpp"
+#include "shardwise/optim/distributed_optimizer.hpp"
+#include "shardwise/optim/layer_wise_distributed_optimizer.hpp"
+
+namespace shardwise::optim {
+namespace {
+
+ParamList small_model(DType dtype) {
+  TransformerConfig c;
+  c.name = "gather-with-step";
+  c.num_layers = 3;
+  c.hidden_size = 32;
+  c.ffn_hidden_size = 48;
+  c.num_attention_heads = 4;
+  c.vocab_size = 80;
+  c.dtype = dtype;
+  return generate_transformer_params(c);
+}
+
+void write_value(const TensorView& v, std::int64_t i, float x) {
+  if (v.dtype == DType::kBFloat16) {
+    v.as<bf16_bits>()[i] = float_to_bf16(x);
+  } else {
+    ASSERT_EQ(v.dtype, DType::kFloat32);
+    v.as<float>()[i] = x;
+  }
+}
+
+// The bytes of every param, in forward order (what the next forward pass reads).
+std::vector<unsigned char> param_bytes(const DistributedDataParallel& ddp) {
+  std::vector<unsigned char> out;
+  for (ParamId id = 0; id < ddp.params().size(); ++id) {
+    const TensorView v = ddp.param(id);
+    const auto* p = static_cast<const unsigned char*>(v.data);
+    out.insert(out.end(), p, p + v.nbytes());
+  }
+  return out;
+}
+
+struct TrainingRig {
+  std::unique_ptr<DistributedDataParallel> ddp;
+  std::unique_ptr<Optimizer> optimizer;
+};
+
+TrainingRig make_run(const ParamList& params, OptimizerMode mode, bool overlap_param_gather,
+                     bool with_step, const ProcessGroupPtr& world) {
+  DistributedDataParallelConfig config;
+  config.overlap_grad_reduce = true;
+  config.overlap_param_gather = overlap_param_gather;
+  config.bucket_size = 1500;  // several bucket groups per buffer
+  auto ddps = wrap_with_ddp({params}, mode, config, DataParallelGroups{world, nullptr});
+  TrainingRig run;
+  run.ddp = std::move(ddps.front());
+  MuonOptions muon;
+  muon.lr = 0.01;
+  AdamWOptions adamw;
+  adamw.lr = 0.003;
+  run.optimizer = make_optimizer(mode, {run.ddp.get()}, muon, adamw, world, with_step);
+  run.optimizer->set_step_options({1.0, false});
+  // Same initial params on every rank.
+  for (ParamId id = 0; id < params.size(); ++id) {
+    const TensorView v = run.ddp->param(id);
+    for (std::int64_t i = 0; i < v.numel; ++i) {
+      write_value(v, i, 0.05f * std::sin(0.37f * static_cast<float>(i) + static_cast<float>(id)));
+    }
+  }
+  return run;
+}
+
+// One iteration: rank-dependent grads registered in backprop order, then the optimizer step.
+void train_step(TrainingRig& run, int step, int rank) {
+  DistributedDataParallel& ddp = *run.ddp;
+  ddp.zero_grad_buffer();
+  for (ParamId id = ddp.params().size(); id-- > 0;) {
+    float* g = ddp.main_grad(id).as<float>();
+    const std::int64_t n = ddp.main_grad(id).numel;
+    for (std::int64_t i = 0; i < n; ++i) {
+      g[i] = std::cos(0.11f * static_cast<float>(i * (rank + 2)) +
+                      0.7f * static_cast<float>(id + static_cast<ParamId>(step)));
+    }
+    ddp.register_grad_ready(id);
+  }
+  ddp.finish_grad_sync();
+  EXPECT_TRUE(run.optimizer->step().stepped);  // the same on every rank (global grad norm)
+}
+
+int gathers_dispatched(const DistributedDataParallel& ddp) {
+  int n = 0;
+  for (const auto& g : ddp.bucket_groups()) n += g->param_sync_dispatched() ? 1 : 0;
+  return n;
+}
+
+struct Case {
+  OptimizerMode mode;
+  DType dtype;
+  bool overlap_param_gather;
+};
+
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << optimizer_mode_name(c.mode) << " " << dtype_name(c.dtype)
+      << (c.overlap_param_gather ? " overlap_param_gather" : " sync param gather");
+}
+
+class ParamGatherWithStep : public testing::TestWithParam<Case> {};
+
+TEST_P(ParamGatherWithStep, SameBitsAndEveryGatherDispatchedByTheStep) {
+  const ProcessGroupPtr world = init_mpi_world();
+  const Case c = GetParam();
+  const ParamList params = small_model(c.dtype);
+  TrainingRig off = make_run(params, c.mode, c.overlap_param_gather, false, world);
+  TrainingRig on = make_run(params, c.mode, c.overlap_param_gather, true, world);
+  const int groups = static_cast<int>(on.ddp->bucket_groups().size());
+  ASSERT_GT(groups, 2) << "the test needs several bucket groups";
+  const std::vector<unsigned char> initial = param_bytes(*on.ddp);
+
+  // Each child steps its groups in forward order (descending index) and they cover all groups.
+  int covered = 0;
+  for (const auto& child : dynamic_cast<ChainedOptimizer&>(*on.optimizer).children()) {
+    std::vector<int> order;
+    if (auto* lw = dynamic_cast<LayerWiseDistributedOptimizer*>(child.get())) {
+      EXPECT_TRUE(lw->overlaps_param_gather_with_step());
+      order = lw->step_order();
+    } else if (auto* d = dynamic_cast<DistributedOptimizer*>(child.get())) {
+      EXPECT_TRUE(d->overlaps_param_gather_with_step());
+      order = d->step_order();
+    }
+    for (std::size_t i = 1; i < order.size(); ++i) EXPECT_GT(order[i - 1], order[i]);
+    covered += static_cast<int>(order.size());
+  }
+  EXPECT_EQ(covered, groups);
+
+  for (int step = 0; step < 4; ++step) {
+    train_step(off, step, world->rank());
+    train_step(on, step, world->rank());
+    if (c.overlap_param_gather) {
+      // On: every group was shipped during the step and is left in flight for the forward pass.
+      EXPECT_EQ(gathers_dispatched(*on.ddp), groups) << "step " << step;
+      // Off: start_param_sync dispatches only the first group (in forward order) of each child.
+      EXPECT_LT(gathers_dispatched(*off.ddp), groups) << "step " << step;
+      on.ddp->finish_all_param_sync();
+      off.ddp->finish_all_param_sync();
+    } else {
+      for (const auto& g : on.ddp->bucket_groups()) EXPECT_FALSE(g->param_sync_pending());
+    }
+    // EXPECT, not ASSERT: a rank returning early would leave the others in a collective.
+    EXPECT_TRUE(param_bytes(*on.ddp) == param_bytes(*off.ddp)) << "params differ at step " << step;
+  }
+  EXPECT_TRUE(param_bytes(*on.ddp) != initial) << "the optimizer changed nothing";
+  EXPECT_TRUE(on.optimizer->state_dict() == off.optimizer->state_dict()) << "states differ";
+
+  // Every rank holds the same (gathered) params: compare with rank 0's.
+  std::vector<unsigned char> mine = param_bytes(*on.ddp), root = mine;
+  world
+      ->broadcast(TensorView{root.data(), static_cast<std::int64_t>(root.size()), DType::kUInt8}, 0)
+      ->wait();
+  EXPECT_TRUE(mine == root) << "ranks hold different params";
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Modes, ParamGatherWithStep,
+    testing::Values(Case{OptimizerMode::kLayerWise, DType::kFloat32, true},
+                    Case{OptimizerMode::kLayerWise, DType::kBFloat16, true},
+                    Case{OptimizerMode::kLayerWise, DType::kFloat32, false},
+                    Case{OptimizerMode::kDistributed, DType::kFloat32, true},
+                    Case{OptimizerMode::kDistributed, DType::kBFloat16, true},
+                    Case{OptimizerMode::kDistributed, DType::kBFloat16, false}),
+    [](const testing::TestParamInfo<Case>& info) {
+      const Case& c = info.param;
+      return str_cat(c.mode == OptimizerMode::kLayerWise ? "layer_wise" : "distributed", "_",
+                     c.dtype == DType::kFloat32 ? "fp32" : "bf16",
+                     c.overlap_param_gather ? "_overlap_param_gather" : "_sync_param_gather");
+    });
+
+TEST(ParamGatherWithStep, LegacyLayerWisePathRejectsTheOption) {
+  const ProcessGroupPtr world = init_mpi_world();
+  const ParamList params = small_model(DType::kFloat32);
+  DistributedDataParallelConfig config;
+  auto ddps = wrap_with_ddp({params}, OptimizerMode::kLegacyLayerWise, config,
+                            DataParallelGroups{world, nullptr});
+  const auto all = [](const BufferKey&) { return true; };
+  EXPECT_THROW(LayerWiseDistributedOptimizer(*ddps.front(), all, MuonOptions{}, AdamWOptions{},
+                                             /*overlap_param_gather_with_optimizer_step=*/true),
+               InvalidArgument);
+  EXPECT_THROW(ddps.front()->start_param_sync_for_group(0), InvalidArgument);
+  // make_optimizer ignores it for modes without a buffer all-gather.
+  EXPECT_NO_THROW(make_optimizer(OptimizerMode::kLegacyLayerWise, {ddps.front().get()},
+                                 MuonOptions{}, AdamWOptions{}, world, true));
+}
+
+TEST(ParamGatherWithStep, UnknownGroupIsRejected) {
+  const ProcessGroupPtr world = init_mpi_world();
+  TrainingRig run =
+      make_run(small_model(DType::kFloat32), OptimizerMode::kDistributed, true, true, world);
+  const int groups = static_cast<int>(run.ddp->bucket_groups().size());
+  EXPECT_THROW(run.ddp->start_param_sync_for_group(groups), InvalidArgument);
+  EXPECT_THROW(run.ddp->start_param_sync_for_group(-1), InvalidArgument);
+}
+
+}  // namespace
+}  // namespace shardwise::optim
