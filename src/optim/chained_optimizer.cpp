@@ -35,6 +35,18 @@ bool ChainedOptimizer::step_with_ready_grads() {
   return stepped;
 }
 
+double ChainedOptimizer::local_group_grad_sq_sum(std::string_view group) const {
+  double total = 0.0;
+  for (const auto& child : children_) total += child->local_group_grad_sq_sum(group);
+  return total;
+}
+
+std::int64_t ChainedOptimizer::local_group_param_count(std::string_view group) const {
+  std::int64_t count = 0;
+  for (const auto& child : children_) count += child->local_group_param_count(group);
+  return count;
+}
+
 double ChainedOptimizer::local_grad_sq_sum() const {
   double total = 0.0;
   for (const auto& child : children_) total += child->local_grad_sq_sum();

@@ -56,6 +56,18 @@ double Optimizer::local_grad_sq_sum() const {
   return total;
 }
 
+double Optimizer::local_group_grad_sq_sum(std::string_view name) const {
+  double total = 0.0;
+  for (const ParamGroup& group : groups_) {
+    if (group.name != name) continue;
+    for (const OptimParam& p : group.params) {
+      if (p.grad == nullptr) continue;
+      total += sum_of_squares({p.grad, static_cast<std::size_t>(p.numel())});
+    }
+  }
+  return total;
+}
+
 std::int64_t Optimizer::local_grad_zero_count() const {
   std::int64_t total = 0;
   for (const ParamGroup& group : groups_) {
@@ -76,7 +88,23 @@ void Optimizer::scale_grads(float coeff) {
   }
 }
 
+std::int64_t Optimizer::local_group_param_count(std::string_view name) const {
+  std::int64_t count = 0;
+  for (const ParamGroup& group : groups_) {
+    if (group.name == name) count += static_cast<std::int64_t>(group.params.size());
+  }
+  return count;
+}
+
 double Optimizer::get_grad_norm() const { return std::sqrt(world_reduce_(local_grad_sq_sum())); }
+
+bool Optimizer::has_grad_norm_group(std::string_view group) const {
+  return world_reduce_(static_cast<double>(local_group_param_count(group))) > 0.5;
+}
+
+double Optimizer::grad_norm_for_group(std::string_view group) const {
+  return std::sqrt(world_reduce_(local_group_grad_sq_sum(group)));
+}
 
 std::int64_t Optimizer::count_zeros() const {
   // Counts are exact in a double up to 2^53 elements.

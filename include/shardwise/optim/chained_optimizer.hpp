@@ -24,6 +24,8 @@ class ChainedOptimizer : public Optimizer {
 
   double local_grad_sq_sum() const override;
   std::int64_t local_grad_zero_count() const override;
+  double local_group_grad_sq_sum(std::string_view group) const override;
+  std::int64_t local_group_param_count(std::string_view group) const override;
   void scale_grads(float coeff) override;
 
   // Union of the children's state dicts; loading routes each entry to the child owning it.

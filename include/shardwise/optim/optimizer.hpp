@@ -92,10 +92,19 @@ class Optimizer {
   // Global number of exactly-zero grad elements.
   std::int64_t count_zeros() const;
 
+  // Per-group statistics (Megatron's grad-norm groups), by param-group name: whether any rank of
+  // the world has params in such a group, and the global grad norm over just those params. Every
+  // rank must call these with the same names (they are collectives when the world reduce is).
+  bool has_grad_norm_group(std::string_view group) const;
+  double grad_norm_for_group(std::string_view group) const;
+
   // Local contributions to the global statistics. A distributed variant overrides these to count
   // each element exactly once over the world (only its own shard).
   virtual double local_grad_sq_sum() const;
   virtual std::int64_t local_grad_zero_count() const;
+  // This rank's sum of squares and number of params over the param groups named `group`.
+  virtual double local_group_grad_sq_sum(std::string_view group) const;
+  virtual std::int64_t local_group_param_count(std::string_view group) const;
   // Multiplies every grad this optimizer reads by coeff, in place.
   virtual void scale_grads(float coeff);
 

@@ -146,6 +146,15 @@ TEST_P(DistributedOptimizerParity, MatchesSingleProcessOptimizer) {
     EXPECT_NEAR(got.grad_norm, want.grad_norm, 1e-6 * want.grad_norm) << "step " << step;
     EXPECT_EQ(got.num_zeros, want.num_zeros) << "step " << step;
     EXPECT_LT(want.clip_coeff, 1.0) << "the test exercises clipping";
+    if (mode != OptimizerMode::kDistributed) {
+      // Grad-norm groups: "muon" exists on some rank; its norm is the reference Muon child's.
+      const auto& ref_chain = dynamic_cast<const ChainedOptimizer&>(*ref.optimizer);
+      EXPECT_TRUE(optimizer->has_grad_norm_group("muon"));
+      EXPECT_FALSE(optimizer->has_grad_norm_group("no-such-group"));
+      EXPECT_NEAR(optimizer->grad_norm_for_group("muon"),
+                  ref_chain.children().front()->get_grad_norm(),
+                  1e-6 * ref_chain.children().front()->get_grad_norm());
+    }
     for (ParamId id = 0; id < params.size(); ++id) {
       const float* v = ddp.param(id).as<float>();
       for (std::int64_t i = 0; i < params[id].numel(); ++i) {
