@@ -84,9 +84,9 @@ TEST(TrainingConfig, ExampleFilesLoad) {
   EXPECT_EQ(to_yaml(example), to_yaml(expected));  // every key, readable on failure
   const auto text = load_training_config(kExamples / "text.yaml");
   EXPECT_EQ(text.data.source, DataSource::kText);
-  EXPECT_EQ(text.data.path, "data/input.txt");
+  EXPECT_EQ(text.data.path, "examples/data/tiny_corpus.txt");
   EXPECT_EQ(text.model.position, PositionEmbedding::kRope);
-  EXPECT_EQ(text.training.steps, 1000);
+  EXPECT_EQ(text.training.steps, 300);
 }
 
 TEST(TrainingConfig, UnknownKeysListTheValidKeysOfTheirSection) {

@@ -1,0 +1,115 @@
+#include "shardwise/train/token_file_dataset.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "shardwise/core/error.hpp"
+
+namespace shardwise {
+namespace {
+
+namespace fs = std::filesystem;
+
+class TokenFiles : public testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("shardwise_token_files_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) +
+            "_" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+  void write_bytes(const std::string& name, const std::string& bytes) const {
+    std::ofstream(path(name), std::ios::binary) << bytes;
+  }
+  fs::path dir_;
+};
+
+template <typename Fn>
+std::string error_of(Fn&& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST_F(TokenFiles, TextIsByteLevel) {
+  write_bytes("a.txt", "Hi\xff!");
+  EXPECT_EQ(read_text_tokens(path("a.txt")), (std::vector<std::int32_t>{'H', 'i', 255, '!'}));
+}
+
+TEST_F(TokenFiles, BinRoundTripsInTheLlmCLayout) {
+  const std::vector<std::uint16_t> tokens = {0, 1, 65535, 42, 7};
+  write_bin_tokens(path("t.bin"), tokens);
+  EXPECT_EQ(fs::file_size(path("t.bin")), 256 * 4 + tokens.size() * 2);
+  // Header by hand: magic 20240520, version 1, token count.
+  std::ifstream in(path("t.bin"), std::ios::binary);
+  std::int32_t header[3];
+  in.read(reinterpret_cast<char*>(header), sizeof header);
+  EXPECT_EQ(header[0], 20240520);
+  EXPECT_EQ(header[1], 1);
+  EXPECT_EQ(header[2], 5);
+  EXPECT_EQ(read_bin_tokens(path("t.bin")), (std::vector<std::int32_t>{0, 1, 65535, 42, 7}));
+}
+
+TEST_F(TokenFiles, BadBinFilesNameTheFileAndTheProblem) {
+  write_bin_tokens(path("good.bin"), {1, 2, 3, 4});
+  std::string bytes;
+  {
+    std::ifstream in(path("good.bin"), std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  write_bytes("short.bin", bytes.substr(0, 100));
+  EXPECT_NE(error_of([&] { read_bin_tokens(path("short.bin")); }).find("shorter than its"),
+            std::string::npos);
+  write_bytes("truncated.bin", bytes.substr(0, bytes.size() - 3));
+  const std::string truncated = error_of([&] { read_bin_tokens(path("truncated.bin")); });
+  EXPECT_NE(truncated.find("truncated"), std::string::npos) << truncated;
+  EXPECT_NE(truncated.find("truncated.bin"), std::string::npos) << truncated;
+  std::string bad_magic = bytes;
+  bad_magic[0] = 'X';
+  write_bytes("magic.bin", bad_magic);
+  EXPECT_NE(error_of([&] { read_bin_tokens(path("magic.bin")); }).find("bad magic"),
+            std::string::npos);
+  write_bytes("trailing.bin", bytes + "zz");
+  EXPECT_NE(error_of([&] { read_bin_tokens(path("trailing.bin")); }).find("trailing"),
+            std::string::npos);
+  EXPECT_THROW(read_bin_tokens(path("missing.bin")), IoError);
+}
+
+TEST_F(TokenFiles, DatasetDrawsWindowsWithNextTokenTargets) {
+  std::vector<std::int32_t> train(200), val;
+  for (int i = 0; i < 200; ++i) train[i] = i % 50;
+  TokenFileDataset data(train, val, 8, 0, 7, 4, "test tokens");
+  EXPECT_EQ(data.vocab_size(), 50);  // 1 + largest token
+  std::vector<std::int32_t> tokens(3 * 8), targets(3 * 8);
+  for (Split split : {Split::kTrain, Split::kValidation}) {
+    data.fill(split, 10, 3, tokens.data(), targets.data());
+    for (int s = 0; s < 3; ++s) {
+      for (int t = 0; t < 8; ++t) {
+        const auto i = static_cast<std::size_t>(s * 8 + t);
+        EXPECT_EQ(targets[i], (tokens[i] + 1) % 50);  // the corpus counts up modulo 50
+      }
+    }
+  }
+  std::vector<std::int32_t> again(3 * 8), again_targets(3 * 8);
+  data.fill(Split::kTrain, 10, 3, again.data(), again_targets.data());
+  data.fill(Split::kTrain, 10, 3, tokens.data(), targets.data());
+  EXPECT_EQ(again, tokens) << "samples are a function of their index";
+}
+
+TEST_F(TokenFiles, TooFewTokensOrOutOfVocabularyAreErrors) {
+  EXPECT_THROW(TokenFileDataset({1, 2, 3}, {}, 8, 0, 1, 1, "tiny"), InvalidArgument);
+  std::vector<std::int32_t> train(100, 3);
+  train[5] = 300;
+  EXPECT_THROW(TokenFileDataset(train, {}, 8, 256, 1, 1, "oov"), FormatError);
+}
+
+}  // namespace
+}  // namespace shardwise
