@@ -4,3 +4,7 @@ add_test(NAME cli_layout
          COMMAND bash ${PROJECT_SOURCE_DIR}/tests/cli/layout_cli_test.sh $<TARGET_FILE:shardwise>
                  ${PROJECT_SOURCE_DIR}/examples/models)
 set_tests_properties(cli_layout PROPERTIES LABELS cli TIMEOUT 120)
+add_test(NAME cli_config
+         COMMAND bash ${PROJECT_SOURCE_DIR}/tests/cli/config_cli_test.sh $<TARGET_FILE:shardwise>
+                 ${PROJECT_SOURCE_DIR}/examples)
+set_tests_properties(cli_config PROPERTIES LABELS cli TIMEOUT 120)

@@ -174,7 +174,7 @@ INSTANTIATE_TEST_SUITE_P(Modes, DistributedOptimizerParity,
                            return name;
                          });
 
-TEST(LayerWiseOwnership, EveryParamHasExactlyOneOwner) {
+TEST(LayerWiseOwnership, EveryParamHasExactlyOneOwnerAndBroadcastReachesEveryRank) {
   const ProcessGroupPtr world = init_mpi_world();
   const ParallelGroups groups = make_parallel_groups(world, ParallelSizes{});
   const ParamList params = test_model();
@@ -183,9 +183,8 @@ TEST(LayerWiseOwnership, EveryParamHasExactlyOneOwner) {
     auto ddps = wrap_with_ddp({params}, mode, config, DataParallelGroups::from(groups));
     auto optimizer = make_optimizer(mode, {ddps.front().get()}, muon_options(), adamw_options(),
                                     world);
-    const auto& chain = dynamic_cast<const ChainedOptimizer&>(*optimizer);
-    const auto& layer_wise =
-        dynamic_cast<const LayerWiseDistributedOptimizer&>(*chain.children().front());
+    auto& chain = dynamic_cast<ChainedOptimizer&>(*optimizer);
+    auto& layer_wise = dynamic_cast<LayerWiseDistributedOptimizer&>(*chain.children().front());
     EXPECT_EQ(layer_wise.uses_legacy_sync(), mode == OptimizerMode::kLegacyLayerWise);
     std::set<ParamId> seen;
     for (const auto& [id, owner] : layer_wise.owners()) {
@@ -202,6 +201,23 @@ TEST(LayerWiseOwnership, EveryParamHasExactlyOneOwner) {
                       ReduceOp::kSum)
         ->wait();
     for (ParamId id : seen) EXPECT_EQ(owned[id], 1) << params[id].name;
+
+    // broadcast_params: each rank holds the right values only for the params it owns (garbage
+    // elsewhere); after the broadcasts every rank holds the right values for every managed param.
+    DistributedDataParallel& ddp = *ddps.front();
+    for (const auto& [id, owner] : layer_wise.owners()) {
+      float* v = ddp.param(id).as<float>();
+      for (std::int64_t i = 0; i < params[id].numel(); ++i) {
+        v[i] = owner == world->rank() ? dyadic(7 + id, i) : -1e30f;
+      }
+    }
+    layer_wise.broadcast_params();
+    for (const auto& [id, owner] : layer_wise.owners()) {
+      const float* v = ddp.param(id).as<float>();
+      for (std::int64_t i = 0; i < params[id].numel(); ++i) {
+        ASSERT_EQ(v[i], dyadic(7 + id, i)) << params[id].name << " owner " << owner;
+      }
+    }
   }
 }
 

@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# CLI test for `shardwise config resolve` and `shardwise config presets`.
+# Usage: config_cli_test.sh PATH/TO/shardwise PATH/TO/examples
+set -euo pipefail
+
+shardwise=${1:?usage: config_cli_test.sh SHARDWISE_BINARY EXAMPLES_DIR}
+examples=${2:?usage: config_cli_test.sh SHARDWISE_BINARY EXAMPLES_DIR}
+python=/usr/bin/python3
+work=$(mktemp -d "${TMPDIR:-/tmp}/shardwise_config_cli.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+failures=0
+fail() {
+  echo "FAIL: $*" >&2
+  failures=$((failures + 1))
+}
+
+# Resolution at world size 4 with the layer-wise (distributed) optimizer turns the DP overlap on;
+# the user's comm_overlap.bucket_size from default.yaml wins over the derived 128Mi.
+"$shardwise" config resolve --config "$examples/default.yaml" --world-size 4 --format json \
+  >"$work/resolved.json" 2>"$work/resolved.err" || fail "resolve exited $?"
+"$python" - "$work/resolved.json" <<'PY' || fail "resolved JSON content"
+import json, sys
+doc = json.load(open(sys.argv[1]))
+for key in ("config", "resolution", "warnings"):
+    assert key in doc, key
+ddp = doc["config"]["ddp"]
+assert ddp["overlap_grad_reduce"] is True, ddp
+assert ddp["overlap_param_gather"] is True, ddp
+assert ddp["bucket_size"] == 16384, ddp
+PY
+
+# Without the distributed optimizer the DDP settings stay as the user wrote them (and a warning
+# says the comm_overlap DP fields are ignored).
+"$shardwise" config resolve --config "$examples/default.yaml" --world-size 4 --format json \
+  optimizer.kind=ddp >"$work/ddp.json" 2>"$work/ddp.err" || fail "resolve (ddp) exited $?"
+"$python" - "$work/ddp.json" <<'PY' || fail "ddp JSON content"
+import json, sys
+doc = json.load(open(sys.argv[1]))
+assert doc["config"]["ddp"]["overlap_grad_reduce"] is False, doc["config"]["ddp"]
+assert any("not a distributed optimizer" in w for w in doc["warnings"]), doc["warnings"]
+PY
+
+# YAML output loads again and resolves to the same thing.
+"$shardwise" config resolve --config "$examples/default.yaml" --world-size 4 >"$work/r.yaml" \
+  2>/dev/null || fail "resolve yaml exited $?"
+"$shardwise" config resolve --config "$work/r.yaml" --world-size 4 >"$work/r2.yaml" 2>/dev/null ||
+  fail "re-resolve exited $?"
+cmp -s "$work/r.yaml" "$work/r2.yaml" || fail "resolved YAML is not a fixed point"
+
+# Presets: list, one by name, unknown name.
+"$shardwise" config presets >"$work/presets.txt" || fail "presets exited $?"
+count=$(grep -c "userbuffers_" "$work/presets.txt" || true)
+[[ $count -ge 19 ]] || fail "expected 19 presets listed, saw $count"
+"$shardwise" config presets --name userbuffers_bf16_h100_h8192_tp4_mbs1_seqlen8192 \
+  >"$work/one.txt" || fail "preset by name exited $?"
+grep -q "qkv_dgrad" "$work/one.txt" || fail "preset output lacks its GEMM slots"
+
+# Bad input: exit 2 with one line on stderr.
+expect_exit_2() {
+  local what=$1
+  shift
+  set +e
+  "$@" >/dev/null 2>"$work/err.txt"
+  local rc=$?
+  set -e
+  [[ $rc -eq 2 ]] || fail "$what: exit $rc, expected 2"
+  [[ -s "$work/err.txt" ]] || fail "$what: no message on stderr"
+}
+expect_exit_2 "unknown preset" "$shardwise" config presets --name userbuffers_nope
+expect_exit_2 "unknown key" "$shardwise" config resolve --config "$examples/default.yaml" \
+  training.no_such_key=1
+expect_exit_2 "bad type" "$shardwise" config resolve --config "$examples/default.yaml" \
+  training.steps=many
+expect_exit_2 "missing file" "$shardwise" config resolve --config "$work/none.yaml"
+expect_exit_2 "dp not dividing world" "$shardwise" config resolve \
+  --config "$examples/default.yaml" --world-size 4 comm_overlap.data_parallel_size=3
+
+if [[ $failures -ne 0 ]]; then
+  echo "$failures failure(s)" >&2
+  exit 1
+fi
+echo "config CLI: all checks passed"
