@@ -1,6 +1,8 @@
 #include "shardwise/checkpoint/safetensors.hpp"
 
 #include <gtest/gtest.h>
+
+#include "scratch_dir.hpp"
 #include <unistd.h>
 
 #include <cstring>
@@ -18,22 +20,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-class SafetensorsTest : public ::testing::Test {
+class SafetensorsTest : public test::ScratchDirTest {
  protected:
-  void SetUp() override {
-    const auto* test = ::testing::UnitTest::GetInstance()->current_test_info();
-    dir_ = fs::path(::testing::TempDir()) / str_cat("safetensors_", test->name(), "_", ::getpid());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
-  static std::string read_all(const fs::path& path) {
-    std::ifstream in(path, std::ios::binary);
-    std::ostringstream out;
-    out << in.rdbuf();
-    return out.str();
-  }
   static void write_all(const fs::path& path, const std::string& bytes) {
     std::ofstream out(path, std::ios::binary | std::ios::trunc);
     out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
@@ -74,8 +62,6 @@ class SafetensorsTest : public ::testing::Test {
     for (const auto& e : fs::directory_iterator(dir_)) names.push_back(e.path().filename());
     return names;
   }
-
-  fs::path dir_;
 };
 
 // memcmp that accepts the null pointers of empty buffers.

@@ -1,6 +1,8 @@
 #include "shardwise/core/atomic_file.hpp"
 
 #include <gtest/gtest.h>
+
+#include "scratch_dir.hpp"
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -20,30 +22,14 @@ namespace {
 
 namespace fs = std::filesystem;
 
-class AtomicFileTest : public ::testing::Test {
+class AtomicFileTest : public test::ScratchDirTest {
  protected:
-  void SetUp() override {
-    const auto* test = ::testing::UnitTest::GetInstance()->current_test_info();
-    dir_ = fs::path(::testing::TempDir()) / str_cat("atomic_", test->name(), "_", ::getpid());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
-  static std::string read_all(const fs::path& path) {
-    std::ifstream in(path, std::ios::binary);
-    std::ostringstream out;
-    out << in.rdbuf();
-    return out.str();
-  }
   static std::vector<std::string> names_in(const fs::path& dir) {
     std::vector<std::string> names;
     for (const auto& e : fs::directory_iterator(dir)) names.push_back(e.path().filename());
     std::sort(names.begin(), names.end());
     return names;
   }
-
-  fs::path dir_;
 };
 
 TEST_F(AtomicFileTest, WritesNewFileAndLeavesNothingElse) {

@@ -2,10 +2,10 @@
 
 #include <gtest/gtest.h>
 
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 
+#include "scratch_dir.hpp"
 #include "shardwise/core/error.hpp"
 
 namespace shardwise {
@@ -13,30 +13,16 @@ namespace {
 
 namespace fs = std::filesystem;
 
-class TokenFiles : public testing::Test {
+class TokenFiles : public test::ScratchDirTest {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("shardwise_token_files_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) +
-            "_" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
   void write_bytes(const std::string& name, const std::string& bytes) const {
-    std::ofstream(path(name), std::ios::binary) << bytes;
+    write_all(dir_ / name, bytes);
   }
-  fs::path dir_;
 };
 
 template <typename Fn>
 std::string error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
+  return test::error_message_of(std::forward<Fn>(fn));
 }
 
 TEST_F(TokenFiles, TextIsByteLevel) {
