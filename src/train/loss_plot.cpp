@@ -75,7 +75,17 @@ std::string render_loss_plot_svg(const std::vector<PlotSeries>& series, const st
     for (const auto& [x, y] : series[i].points) {
       if (std::isfinite(y)) svg << px(x) << "," << py(y) << " ";
     }
-    svg << "\"/>\n<text x=\"" << kLeft + pw - 10 << "\" y=\"" << kTop + 18 + 16 * i
+    svg << "\"/>\n";
+    // Sparse series (evaluations) also get a dot per point so single values stay visible.
+    if (series[i].points.size() <= 50) {
+      for (const auto& [x, y] : series[i].points) {
+        if (std::isfinite(y)) {
+          svg << "<circle cx=\"" << px(x) << "\" cy=\"" << py(y) << "\" r=\"3\" fill=\"" << color
+              << "\"/>\n";
+        }
+      }
+    }
+    svg << "<text x=\"" << kLeft + pw - 10 << "\" y=\"" << kTop + 18 + 16 * i
         << "\" text-anchor=\"end\" fill=\"" << color << "\">" << escape(series[i].label)
         << "</text>\n";
   }
