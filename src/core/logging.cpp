@@ -3,6 +3,7 @@
 #include <atomic>
 #include <cstdio>
 #include <mutex>
+#include <string>
 
 namespace shardwise::log {
 
@@ -36,10 +37,14 @@ void write(Level lvl, const std::string& message) {
   if (lvl < g_level) return;
   const bool important = lvl >= Level::kWarning;
   if (!important && !g_all_ranks && g_rank != 0) return;
+  // One write per line: a line must not interleave with other output of this process (stdout and
+  // stderr often share a pipe) or of other ranks.
+  std::string line;
+  if (g_world > 1) line = str_cat("[rank ", g_rank.load(), "/", g_world.load(), "] ");
+  line += str_cat(level_tag(lvl), message, "\n");
   std::lock_guard<std::mutex> lock(g_mutex);
   FILE* out = important ? stderr : stdout;
-  if (g_world > 1) std::fprintf(out, "[rank %d/%d] ", g_rank.load(), g_world.load());
-  std::fprintf(out, "%s%s\n", level_tag(lvl), message.c_str());
+  std::fwrite(line.data(), 1, line.size(), out);
   std::fflush(out);
 }
 
