@@ -4,7 +4,7 @@
 set -euo pipefail
 
 packages=(
-  build-essential cmake ninja-build pkg-config git
+  build-essential cmake ninja-build pkg-config git ccache
   libopenmpi-dev openmpi-bin
   libopenblas-dev
   nlohmann-json3-dev libcli11-dev libyaml-cpp-dev
