@@ -198,6 +198,71 @@ std::vector<ParamReshardRequest> make_refit_requests(const std::vector<RefitPara
   return requests;
 }
 
+namespace {
+
+// The params stored as MXFP8 in this mode.
+std::set<std::string> mxfp8_param_names(const std::vector<RefitParam>& params, RefitMode mode) {
+  std::set<std::string> names;
+  if (mode == RefitMode::kBf16) return names;
+  for (const RefitParam& p : params) {
+    if (is_mxfp8_refit_candidate(p.name, p.shape)) names.insert(p.name);
+  }
+  return names;
+}
+
+// An inference rank's persistent tensor for `p`: its TP-local shape, allocated once.
+InferenceTensor allocate_inference_tensor(const RefitParam& p, int tp, bool mxfp8,
+                                          Mxfp8ScaleRule scale_rule) {
+  InferenceTensor t;
+  t.name = p.name;
+  t.global_shape = p.shape;
+  t.rule = megatron_tp_rule(p.name, p.shape);
+  t.local_shape = tp_local_shape(p.shape, t.rule, tp);
+  t.mxfp8 = mxfp8;
+  if (t.mxfp8) {
+    t.quantized = Mxfp8Tensor::allocate(t.local_shape[0], t.local_shape[1]);
+    t.quantized.rule = scale_rule;
+  } else {
+    t.bf16.assign(static_cast<std::size_t>(product(t.local_shape)), 0);
+  }
+  return t;
+}
+
+// Views into t's buffers, one per destination box of this rank, in box order: bf16 params as
+// executor destinations, MXFP8 params as data + scale views for the MXFP8 transform.
+void add_destination_views(InferenceTensor& t, const std::vector<Box>& boxes,
+                           ReshardDestinations& destinations,
+                           Mxfp8PersistentBuffers& mxfp8_buffers) {
+  // Several boxes (strided split) are consecutive row blocks of the local tensor only when
+  // the split is along dim 0; the Megatron rules only stride dim 0.
+  SW_CHECK(boxes.size() <= 1 || t.rule.partition_dim == 0, "refit: param ", t.name, " has ",
+           boxes.size(), " boxes split along dim ", t.rule.partition_dim);
+  std::int64_t offset = 0;
+  for (const Box& box : boxes) {
+    const std::int64_t n = box.numel();
+    if (t.mxfp8) {
+      const std::int64_t cols = t.quantized.cols;
+      const std::int64_t rows = n / cols;
+      const std::int64_t blocks = t.quantized.geometry().blocks_per_row;
+      const std::int64_t row0 = offset / cols;
+      mxfp8_buffers[t.name].push_back(
+          Mxfp8View{std::span<std::uint8_t>(t.quantized.data)
+                        .subspan(static_cast<std::size_t>(offset), static_cast<std::size_t>(n)),
+                    std::span<std::uint8_t>(t.quantized.scale)
+                        .subspan(static_cast<std::size_t>(row0 * blocks),
+                                 static_cast<std::size_t>(rows * blocks)),
+                    rows, cols, Mxfp8ScaleLayout::kRowMajor});
+    } else {
+      destinations[t.name].push_back({t.bf16.data() + offset, n, DType::kBFloat16});
+    }
+    offset += n;
+  }
+  SW_CHECK(offset == product(t.local_shape), "refit: boxes of ", t.name, " cover ", offset, " of ",
+           product(t.local_shape), " local elements");
+}
+
+}  // namespace
+
 RefitEngine::RefitEngine(ProcessGroupPtr group, std::vector<RefitParam> params,
                          RefitTopology topology, RefitMode mode, Mxfp8Options mxfp8_options)
     : group_(std::move(group)),
@@ -217,12 +282,7 @@ RefitEngine::RefitEngine(ProcessGroupPtr group, std::vector<RefitParam> params,
   const int me = group_->rank();
   plan_ = plan_reshard(requests, me);
 
-  std::set<std::string> convertible;
-  for (const RefitParam& p : params_) {
-    if (mode_ != RefitMode::kBf16 && is_mxfp8_refit_candidate(p.name, p.shape)) {
-      convertible.insert(p.name);
-    }
-  }
+  const std::set<std::string> convertible = mxfp8_param_names(params_, mode_);
   if (is_train_rank()) {
     for (const RefitParam& p : params_)
       staging_.emplace_back(static_cast<std::size_t>(product(p.shape)));
@@ -232,51 +292,15 @@ RefitEngine::RefitEngine(ProcessGroupPtr group, std::vector<RefitParam> params,
     // where they are for the engine's lifetime.
     weights_.reserve(params_.size());
     for (const RefitParam& p : params_) {
-      InferenceTensor t;
-      t.name = p.name;
-      t.global_shape = p.shape;
-      t.rule = megatron_tp_rule(p.name, p.shape);
-      t.local_shape = tp_local_shape(p.shape, t.rule, topology_.tp);
-      t.mxfp8 = convertible.count(p.name) != 0;
-      if (t.mxfp8) {
-        t.quantized = Mxfp8Tensor::allocate(t.local_shape[0], t.local_shape[1]);
-        t.quantized.rule = mxfp8_options_.rule;
-      } else {
-        t.bf16.assign(static_cast<std::size_t>(product(t.local_shape)), 0);
-      }
-      weights_.push_back(std::move(t));
+      weights_.push_back(allocate_inference_tensor(p, topology_.tp, convertible.count(p.name) != 0,
+                                                   mxfp8_options_.rule));
     }
     for (InferenceTensor& t : weights_) {
       const int index = plan_.param_index(t.name);
       SW_CHECK(index >= 0, "refit: param ", t.name, " missing from its own plan");
-      const std::vector<Box>& boxes =
-          plan_.params()[static_cast<std::size_t>(index)].destination.boxes_of(me);
-      // Several boxes (strided split) are consecutive row blocks of the local tensor only when
-      // the split is along dim 0; the Megatron rules only stride dim 0.
-      SW_CHECK(boxes.size() <= 1 || t.rule.partition_dim == 0, "refit: param ", t.name, " has ",
-               boxes.size(), " boxes split along dim ", t.rule.partition_dim);
-      std::int64_t offset = 0;
-      for (const Box& box : boxes) {
-        const std::int64_t n = box.numel();
-        if (t.mxfp8) {
-          const std::int64_t cols = t.quantized.cols;
-          const std::int64_t rows = n / cols;
-          const std::int64_t blocks = t.quantized.geometry().blocks_per_row;
-          const std::int64_t row0 = offset / cols;
-          mxfp8_buffers_[t.name].push_back(
-              Mxfp8View{std::span<std::uint8_t>(t.quantized.data)
-                            .subspan(static_cast<std::size_t>(offset), static_cast<std::size_t>(n)),
-                        std::span<std::uint8_t>(t.quantized.scale)
-                            .subspan(static_cast<std::size_t>(row0 * blocks),
-                                     static_cast<std::size_t>(rows * blocks)),
-                        rows, cols, Mxfp8ScaleLayout::kRowMajor});
-        } else {
-          destinations_[t.name].push_back({t.bf16.data() + offset, n, DType::kBFloat16});
-        }
-        offset += n;
-      }
-      SW_CHECK(offset == product(t.local_shape), "refit: boxes of ", t.name, " cover ", offset,
-               " of ", product(t.local_shape), " local elements");
+      add_destination_views(
+          t, plan_.params()[static_cast<std::size_t>(index)].destination.boxes_of(me),
+          destinations_, mxfp8_buffers_);
     }
   }
   if (mode_ != RefitMode::kBf16) {
