@@ -1,7 +1,7 @@
 // `shardwise reshard --checkpoint DIR --tp N [--mxfp8] --out DIR2`: offline tensor-parallel export.
 // Reads DIR/model.safetensors (or DIR itself when it is a .safetensors file) and writes one file
 // per TP rank, DIR2/tp-rank-RR-of-NN.safetensors, holding that rank's slice of every param by the
-// Megatron rules (see reshard/refit.hpp); with --mxfp8 the 2-D non-embedding weights are stored
+// Megatron rules (see reshard/tp_rules.hpp); with --mxfp8 the 2-D non-embedding weights are stored
 // as NAME (F8_E4M3) + NAME_scale (F8_E8M0). DIR2 appears complete or not at all (built in a temp
 // directory, then renamed).
 #include <cstdio>
