@@ -12,11 +12,11 @@
 // the bucket needs (bucket_size, and dp x its largest param so every shard gets work).
 // Candidates are ranked by the padding fraction of a cheap LPT packing (a rest of the region too
 // small for two buckets is scored together with the candidate, so no badly packing tail is
-// stranded); the best few get the full packing (LPT, differencing, Megatron's greedy, improving
+// stranded); the best few get the full packing (LPT, differencing, capped NS greedy, improving
 // moves/swaps) and the smallest waste wins, the earliest end among equals. Then following params
 // that fit into the shards' padding join the bucket. Finally the whole plan is compared with the
-// plan that cuts where Megatron-LM does (first reach of bucket_size, same packer) and the one
-// with less padding is kept, so the layout never pads more than Megatron's cut points would.
+// plan that cuts at the first reach of bucket_size (same packer) and the one with less padding is
+// kept, so the layout never pads more than those plain cut points would.
 //
 // Newton–Schulz balance: within a bucket, moves/swaps that keep the shard size even out per-bin
 // Newton–Schulz cost; across the buffer, bins go to ranks so that the costliest bin lands on the
