@@ -114,6 +114,15 @@ TEST(LayerWiseLayout, SharedEmbeddingIsolatedAtItsBackpropPosition) {
     EXPECT_EQ(map.back().param, 0u);
     EXPECT_EQ(map.back().bucket, map[map.size() - 2].bucket + 1);
     EXPECT_EQ(layout.per_bucket_numel_unpadded.front(), 32000);
+    // Tied embeddings go to shard 0 (rank 0), at the start of their bucket, as in Megatron-LM,
+    // whatever the NS balance of the other buckets would prefer.
+    EXPECT_EQ(layout.owner_shard(map.front()), 0) << dp;
+    EXPECT_EQ(map.front().start, layout.bucket_indices.front().start) << dp;
+    EXPECT_EQ(layout.owner_shard(map.back()), 0) << dp;
+    EXPECT_EQ(map.back().start, layout.bucket_indices.back().start) << dp;
+    const auto megatron = compute_lpt_floor_layer_wise_layout(input);
+    EXPECT_EQ(megatron.owner_shard(megatron.param_index_map.front()), 0) << dp;
+    EXPECT_EQ(megatron.owner_shard(megatron.param_index_map.back()), 0) << dp;
   }
 }
 
