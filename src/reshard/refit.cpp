@@ -37,49 +37,23 @@ std::string hex_byte(std::uint32_t v, int digits) {
   return out;
 }
 
+void check_float_param(TensorView src, const std::string& name) {
+  SW_REQUIRE(src.dtype == DType::kFloat32 || src.dtype == DType::kBFloat16 ||
+                 src.dtype == DType::kFloat16,
+             InvalidArgument, "refit: param ", name, " has dtype ", dtype_name(src.dtype),
+             "; expected fp32, bf16 or fp16");
+}
+
 // Copies `n` elements of a float tensor (fp32 / bf16 / fp16) into bf16.
 void convert_to_bf16(TensorView src, std::uint16_t* dst, const std::string& name) {
-  const std::int64_t n = src.numel;
-  switch (src.dtype) {
-    case DType::kFloat32: {
-      const float* s = src.as<float>();
-      for (std::int64_t i = 0; i < n; ++i) dst[i] = float_to_bf16(s[i]);
-      return;
-    }
-    case DType::kBFloat16:
-      std::memcpy(dst, src.data, src.nbytes());
-      return;
-    case DType::kFloat16: {
-      const std::uint16_t* s = src.as<std::uint16_t>();
-      for (std::int64_t i = 0; i < n; ++i) dst[i] = float_to_bf16(fp16_to_float(s[i]));
-      return;
-    }
-    default:
-      throw InvalidArgument(str_cat("refit: param ", name, " has dtype ", dtype_name(src.dtype),
-                                    "; expected fp32, bf16 or fp16"));
-  }
+  check_float_param(src, name);
+  convert_floats(src, {dst, src.numel, DType::kBFloat16}, name);
 }
 
 std::vector<float> to_fp32(TensorView src, const std::string& name) {
+  check_float_param(src, name);
   std::vector<float> out(static_cast<std::size_t>(src.numel));
-  switch (src.dtype) {
-    case DType::kFloat32:
-      std::memcpy(out.data(), src.data, src.nbytes());
-      break;
-    case DType::kBFloat16: {
-      const std::uint16_t* s = src.as<std::uint16_t>();
-      for (std::size_t i = 0; i < out.size(); ++i) out[i] = bf16_to_float(s[i]);
-      break;
-    }
-    case DType::kFloat16: {
-      const std::uint16_t* s = src.as<std::uint16_t>();
-      for (std::size_t i = 0; i < out.size(); ++i) out[i] = fp16_to_float(s[i]);
-      break;
-    }
-    default:
-      throw InvalidArgument(str_cat("refit: param ", name, " has dtype ", dtype_name(src.dtype),
-                                    "; expected fp32, bf16 or fp16"));
-  }
+  convert_floats(src, {out.data(), src.numel, DType::kFloat32}, name);
   return out;
 }
 
