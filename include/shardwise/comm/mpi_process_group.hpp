@@ -6,13 +6,30 @@
 #include <functional>
 #include <string>
 
+#include "shardwise/comm/comm_deadline.hpp"
 #include "shardwise/comm/process_group.hpp"
 
 namespace shardwise {
 
+// Settings of one MPI group. Groups split from a group start with its options.
+struct ProcessGroupOptions {
+  // The collective watchdog: any one collective, or wait for a send/recv, that has not completed
+  // after this many seconds prints what it waited for (operation, group, ranks, sequence number)
+  // and aborts the whole job with kCommTimeoutExitCode, as NCCL's watchdog does. Waiting ranks
+  // poll with back-off, so a hung job does not burn its cores meanwhile.
+  double comm_timeout_seconds = kDefaultCommTimeoutSeconds;
+};
+
 // Initialises MPI (thread-multiple) if nobody did, and returns the world group. Safe to call more
 // than once; MPI is finalised at exit by the library when it initialised it.
 ProcessGroupPtr init_mpi_world();
+// The same, and sets the world group's options (groups split from it later inherit them).
+ProcessGroupPtr init_mpi_world(const ProcessGroupOptions& options);
+
+// Options of an MPI group (InvalidArgument for another kind of group, or a timeout that is not
+// a positive number of seconds up to 1e9). Applies to operations that start afterwards.
+void set_process_group_options(const ProcessGroupPtr& group, const ProcessGroupOptions& options);
+ProcessGroupOptions process_group_options(const ProcessGroupPtr& group);
 
 // Builds the DP/TP/PP/EP/expert-DP groups of this rank. Throws InvalidArgument naming the sizes
 // when they do not divide the world.
