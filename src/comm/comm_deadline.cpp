@@ -75,10 +75,11 @@ std::string comm_timeout_message(const CommWaitDescription& wait, double waited_
                              " (world ranks ", rank_list(wait.world_ranks), "): ", wait.op, " #",
                              wait.sequence);
   std::string waiting_for;
+  const bool point_to_point = wait.op == "send" || wait.op == "recv";
   if (wait.peer >= 0) {
-    head += str_cat(wait.op == "send" ? " to" : " from", " rank ", wait.peer);
+    if (point_to_point) head += str_cat(wait.op == "send" ? " to" : " from", " rank ", wait.peer);
     waiting_for = str_cat("waiting for group rank ", wait.peer, " (world rank ", world_of(wait.peer),
-                          ")");
+                          point_to_point ? ")" : "), its neighbour in the ring");
   } else {
     std::vector<int> others;
     std::vector<int> others_world;

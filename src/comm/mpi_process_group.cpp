@@ -26,6 +26,7 @@
 
 #include "mpi_p2p_work.hpp"
 #include "mpi_wait.hpp"
+#include "ring_collectives.hpp"
 #include "shardwise/comm/fp32_accumulation.hpp"
 #include "shardwise/comm/ordered_worker.hpp"
 #include "shardwise/comm/traffic_model.hpp"
@@ -72,6 +73,10 @@ class MpiProcessGroup final : public ProcessGroup {
     MPI_Comm_get_attr(comm_, MPI_TAG_UB, &tag_ub, &flag);
     tag_ub_ = flag && tag_ub ? *tag_ub : 32767;  // 32767: the least the standard guarantees
     world_ranks_ = world_ranks_of(comm_, size_);
+    if (MPI_Comm_dup(comm_, &ring_comm_) != MPI_SUCCESS) {
+      throw CommError(str_cat("group ", name_, ": MPI_Comm_dup of the ring communicator failed"));
+    }
+    MPI_Comm_set_errhandler(ring_comm_, MPI_ERRORS_RETURN);
     worker_ = std::make_unique<OrderedWorker>(name_);
   }
 
@@ -79,7 +84,10 @@ class MpiProcessGroup final : public ProcessGroup {
     worker_.reset();  // lets the running operation finish, drops the queued ones, joins
     int finalized = 0;
     MPI_Finalized(&finalized);
-    if (!finalized) MPI_Comm_free(&comm_);
+    if (!finalized) {
+      MPI_Comm_free(&ring_comm_);
+      MPI_Comm_free(&comm_);
+    }
   }
 
   int rank() const override { return rank_; }
@@ -89,8 +97,12 @@ class MpiProcessGroup final : public ProcessGroup {
   void set_options(const ProcessGroupOptions& options) {
     validate_comm_timeout(options.comm_timeout_seconds, str_cat("group ", name_, " comm_timeout"));
     timeout_seconds_ = options.comm_timeout_seconds;
+    algorithm_ = static_cast<int>(options.collective_algorithm);
   }
-  ProcessGroupOptions options() const { return ProcessGroupOptions{timeout_seconds_.load()}; }
+  ProcessGroupOptions options() const {
+    return ProcessGroupOptions{timeout_seconds_.load(),
+                               static_cast<CollectiveAlgorithm>(algorithm_.load())};
+  }
 
   WorkPtr all_reduce(TensorView buffer, ReduceOp op) override {
     try {
@@ -133,31 +145,17 @@ class MpiProcessGroup final : public ProcessGroup {
     }
     return run_op("reduce_scatter", CollectiveKind::kReduceScatter, [this, output, input, op,
                                                                       in_place] {
-      const int n = static_cast<int>(output.numel);
       const int divisor = op == ReduceOp::kAvg ? size_ : 1;
       if (reduces_through_fp32(input.dtype)) {
-        // In place on the fp32 copy: MPI leaves this rank's reduced shard at its start.
         float* staged = scratch_floats(input.numel);
         widen_to_fp32(input, staged);
-        complete("MPI_Ireduce_scatter_block", [&](MPI_Request* r) {
-          return MPI_Ireduce_scatter_block(MPI_IN_PLACE, staged, n, MPI_FLOAT, mpi_op(op), comm_,
-                                           r);
-        });
-        narrow_from_fp32(staged, output, divisor);
-      } else if (in_place) {
-        // MPI_IN_PLACE would leave the result at the start of `input` (rank 0's shard) on every
-        // rank and may clobber the other shards, so reduce into a shard-sized stage instead.
-        void* staged = scratch_bytes(output.nbytes());
-        complete("MPI_Ireduce_scatter_block", [&](MPI_Request* r) {
-          return MPI_Ireduce_scatter_block(input.data, staged, n, mpi_type(input.dtype),
-                                           mpi_op(op), comm_, r);
-        });
-        std::memcpy(output.data, staged, output.nbytes());
+        narrow_from_fp32(reduce_scatter_staged(staged, output.numel, op), output, divisor);
+      } else if (use_ring(output.nbytes())) {
+        ring_reduce_scatter(ring_links(), static_cast<const std::byte*>(input.data),
+                            static_cast<std::byte*>(output.data), output.nbytes(),
+                            dtype_size(input.dtype), ring_combine(input.dtype, op), ring_scratch_);
       } else {
-        complete("MPI_Ireduce_scatter_block", [&](MPI_Request* r) {
-          return MPI_Ireduce_scatter_block(input.data, output.data, n, mpi_type(input.dtype),
-                                           mpi_op(op), comm_, r);
-        });
+        mpi_reduce_scatter(output, input, op, in_place);
       }
       if (!reduces_through_fp32(input.dtype) && divisor != 1) divide_fp32(output, divisor);
       return reduce_scatter_traffic(static_cast<std::int64_t>(input.nbytes()), size_);
@@ -182,11 +180,17 @@ class MpiProcessGroup final : public ProcessGroup {
     return run_op("all_gather", CollectiveKind::kAllGather, [this, output, input, in_place] {
       const int n = static_cast<int>(input.numel);
       const MPI_Datatype type = mpi_type(input.dtype);
-      complete("MPI_Iallgather", [&](MPI_Request* r) {
-        return in_place ? MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, output.data, n, type,
-                                         comm_, r)
-                        : MPI_Iallgather(input.data, n, type, output.data, n, type, comm_, r);
-      });
+      if (use_ring(input.nbytes())) {
+        const TensorView own = output.slice(rank_ * input.numel, input.numel);
+        if (!in_place) std::memcpy(own.data, input.data, input.nbytes());
+        ring_all_gather(ring_links(), static_cast<std::byte*>(output.data), input.nbytes());
+      } else {
+        complete("MPI_Iallgather", [&](MPI_Request* r) {
+          return in_place ? MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, output.data, n,
+                                           type, comm_, r)
+                          : MPI_Iallgather(input.data, n, type, output.data, n, type, comm_, r);
+        });
+      }
       return all_gather_traffic(static_cast<std::int64_t>(output.nbytes()), size_);
     });
   }
@@ -401,6 +405,68 @@ class MpiProcessGroup final : public ProcessGroup {
     }
   }
 
+  bool use_ring(std::size_t shard_bytes) const {
+    if (size_ < 2) return false;
+    switch (static_cast<CollectiveAlgorithm>(algorithm_.load())) {
+      case CollectiveAlgorithm::kRing:
+        return true;
+      case CollectiveAlgorithm::kMpi:
+        return false;
+      case CollectiveAlgorithm::kAuto:
+        break;
+    }
+    return shard_bytes >= kRingMinShardBytes;
+  }
+
+  RingLinks ring_links() {
+    return RingLinks{ring_comm_, rank_, size_,
+                     [this](int count, MPI_Request* requests, int peer) {
+                       check(wait_all_or_abort(count, requests, MPI_STATUSES_IGNORE,
+                                               timeout_seconds_.load(),
+                                               [&] { return describe(current_op_, sequence_, peer); }),
+                             "ring exchange");
+                     },
+                     [this](int rc, const char* call) { check(rc, call); }};
+  }
+
+  // Reduce-scatter of the fp32 copy of a 16-bit input (clobbered); returns this rank's reduced
+  // shard inside it.
+  float* reduce_scatter_staged(float* staged, std::int64_t shard, ReduceOp op) {
+    const std::size_t shard_bytes = static_cast<std::size_t>(shard) * sizeof(float);
+    if (use_ring(shard_bytes)) {
+      auto* bytes = reinterpret_cast<std::byte*>(staged);
+      ring_reduce_scatter(ring_links(), bytes, bytes + static_cast<std::size_t>(rank_) * shard_bytes,
+                          shard_bytes, sizeof(float), ring_combine(DType::kFloat32, op),
+                          ring_scratch_);
+      return staged + rank_ * shard;
+    }
+    // MPI leaves this rank's reduced shard at the start of the buffer.
+    complete("MPI_Ireduce_scatter_block", [&](MPI_Request* r) {
+      return MPI_Ireduce_scatter_block(MPI_IN_PLACE, staged, static_cast<int>(shard), MPI_FLOAT,
+                                       mpi_op(op), comm_, r);
+    });
+    return staged;
+  }
+
+  void mpi_reduce_scatter(TensorView output, TensorView input, ReduceOp op, bool in_place) {
+    const int n = static_cast<int>(output.numel);
+    if (in_place) {
+      // MPI_IN_PLACE would leave the result at the start of `input` (rank 0's shard) on every
+      // rank and may clobber the other shards, so reduce into a shard-sized stage instead.
+      void* staged = scratch_bytes(output.nbytes());
+      complete("MPI_Ireduce_scatter_block", [&](MPI_Request* r) {
+        return MPI_Ireduce_scatter_block(input.data, staged, n, mpi_type(input.dtype), mpi_op(op),
+                                         comm_, r);
+      });
+      std::memcpy(output.data, staged, output.nbytes());
+    } else {
+      complete("MPI_Ireduce_scatter_block", [&](MPI_Request* r) {
+        return MPI_Ireduce_scatter_block(input.data, output.data, n, mpi_type(input.dtype),
+                                         mpi_op(op), comm_, r);
+      });
+    }
+  }
+
   WorkPtr point_to_point(CollectiveKind kind, TensorView buffer, int peer, int tag) {
     const char* op = kind == CollectiveKind::kSend ? "send" : "recv";
     try {
@@ -505,6 +571,9 @@ class MpiProcessGroup final : public ProcessGroup {
   std::uint64_t sequence_ = 0;   // operations this group has run (posted, for send/recv)
   std::shared_ptr<TrafficRecorder> traffic_ = std::make_shared<TrafficRecorder>();
   std::vector<double> scratch_;  // touched by the worker thread only
+  std::vector<std::byte> ring_scratch_;  // likewise: partial sums of ring reduce-scatter
+  MPI_Comm ring_comm_ = MPI_COMM_NULL;  // a duplicate reserved for ring messages
+  std::atomic<int> algorithm_{static_cast<int>(CollectiveAlgorithm::kAuto)};
   std::unique_ptr<OrderedWorker> worker_;
 };
 

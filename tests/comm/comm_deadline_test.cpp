@@ -116,6 +116,12 @@ TEST(CommTimeoutMessage, PointToPointNamesThePeer) {
             "rank 3)");
   CommWaitDescription send{"send", "world", 1, {0, 1}, 9, 0};
   EXPECT_NE(comm_timeout_message(send, 1, 1).find("send #9 to rank 0"), std::string::npos);
+  CommWaitDescription ring{"reduce_scatter", "world", 2, {0, 1, 2, 3}, 3, 1};
+  EXPECT_NE(comm_timeout_message(ring, 1, 1).find("reduce_scatter #3 has not completed after 1.0 s "
+                                                  "(comm_timeout 1.0 s); waiting for group rank 1 "
+                                                  "(world rank 1), its neighbour in the ring"),
+            std::string::npos)
+      << comm_timeout_message(ring, 1, 1);
 }
 
 }  // namespace

@@ -44,7 +44,7 @@ struct CommWaitDescription {
   int rank = 0;                  // this rank in the group
   std::vector<int> world_ranks;  // world rank of each group rank
   std::uint64_t sequence = 0;    // 1-based number of the operation on this group
-  int peer = -1;                 // group rank waited for (point-to-point), -1 for collectives
+  int peer = -1;                 // group rank waited for (send/recv, ring step), else -1
 };
 
 // The one-line message printed before the job is aborted.

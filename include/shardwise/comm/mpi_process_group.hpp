@@ -3,6 +3,7 @@
 // with communication. A program started without mpirun is a world of size 1.
 #pragma once
 
+#include <cstddef>
 #include <functional>
 #include <string>
 
@@ -11,6 +12,13 @@
 
 namespace shardwise {
 
+// How reduce_scatter and all_gather move data: kRing, a bandwidth-optimal ring over send/recv
+// (each rank sends and receives (p-1)/p of the data); kMpi, the MPI library's collective;
+// kAuto, the ring for shards of kRingMinShardBytes and more, where it measured faster
+// (bench/comm_collectives.cpp).
+enum class CollectiveAlgorithm { kAuto, kRing, kMpi };
+inline constexpr std::size_t kRingMinShardBytes = std::size_t{64} << 10;
+
 // Settings of one MPI group. Groups split from a group start with its options.
 struct ProcessGroupOptions {
   // The collective watchdog: any one collective, or wait for a send/recv, that has not completed
@@ -18,6 +26,7 @@ struct ProcessGroupOptions {
   // and aborts the whole job with kCommTimeoutExitCode, as NCCL's watchdog does. Waiting ranks
   // poll with back-off, so a hung job does not burn its cores meanwhile.
   double comm_timeout_seconds = kDefaultCommTimeoutSeconds;
+  CollectiveAlgorithm collective_algorithm = CollectiveAlgorithm::kAuto;
 };
 
 // Initialises MPI (thread-multiple) if nobody did, and returns the world group. Safe to call more
