@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "command_registry.hpp"
+#include "output_preflight.hpp"
 #include "shardwise/checkpoint/safetensors.hpp"
 #include "shardwise/core/atomic_file.hpp"
 #include "shardwise/core/error.hpp"
@@ -49,6 +50,17 @@ TpExportOptions export_options(const ReshardArgs& args) {
 int run_reshard(const ReshardArgs& args) {
   namespace fs = std::filesystem;
   const TpExportOptions options = export_options(args);
+  // The output is checked (and its parent created and probed) before the input is read.
+  const fs::path out = args.out;
+  std::error_code ec;
+  SW_REQUIRE(args.overwrite || !fs::exists(out, ec), IoError, "--out ", out.string(),
+             " already exists (pass --overwrite to replace it)");
+  const fs::path parent = output_parent(out);
+  fs::create_directories(parent, ec);
+  SW_REQUIRE(fs::is_directory(parent, ec), IoError, "cannot create the parent directory ",
+             parent.string(), " of --out");
+  probe_output_directory(parent, "--out");
+
   const fs::path input = resolve_model_weights_file(args.checkpoint);
   const SafetensorsFile file = SafetensorsFile::open(input);
   std::vector<SourceTensor> tensors;
@@ -57,14 +69,6 @@ int run_reshard(const ReshardArgs& args) {
   }
   check_tp_export(tensors, options);  // every error before anything is written
 
-  const fs::path out = args.out;
-  std::error_code ec;
-  SW_REQUIRE(args.overwrite || !fs::exists(out, ec), IoError, "--out ", out.string(),
-             " already exists (pass --overwrite to replace it)");
-  const fs::path parent = out.has_parent_path() ? out.parent_path() : fs::path(".");
-  fs::create_directories(parent, ec);
-  SW_REQUIRE(fs::is_directory(parent, ec), IoError, "cannot create the parent directory ",
-             parent.string(), " of --out");
   const fs::path staged = create_temp_directory_next_to(out);
   std::uint64_t total_bytes = 0;
   try {
