@@ -30,6 +30,7 @@
 #include "shardwise/core/float_convert.hpp"
 #include "shardwise/reshard/refit.hpp"
 #include "shardwise/reshard/tp_export.hpp"
+#include "shardwise/train/output_preflight.hpp"
 #include "shardwise/train/trainer.hpp"
 
 namespace shardwise::cli {
@@ -344,6 +345,8 @@ const bool registered = register_command(
         } else {
           resolve_model_weights_file(args->checkpoint);
         }
+        // The measurements file is written last: find out now if that cannot work.
+        if (!args->json.empty()) preflight_output_file(args->json, "--json");
         return run_rank_main([&] { return run_refit(*args, config.get()); });
       };
     });

@@ -42,6 +42,7 @@ void validate_training(const TrainLoopConfig& t) {
              ") must be <= training.steps (", t.steps, ")");
   require_min(t.eval_interval, 0, "training.eval_interval");
   require_min(t.seed, 0, "training.seed");
+  require_min(t.skip_nonfinite_steps, 0, "training.skip_nonfinite_steps");
 }
 
 void validate_parallel(const ParallelConfig& p, const ModelConfig& m) {

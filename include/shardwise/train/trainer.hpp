@@ -29,6 +29,8 @@ struct StepMetrics {
   // Bucket groups whose grad collective had been dispatched before the trainer entered
   // finish_grad_sync (during backward: overlap_grad_reduce); the rest are dispatched there.
   int groups_dispatched_in_backward = 0;
+  // The loss or grad norm was not finite: no update was applied (training.skip_nonfinite_steps).
+  bool skipped = false;
 };
 
 struct EvalMetrics {
