@@ -10,6 +10,7 @@ packages=(
   nlohmann-json3-dev libcli11-dev libyaml-cpp-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-numpy
+  fortunes-min fortunes   # the text example's corpus (scripts/prepare_fortunes.py)
 )
 
 # CUDA is not installed from apt: the toolkit is preinstalled at /usr/local/cuda. Only report it
