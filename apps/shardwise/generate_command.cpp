@@ -44,9 +44,8 @@ int run_generate(const GenerateArgs& args) {
   CheckpointGpt loaded = load_gpt_checkpoint(args.checkpoint, step);
   const int vocab = loaded.config.vocab_size;
   SW_REQUIRE(vocab <= 256, InvalidArgument, "checkpoint '", loaded.directory.string(),
-             "': vocabulary of ", vocab,
-             " tokens is not byte-level; generate reads and writes "
-             "text as bytes (train on text or byte-level .bin data)");
+             "': vocabulary of ", vocab, " tokens is not byte-level; generate reads and "
+             "writes text as bytes (train on text or byte-level .bin data)");
   const std::vector<std::int32_t> prompt = prompt_tokens(args.prompt, vocab);
   const std::vector<std::int32_t> generated =
       generate_tokens(*loaded.model, prompt, args.tokens, args.sampling);

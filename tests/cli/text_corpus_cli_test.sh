@@ -126,7 +126,7 @@ cmp -s "$work/gen_greedy.out" "$work/gen_greedy_step.out" ||
 for name in gen_a gen_c gen_greedy; do
   size=$(stat -c %s "$work/$name.out")
   [[ $size -eq $((7 + 40 + 1)) ]] || fail "$name: $size bytes, expected prompt + 40 + newline"
-  [[ $(head -c 7 "$work/$name.out") == Fortune ]] || fail "$name: output does not start with the prompt"
+  [[ $(head -c 7 "$work/$name.out") == Fortune ]] || fail "$name: output lacks the prompt"
 done
 
 # Bad input: one line, exit 2. The corpus is ASCII, so vocab (from the data) is < 128.
