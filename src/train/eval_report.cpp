@@ -26,8 +26,9 @@ nlohmann::ordered_json eval_record(const EvalMetrics& e) {
 }
 
 std::string eval_summary(const EvalMetrics& e) {
-  if (!e.perplexity)
+  if (!e.perplexity) {
     return str_cat("loss ", e.eval_loss, ", exact-match accuracy ", e.accuracy * 100, "%");
+  }
   std::string out = str_cat("loss ", e.eval_loss);
   if (e.bits_per_byte) out += str_cat(", ", *e.bits_per_byte, " bits/byte");
   return out + str_cat(", perplexity ", *e.perplexity);
