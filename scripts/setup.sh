@@ -11,6 +11,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-numpy
   libre2-dev clang-14 libclang-rt-14-dev
+  fortunes-min fortunes   # the text example's corpus (scripts/prepare_fortunes.py)
 )
 
 # CUDA is not installed from apt: the toolkit is preinstalled at /usr/local/cuda. Only report it

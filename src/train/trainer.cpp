@@ -16,6 +16,7 @@
 #include "shardwise/core/logging.hpp"
 #include "shardwise/model/gpt_model.hpp"
 #include "shardwise/optim/data_parallel_setup.hpp"
+#include "shardwise/train/eval_report.hpp"
 #include "shardwise/train/loss_plot.hpp"
 #include "shardwise/train/lr_schedule.hpp"
 #include "shardwise/train/metrics_log.hpp"
@@ -337,12 +338,12 @@ TrainingSummary run_training(const TrainingConfig& input_config, const ProcessGr
     const double total = optim::all_reduce_sum_exact(*dp_group, count);
     e.eval_loss = optim::all_reduce_sum_exact(*dp_group, loss_sum) / total;
     e.accuracy = optim::all_reduce_sum_exact(*dp_group, correct) / total;
+    add_language_model_metrics(e, *dataset);
     summary.evals.push_back(e);
-    metrics.write({{"step", e.step}, {"eval_loss", e.eval_loss}, {"accuracy", e.accuracy}});
+    metrics.write(eval_record(e));
     if (is_rank0 && !options.quiet) {
       if (progress.enabled()) std::fputc('\n', stdout);
-      log::info("eval step ", step, ": loss ", e.eval_loss, ", exact-match accuracy ",
-                e.accuracy * 100, "%");
+      log::info("eval step ", step, ": ", eval_summary(e));
     }
     return e;
   };
@@ -440,8 +441,7 @@ TrainingSummary run_training(const TrainingConfig& input_config, const ProcessGr
     }
     if (!options.quiet) {
       log::info("done: ", steps, " steps in ", summary.wall_seconds, " s | final loss ",
-                summary.final_loss, " | held-out loss ", summary.final_eval->eval_loss,
-                " | exact-match accuracy ", summary.final_eval->accuracy * 100, "% | ",
+                summary.final_loss, " | held-out ", eval_summary(*summary.final_eval), " | ",
                 summary.bytes_communicated, " bytes communicated by rank 0");
     }
   }

@@ -37,6 +37,10 @@ struct EvalMetrics {
   std::int64_t step = 0;
   double eval_loss = 0;
   double accuracy = 0;  // exact match over held-out samples
+  // Language-model data only (see train/eval_report.hpp): exp(eval_loss), and eval_loss in bits
+  // when tokens are bytes.
+  std::optional<double> perplexity;
+  std::optional<double> bits_per_byte;
 };
 
 struct TrainingSummary {
