@@ -10,6 +10,7 @@ packages=(
   nlohmann-json3-dev libcli11-dev libyaml-cpp-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-numpy
+  python3-dev pybind11-dev python3-torch python3-pytest
 )
 
 # CUDA is not installed from apt: the toolkit is preinstalled at /usr/local/cuda. Only report it
