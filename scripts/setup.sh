@@ -12,6 +12,7 @@ packages=(
   python3 python3-numpy
   libre2-dev clang-14 libclang-rt-14-dev
   fortunes-min fortunes   # the text example's corpus (scripts/prepare_fortunes.py)
+  python3-dev pybind11-dev python3-torch python3-pytest
 )
 
 # CUDA is not installed from apt: the toolkit is preinstalled at /usr/local/cuda. Only report it

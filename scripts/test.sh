@@ -7,6 +7,12 @@ cd "$(dirname "$0")/.."
 source scripts/env.sh
 
 scripts/build.sh release
+# The Python package's pytest suite is the CTest test "python"; fail if the build left it out
+# (missing dependencies) instead of passing without it.
+if ! (cd build && ctest -N -R '^python$' | grep -q 'Total Tests: 1'); then
+  echo "test.sh: the Python package was not built (scripts/setup.sh installs its dependencies)" >&2
+  exit 1
+fi
 (cd build && ctest --output-on-failure --timeout 900)
 
 scripts/build.sh asan

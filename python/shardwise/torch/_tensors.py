@@ -1,0 +1,45 @@
+"""Torch <-> engine tensor plumbing: checks on the params a module hands over, and torch views of
+the engine's numpy buffer views (bf16 travels as uint16, which numpy can hold)."""
+
+import numpy as np
+import torch
+
+SUPPORTED_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
+
+
+def tensor_over(array, dtype=None):
+    """A torch tensor sharing `array`'s memory (bf16 when the array holds bf16 bits)."""
+    t = torch.from_numpy(array)
+    if array.dtype == np.uint16:
+        t = t.view(torch.bfloat16)
+    if dtype is not None and t.dtype != dtype:
+        raise ValueError(f"engine buffer is {t.dtype}, param is {dtype}")
+    return t
+
+
+def check_params(named):
+    """ValueError naming the param for anything the engine cannot hold."""
+    spans = []
+    for name, p in named:
+        if p.device.type != "cpu":
+            raise ValueError(f"param '{name}' is on {p.device}: shardwise.torch trains CPU tensors "
+                             f"(its buffers live in host memory)")
+        if p.is_sparse:
+            raise ValueError(f"param '{name}' is sparse: only dense params are supported")
+        if p.dtype not in SUPPORTED_DTYPES:
+            raise ValueError(f"param '{name}' has unsupported dtype {p.dtype} (supported: "
+                             f"float32, bfloat16, float16)")
+        if not p.is_contiguous():
+            raise ValueError(f"param '{name}' is not contiguous (shape {tuple(p.shape)}, strides "
+                             f"{p.stride()}): make it contiguous before wrapping")
+        if p.numel() > 0:
+            start = p.data_ptr()
+            spans.append((start, start + p.numel() * p.element_size(), name))
+    # Two distinct params over the same memory (one a view of the other) cannot both become
+    # views of separate buffer ranges; tie them as one nn.Parameter instead.
+    spans.sort()
+    for (s0, e0, n0), (s1, _, n1) in zip(spans, spans[1:]):
+        if s1 < e0:
+            raise ValueError(f"params '{n0}' and '{n1}' share storage: a param that is a view of "
+                             f"another cannot be wrapped (share one nn.Parameter between the "
+                             f"modules instead)")

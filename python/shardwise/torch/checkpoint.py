@@ -1,0 +1,40 @@
+"""Checkpoints in the format of ``shardwise train --save / --load``: a step directory with the
+full weights (model.safetensors, one tensor per param name), one optimizer file per data-parallel
+rank and a checkpoint.json manifest; saved atomically, loadable at another dp size.
+
+A checkpoint moves between Python and the CLI when the param names and shapes match (the example
+GPT in examples/torch/train_gpt.py uses the CLI model's names) and the optimizer kind is the same.
+"""
+
+import json
+
+
+def save_checkpoint(directory, ddp, optimizer, step, consumed_samples=0, keep_last=0,
+                    extra=None):
+    """Saves step `step` under `directory` (collective over the data-parallel ranks).
+
+    Returns the published step directory. `extra` (a JSON-serialisable dict) is stored in the
+    manifest next to the engine's own entries.
+    """
+    if optimizer.ddp is not ddp:
+        raise ValueError("save_checkpoint: the optimizer does not belong to this "
+                         "DistributedDataParallel")
+    ddp.check_unchanged()
+    entries = {"world_size": ddp.engine.world_size, "saved_by": "shardwise.torch"}
+    entries.update(extra or {})
+    return ddp.engine.save_checkpoint(str(directory), int(step), int(consumed_samples),
+                                      int(keep_last), json.dumps(entries))
+
+
+def load_checkpoint(directory, ddp, optimizer, step=None):
+    """Loads `directory` (a step directory, or a root with `latest` / step-S) into the module's
+    params and the optimizer state (resharded to this dp size). Returns {"directory", "step",
+    "consumed_samples", "manifest"}."""
+    if optimizer.ddp is not ddp:
+        raise ValueError("load_checkpoint: the optimizer does not belong to this "
+                         "DistributedDataParallel")
+    ddp.check_unchanged()
+    path, loaded_step, consumed, manifest = ddp.engine.load_checkpoint(
+        str(directory), None if step is None else int(step))
+    return {"directory": path, "step": loaded_step, "consumed_samples": consumed,
+            "manifest": json.loads(manifest)}

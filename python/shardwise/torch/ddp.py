@@ -1,0 +1,180 @@
+"""shardwise.torch.DistributedDataParallel: a torch module's params as views of the engine's
+contiguous param buffer, its grads accumulated into the grad buffer, buckets reduced as they fill.
+"""
+
+import contextlib
+
+import torch
+
+from .. import _core
+from .. import layout as _layout
+from ._tensors import check_params, tensor_over
+
+_DEFAULT_KIND = "layer-wise"
+
+
+class DistributedDataParallel:
+    """Wraps `module` (any torch.nn.Module with CPU params) for data-parallel training.
+
+    Every trainable param's storage becomes a view of the C++ param buffer (zero copy; the
+    module's original storage is released) and ``param.main_grad`` a view of the grad buffer.
+    A hook on each param's gradient accumulator adds ``param.grad`` into ``main_grad``, drops
+    ``param.grad`` and marks the param ready; a bucket's reduce-scatter (or all-reduce) is
+    dispatched as soon as its last grad is ready (with ``overlap_grad_reduce``).
+
+    The buffer layout depends on the optimizer, so `optimizer` names the kind the optimizer will
+    be (``make_optimizer`` re-lays the buffers out when it asks for another kind before
+    training starts). Rank 0's initial values are broadcast to every rank.
+    """
+
+    def __init__(self, module, bucket_size=None, overlap_grad_reduce=True,
+                 overlap_param_gather=True, grad_reduce_in_fp32=True, optimizer=_DEFAULT_KIND,
+                 all_layer_wise=False):
+        if not isinstance(module, torch.nn.Module):
+            raise TypeError(f"DistributedDataParallel wraps a torch.nn.Module, got "
+                            f"{type(module).__name__}")
+        self.module = module
+        self._options = dict(bucket_size=bucket_size, overlap_grad_reduce=overlap_grad_reduce,
+                             overlap_param_gather=overlap_param_gather,
+                             grad_reduce_in_fp32=grad_reduce_in_fp32,
+                             all_layer_wise=all_layer_wise)
+        self._params = [(n, p) for n, p in module.named_parameters() if p.requires_grad]
+        if not self._params:
+            raise ValueError("DistributedDataParallel: the module has no trainable parameters")
+        check_params(self._params)
+        embedding_ids = {id(m.weight) for m in module.modules()
+                         if isinstance(m, torch.nn.Embedding)}
+        self._infos = [_layout.param_info(p, i, name=n, embedding_or_output=id(p) in embedding_ids)
+                       for i, (n, p) in enumerate(self._params)]
+        self._ready_count = 0
+        self._grad_accumulators = []
+        self._forward_hooks = []
+        self.engine = None
+        self._build(optimizer)
+        self._register_grad_hooks()
+
+    # --- construction -------------------------------------------------------------------
+    def _build(self, kind):
+        options = _core.EngineOptions()
+        options.kind = kind
+        options.bucket_size = self._options["bucket_size"]
+        options.overlap_grad_reduce = bool(self._options["overlap_grad_reduce"])
+        options.overlap_param_gather = bool(self._options["overlap_param_gather"])
+        options.grad_reduce_in_fp32 = bool(self._options["grad_reduce_in_fp32"])
+        options.all_layer_wise = bool(self._options["all_layer_wise"])
+        engine = _core.Engine(self._infos, options)
+        self._ptrs = []
+        with torch.no_grad():
+            for i, (_, p) in enumerate(self._params):
+                value = tensor_over(engine.param_array(i), p.dtype)
+                value.copy_(p.detach())
+                p.data = value  # the param now lives in the buffer; its old storage is freed
+                p.main_grad = tensor_over(engine.grad_array(i))
+                self._ptrs.append(p.data_ptr())
+        self.engine = engine  # the previous engine (if any) goes once nothing views it
+        engine.broadcast_params_from_rank0()
+        self._register_forward_hooks()
+
+    def _relayout(self, kind):
+        """Rebuilds the buffers with the layout of optimizer `kind` (before training starts)."""
+        self.finish_param_sync()
+        self._build(kind)
+
+    def _register_grad_hooks(self):
+        for i, (_, p) in enumerate(self._params):
+            # The AccumulateGrad node of p: its hook runs once p.grad holds this backward's grad.
+            accumulator = p.expand_as(p).grad_fn.next_functions[0][0]
+            accumulator.register_hook(self._make_grad_hook(i, p))
+            self._grad_accumulators.append(accumulator)
+
+    def _make_grad_hook(self, index, param):
+        def hook(*_):
+            if param.grad is not None:
+                param.main_grad.add_(param.grad)
+                param.grad = None
+            self._ready_count += 1
+            self.engine.register_grad_ready(index)
+        return hook
+
+    def _register_forward_hooks(self):
+        for handle in self._forward_hooks:
+            handle.remove()
+        self._forward_hooks = []
+        if not self.engine.overlap_param_gather():
+            return
+        index_of = {id(p): i for i, (_, p) in enumerate(self._params)}
+        for module in self.module.modules():
+            ids = [index_of[id(p)] for p in module.parameters(recurse=False) if id(p) in index_of]
+            if not ids:
+                continue
+            groups = sorted({self.engine.bucket_group_of(i) for i in ids}, reverse=True)
+            # Before a module uses its params, wait for (and chain) their all-gathers.
+            self._forward_hooks.append(module.register_forward_pre_hook(
+                lambda _m, _inputs, groups=groups: self._wait_for_groups(groups)))
+
+    def _wait_for_groups(self, groups):
+        for g in groups:
+            self.engine.finish_param_sync(g)
+
+    # --- training-loop API ---------------------------------------------------------------
+    def __call__(self, *args, **kwargs):
+        return self.module(*args, **kwargs)
+
+    forward = __call__
+
+    @property
+    def kind(self):
+        return self.engine.kind
+
+    @property
+    def layout(self):
+        """The FullParamLayout of the buffers, keyed by this module's params."""
+        return _layout.from_engine(self.engine.layout(), [p for _, p in self._params])
+
+    def named_parameters(self):
+        return list(self._params)
+
+    def zero_grad_buffer(self):
+        """Zeros the grad buffer and forgets which grads are ready (call once per iteration)."""
+        for _, p in self._params:
+            p.grad = None
+        self.engine.zero_grad_buffer()
+        self._ready_count = 0
+
+    def finish_grad_sync(self):
+        self.engine.finish_grad_sync()
+
+    def finish_param_sync(self):
+        """Waits for every in-flight param all-gather (read params outside forward after it)."""
+        self.engine.finish_all_param_sync()
+
+    @contextlib.contextmanager
+    def no_sync(self):
+        """Grad accumulation: grads of backward passes inside accumulate without any reduce."""
+        previous = self.engine.is_last_microbatch()
+        self.engine.set_is_last_microbatch(False)
+        try:
+            yield
+        finally:
+            self.engine.set_is_last_microbatch(previous)
+
+    def check_unchanged(self):
+        """ValueError naming the param when the module's params changed after wrapping."""
+        current = [(n, p) for n, p in self.module.named_parameters() if p.requires_grad]
+        wrapped = {n for n, _ in self._params}
+        for n, _ in current:
+            if n not in wrapped:
+                raise ValueError(f"param '{n}' was added to the module after it was wrapped by "
+                                 f"shardwise DistributedDataParallel; wrap the final module")
+        present = {n for n, _ in current}
+        for (n, p), ptr in zip(self._params, self._ptrs):
+            if n not in present:
+                raise ValueError(f"param '{n}' was removed from the module (or frozen) after it "
+                                 f"was wrapped by shardwise DistributedDataParallel")
+        for (n, p), (n0, p0), ptr in zip(current, self._params, self._ptrs):
+            if p is not p0:
+                raise ValueError(f"param '{n}' was replaced by a new tensor after wrapping; the "
+                                 f"optimizer only updates the wrapped one")
+            if p.data_ptr() != ptr or p.device.type != "cpu":
+                raise ValueError(f"param '{n}' no longer lives in the shardwise param buffer "
+                                 f"(its .data was reassigned or moved after wrapping)")

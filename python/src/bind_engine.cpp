@@ -1,0 +1,225 @@
+// Engine bindings: buffer views as numpy arrays (zero copy, keeping the Engine alive), grad-ready
+// registration, grad / param sync, the optimizer, and checkpoints.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <nlohmann/json.hpp>
+
+#include "bindings.hpp"
+#include "engine.hpp"
+#include "layout_dict.hpp"
+#include "shardwise/comm/mpi_process_group.hpp"
+#include "shardwise/core/error.hpp"
+
+namespace py = pybind11;
+
+namespace shardwise::python {
+namespace {
+
+// numpy has no bfloat16: bf16 buffers travel as uint16 and Python reinterprets them.
+py::dtype numpy_dtype(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat32: return py::dtype::of<float>();
+    case DType::kFloat16: return py::dtype("float16");
+    case DType::kBFloat16: return py::dtype::of<std::uint16_t>();
+    default: break;
+  }
+  throw InvalidArgument(str_cat("no numpy view for ", dtype_name(dtype), " buffers"));
+}
+
+// A numpy array over `view` with `shape`, whose base is the Engine (so the buffer outlives it).
+py::array array_over(const py::object& owner, const TensorView& view,
+                     const std::vector<std::int64_t>& shape) {
+  std::vector<py::ssize_t> dims(shape.begin(), shape.end());
+  return py::array(numpy_dtype(view.dtype), dims, view.data, owner);
+}
+
+Engine& engine_of(const py::object& self) { return self.cast<Engine&>(); }
+
+optim::MuonOptions muon_options(const py::dict& o) {
+  optim::MuonOptions m;
+  m.lr = o["muon_lr"].cast<double>();
+  m.weight_decay = o["weight_decay"].cast<double>();
+  m.momentum = o["momentum"].cast<double>();
+  m.nesterov = o["nesterov"].cast<bool>();
+  m.newton_schulz.steps = o["ns_steps"].cast<int>();
+  m.newton_schulz.coefficients =
+      optim::parse_ns_coefficients(o["coefficients"].cast<std::string>(), "coefficients");
+  const auto precision = o["matmul_precision"].cast<std::string>();
+  SW_REQUIRE(precision == "fp32" || precision == "bf16", InvalidArgument,
+             "matmul_precision: expected fp32 or bf16, got '", precision, "'");
+  m.newton_schulz.precision =
+      precision == "bf16" ? optim::MatmulPrecision::kBf16 : optim::MatmulPrecision::kFp32;
+  m.scale_mode = optim::parse_muon_scale_mode(o["scale_mode"].cast<std::string>(), "scale_mode");
+  m.extra_scale_factor = o["extra_scale_factor"].cast<double>();
+  m.split_qkv = o["split_qkv"].cast<bool>();
+  return m;
+}
+
+optim::AdamWOptions adamw_options(const py::dict& o) {
+  optim::AdamWOptions a;
+  a.lr = o["lr"].cast<double>();
+  a.weight_decay = o["weight_decay"].cast<double>();
+  a.beta1 = o["beta1"].cast<double>();
+  a.beta2 = o["beta2"].cast<double>();
+  a.eps = o["eps"].cast<double>();
+  return a;
+}
+
+py::dict step_result(const optim::StepResult& r) {
+  py::dict out;
+  out["stepped"] = r.stepped;
+  out["grad_norm"] = r.grad_norm;
+  out["clip_coeff"] = r.clip_coeff;
+  return out;
+}
+
+void bind_buffers(py::class_<Engine>& c) {
+  c.def("param_array",
+        [](const py::object& self, ParamId id) {
+          const Engine& e = engine_of(self);
+          return array_over(self, e.ddp().param(id), e.ddp().params().at(id).shape);
+        })
+      .def("grad_array",
+           [](const py::object& self, ParamId id) {
+             const Engine& e = engine_of(self);
+             return array_over(self, e.ddp().main_grad(id), e.ddp().params().at(id).shape);
+           })
+      .def("layout",
+           [](const Engine& e) {
+             py::list out;
+             for (const auto& [key, buffer] : e.ddp().layout().layouts) {
+               out.append(buffer_to_dict(key, buffer));
+             }
+             return out;
+           })
+      .def("buffer_bytes", &Engine::buffer_bytes)
+      .def("bytes_communicated", &Engine::bytes_communicated)
+      .def("broadcast_params_from_rank0", &Engine::broadcast_params_from_rank0,
+           py::call_guard<py::gil_scoped_release>());
+}
+
+void bind_sync(py::class_<Engine>& c) {
+  using Release = py::call_guard<py::gil_scoped_release>;
+  c.def("register_grad_ready", [](Engine& e, ParamId id) { e.ddp().register_grad_ready(id); },
+        Release())
+      .def("finish_grad_sync", [](Engine& e) { e.ddp().finish_grad_sync(); }, Release())
+      .def("zero_grad_buffer", [](Engine& e) { e.ddp().zero_grad_buffer(); }, Release())
+      .def("set_is_last_microbatch",
+           [](Engine& e, bool last) { e.ddp().set_is_last_microbatch(last); })
+      .def("is_last_microbatch", [](const Engine& e) { return e.ddp().is_last_microbatch(); })
+      .def("bucket_group_of", [](const Engine& e, ParamId id) { return e.ddp().bucket_group_of(id); })
+      .def("num_bucket_groups",
+           [](const Engine& e) { return static_cast<int>(e.ddp().bucket_groups().size()); })
+      .def("groups_dispatched",
+           [](const Engine& e) {
+             int n = 0;
+             for (const auto& g : e.ddp().bucket_groups()) n += g->grad_sync_dispatched() ? 1 : 0;
+             return n;
+           })
+      .def("finish_param_sync", [](Engine& e, int group) { e.ddp().finish_param_sync(group); },
+           Release())
+      .def("finish_all_param_sync", [](Engine& e) { e.ddp().finish_all_param_sync(); }, Release())
+      .def("overlap_param_gather", [](const Engine& e) { return e.ddp().config().overlap_param_gather; })
+      .def("all_reduce_sum",
+           [](Engine& e, double value) {
+             return optim::all_reduce_sum_exact(*e.data_parallel_group(), value);
+           },
+           Release());
+}
+
+void bind_optimizer(py::class_<Engine>& c) {
+  c.def("make_optimizer",
+        [](Engine& e, const py::dict& options) {
+          e.make_optimizer(muon_options(options), adamw_options(options),
+                           options["clip_grad"].cast<double>(),
+                           options["overlap_param_gather_with_optimizer_step"].cast<bool>());
+        })
+      .def("has_optimizer", &Engine::has_optimizer)
+      .def("step",
+           [](Engine& e) {
+             optim::StepResult r;
+             {
+               py::gil_scoped_release released;
+               r = e.step();
+             }
+             return step_result(r);
+           })
+      .def("set_lr", [](Engine& e, double lr) { e.optimizer().set_lr(lr); })
+      .def("state_dict", [](const Engine& e) { return e.optimizer().state_dict(); })
+      .def("load_state_dict",
+           [](Engine& e, const optim::OptimizerState& s) { e.optimizer().load_state_dict(s); });
+}
+
+void bind_checkpoints(py::class_<Engine>& c) {
+  c.def("save_checkpoint",
+        [](Engine& e, const std::string& root, std::int64_t step, std::int64_t consumed_samples,
+           int keep_last, const std::string& extra_json) {
+          CheckpointSaveRequest request;
+          request.root = root;
+          request.step = step;
+          request.consumed_samples = consumed_samples;
+          request.keep_last = keep_last;
+          request.optimizer_kind = std::string(optim::optimizer_mode_name(e.mode()));
+          request.extra = nlohmann::ordered_json::parse(extra_json);
+          py::gil_scoped_release released;
+          e.ddp().finish_all_param_sync();  // rank 0 must hold the current weights
+          return save_checkpoint(request, e.model_tensors(), e.optimizer(),
+                                 *e.data_parallel_group())
+              .string();
+        },
+        py::arg("root"), py::arg("step"), py::arg("consumed_samples"), py::arg("keep_last"),
+        py::arg("extra_json"))
+      .def("load_checkpoint",
+           [](Engine& e, const std::string& path, std::optional<std::int64_t> step) {
+             LoadedCheckpoint loaded;
+             {
+               py::gil_scoped_release released;
+               e.ddp().finish_all_param_sync();  // no gather may land on top of loaded weights
+               const auto dir = resolve_checkpoint_directory(path, step);
+               loaded = load_checkpoint(dir, e.model_tensors(), e.optimizer(),
+                                        *e.data_parallel_group(),
+                                        optim::optimizer_mode_name(e.mode()));
+             }
+             return py::make_tuple(loaded.directory.string(), loaded.step,
+                                   loaded.consumed_samples, loaded.manifest.dump());
+           },
+           py::arg("path"), py::arg("step") = py::none());
+}
+
+}  // namespace
+
+void bind_engine(py::module_& m) {
+  py::class_<EngineOptions>(m, "EngineOptions")
+      .def(py::init<>())
+      .def_readwrite("kind", &EngineOptions::kind)
+      .def_readwrite("bucket_size", &EngineOptions::bucket_size)
+      .def_readwrite("overlap_grad_reduce", &EngineOptions::overlap_grad_reduce)
+      .def_readwrite("overlap_param_gather", &EngineOptions::overlap_param_gather)
+      .def_readwrite("grad_reduce_in_fp32", &EngineOptions::grad_reduce_in_fp32)
+      .def_readwrite("all_layer_wise", &EngineOptions::all_layer_wise);
+
+  py::class_<Engine> engine(m, "Engine", "DDP buffers + optimizer of one model on this rank");
+  engine.def(py::init<ParamList, const EngineOptions&>(), py::arg("params"), py::arg("options"))
+      .def_property_readonly("rank", &Engine::rank)
+      .def_property_readonly("world_size", &Engine::world_size)
+      .def_property_readonly("dp_size",
+                             [](const Engine& e) { return e.data_parallel_group()->size(); })
+      .def_property_readonly("kind", [](const Engine& e) {
+        return std::string(optim::optimizer_mode_name(e.mode()));
+      });
+  bind_buffers(engine);
+  bind_sync(engine);
+  bind_optimizer(engine);
+  bind_checkpoints(engine);
+
+  m.def("init_mpi", [] {
+    const ProcessGroupPtr world = init_mpi_world();
+    return py::make_tuple(world->rank(), world->size());
+  }, "Initialises MPI (MPI_THREAD_MULTIPLE) unless already done; returns (rank, size)");
+  m.def("abort_world", [](const std::string& message) { abort_world(message, 2); },
+        "Aborts every rank of the job (exit code 2) after printing message");
+}
+
+}  // namespace shardwise::python

@@ -1,0 +1,66 @@
+// Engine: one model's DDP buffers and optimizer on this rank, as the Python front end drives
+// them. It owns the world group, the DistributedDataParallel (built by wrap_with_ddp with the
+// optimizer mode's layout) and, once make_optimizer ran, the optimizer; numpy views handed to
+// Python keep the Engine alive.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "shardwise/checkpoint/checkpoint.hpp"
+#include "shardwise/comm/process_group.hpp"
+#include "shardwise/ddp/distributed_data_parallel.hpp"
+#include "shardwise/optim/data_parallel_setup.hpp"
+
+namespace shardwise::python {
+
+struct EngineOptions {
+  std::string kind = "layer-wise";  // optimizer mode: decides the layout and the DDP mode
+  std::optional<std::int64_t> bucket_size;
+  bool overlap_grad_reduce = true;
+  bool overlap_param_gather = true;
+  bool grad_reduce_in_fp32 = true;
+  bool all_layer_wise = false;
+};
+
+class Engine {
+ public:
+  Engine(ParamList params, const EngineOptions& options);
+  ~Engine();
+
+  int rank() const { return world_->rank(); }
+  int world_size() const { return world_->size(); }
+  optim::OptimizerMode mode() const { return mode_; }
+  DistributedDataParallel& ddp() const { return *ddp_; }
+  const ProcessGroupPtr& data_parallel_group() const { return groups_.data_parallel; }
+
+  // Copies rank 0's param buffers to every rank of the data-parallel groups (models are often
+  // initialised with different seeds per rank).
+  void broadcast_params_from_rank0();
+
+  void make_optimizer(const optim::MuonOptions& muon, const optim::AdamWOptions& adamw,
+                      double clip_grad, bool overlap_param_gather_with_optimizer_step);
+  bool has_optimizer() const { return optimizer_ != nullptr; }
+  optim::Optimizer& optimizer() const;
+
+  // finish_grad_sync, then the optimizer step (which all-gathers the updated params).
+  optim::StepResult step();
+
+  std::vector<ModelTensor> model_tensors() const;
+  // (bytes sent, bytes received) by this rank over its data-parallel groups so far.
+  std::pair<std::int64_t, std::int64_t> bytes_communicated() const;
+  std::int64_t buffer_bytes() const;  // param + grad buffers of this rank
+
+ private:
+  ProcessGroupPtr world_;
+  ParallelGroups groups_;
+  optim::OptimizerMode mode_;
+  std::unique_ptr<DistributedDataParallel> ddp_;
+  std::unique_ptr<optim::Optimizer> optimizer_;
+};
+
+}  // namespace shardwise::python

@@ -1,0 +1,248 @@
+"""shardwise.torch on one rank: params become views of the engine's buffers, grads accumulate
+there exactly as autograd computes them, the optimizers match independent torch references, and
+bad input raises naming the param."""
+
+import numpy as np
+import pytest
+import torch
+
+import shardwise.torch as sw
+from models import TinyNet, batch
+
+KINDS = ["layer-wise", "distributed", "ddp", "legacy-layer-wise"]
+
+
+def array_address(a):
+    return a.__array_interface__["data"][0]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_grads_in_buffer_equal_autograd(kind):
+    model, ref = TinyNet(seed=0), TinyNet(seed=0)
+    ddp = sw.DistributedDataParallel(model, bucket_size=600, optimizer=kind)
+    for step in range(2):
+        ddp.zero_grad_buffer()
+        ref.zero_grad()
+        model(*batch(step, 8)).backward()
+        ref(*batch(step, 8)).backward()
+        if step == 1 and kind != "legacy-layer-wise":
+            # From the second iteration on, every bucket group is dispatched from the grad hooks
+            # as soon as its last grad arrives, before backward() returns.
+            assert ddp.engine.num_bucket_groups() > 1
+            assert ddp.engine.groups_dispatched() == ddp.engine.num_bucket_groups()
+        ddp.finish_grad_sync()
+        for (name, p), (_, r) in zip(model.named_parameters(), ref.named_parameters()):
+            assert p.grad is None, name
+            torch.testing.assert_close(p.main_grad, r.grad, rtol=0, atol=0, msg=name)
+
+
+def test_params_are_zero_copy_views_of_the_buffers():
+    model = TinyNet(seed=3)
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    ddp = sw.DistributedDataParallel(model)
+    buffer_bytes = 0
+    for i, (name, p) in enumerate(model.named_parameters()):
+        assert torch.equal(p.detach(), before[name]), name  # values carried over
+        assert p.data_ptr() == array_address(ddp.engine.param_array(i)), name
+        assert p.main_grad.data_ptr() == array_address(ddp.engine.grad_array(i)), name
+        buffer_bytes += 2 * p.numel() * 4
+    # Writing through the engine's view is visible in the param: same memory.
+    ddp.engine.param_array(0)[...] = 7.0
+    assert bool((model.embed.weight == 7.0).all())
+    # fp32 params + fp32 grads, plus only alignment padding.
+    assert buffer_bytes <= ddp.engine.buffer_bytes() < buffer_bytes + 64 * 4 * 2 * 8
+
+
+def test_ddp_adamw_equals_torch_adamw_over_20_steps():
+    model, ref = TinyNet(seed=1), TinyNet(seed=1)
+    ddp = sw.DistributedDataParallel(model, optimizer="ddp", bucket_size=500)
+    opt = sw.make_optimizer(ddp, kind="ddp", lr=1e-2, weight_decay=0.1, betas=(0.9, 0.95),
+                            eps=1e-8, clip_grad=0)
+    ref_opt = torch.optim.AdamW(ref.parameters(), lr=1e-2, weight_decay=0.1, betas=(0.9, 0.95),
+                                eps=1e-8)
+    for step in range(20):
+        opt.zero_grad()
+        ref_opt.zero_grad()
+        model(*batch(step, 8)).backward()
+        ref(*batch(step, 8)).backward()
+        assert opt.step()["stepped"]
+        ref_opt.step()
+    for (name, p), (_, r) in zip(model.named_parameters(), ref.named_parameters()):
+        assert (p.detach() - r.detach()).abs().max().item() <= 1e-6, name
+
+
+def newton_schulz_reference(g, steps=5, abc=(3.4445, -4.7750, 2.0315), eps=1e-7):
+    x = g.clone()
+    tall = x.shape[0] > x.shape[1]
+    if tall:
+        x = x.T
+    x = x / (x.norm() + eps)
+    a, b, c = abc
+    for _ in range(steps):
+        gram = x @ x.T
+        x = a * x + (b * gram + c * gram @ gram) @ x
+    return x.T if tall else x
+
+
+def test_layer_wise_muon_equals_reference_over_20_steps():
+    lr, muon_lr, wd, mu = 1e-2, 2e-2, 0.1, 0.95
+    model, ref = TinyNet(seed=2), TinyNet(seed=2)
+    ddp = sw.DistributedDataParallel(model, optimizer="layer-wise", bucket_size=700)
+    opt = sw.make_optimizer(ddp, lr=lr, muon_lr=muon_lr, weight_decay=wd, momentum=mu,
+                            nesterov=True, coefficients="simple", clip_grad=0)
+    # Muon: the 2-D weights that are neither embedding nor output; AdamW: everything else.
+    muon_names = {"fc1.weight", "fc2.weight"}
+    named = dict(ref.named_parameters())
+    adamw = torch.optim.AdamW([p for n, p in named.items() if n not in muon_names], lr=lr,
+                              weight_decay=wd)
+    momentum = {n: torch.zeros_like(named[n]) for n in muon_names}
+    for step in range(20):
+        opt.zero_grad()
+        adamw.zero_grad()
+        for n in muon_names:
+            named[n].grad = None
+        model(*batch(step, 8)).backward()
+        ref(*batch(step, 8)).backward()
+        opt.step()
+        adamw.step()
+        with torch.no_grad():
+            for n in muon_names:
+                p, g = named[n], named[n].grad
+                p.mul_(1 - muon_lr * wd)  # decoupled decay at Muon's lr
+                momentum[n].mul_(mu).add_((1 - mu) * g)
+                update = (1 - mu) * g + mu * momentum[n]
+                p.sub_(muon_lr * max(p.shape) ** 0.5 * newton_schulz_reference(update))
+    for (name, p), (_, r) in zip(model.named_parameters(), ref.named_parameters()):
+        assert (p.detach() - r.detach()).abs().max().item() <= 1e-5, name
+
+
+def test_make_optimizer_relays_out_for_another_kind():
+    model, ref = TinyNet(seed=4), TinyNet(seed=4)
+    ddp = sw.DistributedDataParallel(model)  # laid out for layer-wise
+    opt = sw.make_optimizer(ddp, kind="ddp", lr=1e-2, clip_grad=0)
+    assert ddp.kind == "ddp" and all(not k.is_layer_wise for k in ddp.layout.layouts)
+    ref_opt = torch.optim.AdamW(ref.parameters(), lr=1e-2, weight_decay=0.01)
+    for step in range(3):
+        opt.zero_grad()
+        ref_opt.zero_grad()
+        model(*batch(step, 4)).backward()
+        ref(*batch(step, 4)).backward()
+        opt.step()
+        ref_opt.step()
+    for (name, p), (_, r) in zip(model.named_parameters(), ref.named_parameters()):
+        assert (p.detach() - r.detach()).abs().max().item() <= 1e-6, name
+
+
+def test_optimizer_state_dict_round_trip():
+    model = TinyNet(seed=5)
+    ddp = sw.DistributedDataParallel(model)
+    opt = sw.make_optimizer(ddp, lr=1e-2)
+    model(*batch(0, 4)).backward()
+    opt.step()
+    state = opt.state_dict()
+    assert state["kind"] == "layer-wise"
+    assert set(state["state"]["fc1.weight"]) == {"momentum_buffer"}
+    assert set(state["state"]["norm.weight"]) >= {"exp_avg", "exp_avg_sq"}
+    snapshot = {n: p.detach().clone() for n, p in model.named_parameters()}
+    opt.zero_grad()
+    model(*batch(1, 4)).backward()
+    opt.step()  # moves params and state on
+    with torch.no_grad():
+        for n, p in model.named_parameters():
+            p.copy_(snapshot[n])
+    opt.load_state_dict(state)
+    opt.zero_grad()
+    model(*batch(1, 4)).backward()
+    opt.step()
+    again = {n: p.detach().clone() for n, p in model.named_parameters()}
+    # Replaying step 1 from the restored state gives the same params again.
+    with torch.no_grad():
+        for n, p in model.named_parameters():
+            p.copy_(snapshot[n])
+    opt.load_state_dict(state)
+    opt.zero_grad()
+    model(*batch(1, 4)).backward()
+    opt.step()
+    for n, p in model.named_parameters():
+        assert torch.equal(p.detach(), again[n]), n
+
+
+class Holder(torch.nn.Module):
+    def __init__(self, **params):
+        super().__init__()
+        for name, p in params.items():
+            self.register_parameter(name, p)
+
+    def forward(self, x):
+        return sum((p.float() * 0 + 1).sum() for p in self.parameters()) * x
+
+
+def test_bad_params_raise_naming_the_param():
+    with pytest.raises(ValueError, match="'w' is not contiguous"):
+        sw.DistributedDataParallel(Holder(w=torch.nn.Parameter(torch.randn(4, 6).t())))
+    with pytest.raises(ValueError, match="'w' has unsupported dtype torch.float64"):
+        sw.DistributedDataParallel(Holder(w=torch.nn.Parameter(torch.randn(4, dtype=torch.float64))))
+    with pytest.raises(ValueError, match="'w' is on meta"):
+        sw.DistributedDataParallel(Holder(w=torch.nn.Parameter(torch.empty(4, device="meta"))))
+    base = torch.randn(10)
+    with pytest.raises(ValueError, match="'a' and 'b' share storage"):
+        sw.DistributedDataParallel(Holder(a=torch.nn.Parameter(base),
+                                          b=torch.nn.Parameter(base[2:6])))
+    with pytest.raises(TypeError):
+        sw.DistributedDataParallel(torch.randn(3))
+
+
+def test_misuse_raises():
+    model = TinyNet(seed=6)
+    ddp = sw.DistributedDataParallel(model)
+    with pytest.raises(ValueError, match="unknown optimizer 'sgd'"):
+        sw.make_optimizer(ddp, kind="sgd")
+    opt = sw.make_optimizer(ddp)
+    with pytest.raises(RuntimeError, match="before any backward"):
+        opt.step()
+    model(*batch(0, 4)).backward()
+    with pytest.raises(Exception, match="fc1.weight|twice"):
+        model(*batch(0, 4)).backward()  # a second backward without zero_grad / no_sync
+    opt.zero_grad()
+    model(*batch(0, 4)).backward()
+    opt.step()
+    with pytest.raises(RuntimeError, match="before any backward"):
+        opt.step()  # a second step needs a new backward
+    with pytest.raises(ValueError, match="already has an optimizer"):
+        sw.make_optimizer(ddp)
+
+
+@pytest.mark.parametrize("change", ["replace", "reassign_data", "add", "remove"])
+def test_params_changed_after_wrapping_raise(change):
+    model = TinyNet(seed=7)
+    ddp = sw.DistributedDataParallel(model)
+    opt = sw.make_optimizer(ddp)
+    if change == "replace":
+        model.fc1.weight = torch.nn.Parameter(model.fc1.weight.detach().clone())
+        expected = "'fc1.weight' was replaced"
+    elif change == "reassign_data":
+        model.fc2.weight.data = model.fc2.weight.detach().clone()
+        expected = "'fc2.weight' no longer lives in the shardwise param buffer"
+    elif change == "add":
+        model.extra = torch.nn.Linear(2, 2)
+        expected = "'extra.weight' was added"
+    else:
+        model.norm.bias.requires_grad_(False)
+        expected = "'norm.bias' was removed"
+    opt.zero_grad()
+    model(*batch(0, 4)).backward()
+    with pytest.raises(ValueError, match=expected):
+        opt.step()
+
+
+def test_gradient_accumulation_with_no_sync_equals_one_big_batch():
+    model, ref = TinyNet(seed=8), TinyNet(seed=8)
+    ddp = sw.DistributedDataParallel(model, bucket_size=600)
+    tokens, targets = batch(0, 8)
+    with ddp.no_sync():
+        (model(tokens[:4], targets[:4]) / 2).backward()
+    (model(tokens[4:], targets[4:]) / 2).backward()
+    ddp.finish_grad_sync()
+    ref(tokens, targets).backward()
+    for (name, p), (_, r) in zip(model.named_parameters(), ref.named_parameters()):
+        torch.testing.assert_close(p.main_grad, r.grad, rtol=1e-6, atol=1e-7, msg=name)
