@@ -26,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_harness.hpp"
 #include "shardwise/checkpoint/checkpoint.hpp"
 #include "shardwise/comm/mpi_process_group.hpp"
 #include "shardwise/core/atomic_file.hpp"
@@ -37,17 +38,8 @@ namespace {
 namespace fs = std::filesystem;
 using namespace shardwise;
 
-double seconds_of(const std::function<void()>& work) {
-  const auto start = std::chrono::steady_clock::now();
-  work();
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
-
-double best(const std::vector<double>& v) { return *std::min_element(v.begin(), v.end()); }
-
-void check(bool ok, const char* what, const fs::path& path) {
-  if (!ok) throw IoError(str_cat(what, " '", path.string(), "': ", std::strerror(errno)));
-}
+using bench::best;
+using bench::seconds_of;
 
 struct Model {
   std::vector<std::string> names;
@@ -123,11 +115,11 @@ int main(int argc, char** argv) {
       for (const auto& e : fs::directory_iterator(dir)) {
         std::vector<char> content(static_cast<std::size_t>(e.file_size()));
         const int fd = ::open(e.path().c_str(), O_RDONLY | O_CLOEXEC);
-        check(fd >= 0, "cannot open", e.path());
+        bench::check_syscall(fd >= 0, "cannot open", e.path());
         std::size_t done = 0;
         while (done < content.size()) {
           const ssize_t n = ::read(fd, content.data() + done, content.size() - done);
-          check(n > 0, "cannot read", e.path());
+          bench::check_syscall(n > 0, "cannot read", e.path());
           done += static_cast<std::size_t>(n);
         }
         ::close(fd);
@@ -139,14 +131,14 @@ int main(int argc, char** argv) {
           for (const auto& [name, content] : files) {
             const fs::path path = raw_dir / name;
             const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-            check(fd >= 0, "cannot create", path);
+            bench::check_syscall(fd >= 0, "cannot create", path);
             std::size_t done = 0;
             while (done < content.size()) {
               const ssize_t n = ::write(fd, content.data() + done, content.size() - done);
-              check(n > 0, "cannot write", path);
+              bench::check_syscall(n > 0, "cannot write", path);
               done += static_cast<std::size_t>(n);
             }
-            check(::fsync(fd) == 0, "cannot fsync", path);
+            bench::check_syscall(::fsync(fd) == 0, "cannot fsync", path);
             ::close(fd);
           }
           fsync_directory(raw_dir);
@@ -171,11 +163,11 @@ int main(int argc, char** argv) {
         for (std::size_t i = 0; i < files.size(); ++i) {
           const fs::path path = dir / files[i].first;
           const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-          check(fd >= 0, "cannot open", path);
+          bench::check_syscall(fd >= 0, "cannot open", path);
           std::size_t done = 0;
           while (done < buffers[i].size()) {
             const ssize_t n = ::read(fd, buffers[i].data() + done, buffers[i].size() - done);
-            check(n > 0, "cannot read", path);
+            bench::check_syscall(n > 0, "cannot read", path);
             done += static_cast<std::size_t>(n);
           }
           ::close(fd);

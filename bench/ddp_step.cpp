@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_harness.hpp"
 #include "shardwise/comm/mpi_process_group.hpp"
 #include "shardwise/ddp/distributed_data_parallel.hpp"
 #include "shardwise/layout/layout_algorithms.hpp"
@@ -26,11 +27,8 @@
 namespace {
 
 using namespace shardwise;
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
+using bench::Clock;
+using bench::seconds_since;
 
 struct Options {
   std::string mode = "all";
@@ -43,24 +41,13 @@ struct Options {
 
 Options parse(int argc, char** argv) {
   Options o;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string key = argv[i];
-    const std::string value = argv[i + 1];
-    if (key == "--mode")
-      o.mode = value;
-    else if (key == "--layers")
-      o.layers = std::stoi(value);
-    else if (key == "--hidden")
-      o.hidden = std::stoll(value);
-    else if (key == "--bucket")
-      o.bucket = std::stoll(value);
-    else if (key == "--passes")
-      o.passes = std::stoi(value);
-    else if (key == "--iters")
-      o.iters = std::stoi(value);
-    else
-      throw InvalidArgument("bench_ddp_step: unknown option " + key);
-  }
+  bench::parse_bench_options("bench_ddp_step", argc, argv,
+                             {{"--mode", &o.mode},
+                              {"--layers", &o.layers},
+                              {"--hidden", &o.hidden},
+                              {"--bucket", &o.bucket},
+                              {"--passes", &o.passes},
+                              {"--iters", &o.iters}});
   SW_REQUIRE(o.mode == "all" || o.mode == "compare" || o.mode == "overlap", InvalidArgument,
              "bench_ddp_step: --mode must be all, compare or overlap, got ", o.mode);
   return o;

@@ -20,6 +20,7 @@
 #include <numeric>
 #include <string>
 
+#include "bench_harness.hpp"
 #include "lpt_baseline.hpp"
 #include "shardwise/layout/baseline_layouts.hpp"
 #include "shardwise/layout/buffer_grouping.hpp"
@@ -34,11 +35,8 @@ namespace {
 using bench::lpt_layout;
 using bench::with_layer_wise_buffers;
 
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
+using bench::Clock;
+using bench::seconds_since;
 
 // Best of `repeats` runs (at least one; stops repeating once a run takes over 0.5 s).
 template <typename Fn>

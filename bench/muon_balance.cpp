@@ -10,6 +10,7 @@
 #include <numeric>
 #include <vector>
 
+#include "bench_harness.hpp"
 #include "lpt_baseline.hpp"
 #include "shardwise/core/blas.hpp"
 #include "shardwise/layout/layout_algorithms.hpp"
@@ -19,7 +20,8 @@
 namespace shardwise {
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using bench::Clock;
+using bench::seconds_since;
 
 TransformerConfig llama_like() {
   TransformerConfig c;
@@ -49,7 +51,7 @@ std::map<std::pair<std::int64_t, std::int64_t>, double> time_shapes(const ParamL
     for (int r = 0; r < 3; ++r) {
       const auto t0 = Clock::now();
       ns.orthogonalize(g.data(), shape.first, shape.second, g.data());
-      runs.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+      runs.push_back(seconds_since(t0));
     }
     std::sort(runs.begin(), runs.end());
     seconds[shape] = runs[1];

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_harness.hpp"
 #include "shardwise/comm/mpi_process_group.hpp"
 #include "shardwise/reshard/mxfp8_reshard_transform.hpp"
 #include "shardwise/reshard/reshard_executor.hpp"
@@ -22,7 +23,8 @@
 namespace {
 
 using namespace shardwise;
-using Clock = std::chrono::steady_clock;
+using bench::Clock;
+using bench::seconds_since;
 
 struct Options {
   std::int64_t rows = 8192;
@@ -33,27 +35,12 @@ struct Options {
 
 Options parse(int argc, char** argv) {
   Options o;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string key = argv[i];
-    const std::string value = argv[i + 1];
-    if (key == "--rows")
-      o.rows = std::stoll(value);
-    else if (key == "--cols")
-      o.cols = std::stoll(value);
-    else if (key == "--params")
-      o.params = std::stoi(value);
-    else if (key == "--iters")
-      o.iters = std::stoi(value);
-    else
-      throw InvalidArgument("bench_reshard_throughput: unknown option " + key);
-  }
+  bench::parse_bench_options(
+      "bench_reshard_throughput", argc, argv,
+      {{"--rows", &o.rows}, {"--cols", &o.cols}, {"--params", &o.params}, {"--iters", &o.iters}});
   SW_REQUIRE(o.rows > 0 && o.cols > 0 && o.params > 0 && o.iters > 0, InvalidArgument,
              "bench_reshard_throughput: options must be positive");
   return o;
-}
-
-double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
 // Local storage for one rank's side of a plan.

@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_harness.hpp"
 #include "shardwise/checkpoint/safetensors.hpp"
 #include "shardwise/core/error.hpp"
 
@@ -39,22 +40,9 @@ struct Tensor {
   std::vector<std::byte> bytes;
 };
 
-double seconds_of(const std::function<void()>& work) {
-  const auto start = std::chrono::steady_clock::now();
-  work();
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
-
-// The fastest repeat: on a shared machine the noise (other processes' I/O and CPU) only ever
-// adds time, so the minimum is the most reproducible estimate of the cost itself.
-double best(const std::vector<double>& v) { return *std::min_element(v.begin(), v.end()); }
-
-void check_syscall(bool ok, const char* what, const fs::path& path) {
-  if (!ok) {
-    throw shardwise::IoError(
-        shardwise::str_cat(what, " '", path.string(), "': ", std::strerror(errno)));
-  }
-}
+using shardwise::bench::best;
+using shardwise::bench::check_syscall;
+using shardwise::bench::seconds_of;
 
 void write_tensors(int fd, const fs::path& path, const std::vector<Tensor>& tensors) {
   for (const Tensor& t : tensors) {

@@ -375,7 +375,10 @@ fs::path save_checkpoint(const CheckpointSaveRequest& request,
   const bool replicated = optimizer_state_is_replicated(optimizer);
   try {
     fault_point("staged", rank);
-    if (rank == 0) write_model_file(staged / kCheckpointModelFile, model, request.step);
+    if (rank == 0) {
+      write_model_file(staged / kCheckpointModelFile, model, request.step);
+      fault_point("model_file_written", rank);
+    }
     write_optimizer_shard_file(optimizer, staged / optimizer_rank_file_name(rank, size),
                                {{"rank", std::to_string(rank)},
                                 {"data_parallel_size", std::to_string(size)},
@@ -402,7 +405,9 @@ fs::path save_checkpoint(const CheckpointSaveRequest& request,
       fault_point("before_commit", rank);
       commit_directory(staged, final_dir, /*replace_existing=*/true);
       committed = true;
+      fault_point("committed", rank);
       replace_pointer_file(request.root / kCheckpointLatestFile, step_name);
+      fault_point("published", rank);
     } catch (...) {
       failure = std::current_exception();
       std::error_code ec;

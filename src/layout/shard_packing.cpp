@@ -4,6 +4,7 @@
 #include <functional>
 #include <limits>
 #include <numeric>
+#include <optional>
 #include <queue>
 #include <tuple>
 
@@ -148,6 +149,29 @@ ShardPacking pack_differencing(const std::vector<PackItem>& items, int bins) {
   return packing;
 }
 
+// The item y of another bin to swap with `out_units` units leaving the fullest bin `a` (one item
+// or a pair of them): y must be smaller, and both bins must end below a's current load. Of those,
+// the first with the lowest larger-of-the-two new loads, if that beats `best` (which it then
+// becomes). Each item of a bin that could take it counts as one check.
+std::optional<std::size_t> best_swap_partner(const ShardPacking& packing,
+                                             const std::vector<PackItem>& items, std::size_t a,
+                                             std::int64_t out_units, std::int64_t& best,
+                                             std::int64_t& checks) {
+  const std::int64_t load_a = packing.loads[a];
+  std::optional<std::size_t> best_y;
+  for (std::size_t y = 0; y < items.size(); ++y) {
+    const auto b = static_cast<std::size_t>(packing.bin_of[y]);
+    const std::int64_t load_b = packing.loads[b];
+    if (b == a || load_b >= load_a - 1) continue;
+    ++checks;
+    const std::int64_t uy = items[y].units;
+    if (uy >= out_units || load_b + out_units - uy >= load_a) continue;
+    const std::int64_t worst = std::max(load_a - out_units + uy, load_b + out_units - uy);
+    if (worst < best) best = worst, best_y = y;
+  }
+  return best_y;
+}
+
 // Second neighbourhood of the max-load search, tried when no single move or swap helps: two
 // items of the fullest bin `a` for one smaller item of another bin. Applies the best such swap
 // that leaves both bins below the old maximum; returns whether there was one.
@@ -160,16 +184,8 @@ bool swap_pair_for_one(ShardPacking& packing, const std::vector<PackItem>& items
   for (std::size_t i = 0; i < in_a.size() && checks < kMaxLoadCheckBudget; ++i) {
     for (std::size_t j = i + 1; j < in_a.size() && checks < kMaxLoadCheckBudget; ++j) {
       const std::int64_t pair = items[in_a[i]].units + items[in_a[j]].units;
-      for (std::size_t y = 0; y < items.size(); ++y) {
-        const auto b = static_cast<std::size_t>(packing.bin_of[y]);
-        const std::int64_t load_b = packing.loads[b];
-        if (b == a || load_b >= load_a - 1) continue;
-        ++checks;
-        const std::int64_t uy = items[y].units;
-        if (uy >= pair || load_b + pair - uy >= load_a) continue;
-        const std::int64_t worst = std::max(load_a - pair + uy, load_b + pair - uy);
-        if (worst < best)
-          best = worst, best_x1 = in_a[i], best_x2 = in_a[j], best_y = y, found = true;
+      if (const auto y = best_swap_partner(packing, items, a, pair, best, checks)) {
+        best_x1 = in_a[i], best_x2 = in_a[j], best_y = *y, found = true;
       }
     }
   }
@@ -206,17 +222,9 @@ void reduce_max_load(ShardPacking& packing, const std::vector<PackItem>& items,
         const std::int64_t worst = std::max(load_a - ux, load_b + ux);
         if (worst < best) best = worst, best_x = x, best_b = b, found = true, is_swap = false;
       }
-      for (std::size_t y = 0; y < items.size(); ++y) {
-        const auto b = static_cast<std::size_t>(packing.bin_of[y]);
-        const std::int64_t load_b = packing.loads[b];
-        if (b == a || load_b >= load_a - 1) continue;
-        ++checks;
-        const std::int64_t uy = items[y].units;
-        if (uy >= ux || load_b + ux - uy >= load_a) continue;
-        const std::int64_t worst = std::max(load_a - ux + uy, load_b + ux - uy);
-        if (worst < best) {
-          best = worst, best_x = x, best_b = b, best_y = y, found = true, is_swap = true;
-        }
+      if (const auto y = best_swap_partner(packing, items, a, ux, best, checks)) {
+        best_x = x, best_b = static_cast<std::size_t>(packing.bin_of[*y]), best_y = *y;
+        found = true, is_swap = true;
       }
     }
     if (!found) {

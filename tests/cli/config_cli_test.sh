@@ -3,16 +3,10 @@
 # Usage: config_cli_test.sh PATH/TO/shardwise PATH/TO/examples
 set -euo pipefail
 
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 shardwise=${1:?usage: config_cli_test.sh SHARDWISE_BINARY EXAMPLES_DIR}
 examples=${2:?usage: config_cli_test.sh SHARDWISE_BINARY EXAMPLES_DIR}
-python=/usr/bin/python3
-work=$(mktemp -d "${TMPDIR:-/tmp}/shardwise_config_cli.XXXXXX")
-trap 'rm -rf "$work"' EXIT
-failures=0
-fail() {
-  echo "FAIL: $*" >&2
-  failures=$((failures + 1))
-}
+cli_test_init config_cli
 
 # Resolution at world size 4 with the layer-wise (distributed) optimizer turns the DP overlap on;
 # the user's comm_overlap.bucket_size from default.yaml wins over the derived 128Mi.
@@ -56,27 +50,13 @@ count=$(grep -c "userbuffers_" "$work/presets.txt" || true)
 grep -q "qkv_dgrad" "$work/one.txt" || fail "preset output lacks its GEMM slots"
 
 # Bad input: exit 2 with one line on stderr.
-expect_exit_2() {
-  local what=$1
-  shift
-  set +e
-  "$@" >/dev/null 2>"$work/err.txt"
-  local rc=$?
-  set -e
-  [[ $rc -eq 2 ]] || fail "$what: exit $rc, expected 2"
-  [[ -s "$work/err.txt" ]] || fail "$what: no message on stderr"
-}
-expect_exit_2 "unknown preset" "$shardwise" config presets --name userbuffers_nope
-expect_exit_2 "unknown key" "$shardwise" config resolve --config "$examples/default.yaml" \
+expect_exit2 "unknown preset" config presets --name userbuffers_nope
+expect_exit2 "unknown key" config resolve --config "$examples/default.yaml" \
   training.no_such_key=1
-expect_exit_2 "bad type" "$shardwise" config resolve --config "$examples/default.yaml" \
+expect_exit2 "bad type" config resolve --config "$examples/default.yaml" \
   training.steps=many
-expect_exit_2 "missing file" "$shardwise" config resolve --config "$work/none.yaml"
-expect_exit_2 "dp not dividing world" "$shardwise" config resolve \
+expect_exit2 "missing file" config resolve --config "$work/none.yaml"
+expect_exit2 "dp not dividing world" config resolve \
   --config "$examples/default.yaml" --world-size 4 comm_overlap.data_parallel_size=3
 
-if [[ $failures -ne 0 ]]; then
-  echo "$failures failure(s)" >&2
-  exit 1
-fi
-echo "config CLI: all checks passed"
+cli_test_finish "config CLI: all checks passed"

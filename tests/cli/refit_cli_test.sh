@@ -6,33 +6,13 @@
 # QKV, MXFP8 data + scales that decode back to the slice.
 set -euo pipefail
 
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 shardwise=${1:?usage: refit_cli_test.sh SHARDWISE_BINARY REPO_ROOT [MPIEXEC]}
 root=${2:?usage: refit_cli_test.sh SHARDWISE_BINARY REPO_ROOT [MPIEXEC]}
 mpiexec=${3:-mpirun}
-python=/usr/bin/python3
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
 export OPENBLAS_NUM_THREADS=1 OMPI_MCA_rmaps_base_oversubscribe=1
-work=$(mktemp -d "${TMPDIR:-/tmp}/shardwise_refit_cli.XXXXXX")
-trap 'rm -rf "$work"' EXIT
-failures=0
-
-fail() {
-  echo "FAIL: $*" >&2
-  failures=$((failures + 1))
-}
-
-# expect_rc CODE NAME COMMAND...: runs COMMAND with stdout/stderr in $work/NAME.{out,err}.
-expect_rc() {
-  local want=$1 name=$2
-  shift 2
-  local rc=0
-  "$@" >"$work/$name.out" 2>"$work/$name.err" || rc=$?
-  if [[ $rc -ne $want ]]; then
-    fail "$name: exit code $rc, expected $want"
-    sed 's/^/    /' "$work/$name.out" "$work/$name.err" | tail -20 >&2
-    return 1
-  fi
-}
+cli_test_init refit_cli
 
 # --- refit after a short training run: 4 training ranks, TP=2 inference on ranks 4-5 -----------
 if expect_rc 0 refit6 "$mpiexec" -np 6 --oversubscribe "$shardwise" refit \
@@ -220,8 +200,4 @@ if expect_rc 0 refit_ckpt "$mpiexec" -np 3 --oversubscribe "$shardwise" refit \
     fail "refit from checkpoint: $(tail -1 "$work/refit_ckpt.out")"
 fi
 
-if [[ $failures -ne 0 ]]; then
-  echo "$failures failure(s)" >&2
-  exit 1
-fi
-echo "refit CLI tests passed"
+cli_test_finish "refit CLI tests passed"

@@ -102,9 +102,11 @@ std::filesystem::path resolve_checkpoint_directory(const std::filesystem::path& 
 // Reads and validates a step directory's checkpoint.json.
 nlohmann::json read_checkpoint_manifest(const std::filesystem::path& directory);
 
-// Test hook: called at named stages of save_checkpoint on every rank ("staged": staging directory
-// known, before writing; "rank_file_written"; "before_commit": rank 0 only, manifest written);
-// an exception thrown by it is treated as that rank's failure. Pass {} to remove.
+// Test hook: called at named stages of save_checkpoint, in this order: "staged" (every rank;
+// staging directory known, before writing), "model_file_written" (rank 0), "rank_file_written"
+// (every rank), then on rank 0 only "before_commit" (manifest written), "committed" (step
+// directory in place, `latest` not yet moved) and "published" (`latest` moved, before pruning).
+// An exception thrown by it is treated as that rank's failure. Pass {} to remove.
 using CheckpointFaultHook = std::function<void(std::string_view stage, int rank)>;
 void set_checkpoint_fault_hook(CheckpointFaultHook hook);
 

@@ -7,29 +7,20 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstring>
 
+#include "reshard_test_data.hpp"
 #include "shardwise/comm/mpi_process_group.hpp"
 #include "shardwise/core/float_convert.hpp"
 
 namespace shardwise {
 namespace {
 
-using Shape = std::vector<std::int64_t>;
-
-std::uint64_t mix(std::uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
-std::int64_t numel_of(const Shape& s) {
-  std::int64_t n = 1;
-  for (auto x : s) n *= x;
-  return n;
-}
+using reshard_test::mix;
+using reshard_test::numel_of;
+using reshard_test::Shape;
 
 // A small GPT's params (hidden 64, ffn 128, vocab 64, 2 layers).
 std::vector<RefitParam> gpt_params() {
@@ -141,7 +132,42 @@ TEST_F(Refit, Bf16IsBitExactAndReusesItsBuffers) {
                                   prm.shape, megatron_tp_rule(prm.name, prm.shape), topology.tp));
   }
   EXPECT_EQ(stats.elements, elements);
+  // The group total is the sum of what each rank's executor counted.
+  std::int64_t sent = stats.local.bytes_sent;
+  world->all_reduce({&sent, 1, DType::kInt64}, ReduceOp::kSum)->wait();
+  EXPECT_EQ(sent, stats.wire_bytes);
+}
+
+// The reported times are the slowest rank's: every rank reports the same values, positive for
+// the transfer, and none longer than the longest wall time a rank measured around refit().
+TEST_F(Refit, TimesAreTheSlowestRanksAndFitTheCallersWallTime) {
+  RefitEngine engine(world, params, topology, RefitMode::kBf16);
+  auto values = trained_values(params, 7);
+  const auto views = views_of(values);
+  world->barrier()->wait();
+  const auto t0 = std::chrono::steady_clock::now();
+  const RefitStats stats =
+      engine.refit(engine.is_train_rank() ? views : std::map<std::string, TensorView>{});
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+
+  // Max and min over the ranks (min as the max of the negation) must agree.
+  std::int64_t nanos[4] = {static_cast<std::int64_t>(stats.seconds * 1e9),
+                           static_cast<std::int64_t>(stats.stage_seconds * 1e9),
+                           -static_cast<std::int64_t>(stats.seconds * 1e9),
+                           -static_cast<std::int64_t>(stats.stage_seconds * 1e9)};
+  world->all_reduce({nanos, 4, DType::kInt64}, ReduceOp::kMax)->wait();
+  EXPECT_EQ(nanos[0], -nanos[2]) << "ranks report different transfer times";
+  EXPECT_EQ(nanos[1], -nanos[3]) << "ranks report different staging times";
+  double longest_wall = wall;
+  std::int64_t wall_nanos = static_cast<std::int64_t>(wall * 1e9);
+  world->all_reduce({&wall_nanos, 1, DType::kInt64}, ReduceOp::kMax)->wait();
+  longest_wall = std::max(longest_wall, static_cast<double>(wall_nanos) / 1e9);
   EXPECT_GT(stats.seconds, 0.0);
+  EXPECT_LE(stats.seconds, longest_wall);
+  EXPECT_LE(stats.stage_seconds, longest_wall);
+  EXPECT_GE(stats.stage_seconds, 0.0);
+  EXPECT_DOUBLE_EQ(stats.gigabytes_per_second(),
+                   static_cast<double>(stats.wire_bytes) / stats.seconds / 1e9);
 }
 
 TEST_F(Refit, Mxfp8ReceiverSideIsBitExactAndReusesItsBuffers) {

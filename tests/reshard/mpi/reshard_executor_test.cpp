@@ -13,6 +13,7 @@
 #include <functional>
 #include <set>
 
+#include "reshard_test_data.hpp"
 #include "shardwise/comm/mpi_process_group.hpp"
 #include "shardwise/core/float_convert.hpp"
 #include "shardwise/reshard/mxfp8_reshard_transform.hpp"
@@ -20,21 +21,11 @@
 namespace shardwise {
 namespace {
 
-using Shape = std::vector<std::int64_t>;
 using Bytes = std::vector<std::uint8_t>;
 
-std::uint64_t mix(std::uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
-std::int64_t numel_of(const Shape& s) {
-  std::int64_t n = 1;
-  for (auto x : s) n *= x;
-  return n;
-}
+using reshard_test::mix;
+using reshard_test::numel_of;
+using reshard_test::Shape;
 
 // The global tensor every rank can build: magnitudes vary per 32-element block so MXFP8 scales
 // differ between blocks.
