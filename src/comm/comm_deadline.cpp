@@ -79,7 +79,7 @@ std::string comm_timeout_message(const CommWaitDescription& wait, double waited_
   if (wait.peer >= 0) {
     if (point_to_point) head += str_cat(wait.op == "send" ? " to" : " from", " rank ", wait.peer);
     waiting_for = str_cat("waiting for group rank ", wait.peer, " (world rank ", world_of(wait.peer),
-                          point_to_point ? ")" : "), its neighbour in the ring");
+                          point_to_point ? ")" : "), a peer it exchanges data with");
   } else {
     std::vector<int> others;
     std::vector<int> others_world;

@@ -5,6 +5,10 @@
 // completed by Work::wait, also under the deadline. Communicators use MPI_ERRORS_RETURN so MPI
 // failures become CommErrors rethrown by wait() instead of aborting in the library.
 //
+// reduce_scatter and all_gather of shards from kP2PMinShardBytes up run over send/recv on a
+// second communicator (direct_collectives.hpp, ring_collectives.hpp; ProcessGroupOptions picks),
+// smaller ones and the other collectives through MPI's non-blocking collectives.
+//
 // Reductions: fp32 natively; int32/int64 with SUM or MAX; bf16 and fp16 through an fp32 staging
 // buffer (see fp32_accumulation.hpp: accumulate in fp32, round once). AVG is an fp32 SUM divided
 // by the group size. MPI counts are int: all_reduce and broadcast are issued in chunks of 2^30
@@ -26,6 +30,7 @@
 
 #include "mpi_p2p_work.hpp"
 #include "mpi_wait.hpp"
+#include "direct_collectives.hpp"
 #include "ring_collectives.hpp"
 #include "shardwise/comm/fp32_accumulation.hpp"
 #include "shardwise/comm/ordered_worker.hpp"
@@ -73,10 +78,10 @@ class MpiProcessGroup final : public ProcessGroup {
     MPI_Comm_get_attr(comm_, MPI_TAG_UB, &tag_ub, &flag);
     tag_ub_ = flag && tag_ub ? *tag_ub : 32767;  // 32767: the least the standard guarantees
     world_ranks_ = world_ranks_of(comm_, size_);
-    if (MPI_Comm_dup(comm_, &ring_comm_) != MPI_SUCCESS) {
-      throw CommError(str_cat("group ", name_, ": MPI_Comm_dup of the ring communicator failed"));
+    if (MPI_Comm_dup(comm_, &p2p_comm_) != MPI_SUCCESS) {
+      throw CommError(str_cat("group ", name_, ": MPI_Comm_dup of the point-to-point collectives' communicator failed"));
     }
-    MPI_Comm_set_errhandler(ring_comm_, MPI_ERRORS_RETURN);
+    MPI_Comm_set_errhandler(p2p_comm_, MPI_ERRORS_RETURN);
     worker_ = std::make_unique<OrderedWorker>(name_);
   }
 
@@ -85,7 +90,7 @@ class MpiProcessGroup final : public ProcessGroup {
     int finalized = 0;
     MPI_Finalized(&finalized);
     if (!finalized) {
-      MPI_Comm_free(&ring_comm_);
+      MPI_Comm_free(&p2p_comm_);
       MPI_Comm_free(&comm_);
     }
   }
@@ -150,10 +155,9 @@ class MpiProcessGroup final : public ProcessGroup {
         float* staged = scratch_floats(input.numel);
         widen_to_fp32(input, staged);
         narrow_from_fp32(reduce_scatter_staged(staged, output.numel, op), output, divisor);
-      } else if (use_ring(output.nbytes())) {
-        ring_reduce_scatter(ring_links(), static_cast<const std::byte*>(input.data),
-                            static_cast<std::byte*>(output.data), output.nbytes(),
-                            dtype_size(input.dtype), ring_combine(input.dtype, op), ring_scratch_);
+      } else if (algorithm_for(output.nbytes()) != CollectiveAlgorithm::kMpi) {
+        p2p_reduce_scatter(static_cast<const std::byte*>(input.data),
+                           static_cast<std::byte*>(output.data), output.nbytes(), input.dtype, op);
       } else {
         mpi_reduce_scatter(output, input, op, in_place);
       }
@@ -180,10 +184,16 @@ class MpiProcessGroup final : public ProcessGroup {
     return run_op("all_gather", CollectiveKind::kAllGather, [this, output, input, in_place] {
       const int n = static_cast<int>(input.numel);
       const MPI_Datatype type = mpi_type(input.dtype);
-      if (use_ring(input.nbytes())) {
+      const CollectiveAlgorithm algorithm = algorithm_for(input.nbytes());
+      if (algorithm != CollectiveAlgorithm::kMpi) {
         const TensorView own = output.slice(rank_ * input.numel, input.numel);
         if (!in_place) std::memcpy(own.data, input.data, input.nbytes());
-        ring_all_gather(ring_links(), static_cast<std::byte*>(output.data), input.nbytes());
+        auto* bytes = static_cast<std::byte*>(output.data);
+        if (algorithm == CollectiveAlgorithm::kRing) {
+          ring_all_gather(p2p_links(), bytes, input.nbytes());
+        } else {
+          direct_all_gather(p2p_links(), bytes, input.nbytes());
+        }
       } else {
         complete("MPI_Iallgather", [&](MPI_Request* r) {
           return in_place ? MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, output.data, n,
@@ -405,21 +415,29 @@ class MpiProcessGroup final : public ProcessGroup {
     }
   }
 
-  bool use_ring(std::size_t shard_bytes) const {
-    if (size_ < 2) return false;
-    switch (static_cast<CollectiveAlgorithm>(algorithm_.load())) {
-      case CollectiveAlgorithm::kRing:
-        return true;
-      case CollectiveAlgorithm::kMpi:
-        return false;
-      case CollectiveAlgorithm::kAuto:
-        break;
-    }
-    return shard_bytes >= kRingMinShardBytes;
+  // kRing, kDirect or kMpi for a reduce_scatter / all_gather of shards of `shard_bytes`.
+  CollectiveAlgorithm algorithm_for(std::size_t shard_bytes) const {
+    const auto chosen = static_cast<CollectiveAlgorithm>(algorithm_.load());
+    if (size_ < 2) return CollectiveAlgorithm::kMpi;
+    if (chosen != CollectiveAlgorithm::kAuto) return chosen;
+    return shard_bytes >= kP2PMinShardBytes ? CollectiveAlgorithm::kDirect
+                                            : CollectiveAlgorithm::kMpi;
   }
 
-  RingLinks ring_links() {
-    return RingLinks{ring_comm_, rank_, size_,
+  // Ring or direct reduce-scatter (algorithm_for decides) of a dtype the p2p paths reduce.
+  void p2p_reduce_scatter(const std::byte* input, std::byte* output, std::size_t shard_bytes,
+                          DType dtype, ReduceOp op) {
+    if (algorithm_for(shard_bytes) == CollectiveAlgorithm::kRing) {
+      ring_reduce_scatter(p2p_links(), input, output, shard_bytes, dtype_size(dtype),
+                          ring_combine(dtype, op), p2p_scratch_);
+    } else {
+      direct_reduce_scatter(p2p_links(), input, output, shard_bytes, dtype_size(dtype),
+                            ring_combine(dtype, op), p2p_scratch_);
+    }
+  }
+
+  RingLinks p2p_links() {
+    return RingLinks{p2p_comm_, rank_, size_,
                      [this](int count, MPI_Request* requests, int peer) {
                        check(wait_all_or_abort(count, requests, MPI_STATUSES_IGNORE,
                                                timeout_seconds_.load(),
@@ -433,11 +451,10 @@ class MpiProcessGroup final : public ProcessGroup {
   // shard inside it.
   float* reduce_scatter_staged(float* staged, std::int64_t shard, ReduceOp op) {
     const std::size_t shard_bytes = static_cast<std::size_t>(shard) * sizeof(float);
-    if (use_ring(shard_bytes)) {
+    if (algorithm_for(shard_bytes) != CollectiveAlgorithm::kMpi) {
       auto* bytes = reinterpret_cast<std::byte*>(staged);
-      ring_reduce_scatter(ring_links(), bytes, bytes + static_cast<std::size_t>(rank_) * shard_bytes,
-                          shard_bytes, sizeof(float), ring_combine(DType::kFloat32, op),
-                          ring_scratch_);
+      p2p_reduce_scatter(bytes, bytes + static_cast<std::size_t>(rank_) * shard_bytes,
+                         shard_bytes, DType::kFloat32, op);
       return staged + rank_ * shard;
     }
     // MPI leaves this rank's reduced shard at the start of the buffer.
@@ -571,8 +588,8 @@ class MpiProcessGroup final : public ProcessGroup {
   std::uint64_t sequence_ = 0;   // operations this group has run (posted, for send/recv)
   std::shared_ptr<TrafficRecorder> traffic_ = std::make_shared<TrafficRecorder>();
   std::vector<double> scratch_;  // touched by the worker thread only
-  std::vector<std::byte> ring_scratch_;  // likewise: partial sums of ring reduce-scatter
-  MPI_Comm ring_comm_ = MPI_COMM_NULL;  // a duplicate reserved for ring messages
+  std::vector<std::byte> p2p_scratch_;  // likewise: received shards of ring / direct collectives
+  MPI_Comm p2p_comm_ = MPI_COMM_NULL;  // a duplicate reserved for their messages
   std::atomic<int> algorithm_{static_cast<int>(CollectiveAlgorithm::kAuto)};
   std::unique_ptr<OrderedWorker> worker_;
 };

@@ -119,7 +119,7 @@ TEST(CommTimeoutMessage, PointToPointNamesThePeer) {
   CommWaitDescription ring{"reduce_scatter", "world", 2, {0, 1, 2, 3}, 3, 1};
   EXPECT_NE(comm_timeout_message(ring, 1, 1).find("reduce_scatter #3 has not completed after 1.0 s "
                                                   "(comm_timeout 1.0 s); waiting for group rank 1 "
-                                                  "(world rank 1), its neighbour in the ring"),
+                                                  "(world rank 1), a peer it exchanges data with"),
             std::string::npos)
       << comm_timeout_message(ring, 1, 1);
 }
