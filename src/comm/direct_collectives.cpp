@@ -9,6 +9,9 @@ namespace {
 
 // Pieces of at most this many bytes keep every MPI count an int.
 constexpr std::size_t kMaxMessageBytes = std::size_t{1} << 30;
+// Reduce-scatter receives each peer's shard in pieces of this size, reduced while they are still
+// in cache: the data crosses memory once instead of being copied to scratch and read back.
+constexpr std::size_t kPieceBytes = 256 << 10;
 // Elements reduced per block: the partial sums of a block stay in L1 while each rank's shard
 // streams through once.
 constexpr std::size_t kBlockBytes = 16 << 10;
@@ -45,6 +48,24 @@ void wait_per_peer(const RingLinks& links, std::vector<MPI_Request>& requests,
   }
 }
 
+// output[0, bytes) = source(0) op source(1) op ... op source(p-1) in rank order, one L1-sized
+// block at a time; every source block is read before the output block is written, so the output
+// may be one of the sources.
+template <typename Source>
+void reduce_piece(int p, std::size_t bytes, std::size_t elem_size, RingCombine combine,
+                  Source&& source, std::byte* output) {
+  alignas(64) thread_local std::byte acc[kBlockBytes];
+  const std::size_t block = kBlockBytes / elem_size * elem_size;
+  for (std::size_t offset = 0; offset < bytes; offset += block) {
+    const std::size_t n = std::min(block, bytes - offset);
+    std::memcpy(acc, source(0) + offset, n);
+    for (int q = 1; q < p; ++q) {
+      combine(acc, acc, source(q) + offset, static_cast<std::int64_t>(n / elem_size));
+    }
+    std::memcpy(output + offset, acc, n);
+  }
+}
+
 }  // namespace
 
 void direct_reduce_scatter(const RingLinks& links, const std::byte* input, std::byte* output,
@@ -52,39 +73,49 @@ void direct_reduce_scatter(const RingLinks& links, const std::byte* input, std::
                            std::vector<std::byte>& scratch) {
   const int p = links.size;
   const int r = links.rank;
-  if (scratch.size() < static_cast<std::size_t>(p - 1) * shard_bytes) {
-    scratch.resize(static_cast<std::size_t>(p - 1) * shard_bytes);
-  }
-  auto slot = [&](int q) { return scratch.data() + static_cast<std::size_t>(q < r ? q : q - 1) * shard_bytes; };
+  const std::size_t stride = std::max<std::size_t>(1, std::min(kPieceBytes, shard_bytes));
+  const std::size_t pieces = std::max<std::size_t>(1, (shard_bytes + stride - 1) / stride);
+  auto piece_bytes = [&](std::size_t k) { return std::min(stride, shard_bytes - k * stride); };
+  // Two sets of p-1 piece buffers: one being reduced while the next set is received.
+  const std::size_t set_bytes = static_cast<std::size_t>(p - 1) * stride;
+  if (scratch.size() < 2 * set_bytes) scratch.resize(2 * set_bytes);
+  auto index = [&](int q) { return static_cast<std::size_t>(q < r ? q : q - 1); };
+  auto buffer = [&](std::size_t k, int q) {
+    return scratch.data() + (k % 2) * set_bytes + index(q) * stride;
+  };
   auto shard_of = [&](int q) {
     return const_cast<std::byte*>(input) + static_cast<std::size_t>(q) * shard_bytes;
   };
-  thread_local std::vector<MPI_Request> recvs, sends;
-  thread_local std::vector<std::size_t> recv_first, send_first;
-  recvs.clear(), sends.clear(), recv_first.clear(), send_first.clear();
-  for (int q = 0; q < p; ++q) {
-    if (q == r) continue;
-    recv_first.push_back(recvs.size());
-    post(links, false, slot(q), shard_bytes, q, recvs);
+  thread_local std::vector<MPI_Request> sends;
+  thread_local std::vector<MPI_Request> recvs[2];
+  sends.clear();
+  // Every piece of every other shard goes out at once (rank r+1 first, so not every rank sends
+  // to rank 0 first); pieces from one peer arrive in the order they were sent.
+  for (int j = 1; j < p; ++j) {
+    const int q = (r + j) % p;
+    for (std::size_t k = 0; k < pieces; ++k) {
+      post(links, true, shard_of(q) + k * stride, piece_bytes(k), q, sends);
+    }
   }
-  for (int k = 1; k < p; ++k) {  // rank r+1 first, so not every rank sends to rank 0 first
-    const int q = (r + k) % p;
-    send_first.push_back(sends.size());
-    post(links, true, shard_of(q), shard_bytes, q, sends);
+  auto post_recvs = [&](std::size_t k) {
+    recvs[k % 2].clear();
+    for (int q = 0; q < p; ++q) {
+      if (q != r) post(links, false, buffer(k, q), piece_bytes(k), q, recvs[k % 2]);
+    }
+  };
+  post_recvs(0);
+  if (pieces > 1) post_recvs(1);
+  for (std::size_t k = 0; k < pieces; ++k) {
+    for (int q = 0; q < p; ++q) {
+      if (q != r) links.wait(1, &recvs[k % 2][index(q)], q);
+    }
+    reduce_piece(p, piece_bytes(k), elem_size, combine,
+                 [&](int q) -> const std::byte* {
+                   return q == r ? shard_of(r) + k * stride : buffer(k, q);
+                 },
+                 output + k * stride);
+    if (k + 2 < pieces) post_recvs(k + 2);
   }
-  wait_per_peer(links, recvs, recv_first);
-  // Rank order, one block at a time; the own shard is read before its block of the output is
-  // written, so the output may be that shard.
-  alignas(64) thread_local std::byte acc[kBlockBytes];
-  const std::size_t block = kBlockBytes / elem_size * elem_size;
-  for (std::size_t offset = 0; offset < shard_bytes; offset += block) {
-    const std::size_t bytes = std::min(block, shard_bytes - offset);
-    const auto n = static_cast<std::int64_t>(bytes / elem_size);
-    std::memcpy(acc, (r == 0 ? shard_of(0) : slot(0)) + offset, bytes);
-    for (int q = 1; q < p; ++q) combine(acc, acc, (q == r ? shard_of(q) : slot(q)) + offset, n);
-    std::memcpy(output + offset, acc, bytes);
-  }
-  // Sends were posted in rotated order; complete them all (any order).
   links.wait(static_cast<int>(sends.size()), sends.data(), (r + 1) % p);
 }
 

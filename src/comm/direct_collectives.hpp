@@ -15,7 +15,8 @@
 
 namespace shardwise {
 
-// Same contract as ring_reduce_scatter; `scratch` grows to p-1 shards and is kept.
+// Same contract as ring_reduce_scatter. Shards arrive in 256 KiB pieces, each reduced while in
+// cache; `scratch` grows to 2(p-1) pieces and is kept.
 void direct_reduce_scatter(const RingLinks& links, const std::byte* input, std::byte* output,
                            std::size_t shard_bytes, std::size_t elem_size, RingCombine combine,
                            std::vector<std::byte>& scratch);
