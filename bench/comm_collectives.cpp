@@ -134,9 +134,8 @@ void print_distance(const ProcessGroupPtr& world, std::int64_t n, int iters) {
   const std::size_t bytes = static_cast<std::size_t>(n) * sizeof(float);
   const double limit = ping_pong_gbps(std::max<std::size_t>(bytes / p, 8u << 20), iters);
   const double bus = static_cast<double>(bytes) * (p - 1) / p / 1e9;
-  const double rs = bus / median_seconds(iters, [&] {
-    world->reduce_scatter(s, f, ReduceOp::kSum)->wait();
-  });
+  const double rs =
+      bus / median_seconds(iters, [&] { world->reduce_scatter(s, f, ReduceOp::kSum)->wait(); });
   const double ag = bus / median_seconds(iters, [&] { world->all_gather(f, s)->wait(); });
   const std::string suffix = str_cat("_", p, "r_", bytes >> 20, "MiB");
   for (auto [name, ours] : {std::pair{"reduce_scatter", rs}, std::pair{"all_gather", ag}}) {
@@ -154,7 +153,8 @@ void print_algorithm_sweep(const ProcessGroupPtr& world, int iters, std::size_t 
   ProcessGroupPtr ring = group_with(world, CollectiveAlgorithm::kRing, "ring");
   ProcessGroupPtr direct = group_with(world, CollectiveAlgorithm::kDirect, "direct");
   ProcessGroupPtr mpi = group_with(world, CollectiveAlgorithm::kMpi, "mpi");
-  shardwise::log::info("shard_bytes  reduce_scatter ms: ring direct mpi   all_gather ms: ring direct mpi");
+  shardwise::log::info(
+      "shard_bytes  reduce_scatter ms: ring direct mpi   all_gather ms: ring direct mpi");
   for (std::size_t shard_bytes = 4096; shard_bytes <= max_shard_bytes; shard_bytes *= 4) {
     const std::int64_t m = static_cast<std::int64_t>(shard_bytes / sizeof(float));
     std::vector<float> full(static_cast<std::size_t>(m * p), 1.0f);

@@ -109,11 +109,10 @@ void direct_reduce_scatter(const RingLinks& links, const std::byte* input, std::
     for (int q = 0; q < p; ++q) {
       if (q != r) links.wait(1, &recvs[k % 2][index(q)], q);
     }
-    reduce_piece(p, piece_bytes(k), elem_size, combine,
-                 [&](int q) -> const std::byte* {
-                   return q == r ? shard_of(r) + k * stride : buffer(k, q);
-                 },
-                 output + k * stride);
+    reduce_piece(
+        p, piece_bytes(k), elem_size, combine,
+        [&](int q) -> const std::byte* { return q == r ? shard_of(r) + k * stride : buffer(k, q); },
+        output + k * stride);
     if (k + 2 < pieces) post_recvs(k + 2);
   }
   links.wait(static_cast<int>(sends.size()), sends.data(), (r + 1) % p);

@@ -28,9 +28,9 @@
 #include <map>
 #include <mutex>
 
+#include "direct_collectives.hpp"
 #include "mpi_p2p_work.hpp"
 #include "mpi_wait.hpp"
-#include "direct_collectives.hpp"
 #include "ring_collectives.hpp"
 #include "shardwise/comm/fp32_accumulation.hpp"
 #include "shardwise/comm/ordered_worker.hpp"
@@ -79,7 +79,9 @@ class MpiProcessGroup final : public ProcessGroup {
     tag_ub_ = flag && tag_ub ? *tag_ub : 32767;  // 32767: the least the standard guarantees
     world_ranks_ = world_ranks_of(comm_, size_);
     if (MPI_Comm_dup(comm_, &p2p_comm_) != MPI_SUCCESS) {
-      throw CommError(str_cat("group ", name_, ": MPI_Comm_dup of the point-to-point collectives' communicator failed"));
+      throw CommError(
+          str_cat("group ", name_,
+                  ": MPI_Comm_dup of the point-to-point collectives' communicator failed"));
     }
     MPI_Comm_set_errhandler(p2p_comm_, MPI_ERRORS_RETURN);
     worker_ = std::make_unique<OrderedWorker>(name_);
@@ -148,22 +150,23 @@ class MpiProcessGroup final : public ProcessGroup {
     } catch (...) {
       return finished_work(std::current_exception());
     }
-    return run_op("reduce_scatter", CollectiveKind::kReduceScatter, [this, output, input, op,
-                                                                      in_place] {
-      const int divisor = op == ReduceOp::kAvg ? size_ : 1;
-      if (reduces_through_fp32(input.dtype)) {
-        float* staged = scratch_floats(input.numel);
-        widen_to_fp32(input, staged);
-        narrow_from_fp32(reduce_scatter_staged(staged, output.numel, op), output, divisor);
-      } else if (algorithm_for(output.nbytes()) != CollectiveAlgorithm::kMpi) {
-        p2p_reduce_scatter(static_cast<const std::byte*>(input.data),
-                           static_cast<std::byte*>(output.data), output.nbytes(), input.dtype, op);
-      } else {
-        mpi_reduce_scatter(output, input, op, in_place);
-      }
-      if (!reduces_through_fp32(input.dtype) && divisor != 1) divide_fp32(output, divisor);
-      return reduce_scatter_traffic(static_cast<std::int64_t>(input.nbytes()), size_);
-    });
+    return run_op(
+        "reduce_scatter", CollectiveKind::kReduceScatter, [this, output, input, op, in_place] {
+          const int divisor = op == ReduceOp::kAvg ? size_ : 1;
+          if (reduces_through_fp32(input.dtype)) {
+            float* staged = scratch_floats(input.numel);
+            widen_to_fp32(input, staged);
+            narrow_from_fp32(reduce_scatter_staged(staged, output.numel, op), output, divisor);
+          } else if (algorithm_for(output.nbytes()) != CollectiveAlgorithm::kMpi) {
+            p2p_reduce_scatter(static_cast<const std::byte*>(input.data),
+                               static_cast<std::byte*>(output.data), output.nbytes(), input.dtype,
+                               op);
+          } else {
+            mpi_reduce_scatter(output, input, op, in_place);
+          }
+          if (!reduces_through_fp32(input.dtype) && divisor != 1) divide_fp32(output, divisor);
+          return reduce_scatter_traffic(static_cast<std::int64_t>(input.nbytes()), size_);
+        });
   }
 
   WorkPtr all_gather(TensorView output, TensorView input) override {
@@ -196,8 +199,8 @@ class MpiProcessGroup final : public ProcessGroup {
         }
       } else {
         complete("MPI_Iallgather", [&](MPI_Request* r) {
-          return in_place ? MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, output.data, n,
-                                           type, comm_, r)
+          return in_place ? MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, output.data, n, type,
+                                           comm_, r)
                           : MPI_Iallgather(input.data, n, type, output.data, n, type, comm_, r);
         });
       }
@@ -437,14 +440,14 @@ class MpiProcessGroup final : public ProcessGroup {
   }
 
   RingLinks p2p_links() {
-    return RingLinks{p2p_comm_, rank_, size_,
-                     [this](int count, MPI_Request* requests, int peer) {
-                       check(wait_all_or_abort(count, requests, MPI_STATUSES_IGNORE,
-                                               timeout_seconds_.load(),
-                                               [&] { return describe(current_op_, sequence_, peer); }),
-                             "ring exchange");
-                     },
-                     [this](int rc, const char* call) { check(rc, call); }};
+    return RingLinks{
+        p2p_comm_, rank_, size_,
+        [this](int count, MPI_Request* requests, int peer) {
+          check(wait_all_or_abort(count, requests, MPI_STATUSES_IGNORE, timeout_seconds_.load(),
+                                  [&] { return describe(current_op_, sequence_, peer); }),
+                "ring exchange");
+        },
+        [this](int rc, const char* call) { check(rc, call); }};
   }
 
   // Reduce-scatter of the fp32 copy of a 16-bit input (clobbered); returns this rank's reduced
@@ -453,8 +456,8 @@ class MpiProcessGroup final : public ProcessGroup {
     const std::size_t shard_bytes = static_cast<std::size_t>(shard) * sizeof(float);
     if (algorithm_for(shard_bytes) != CollectiveAlgorithm::kMpi) {
       auto* bytes = reinterpret_cast<std::byte*>(staged);
-      p2p_reduce_scatter(bytes, bytes + static_cast<std::size_t>(rank_) * shard_bytes,
-                         shard_bytes, DType::kFloat32, op);
+      p2p_reduce_scatter(bytes, bytes + static_cast<std::size_t>(rank_) * shard_bytes, shard_bytes,
+                         DType::kFloat32, op);
       return staged + rank_ * shard;
     }
     // MPI leaves this rank's reduced shard at the start of the buffer.
@@ -500,21 +503,23 @@ class MpiProcessGroup final : public ProcessGroup {
         str_cat(where(op), kind == CollectiveKind::kSend ? " to rank " : " from rank ", peer,
                 " tag ", tag),
         describe(op, 0, peer), timeout_seconds_.load(), traffic_);
-    worker_->post([this, work, kind, buffer, peer, tag] {
-      MPI_Request request = MPI_REQUEST_NULL;
-      const int n = static_cast<int>(buffer.numel);
-      const int rc =
-          kind == CollectiveKind::kSend
-              ? MPI_Isend(buffer.data, n, mpi_type(buffer.dtype), peer, tag, comm_, &request)
-              : MPI_Irecv(buffer.data, n, mpi_type(buffer.dtype), peer, tag, comm_, &request);
-      if (rc == MPI_SUCCESS) {
-        work->posted(request, ++sequence_);
-      } else {
-        work->failed(std::make_exception_ptr(CommError(
-            str_cat(kind == CollectiveKind::kSend ? "MPI_Isend" : "MPI_Irecv", " failed on rank ",
-                    rank_, " of group ", name_, ": ", mpi_error_text(rc)))));
-      }
-    }, [work](std::exception_ptr error) { work->failed(std::move(error)); });
+    worker_->post(
+        [this, work, kind, buffer, peer, tag] {
+          MPI_Request request = MPI_REQUEST_NULL;
+          const int n = static_cast<int>(buffer.numel);
+          const int rc =
+              kind == CollectiveKind::kSend
+                  ? MPI_Isend(buffer.data, n, mpi_type(buffer.dtype), peer, tag, comm_, &request)
+                  : MPI_Irecv(buffer.data, n, mpi_type(buffer.dtype), peer, tag, comm_, &request);
+          if (rc == MPI_SUCCESS) {
+            work->posted(request, ++sequence_);
+          } else {
+            work->failed(std::make_exception_ptr(CommError(str_cat(
+                kind == CollectiveKind::kSend ? "MPI_Isend" : "MPI_Irecv", " failed on rank ",
+                rank_, " of group ", name_, ": ", mpi_error_text(rc)))));
+          }
+        },
+        [work](std::exception_ptr error) { work->failed(std::move(error)); });
     return work;
   }
 
@@ -587,9 +592,9 @@ class MpiProcessGroup final : public ProcessGroup {
   const char* current_op_ = "";  // worker thread only, like sequence_
   std::uint64_t sequence_ = 0;   // operations this group has run (posted, for send/recv)
   std::shared_ptr<TrafficRecorder> traffic_ = std::make_shared<TrafficRecorder>();
-  std::vector<double> scratch_;  // touched by the worker thread only
+  std::vector<double> scratch_;         // touched by the worker thread only
   std::vector<std::byte> p2p_scratch_;  // likewise: received shards of ring / direct collectives
-  MPI_Comm p2p_comm_ = MPI_COMM_NULL;  // a duplicate reserved for their messages
+  MPI_Comm p2p_comm_ = MPI_COMM_NULL;   // a duplicate reserved for their messages
   std::atomic<int> algorithm_{static_cast<int>(CollectiveAlgorithm::kAuto)};
   std::unique_ptr<OrderedWorker> worker_;
 };

@@ -42,13 +42,13 @@ void exchange(const RingLinks& ring, const std::byte* send, std::byte* recv, std
   };
   // Pieces on one (source, tag, communicator) arrive in the order they were posted.
   for (std::size_t k = 0; k < pieces; ++k) {
-    ring.check(MPI_Irecv(recv + k * kRingPieceBytes, piece_bytes(k), MPI_BYTE, prev, 0,
-                         ring.comm, &recvs[k]),
+    ring.check(MPI_Irecv(recv + k * kRingPieceBytes, piece_bytes(k), MPI_BYTE, prev, 0, ring.comm,
+                         &recvs[k]),
                "MPI_Irecv (ring)");
   }
   for (std::size_t k = 0; k < pieces; ++k) {
-    ring.check(MPI_Isend(send + k * kRingPieceBytes, piece_bytes(k), MPI_BYTE, next, 0,
-                         ring.comm, &sends[k]),
+    ring.check(MPI_Isend(send + k * kRingPieceBytes, piece_bytes(k), MPI_BYTE, next, 0, ring.comm,
+                         &sends[k]),
                "MPI_Isend (ring)");
   }
   for (std::size_t k = 0; k < pieces; ++k) {

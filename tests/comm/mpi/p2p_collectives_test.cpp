@@ -117,8 +117,7 @@ INSTANTIATE_TEST_SUITE_P(Algorithms, RingAndMpi,
                          });
 
 // Data whose fp32 sums depend on the order of the adds; reduce-scatter with `algorithm`.
-std::vector<float> order_sensitive_reduce_scatter(CollectiveAlgorithm algorithm,
-                                                  std::int64_t shard,
+std::vector<float> order_sensitive_reduce_scatter(CollectiveAlgorithm algorithm, std::int64_t shard,
                                                   float (*value)(int, std::int64_t)) {
   ProcessGroupPtr world = init_mpi_world();
   ProcessGroupPtr group = split_group(world, 0, world->rank(), "order");
