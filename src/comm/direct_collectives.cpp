@@ -16,7 +16,7 @@ constexpr std::size_t kPieceBytes = 256 << 10;
 // streams through once.
 constexpr std::size_t kBlockBytes = 16 << 10;
 
-void post(const RingLinks& links, bool send, std::byte* data, std::size_t bytes, int peer,
+void post(const PeerLinks& links, bool send, std::byte* data, std::size_t bytes, int peer,
           std::vector<MPI_Request>& requests) {
   std::size_t offset = 0;
   do {
@@ -35,7 +35,7 @@ void post(const RingLinks& links, bool send, std::byte* data, std::size_t bytes,
 }
 
 // Completes the requests of every peer in rank order, naming the peer a wait is stuck on.
-void wait_per_peer(const RingLinks& links, std::vector<MPI_Request>& requests,
+void wait_per_peer(const PeerLinks& links, std::vector<MPI_Request>& requests,
                    const std::vector<std::size_t>& first) {
   for (int q = 0, k = 0; q < links.size; ++q) {
     if (q == links.rank) continue;
@@ -52,7 +52,7 @@ void wait_per_peer(const RingLinks& links, std::vector<MPI_Request>& requests,
 // block at a time; every source block is read before the output block is written, so the output
 // may be one of the sources.
 template <typename Source>
-void reduce_piece(int p, std::size_t bytes, std::size_t elem_size, RingCombine combine,
+void reduce_piece(int p, std::size_t bytes, std::size_t elem_size, ElementCombine combine,
                   Source&& source, std::byte* output) {
   alignas(64) thread_local std::byte acc[kBlockBytes];
   const std::size_t block = kBlockBytes / elem_size * elem_size;
@@ -68,8 +68,8 @@ void reduce_piece(int p, std::size_t bytes, std::size_t elem_size, RingCombine c
 
 }  // namespace
 
-void direct_reduce_scatter(const RingLinks& links, const std::byte* input, std::byte* output,
-                           std::size_t shard_bytes, std::size_t elem_size, RingCombine combine,
+void direct_reduce_scatter(const PeerLinks& links, const std::byte* input, std::byte* output,
+                           std::size_t shard_bytes, std::size_t elem_size, ElementCombine combine,
                            std::vector<std::byte>& scratch) {
   const int p = links.size;
   const int r = links.rank;
@@ -118,7 +118,7 @@ void direct_reduce_scatter(const RingLinks& links, const std::byte* input, std::
   links.wait(static_cast<int>(sends.size()), sends.data(), (r + 1) % p);
 }
 
-void direct_all_gather(const RingLinks& links, std::byte* output, std::size_t shard_bytes) {
+void direct_all_gather(const PeerLinks& links, std::byte* output, std::size_t shard_bytes) {
   const int p = links.size;
   const int r = links.rank;
   thread_local std::vector<MPI_Request> recvs, sends;

@@ -17,11 +17,11 @@ namespace shardwise {
 
 // Same contract as ring_reduce_scatter. Shards arrive in 256 KiB pieces, each reduced while in
 // cache; `scratch` grows to 2(p-1) pieces and is kept.
-void direct_reduce_scatter(const RingLinks& links, const std::byte* input, std::byte* output,
-                           std::size_t shard_bytes, std::size_t elem_size, RingCombine combine,
+void direct_reduce_scatter(const PeerLinks& links, const std::byte* input, std::byte* output,
+                           std::size_t shard_bytes, std::size_t elem_size, ElementCombine combine,
                            std::vector<std::byte>& scratch);
 
 // Same contract as ring_all_gather.
-void direct_all_gather(const RingLinks& links, std::byte* output, std::size_t shard_bytes);
+void direct_all_gather(const PeerLinks& links, std::byte* output, std::size_t shard_bytes);
 
 }  // namespace shardwise

@@ -432,15 +432,15 @@ class MpiProcessGroup final : public ProcessGroup {
                           DType dtype, ReduceOp op) {
     if (algorithm_for(shard_bytes) == CollectiveAlgorithm::kRing) {
       ring_reduce_scatter(p2p_links(), input, output, shard_bytes, dtype_size(dtype),
-                          ring_combine(dtype, op), p2p_scratch_);
+                          element_combine(dtype, op), p2p_scratch_);
     } else {
       direct_reduce_scatter(p2p_links(), input, output, shard_bytes, dtype_size(dtype),
-                            ring_combine(dtype, op), p2p_scratch_);
+                            element_combine(dtype, op), p2p_scratch_);
     }
   }
 
-  RingLinks p2p_links() {
-    return RingLinks{
+  PeerLinks p2p_links() {
+    return PeerLinks{
         p2p_comm_, rank_, size_,
         [this](int count, MPI_Request* requests, int peer) {
           check(wait_all_or_abort(count, requests, MPI_STATUSES_IGNORE, timeout_seconds_.load(),
