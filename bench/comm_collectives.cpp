@@ -5,8 +5,16 @@
 //             fp32 MPI_Allreduce of the same element count;
 //   overlap   compute + all_reduce issued before the compute and waited after, vs blocking
 //             MPI_Allreduce followed by the compute.
+//   distance  reduce_scatter / all_gather bus bandwidth ((p-1)/p of the full buffer per second)
+//             against the limit measured in the same run: an MPI ping-pong between ranks 0 and 1
+//             with messages of one shard (at least 8 MiB). Printed as
+//             `bench: reduce_scatter_<p>r_<MiB>MiB ours=<GB/s> limit=<GB/s> unit=GB/s ratio=<r>`.
+//   algorithm ring vs direct vs MPI's reduce_scatter / all_gather per shard size, the
+//             measurement behind CollectiveAlgorithm::kAuto (kP2PMinShardBytes).
 //
-//   mpirun -np 4 bench_comm_collectives [--numel 4194304] [--iters 10] [--passes 8]
+//   mpirun -np 2 bench_comm_collectives --numel 4194304                   (16 MiB figures)
+//   mpirun -np 4 --oversubscribe bench_comm_collectives --numel 16777216  (64 MiB figures)
+//   options: [--numel 4194304] [--iters 10] [--passes 8]
 #include <mpi.h>
 
 #include <algorithm>
@@ -14,6 +22,8 @@
 #include <cmath>
 #include <cstdio>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "shardwise/comm/mpi_process_group.hpp"
@@ -65,6 +75,102 @@ double median_seconds(int iters, Fn&& fn) {
   }
   std::sort(t.begin(), t.end());
   return t[t.size() / 2];
+}
+
+// Blocks in MPI_Ibarrier polled with sleeps, so ranks not taking part in a measurement do not
+// take CPU from those that do (blocking MPI calls spin).
+void idle_barrier() {
+  MPI_Request request = MPI_REQUEST_NULL;
+  MPI_Ibarrier(MPI_COMM_WORLD, &request);
+  int done = 0;
+  while (MPI_Test(&request, &done, MPI_STATUS_IGNORE) == MPI_SUCCESS && !done) {
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+}
+
+// One-way MPI bandwidth between ranks 0 and 1 (GB/s): median ping-pong round trip of `bytes`.
+double ping_pong_gbps(std::size_t bytes, int iters) {
+  int me = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &me);
+  std::vector<char> message(bytes, 1);
+  const int n = static_cast<int>(bytes);
+  std::vector<double> t;
+  for (int i = 0; i <= iters; ++i) {
+    idle_barrier();
+    const auto t0 = Clock::now();
+    if (me == 0) {
+      MPI_Send(message.data(), n, MPI_CHAR, 1, 0, MPI_COMM_WORLD);
+      MPI_Recv(message.data(), n, MPI_CHAR, 1, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    } else if (me == 1) {
+      MPI_Recv(message.data(), n, MPI_CHAR, 0, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+      MPI_Send(message.data(), n, MPI_CHAR, 0, 0, MPI_COMM_WORLD);
+    }
+    if (i > 0) t.push_back(std::chrono::duration<double>(Clock::now() - t0).count() / 2);
+  }
+  idle_barrier();
+  std::sort(t.begin(), t.end());
+  double gbps = static_cast<double>(bytes) / t[t.size() / 2] / 1e9;
+  MPI_Bcast(&gbps, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+  return gbps;
+}
+
+ProcessGroupPtr group_with(const ProcessGroupPtr& world, CollectiveAlgorithm algorithm,
+                           const char* name) {
+  ProcessGroupPtr group = split_group(world, 0, world->rank(), name);
+  ProcessGroupOptions options = process_group_options(group);
+  options.collective_algorithm = algorithm;
+  set_process_group_options(group, options);
+  return group;
+}
+
+// Bus bandwidth of reduce_scatter and all_gather over `n` fp32 elements vs the ping-pong limit.
+void print_distance(const ProcessGroupPtr& world, std::int64_t n, int iters) {
+  const int p = world->size();
+  if (p < 2) return;
+  std::vector<float> full(static_cast<std::size_t>(n), 1.0f);
+  std::vector<float> shard(static_cast<std::size_t>(n / p), 1.0f);
+  const TensorView f{full.data(), n, DType::kFloat32};
+  const TensorView s{shard.data(), n / p, DType::kFloat32};
+  const std::size_t bytes = static_cast<std::size_t>(n) * sizeof(float);
+  const double limit = ping_pong_gbps(std::max<std::size_t>(bytes / p, 8u << 20), iters);
+  const double bus = static_cast<double>(bytes) * (p - 1) / p / 1e9;
+  const double rs =
+      bus / median_seconds(iters, [&] { world->reduce_scatter(s, f, ReduceOp::kSum)->wait(); });
+  const double ag = bus / median_seconds(iters, [&] { world->all_gather(f, s)->wait(); });
+  const std::string suffix = str_cat("_", p, "r_", bytes >> 20, "MiB");
+  for (auto [name, ours] : {std::pair{"reduce_scatter", rs}, std::pair{"all_gather", ag}}) {
+    if (world->rank() != 0) continue;
+    std::printf("bench: %s%s ours=%.3f limit=%.3f unit=GB/s ratio=%.3f\n", name, suffix.c_str(),
+                ours, limit, ours / limit);
+  }
+  std::fflush(stdout);
+}
+
+// Ring vs direct vs MPI per shard size (milliseconds per operation).
+void print_algorithm_sweep(const ProcessGroupPtr& world, int iters, std::size_t max_shard_bytes) {
+  const int p = world->size();
+  if (p < 2) return;
+  ProcessGroupPtr ring = group_with(world, CollectiveAlgorithm::kRing, "ring");
+  ProcessGroupPtr direct = group_with(world, CollectiveAlgorithm::kDirect, "direct");
+  ProcessGroupPtr mpi = group_with(world, CollectiveAlgorithm::kMpi, "mpi");
+  shardwise::log::info(
+      "shard_bytes  reduce_scatter ms: ring direct mpi   all_gather ms: ring direct mpi");
+  for (std::size_t shard_bytes = 4096; shard_bytes <= max_shard_bytes; shard_bytes *= 4) {
+    const std::int64_t m = static_cast<std::int64_t>(shard_bytes / sizeof(float));
+    std::vector<float> full(static_cast<std::size_t>(m * p), 1.0f);
+    std::vector<float> shard(static_cast<std::size_t>(m), 1.0f);
+    const TensorView f{full.data(), m * p, DType::kFloat32};
+    const TensorView s{shard.data(), m, DType::kFloat32};
+    auto rs = [&](const ProcessGroupPtr& g) {
+      return median_seconds(iters, [&] { g->reduce_scatter(s, f, ReduceOp::kSum)->wait(); });
+    };
+    auto ag = [&](const ProcessGroupPtr& g) {
+      return median_seconds(iters, [&] { g->all_gather(f, s)->wait(); });
+    };
+    shardwise::log::info(shard_bytes, "  ", rs(ring) * 1e3, " ", rs(direct) * 1e3, " ",
+                         rs(mpi) * 1e3, "   ", ag(ring) * 1e3, " ", ag(direct) * 1e3, " ",
+                         ag(mpi) * 1e3);
+  }
 }
 
 // Simulated compute: `passes` sweeps of arithmetic over x.
@@ -144,6 +250,8 @@ int main(int argc, char** argv) {
         "  compute alone ", compute_only * 1e3, " ms; communication hidden by overlap: ",
         std::max(0.0, (serial - overlapped) / std::max(1e-9, serial - compute_only)) * 100,
         " %  (checksum ", sink > 0 ? "ok" : "?", ")");
+    print_algorithm_sweep(world, o.iters, static_cast<std::size_t>(n / p) * sizeof(float));
+    print_distance(world, n, o.iters);
     return 0;
   });
 }

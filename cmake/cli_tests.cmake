@@ -16,3 +16,7 @@ add_test(NAME cli_text_corpus
          COMMAND bash ${PROJECT_SOURCE_DIR}/tests/cli/text_corpus_cli_test.sh
                  $<TARGET_FILE:shardwise> ${PROJECT_SOURCE_DIR})
 set_tests_properties(cli_text_corpus PROPERTIES LABELS cli TIMEOUT 120)
+add_test(NAME cli_train_comm_timeout
+         COMMAND bash ${PROJECT_SOURCE_DIR}/tests/comm/train_comm_timeout_cli_test.sh
+                 $<TARGET_FILE:shardwise> ${PROJECT_SOURCE_DIR}/examples)
+set_tests_properties(cli_train_comm_timeout PROPERTIES LABELS cli TIMEOUT 180)

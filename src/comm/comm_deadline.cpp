@@ -71,15 +71,16 @@ std::string comm_timeout_message(const CommWaitDescription& wait, double waited_
                ? wait.world_ranks[static_cast<std::size_t>(r)]
                : -1;
   };
-  std::string head = str_cat("comm watchdog: rank ", wait.rank, " of group ", wait.group,
-                             " (world ranks ", rank_list(wait.world_ranks), "): ", wait.op, " #",
-                             wait.sequence);
+  std::string head =
+      str_cat("comm watchdog: rank ", wait.rank, " of group ", wait.group, " (world ranks ",
+              rank_list(wait.world_ranks), "): ", wait.op, " #", wait.sequence);
   std::string waiting_for;
   const bool point_to_point = wait.op == "send" || wait.op == "recv";
   if (wait.peer >= 0) {
     if (point_to_point) head += str_cat(wait.op == "send" ? " to" : " from", " rank ", wait.peer);
-    waiting_for = str_cat("waiting for group rank ", wait.peer, " (world rank ", world_of(wait.peer),
-                          point_to_point ? ")" : "), its neighbour in the ring");
+    waiting_for =
+        str_cat("waiting for group rank ", wait.peer, " (world rank ", world_of(wait.peer),
+                point_to_point ? ")" : "), a peer it exchanges data with");
   } else {
     std::vector<int> others;
     std::vector<int> others_world;

@@ -5,6 +5,10 @@
 // completed by Work::wait, also under the deadline. Communicators use MPI_ERRORS_RETURN so MPI
 // failures become CommErrors rethrown by wait() instead of aborting in the library.
 //
+// reduce_scatter and all_gather of shards from kP2PMinShardBytes up run over send/recv on a
+// second communicator (direct_collectives.hpp, ring_collectives.hpp; ProcessGroupOptions picks),
+// smaller ones and the other collectives through MPI's non-blocking collectives.
+//
 // Reductions: fp32 natively; int32/int64 with SUM or MAX; bf16 and fp16 through an fp32 staging
 // buffer (see fp32_accumulation.hpp: accumulate in fp32, round once). AVG is an fp32 SUM divided
 // by the group size. MPI counts are int: all_reduce and broadcast are issued in chunks of 2^30
@@ -24,6 +28,7 @@
 #include <map>
 #include <mutex>
 
+#include "direct_collectives.hpp"
 #include "mpi_p2p_work.hpp"
 #include "mpi_wait.hpp"
 #include "ring_collectives.hpp"
@@ -73,10 +78,12 @@ class MpiProcessGroup final : public ProcessGroup {
     MPI_Comm_get_attr(comm_, MPI_TAG_UB, &tag_ub, &flag);
     tag_ub_ = flag && tag_ub ? *tag_ub : 32767;  // 32767: the least the standard guarantees
     world_ranks_ = world_ranks_of(comm_, size_);
-    if (MPI_Comm_dup(comm_, &ring_comm_) != MPI_SUCCESS) {
-      throw CommError(str_cat("group ", name_, ": MPI_Comm_dup of the ring communicator failed"));
+    if (MPI_Comm_dup(comm_, &p2p_comm_) != MPI_SUCCESS) {
+      throw CommError(
+          str_cat("group ", name_,
+                  ": MPI_Comm_dup of the point-to-point collectives' communicator failed"));
     }
-    MPI_Comm_set_errhandler(ring_comm_, MPI_ERRORS_RETURN);
+    MPI_Comm_set_errhandler(p2p_comm_, MPI_ERRORS_RETURN);
     worker_ = std::make_unique<OrderedWorker>(name_);
   }
 
@@ -85,7 +92,7 @@ class MpiProcessGroup final : public ProcessGroup {
     int finalized = 0;
     MPI_Finalized(&finalized);
     if (!finalized) {
-      MPI_Comm_free(&ring_comm_);
+      MPI_Comm_free(&p2p_comm_);
       MPI_Comm_free(&comm_);
     }
   }
@@ -143,23 +150,23 @@ class MpiProcessGroup final : public ProcessGroup {
     } catch (...) {
       return finished_work(std::current_exception());
     }
-    return run_op("reduce_scatter", CollectiveKind::kReduceScatter, [this, output, input, op,
-                                                                      in_place] {
-      const int divisor = op == ReduceOp::kAvg ? size_ : 1;
-      if (reduces_through_fp32(input.dtype)) {
-        float* staged = scratch_floats(input.numel);
-        widen_to_fp32(input, staged);
-        narrow_from_fp32(reduce_scatter_staged(staged, output.numel, op), output, divisor);
-      } else if (use_ring(output.nbytes())) {
-        ring_reduce_scatter(ring_links(), static_cast<const std::byte*>(input.data),
-                            static_cast<std::byte*>(output.data), output.nbytes(),
-                            dtype_size(input.dtype), ring_combine(input.dtype, op), ring_scratch_);
-      } else {
-        mpi_reduce_scatter(output, input, op, in_place);
-      }
-      if (!reduces_through_fp32(input.dtype) && divisor != 1) divide_fp32(output, divisor);
-      return reduce_scatter_traffic(static_cast<std::int64_t>(input.nbytes()), size_);
-    });
+    return run_op(
+        "reduce_scatter", CollectiveKind::kReduceScatter, [this, output, input, op, in_place] {
+          const int divisor = op == ReduceOp::kAvg ? size_ : 1;
+          if (reduces_through_fp32(input.dtype)) {
+            float* staged = scratch_floats(input.numel);
+            widen_to_fp32(input, staged);
+            narrow_from_fp32(reduce_scatter_staged(staged, output.numel, op), output, divisor);
+          } else if (algorithm_for(output.nbytes()) != CollectiveAlgorithm::kMpi) {
+            p2p_reduce_scatter(static_cast<const std::byte*>(input.data),
+                               static_cast<std::byte*>(output.data), output.nbytes(), input.dtype,
+                               op);
+          } else {
+            mpi_reduce_scatter(output, input, op, in_place);
+          }
+          if (!reduces_through_fp32(input.dtype) && divisor != 1) divide_fp32(output, divisor);
+          return reduce_scatter_traffic(static_cast<std::int64_t>(input.nbytes()), size_);
+        });
   }
 
   WorkPtr all_gather(TensorView output, TensorView input) override {
@@ -180,14 +187,20 @@ class MpiProcessGroup final : public ProcessGroup {
     return run_op("all_gather", CollectiveKind::kAllGather, [this, output, input, in_place] {
       const int n = static_cast<int>(input.numel);
       const MPI_Datatype type = mpi_type(input.dtype);
-      if (use_ring(input.nbytes())) {
+      const CollectiveAlgorithm algorithm = algorithm_for(input.nbytes());
+      if (algorithm != CollectiveAlgorithm::kMpi) {
         const TensorView own = output.slice(rank_ * input.numel, input.numel);
         if (!in_place) std::memcpy(own.data, input.data, input.nbytes());
-        ring_all_gather(ring_links(), static_cast<std::byte*>(output.data), input.nbytes());
+        auto* bytes = static_cast<std::byte*>(output.data);
+        if (algorithm == CollectiveAlgorithm::kRing) {
+          ring_all_gather(p2p_links(), bytes, input.nbytes());
+        } else {
+          direct_all_gather(p2p_links(), bytes, input.nbytes());
+        }
       } else {
         complete("MPI_Iallgather", [&](MPI_Request* r) {
-          return in_place ? MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, output.data, n,
-                                           type, comm_, r)
+          return in_place ? MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, output.data, n, type,
+                                           comm_, r)
                           : MPI_Iallgather(input.data, n, type, output.data, n, type, comm_, r);
         });
       }
@@ -405,39 +418,46 @@ class MpiProcessGroup final : public ProcessGroup {
     }
   }
 
-  bool use_ring(std::size_t shard_bytes) const {
-    if (size_ < 2) return false;
-    switch (static_cast<CollectiveAlgorithm>(algorithm_.load())) {
-      case CollectiveAlgorithm::kRing:
-        return true;
-      case CollectiveAlgorithm::kMpi:
-        return false;
-      case CollectiveAlgorithm::kAuto:
-        break;
-    }
-    return shard_bytes >= kRingMinShardBytes;
+  // kRing, kDirect or kMpi for a reduce_scatter / all_gather of shards of `shard_bytes`.
+  CollectiveAlgorithm algorithm_for(std::size_t shard_bytes) const {
+    const auto chosen = static_cast<CollectiveAlgorithm>(algorithm_.load());
+    if (size_ < 2) return CollectiveAlgorithm::kMpi;
+    if (chosen != CollectiveAlgorithm::kAuto) return chosen;
+    return shard_bytes >= kP2PMinShardBytes ? CollectiveAlgorithm::kDirect
+                                            : CollectiveAlgorithm::kMpi;
   }
 
-  RingLinks ring_links() {
-    return RingLinks{ring_comm_, rank_, size_,
-                     [this](int count, MPI_Request* requests, int peer) {
-                       check(wait_all_or_abort(count, requests, MPI_STATUSES_IGNORE,
-                                               timeout_seconds_.load(),
-                                               [&] { return describe(current_op_, sequence_, peer); }),
-                             "ring exchange");
-                     },
-                     [this](int rc, const char* call) { check(rc, call); }};
+  // Ring or direct reduce-scatter (algorithm_for decides) of a dtype the p2p paths reduce.
+  void p2p_reduce_scatter(const std::byte* input, std::byte* output, std::size_t shard_bytes,
+                          DType dtype, ReduceOp op) {
+    if (algorithm_for(shard_bytes) == CollectiveAlgorithm::kRing) {
+      ring_reduce_scatter(p2p_links(), input, output, shard_bytes, dtype_size(dtype),
+                          element_combine(dtype, op), p2p_scratch_);
+    } else {
+      direct_reduce_scatter(p2p_links(), input, output, shard_bytes, dtype_size(dtype),
+                            element_combine(dtype, op), p2p_scratch_);
+    }
+  }
+
+  PeerLinks p2p_links() {
+    return PeerLinks{
+        p2p_comm_, rank_, size_,
+        [this](int count, MPI_Request* requests, int peer) {
+          check(wait_all_or_abort(count, requests, MPI_STATUSES_IGNORE, timeout_seconds_.load(),
+                                  [&] { return describe(current_op_, sequence_, peer); }),
+                "ring exchange");
+        },
+        [this](int rc, const char* call) { check(rc, call); }};
   }
 
   // Reduce-scatter of the fp32 copy of a 16-bit input (clobbered); returns this rank's reduced
   // shard inside it.
   float* reduce_scatter_staged(float* staged, std::int64_t shard, ReduceOp op) {
     const std::size_t shard_bytes = static_cast<std::size_t>(shard) * sizeof(float);
-    if (use_ring(shard_bytes)) {
+    if (algorithm_for(shard_bytes) != CollectiveAlgorithm::kMpi) {
       auto* bytes = reinterpret_cast<std::byte*>(staged);
-      ring_reduce_scatter(ring_links(), bytes, bytes + static_cast<std::size_t>(rank_) * shard_bytes,
-                          shard_bytes, sizeof(float), ring_combine(DType::kFloat32, op),
-                          ring_scratch_);
+      p2p_reduce_scatter(bytes, bytes + static_cast<std::size_t>(rank_) * shard_bytes, shard_bytes,
+                         DType::kFloat32, op);
       return staged + rank_ * shard;
     }
     // MPI leaves this rank's reduced shard at the start of the buffer.
@@ -483,21 +503,23 @@ class MpiProcessGroup final : public ProcessGroup {
         str_cat(where(op), kind == CollectiveKind::kSend ? " to rank " : " from rank ", peer,
                 " tag ", tag),
         describe(op, 0, peer), timeout_seconds_.load(), traffic_);
-    worker_->post([this, work, kind, buffer, peer, tag] {
-      MPI_Request request = MPI_REQUEST_NULL;
-      const int n = static_cast<int>(buffer.numel);
-      const int rc =
-          kind == CollectiveKind::kSend
-              ? MPI_Isend(buffer.data, n, mpi_type(buffer.dtype), peer, tag, comm_, &request)
-              : MPI_Irecv(buffer.data, n, mpi_type(buffer.dtype), peer, tag, comm_, &request);
-      if (rc == MPI_SUCCESS) {
-        work->posted(request, ++sequence_);
-      } else {
-        work->failed(std::make_exception_ptr(CommError(
-            str_cat(kind == CollectiveKind::kSend ? "MPI_Isend" : "MPI_Irecv", " failed on rank ",
-                    rank_, " of group ", name_, ": ", mpi_error_text(rc)))));
-      }
-    }, [work](std::exception_ptr error) { work->failed(std::move(error)); });
+    worker_->post(
+        [this, work, kind, buffer, peer, tag] {
+          MPI_Request request = MPI_REQUEST_NULL;
+          const int n = static_cast<int>(buffer.numel);
+          const int rc =
+              kind == CollectiveKind::kSend
+                  ? MPI_Isend(buffer.data, n, mpi_type(buffer.dtype), peer, tag, comm_, &request)
+                  : MPI_Irecv(buffer.data, n, mpi_type(buffer.dtype), peer, tag, comm_, &request);
+          if (rc == MPI_SUCCESS) {
+            work->posted(request, ++sequence_);
+          } else {
+            work->failed(std::make_exception_ptr(CommError(str_cat(
+                kind == CollectiveKind::kSend ? "MPI_Isend" : "MPI_Irecv", " failed on rank ",
+                rank_, " of group ", name_, ": ", mpi_error_text(rc)))));
+          }
+        },
+        [work](std::exception_ptr error) { work->failed(std::move(error)); });
     return work;
   }
 
@@ -570,9 +592,9 @@ class MpiProcessGroup final : public ProcessGroup {
   const char* current_op_ = "";  // worker thread only, like sequence_
   std::uint64_t sequence_ = 0;   // operations this group has run (posted, for send/recv)
   std::shared_ptr<TrafficRecorder> traffic_ = std::make_shared<TrafficRecorder>();
-  std::vector<double> scratch_;  // touched by the worker thread only
-  std::vector<std::byte> ring_scratch_;  // likewise: partial sums of ring reduce-scatter
-  MPI_Comm ring_comm_ = MPI_COMM_NULL;  // a duplicate reserved for ring messages
+  std::vector<double> scratch_;         // touched by the worker thread only
+  std::vector<std::byte> p2p_scratch_;  // likewise: received shards of ring / direct collectives
+  MPI_Comm p2p_comm_ = MPI_COMM_NULL;   // a duplicate reserved for their messages
   std::atomic<int> algorithm_{static_cast<int>(CollectiveAlgorithm::kAuto)};
   std::unique_ptr<OrderedWorker> worker_;
 };

@@ -34,7 +34,8 @@ MPI_Datatype mpi_type(DType dtype) {
 }
 
 int wait_all_or_abort(int count, MPI_Request* requests, MPI_Status* statuses,
-                      double timeout_seconds, const std::function<CommWaitDescription()>& describe) {
+                      double timeout_seconds,
+                      const std::function<CommWaitDescription()>& describe) {
   const auto start = std::chrono::steady_clock::now();
   int rc = MPI_SUCCESS;
   const bool finished = poll_until(

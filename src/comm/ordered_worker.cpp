@@ -45,8 +45,8 @@ OrderedWorker::~OrderedWorker() {
   }
   queue_cv_.notify_all();
   for (Task& task : dropped) {
-    task.cancel(std::make_exception_ptr(CommError(str_cat(
-        "group ", name_, " shut down before this operation ran (it was still queued)"))));
+    task.cancel(std::make_exception_ptr(CommError(
+        str_cat("group ", name_, " shut down before this operation ran (it was still queued)"))));
   }
   thread_.join();
 }
@@ -67,8 +67,7 @@ WorkPtr OrderedWorker::submit(std::function<void()> op) {
   return work;
 }
 
-void OrderedWorker::post(std::function<void()> op,
-                         std::function<void(std::exception_ptr)> cancel) {
+void OrderedWorker::post(std::function<void()> op, std::function<void(std::exception_ptr)> cancel) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     SW_CHECK(!stopping_, "operation queued on worker of group ", name_, " while it shuts down");

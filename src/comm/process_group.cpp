@@ -14,7 +14,6 @@
 //   send / recv                  the message bytes, on the sending / receiving side
 //   barrier                      no bytes (counted in calls)
 #include "shardwise/comm/traffic_model.hpp"
-
 #include "shardwise/core/error.hpp"
 
 namespace shardwise {

@@ -8,26 +8,12 @@ namespace shardwise {
 
 namespace {
 
-template <typename T, bool kMax>
-void combine_as(void* dst, const void* received, const void* own, std::int64_t n) {
-  auto* d = static_cast<T*>(dst);
-  const auto* a = static_cast<const T*>(received);
-  const auto* b = static_cast<const T*>(own);
-  for (std::int64_t i = 0; i < n; ++i) {
-    if constexpr (kMax) {
-      d[i] = std::max(a[i], b[i]);
-    } else {
-      d[i] = a[i] + b[i];
-    }
-  }
-}
-
 int ring_mod(int x, int p) { return ((x % p) + p) % p; }
 
 // One ring step: sends `send` to the next rank while receiving `recv` from the previous one,
 // both cut into pieces; `on_piece(offset, bytes)` runs as each received piece lands.
 template <typename OnPiece>
-void exchange(const RingLinks& ring, const std::byte* send, std::byte* recv, std::size_t bytes,
+void exchange(const PeerLinks& ring, const std::byte* send, std::byte* recv, std::size_t bytes,
               OnPiece&& on_piece) {
   const int next = ring_mod(ring.rank + 1, ring.size);
   const int prev = ring_mod(ring.rank - 1, ring.size);
@@ -42,13 +28,13 @@ void exchange(const RingLinks& ring, const std::byte* send, std::byte* recv, std
   };
   // Pieces on one (source, tag, communicator) arrive in the order they were posted.
   for (std::size_t k = 0; k < pieces; ++k) {
-    ring.check(MPI_Irecv(recv + k * kRingPieceBytes, piece_bytes(k), MPI_BYTE, prev, 0,
-                         ring.comm, &recvs[k]),
+    ring.check(MPI_Irecv(recv + k * kRingPieceBytes, piece_bytes(k), MPI_BYTE, prev, 0, ring.comm,
+                         &recvs[k]),
                "MPI_Irecv (ring)");
   }
   for (std::size_t k = 0; k < pieces; ++k) {
-    ring.check(MPI_Isend(send + k * kRingPieceBytes, piece_bytes(k), MPI_BYTE, next, 0,
-                         ring.comm, &sends[k]),
+    ring.check(MPI_Isend(send + k * kRingPieceBytes, piece_bytes(k), MPI_BYTE, next, 0, ring.comm,
+                         &sends[k]),
                "MPI_Isend (ring)");
   }
   for (std::size_t k = 0; k < pieces; ++k) {
@@ -60,22 +46,8 @@ void exchange(const RingLinks& ring, const std::byte* send, std::byte* recv, std
 
 }  // namespace
 
-RingCombine ring_combine(DType dtype, ReduceOp op) {
-  const bool max = op == ReduceOp::kMax;
-  switch (dtype) {
-    case DType::kFloat32:
-      return max ? combine_as<float, true> : combine_as<float, false>;
-    case DType::kInt32:
-      return max ? combine_as<std::int32_t, true> : combine_as<std::int32_t, false>;
-    case DType::kInt64:
-      return max ? combine_as<std::int64_t, true> : combine_as<std::int64_t, false>;
-    default:
-      throw InvariantError(str_cat("ring reduction of ", dtype_name(dtype)));
-  }
-}
-
-void ring_reduce_scatter(const RingLinks& ring, const std::byte* input, std::byte* output,
-                         std::size_t shard_bytes, std::size_t elem_size, RingCombine combine,
+void ring_reduce_scatter(const PeerLinks& ring, const std::byte* input, std::byte* output,
+                         std::size_t shard_bytes, std::size_t elem_size, ElementCombine combine,
                          std::vector<std::byte>& scratch) {
   const int p = ring.size;
   const int r = ring.rank;
@@ -96,7 +68,7 @@ void ring_reduce_scatter(const RingLinks& ring, const std::byte* input, std::byt
   }
 }
 
-void ring_all_gather(const RingLinks& ring, std::byte* output, std::size_t shard_bytes) {
+void ring_all_gather(const PeerLinks& ring, std::byte* output, std::size_t shard_bytes) {
   const int p = ring.size;
   const int r = ring.rank;
   // Step s forwards shard r-s (this rank's own at s = 0) and receives shard r-s-1.

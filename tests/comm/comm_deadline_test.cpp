@@ -29,7 +29,7 @@ TEST(PollBackoff, SpinsFirstThenSleepsAGrowingSliceCappedAtOneMillisecond) {
     EXPECT_EQ(PollBackoff::sleep_after(polls, milliseconds(50)).count(), 0) << polls;
   }
   const int later = PollBackoff::kSpinPolls;
-  EXPECT_EQ(PollBackoff::sleep_after(later, microseconds(1)), microseconds(2));     // floor
+  EXPECT_EQ(PollBackoff::sleep_after(later, microseconds(1)), microseconds(2));      // floor
   EXPECT_EQ(PollBackoff::sleep_after(later, microseconds(800)), microseconds(100));  // 1/8
   EXPECT_EQ(PollBackoff::sleep_after(later, milliseconds(4)), microseconds(500));
   EXPECT_EQ(PollBackoff::sleep_after(later, milliseconds(8)), milliseconds(1));  // cap reached
@@ -117,9 +117,10 @@ TEST(CommTimeoutMessage, PointToPointNamesThePeer) {
   CommWaitDescription send{"send", "world", 1, {0, 1}, 9, 0};
   EXPECT_NE(comm_timeout_message(send, 1, 1).find("send #9 to rank 0"), std::string::npos);
   CommWaitDescription ring{"reduce_scatter", "world", 2, {0, 1, 2, 3}, 3, 1};
-  EXPECT_NE(comm_timeout_message(ring, 1, 1).find("reduce_scatter #3 has not completed after 1.0 s "
-                                                  "(comm_timeout 1.0 s); waiting for group rank 1 "
-                                                  "(world rank 1), its neighbour in the ring"),
+  EXPECT_NE(comm_timeout_message(ring, 1, 1)
+                .find("reduce_scatter #3 has not completed after 1.0 s "
+                      "(comm_timeout 1.0 s); waiting for group rank 1 "
+                      "(world rank 1), a peer it exchanges data with"),
             std::string::npos)
       << comm_timeout_message(ring, 1, 1);
 }

@@ -44,8 +44,7 @@ void expect_watchdog_aborts(const std::string& mode, const std::string& expected
 
   // Rank 0's process while it waited: polling with back-off, not spinning (a spinning rank uses
   // ~1 CPU second per second; this one should use a few hundredths).
-  ASSERT_TRUE(std::regex_search(out, m,
-                                std::regex("cpu_while_waiting=([0-9.]+) wall=([0-9.]+)")))
+  ASSERT_TRUE(std::regex_search(out, m, std::regex("cpu_while_waiting=([0-9.]+) wall=([0-9.]+)")))
       << out;
   EXPECT_LT(std::stod(m[1]), 0.25 * std::stod(m[2])) << out;
 }

@@ -32,8 +32,8 @@ inline std::string find_on_path(const std::string& name) {
 struct ChildJob {
   bool available = false;  // mpirun and test_comm_mpi found
   std::string why_not;
-  int exit_code = -1;      // -1 when the job did not exit normally
-  std::string output;      // stdout and stderr of every rank
+  int exit_code = -1;  // -1 when the job did not exit normally
+  std::string output;  // stdout and stderr of every rank
 };
 
 // Runs `test_comm_mpi --gtest_filter=<filter>` (built next to this binary) on `ranks` ranks with

@@ -12,12 +12,17 @@
 
 namespace shardwise {
 
-// How reduce_scatter and all_gather move data: kRing, a bandwidth-optimal ring over send/recv
-// (each rank sends and receives (p-1)/p of the data); kMpi, the MPI library's collective;
-// kAuto, the ring for shards of kRingMinShardBytes and more, where it measured faster
-// (bench/comm_collectives.cpp).
-enum class CollectiveAlgorithm { kAuto, kRing, kMpi };
-inline constexpr std::size_t kRingMinShardBytes = std::size_t{64} << 10;
+// How reduce_scatter and all_gather move data. kRing: a ring over send/recv; kDirect: every rank
+// exchanges shards with every other rank directly, in one round; both move (p-1)/p of the data
+// per rank, the least possible, and reduce 16-bit types in fp32. kMpi: the MPI library's
+// collective (Open MPI 4.1's reduce-scatter reduces everything on one rank, then scatters).
+// kAuto: kDirect for shards of kP2PMinShardBytes and more, else kMpi. Measured with
+// bench/comm_collectives.cpp on 2 and 4 ranks of a 2-core node: ring and direct were at least
+// as fast as MPI from 4 KiB shards up (3x faster for reduce-scatter at 4 ranks, 64 MiB), and
+// direct as fast as the ring or faster once ranks outnumber cores, where a ring step stalls
+// whenever its neighbour is descheduled.
+enum class CollectiveAlgorithm { kAuto, kRing, kDirect, kMpi };
+inline constexpr std::size_t kP2PMinShardBytes = std::size_t{4} << 10;
 
 // Settings of one MPI group. Groups split from a group start with its options.
 struct ProcessGroupOptions {
