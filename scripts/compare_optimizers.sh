@@ -10,22 +10,28 @@
 # summation order, the same training) as the main job's 4 ranks; SHARDWISE_RANKS=R runs R ranks
 # with 4/R accumulation. Extra arguments are passed to every run (e.g. training.steps=300).
 # Environment: ADAMW_LRS, MUON_LRS, SEEDS (space-separated) replace the defaults below.
-# Takes 18 runs of the main job: about 8 minutes of one core on an idle 2-core machine.
+# Finished runs in out/compare_optimizers/ are reused, so a sweep can be widened or resumed
+# (delete the directory when changing the extra arguments). 21 runs of the main job in all.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/env.sh
-adamw_lrs=(${ADAMW_LRS:-0.003 0.005 0.008})
+adamw_lrs=(${ADAMW_LRS:-0.003 0.005 0.006 0.008})
 muon_lrs=(${MUON_LRS:-0.001 0.002 0.004})
 seeds=(${SEEDS:-1234 1235 1236})
 ranks=${SHARDWISE_RANKS:-1}
 (( 4 % ranks == 0 )) || { echo "compare_optimizers: SHARDWISE_RANKS must divide 4" >&2; exit 2; }
 out=out/compare_optimizers
-rm -rf "$out"
 mkdir -p "$out"
 
+names=()
 run() {  # run NAME OVERRIDES...: one training run, metrics in $out/NAME.jsonl
   local name=$1
   shift
+  names+=("$name")
+  if grep -qs '"eval_loss"' "$out/$name.jsonl"; then
+    echo "compare_optimizers: $name (reused)"
+    return
+  fi
   local launcher=()
   if ((ranks > 1)); then launcher=(mpirun -np "$ranks" --oversubscribe); fi
   echo "compare_optimizers: $name"
@@ -51,12 +57,13 @@ for seed in "${seeds[@]}"; do
   done
 done
 
-python3 - "$out" <<'PY'
-import glob, json, os, re, statistics, sys
+python3 - "$out" "${names[@]}" <<'PY'
+import json, re, statistics, sys
 out = sys.argv[1]
 runs = {}  # (optimizer, lr) -> {seed: (accuracy, eval_loss)}
-for path in sorted(glob.glob(f"{out}/*.jsonl")):
-    opt, lr, seed = re.match(r"(\w+?)_lr([\d.]+)_seed(\d+)\.jsonl", os.path.basename(path)).groups()
+for name in sys.argv[2:]:
+    path = f"{out}/{name}.jsonl"
+    opt, lr, seed = re.match(r"(\w+?)_lr([\d.]+)_seed(\d+)$", name).groups()
     final = [r for r in map(json.loads, open(path)) if "eval_loss" in r][-1]
     runs.setdefault((opt, float(lr)), {})[int(seed)] = (final["accuracy"], final["eval_loss"])
 seeds = sorted({s for r in runs.values() for s in r})
