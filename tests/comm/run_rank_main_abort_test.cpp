@@ -55,7 +55,7 @@ TEST(RunRankMain, AnExceptionOnOneRankAbortsTheJobWithExitCode2) {
   const int status = ::pclose(pipe);
   ASSERT_TRUE(WIFEXITED(status)) << output;
   EXPECT_EQ(WEXITSTATUS(status), 2) << output;  // 124 would mean the job hung until timeout
-  EXPECT_NE(output.find("[rank 1/2] error: rank 1 failed on purpose: bad field `lr`"),
+  EXPECT_NE(output.find("[rank 1/2] shardwise: error: rank 1 failed on purpose: bad field `lr`"),
             std::string::npos)
       << output;
   EXPECT_EQ(output.find("survived the abort"), std::string::npos) << output;
