@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "command_registry.hpp"
+#include "launch_env.hpp"
 #include "shardwise/comm/mpi_process_group.hpp"
 #include "shardwise/config/training_config.hpp"
 #include "shardwise/train/trainer.hpp"
@@ -53,8 +54,12 @@ const bool registered = register_command(
           ->needs(load)
           ->check(CLI::NonNegativeNumber);
       return [args] {
-        // Parse before touching MPI so a bad config fails fast with exit 2 on every rank.
-        const TrainingConfig config = load_training_config(args->config, args->overrides);
+        // Parse before touching MPI so a bad config fails fast with exit 2 on every rank, and is
+        // reported once per job (by rank 0).
+        const std::optional<TrainingConfig> config =
+            load_config_once_per_job(args->config, args->overrides);
+        if (!config) return 2;
+        note_missing_launcher();
         return run_rank_main([&] {
           TrainerOptions options;
           options.log_jsonl = args->log_jsonl;
@@ -64,7 +69,7 @@ const bool registered = register_command(
           options.keep_last = args->keep_last;
           options.load_dir = args->load_dir;
           if (args->load_step >= 0) options.load_step = args->load_step;
-          run_training(config, init_mpi_world(), options);
+          run_training(*config, init_mpi_world(), options);
           return 0;
         });
       };
