@@ -15,6 +15,7 @@
 #include "shardwise/core/logging.hpp"
 #include "shardwise/model/gpt_model.hpp"
 #include "shardwise/optim/data_parallel_setup.hpp"
+#include "shardwise/train/log_format.hpp"
 #include "shardwise/train/loss_plot.hpp"
 #include "shardwise/train/lr_schedule.hpp"
 #include "shardwise/train/synthetic_task.hpp"
@@ -348,8 +349,8 @@ TrainingSummary run_training(const TrainingConfig& input_config, const ProcessGr
     metrics.write({{"step", e.step}, {"eval_loss", e.eval_loss}, {"accuracy", e.accuracy}});
     if (is_rank0 && !options.quiet) {
       if (progress.enabled()) std::fputc('\n', stdout);
-      log::info("eval step ", step, ": loss ", e.eval_loss, ", exact-match accuracy ",
-                e.accuracy * 100, "%");
+      log::info("eval step ", step, ": loss ", e.eval_loss,
+                exact_match_text(config.data, e.accuracy));
     }
     return e;
   };
@@ -402,8 +403,8 @@ TrainingSummary run_training(const TrainingConfig& input_config, const ProcessGr
     if (is_rank0 && !options.quiet) {
       const std::string status = str_cat("loss ", s.loss, " | grad_norm ", s.grad_norm, " | lr ",
                                          s.lr, " | ", static_cast<long long>(s.tokens_per_s),
-                                         " tok/s | ", s.step_ms, " ms | hidden ",
-                                         s.comm_hidden_fraction);
+                                         " tok/s | ", s.step_ms, " ms | ",
+                                         comm_hidden_text(s.comm_hidden_fraction));
       if (progress.enabled()) {
         progress.update(s.step, status);
       } else if (log_line) {
@@ -439,7 +440,7 @@ TrainingSummary run_training(const TrainingConfig& input_config, const ProcessGr
     if (!options.quiet) {
       log::info("done: ", steps, " steps in ", summary.wall_seconds, " s | final loss ",
                 summary.final_loss, " | held-out loss ", summary.final_eval->eval_loss,
-                " | exact-match accuracy ", summary.final_eval->accuracy * 100, "% | ",
+                exact_match_text(config.data, summary.final_eval->accuracy), " | ",
                 summary.bytes_communicated, " bytes communicated by rank 0");
     }
   }
