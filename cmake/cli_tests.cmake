@@ -8,3 +8,7 @@ add_test(NAME cli_config
          COMMAND bash ${PROJECT_SOURCE_DIR}/tests/cli/config_cli_test.sh $<TARGET_FILE:shardwise>
                  ${PROJECT_SOURCE_DIR}/examples)
 set_tests_properties(cli_config PROPERTIES LABELS cli TIMEOUT 120)
+add_test(NAME cli_usability
+         COMMAND bash ${PROJECT_SOURCE_DIR}/tests/cli/usability_cli_test.sh $<TARGET_FILE:shardwise>
+                 ${PROJECT_SOURCE_DIR})
+set_tests_properties(cli_usability PROPERTIES LABELS "cli;mpi" TIMEOUT 300)
