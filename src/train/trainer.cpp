@@ -431,7 +431,7 @@ TrainingSummary run_training(const TrainingConfig& input_config, const ProcessGr
 
   if (is_rank0) {
     if (!plot.empty()) {
-      PlotSeries train{"train loss", {}}, eval{"held-out loss", {}};
+      PlotSeries train{"train loss", {}}, eval{"held-out loss", {}, /*markers=*/true};
       for (const auto& s : summary.steps) train.points.emplace_back(s.step, s.loss);
       for (const auto& e : summary.evals) eval.points.emplace_back(e.step, e.eval_loss);
       write_loss_plot(plot, {train, eval},
