@@ -43,6 +43,10 @@ run typo2 scripts/run.sh 2 -- "${train[@]}" optimizer.lrr=0.1
 [[ $(lines "shardwise: error" "$work/typo2.err") -eq 1 ]] ||
   fail "typo under 2 ranks printed $(lines "shardwise: error" "$work/typo2.err") times"
 
+run refit_typo scripts/run.sh 3 -- "$shardwise" refit --config examples/refit.yaml optimizer.lrr=1
+[[ $rc -eq 2 && $(lines "shardwise: error" "$work/refit_typo.err") -eq 1 ]] ||
+  fail "refit config typo under 3 ranks: exit $rc, $(lines "shardwise: error" "$work/refit_typo.err") lines"
+
 # steps < warmup_steps: accepted with one warning; without a launcher, one line says so; the log
 # line names comm hidden as a percentage; no progress-bar frames in a pipe.
 run short "${train[@]}" training.steps=10 training.eval_interval=0
