@@ -1,4 +1,4 @@
-# shardwise_layer(NAME DEPS ...) builds one DESIGN.md layer:
+# shardwise_layer(NAME DEPS ...) builds one layer (docs/design.md):
 #   library   shardwise_NAME     from src/NAME/*.cpp (skipped while the layer has no sources)
 #   test      test_NAME          from tests/NAME/*.cpp, single process (GoogleTest)
 #   mpi tests test_NAME_mpi      from tests/NAME/mpi/*.cpp, run by CTest under mpirun -np 2 and 4
