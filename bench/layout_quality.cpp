@@ -59,7 +59,7 @@ std::string percent(double fraction) {
 
 // Lower bound on the padded size of any shard-aligned layout of the layer-wise buffers (a buffer
 // of total T whose largest param is M needs dp * max(T/dp, M)), plus the other buffers as laid
-// out; returned as a padding fraction (DESIGN.md's padding floor).
+// out; returned as a padding fraction (the padding floor of docs/design.md).
 double padding_floor(const ParamList& params, const LayoutOptions& options,
                      const FullParamLayout& ours) {
   std::int64_t padded = 0;

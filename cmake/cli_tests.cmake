@@ -20,3 +20,7 @@ add_test(NAME cli_train_comm_timeout
          COMMAND bash ${PROJECT_SOURCE_DIR}/tests/comm/train_comm_timeout_cli_test.sh
                  $<TARGET_FILE:shardwise> ${PROJECT_SOURCE_DIR}/examples)
 set_tests_properties(cli_train_comm_timeout PROPERTIES LABELS cli TIMEOUT 180)
+add_test(NAME cli_usability
+         COMMAND bash ${PROJECT_SOURCE_DIR}/tests/cli/usability_cli_test.sh $<TARGET_FILE:shardwise>
+                 ${PROJECT_SOURCE_DIR})
+set_tests_properties(cli_usability PROPERTIES LABELS "cli;mpi" TIMEOUT 300)

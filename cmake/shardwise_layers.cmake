@@ -1,7 +1,8 @@
-# shardwise_layer(NAME DEPS ...) builds one DESIGN.md layer:
+# shardwise_layer(NAME DEPS ...) builds one layer (docs/design.md):
 #   library   shardwise_NAME     from src/NAME/*.cpp (skipped while the layer has no sources)
 #   test      test_NAME          from tests/NAME/*.cpp, single process (GoogleTest)
 #   mpi tests test_NAME_mpi      from tests/NAME/mpi/*.cpp, run by CTest under mpirun -np 2 and 4
+#                                (labels mpi and mpi_npN; the ASan run of scripts/test.sh runs np 2)
 # Globs keep CMakeLists free of per-file edits; CONFIGURE_DEPENDS re-globs on every build.
 set(SHARDWISE_MPIEXEC_ENV
     OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
@@ -44,7 +45,8 @@ function(shardwise_layer name)
 
   file(GLOB mpi_tests CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/tests/${name}/mpi/*.cpp)
   if(mpi_tests)
-    add_executable(test_${name}_mpi ${mpi_tests} ${PROJECT_SOURCE_DIR}/tests/mpi_main.cpp)
+    add_executable(test_${name}_mpi ${mpi_tests} ${PROJECT_SOURCE_DIR}/tests/mpi_main.cpp
+                   ${PROJECT_SOURCE_DIR}/tests/lsan_suppressions.cpp)
     target_link_libraries(test_${name}_mpi PRIVATE ${lib} GTest::gtest MPI::MPI_CXX)
     target_include_directories(test_${name}_mpi PRIVATE ${PROJECT_SOURCE_DIR}/tests)
     foreach(np 2 4)
@@ -52,7 +54,7 @@ function(shardwise_layer name)
                COMMAND ${CMAKE_COMMAND} -E env ${SHARDWISE_MPIEXEC_ENV}
                        ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${np} --oversubscribe
                        $<TARGET_FILE:test_${name}_mpi>)
-      set_tests_properties(${name}_mpi_np${np} PROPERTIES LABELS mpi TIMEOUT 300)
+      set_tests_properties(${name}_mpi_np${np} PROPERTIES LABELS "mpi;mpi_np${np}" TIMEOUT 300)
     endforeach()
   endif()
 endfunction()

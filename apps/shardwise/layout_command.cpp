@@ -31,12 +31,16 @@ struct LayoutArgs {
   int max_bucket_rows = 24;
 };
 
-// A spec file, or a bundled preset name when no such file exists.
+// A spec file, or a bundled preset name (any case) when no such file exists.
 ModelSpec load_model(const std::string& model) {
   SW_REQUIRE(!model.empty(), InvalidArgument, "layout: --model is required");
   std::error_code ignored;
-  if (!std::filesystem::exists(model, ignored) && is_bundled_model(model)) {
-    return bundled_model_spec(model);
+  const bool looks_like_path = model.find('/') != std::string::npos ||
+                               std::filesystem::path(model).extension() == ".json";
+  if (!std::filesystem::exists(model, ignored) && !looks_like_path) {
+    if (is_bundled_model(model)) return bundled_model_spec(model);
+    throw InvalidArgument(str_cat("--model: no spec file '", model, "' and ",
+                                  unknown_bundled_model_message(model)));
   }
   ModelSpec spec = load_model_spec(model);
   if (spec.name.empty()) spec.name = std::filesystem::path(model).stem().string();

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "command_registry.hpp"
+#include "launch_env.hpp"
 #include "shardwise/checkpoint/safetensors.hpp"
 #include "shardwise/comm/mpi_process_group.hpp"
 #include "shardwise/config/training_config.hpp"
@@ -340,8 +341,10 @@ const bool registered = register_command(
         modes_of(args->mxfp8);
         std::unique_ptr<TrainingConfig> config;
         if (args->checkpoint.empty()) {
-          config =
-              std::make_unique<TrainingConfig>(load_training_config(args->config, args->overrides));
+          // Reported once per job (rank 0); every rank exits 2.
+          auto loaded = load_config_once_per_job(args->config, args->overrides);
+          if (!loaded) return 2;
+          config = std::make_unique<TrainingConfig>(std::move(*loaded));
         } else {
           resolve_model_weights_file(args->checkpoint);
         }

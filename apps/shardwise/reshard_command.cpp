@@ -1,5 +1,7 @@
-// `shardwise reshard --checkpoint DIR --tp N [--mxfp8] --out DIR2`: offline tensor-parallel export.
-// Reads DIR/model.safetensors (or DIR itself when it is a .safetensors file) and writes one file
+// `shardwise reshard --checkpoint DIR [--step S] --tp N [--mxfp8] --out DIR2`: offline
+// tensor-parallel export.
+// Reads the model.safetensors of the checkpoint DIR names (a --save root: its latest step, or
+// --step S; a step directory; or DIR itself when it is a .safetensors file) and writes one file
 // per TP rank, DIR2/tp-rank-RR-of-NN.safetensors, holding that rank's slice of every param by the
 // Megatron rules (see reshard/tp_rules.hpp); with --mxfp8 the 2-D non-embedding weights are stored
 // as NAME (F8_E4M3) + NAME_scale (F8_E8M0). DIR2 appears complete or not at all (built in a temp
@@ -7,11 +9,13 @@
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "command_registry.hpp"
 #include "output_preflight.hpp"
+#include "shardwise/checkpoint/checkpoint.hpp"
 #include "shardwise/checkpoint/safetensors.hpp"
 #include "shardwise/core/atomic_file.hpp"
 #include "shardwise/core/error.hpp"
@@ -28,7 +32,27 @@ struct ReshardArgs {
   std::string dtype = "keep";
   std::string scale_rule = "ceil";
   bool overwrite = false;
+  std::int64_t step = -1;
 };
+
+// --checkpoint: a .safetensors file, a directory holding model.safetensors, or a checkpoint
+// root / step directory resolved as `train --load` does (--step choosing the step).
+std::filesystem::path weights_file(const ReshardArgs& args) {
+  namespace fs = std::filesystem;
+  const fs::path path = args.checkpoint;
+  const std::optional<std::int64_t> step =
+      args.step >= 0 ? std::optional<std::int64_t>(args.step) : std::nullopt;
+  std::error_code ec;
+  if (fs::is_regular_file(path, ec)) {
+    SW_REQUIRE(!step, InvalidArgument, "--step needs a checkpoint directory, not the file ",
+               path.string());
+    return resolve_model_weights_file(path);
+  }
+  const bool plain_weights_dir = fs::exists(path / kCheckpointModelFile, ec) &&
+                                 !fs::exists(path / kCheckpointManifestFile, ec);
+  if (plain_weights_dir && !step) return resolve_model_weights_file(path);
+  return resolve_model_weights_file(resolve_checkpoint_directory(path, step));
+}
 
 TpExportOptions export_options(const ReshardArgs& args) {
   TpExportOptions options;
@@ -61,7 +85,7 @@ int run_reshard(const ReshardArgs& args) {
              parent.string(), " of --out");
   probe_output_directory(parent, "--out");
 
-  const fs::path input = resolve_model_weights_file(args.checkpoint);
+  const fs::path input = weights_file(args);
   const SafetensorsFile file = SafetensorsFile::open(input);
   std::vector<SourceTensor> tensors;
   for (const SafetensorsTensorInfo& info : file.tensors()) {
@@ -102,8 +126,11 @@ const bool registered = register_command(
     [](CLI::App& app) {
       auto args = std::make_shared<ReshardArgs>();
       app.add_option("--checkpoint", args->checkpoint,
-                     "Checkpoint directory (reads its model.safetensors) or a .safetensors file")
+                     "Checkpoint: a --save root (its latest step), a step directory, or a "
+                     ".safetensors file")
           ->required();
+      app.add_option("--step", args->step, "With a --save root: export this step")
+          ->check(CLI::NonNegativeNumber);
       app.add_option("--tp", args->tp, "Tensor-parallel size of the export")->required();
       app.add_option("--out", args->out, "Output directory (must not exist)")->required();
       app.add_flag("--mxfp8", args->mxfp8,

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "command_registry.hpp"
+#include "launch_env.hpp"
 #include "shardwise/comm/mpi_process_group.hpp"
 #include "shardwise/config/training_config.hpp"
 #include "shardwise/train/trainer.hpp"
@@ -57,9 +58,13 @@ const bool registered = register_command(
                      "Abort the job when one collective or send/recv waits longer than SECONDS "
                      "for another rank (default 600)");
       return [args] {
-        // Parse before touching MPI so a bad config fails fast with exit 2 on every rank.
+        // Parse before touching MPI so a bad config fails fast with exit 2 on every rank, and is
+        // reported once per job (by rank 0).
         validate_comm_timeout(args->comm_timeout, "--comm-timeout");
-        const TrainingConfig config = load_training_config(args->config, args->overrides);
+        const std::optional<TrainingConfig> config =
+            load_config_once_per_job(args->config, args->overrides);
+        if (!config) return 2;
+        note_missing_launcher();
         return run_rank_main([&] {
           TrainerOptions options;
           options.log_jsonl = args->log_jsonl;
@@ -70,7 +75,7 @@ const bool registered = register_command(
           options.load_dir = args->load_dir;
           if (args->load_step >= 0) options.load_step = args->load_step;
           // The trainer's groups are split from the world and inherit its timeout.
-          run_training(config, init_mpi_world(ProcessGroupOptions{args->comm_timeout}), options);
+          run_training(*config, init_mpi_world(ProcessGroupOptions{args->comm_timeout}), options);
           return 0;
         });
       };

@@ -462,6 +462,30 @@ json read_checkpoint_manifest(const fs::path& directory) {
   return m;
 }
 
+std::vector<std::int64_t> list_checkpoint_steps(const fs::path& root) {
+  std::vector<std::int64_t> steps;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(root, ec)) {
+    const auto step = parse_step_directory_name(entry.path().filename().string());
+    if (step && fs::exists(entry.path() / kCheckpointManifestFile, ec)) steps.push_back(*step);
+  }
+  std::sort(steps.begin(), steps.end());
+  return steps;
+}
+
+namespace {
+
+// "steps 100, 200" / "no complete checkpoints": what a root holds, for error messages.
+std::string describe_steps(const fs::path& root) {
+  const std::vector<std::int64_t> steps = list_checkpoint_steps(root);
+  if (steps.empty()) return "it holds no complete checkpoints";
+  std::string text = steps.size() == 1 ? "it holds step " : "it holds steps ";
+  for (std::size_t i = 0; i < steps.size(); ++i) text += str_cat(i ? ", " : "", steps[i]);
+  return text;
+}
+
+}  // namespace
+
 fs::path resolve_checkpoint_directory(const fs::path& path, std::optional<std::int64_t> step) {
   SW_REQUIRE(fs::is_directory(path), IoError, "checkpoint directory ", quoted(path),
              " does not exist");
@@ -477,8 +501,7 @@ fs::path resolve_checkpoint_directory(const fs::path& path, std::optional<std::i
   if (step) {
     const fs::path dir = path / step_directory_name(*step);
     SW_REQUIRE(fs::exists(dir / kCheckpointManifestFile), IoError, "no complete checkpoint of step ",
-               *step, " in ", quoted(path), ": ", quoted(dir / kCheckpointManifestFile),
-               " does not exist");
+               *step, " in ", quoted(path), " (", describe_steps(path), ")");
     return dir;
   }
   const fs::path pointer = path / kCheckpointLatestFile;

@@ -38,8 +38,6 @@ void validate_training(const TrainLoopConfig& t) {
   require_min(t.micro_batch_size, 1, "training.micro_batch_size");
   require_min(t.grad_accumulation, 1, "training.grad_accumulation");
   require_min(t.warmup_steps, 0, "training.warmup_steps");
-  SW_REQUIRE(t.warmup_steps <= t.steps, ConfigError, "training.warmup_steps (", t.warmup_steps,
-             ") must be <= training.steps (", t.steps, ")");
   require_min(t.eval_interval, 0, "training.eval_interval");
   require_min(t.seed, 0, "training.seed");
   require_min(t.skip_nonfinite_steps, 0, "training.skip_nonfinite_steps");
@@ -86,6 +84,18 @@ void validate(const TrainingConfig& config) {
   require_min(config.logging.log_interval, 1, "logging.log_interval");
   validate(static_cast<const CommOverlapSettings&>(config.comm_overlap));
   validate_parallel(config.parallel, config.model);
+}
+
+std::vector<std::string> config_warnings(const TrainingConfig& config) {
+  std::vector<std::string> warnings;
+  const TrainLoopConfig& t = config.training;
+  // Accepted, as Megatron does: the schedule simply never leaves its warmup.
+  if (t.warmup_steps > t.steps) {
+    warnings.push_back(str_cat("training.warmup_steps (", t.warmup_steps, ") > training.steps (",
+                               t.steps, "): the learning rate stays in warmup, reaching ",
+                               t.steps, "/", t.warmup_steps, " of optimizer.lr"));
+  }
+  return warnings;
 }
 
 ModelParallelConfig model_parallel_config(const TrainingConfig& config, int world_size,

@@ -1,9 +1,11 @@
 // Loading TrainingConfig from YAML (with "section.key=value" overrides) and printing it back. One
 // field table per section drives key validation, reading and printing, so the three never drift.
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
 #include "shardwise/config/training_config.hpp"
+#include "shardwise/core/closest_name.hpp"
 #include "yaml_fields.hpp"
 
 namespace shardwise {
@@ -255,9 +257,38 @@ std::vector<std::string_view> training_config_keys(std::string_view section) {
                             ")"));
 }
 
+namespace {
+
+// An override names a known section and, for section.key=value, a key of that section. Checked
+// before the file is read so a typo is blamed on the override, with the closest valid name.
+void check_override_key(const std::string& text) {
+  const auto eq = text.find('=');
+  SW_REQUIRE(eq != std::string::npos && eq > 0, ConfigError, "override '", text,
+             "': expected section.key=value");
+  const std::string dotted = text.substr(0, eq);
+  const auto dot = dotted.find('.');
+  SW_REQUIRE(dot != std::string::npos && dot > 0, ConfigError, "override '", text,
+             "': expected section.key=value");
+  const std::string section = dotted.substr(0, dot);
+  const std::span<const std::string_view> sections = training_config_sections();
+  SW_REQUIRE(std::find(sections.begin(), sections.end(), section) != sections.end(), ConfigError,
+             "override '", text, "': unknown section '", section, "'",
+             did_you_mean(section, sections), " (valid sections: ",
+             config_detail::join_keys({sections.begin(), sections.end()}), ")");
+  const std::string key = dotted.substr(dot + 1);
+  if (key.find('.') != std::string::npos) return;  // nested keys are checked with the file
+  const std::vector<std::string_view> keys = training_config_keys(section);
+  SW_REQUIRE(std::find(keys.begin(), keys.end(), key) != keys.end(), ConfigError, "override '",
+             text, "': ", section, " has no key '", key, "'", did_you_mean(key, keys),
+             " (valid keys: ", config_detail::join_keys(keys), ")");
+}
+
+}  // namespace
+
 TrainingConfig parse_training_config(std::string_view yaml_text,
                                      const std::vector<std::string>& overrides,
                                      std::string_view source) {
+  for (const auto& text : overrides) check_override_key(text);
   try {
     YAML::Node root;
     try {

@@ -1,5 +1,7 @@
 #include "yaml_fields.hpp"
 
+#include "shardwise/core/closest_name.hpp"
+
 #include <charconv>
 #include <cmath>
 #include <limits>
@@ -256,8 +258,8 @@ void check_keys(const YAML::Node& node, const std::string& path,
     const std::string& key = entry.first.Scalar();
     bool known = false;
     for (std::string_view v : valid) known = known || v == key;
-    SW_REQUIRE(known, ConfigError, path, ": unknown ", what, " '", key, "' (valid ", what, "s: ",
-               join_keys(valid), ")");
+    SW_REQUIRE(known, ConfigError, path, ": unknown ", what, " '", key, "'",
+               did_you_mean(key, valid), " (valid ", what, "s: ", join_keys(valid), ")");
   }
 }
 

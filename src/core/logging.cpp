@@ -18,8 +18,8 @@ const char* level_tag(Level level) {
   switch (level) {
     case Level::kDebug: return "debug: ";
     case Level::kInfo: return "";
-    case Level::kWarning: return "warning: ";
-    case Level::kError: return "error: ";
+    case Level::kWarning: return "shardwise: warning: ";
+    case Level::kError: return "shardwise: error: ";
   }
   return "";
 }

@@ -1,8 +1,10 @@
 #include "shardwise/layout/model_zoo.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <map>
 
+#include "shardwise/core/closest_name.hpp"
 #include "shardwise/core/error.hpp"
 
 namespace shardwise {
@@ -268,15 +270,34 @@ const std::vector<std::string>& bundled_model_names() {
   return names;
 }
 
-bool is_bundled_model(std::string_view name) { return presets().count(name) > 0; }
+namespace {
+
+// Bundled names are lower case; users type "llama3-8B" too.
+std::string lower_case(std::string_view name) {
+  std::string out(name);
+  std::transform(out.begin(), out.end(), out.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return out;
+}
+
+}  // namespace
+
+bool is_bundled_model(std::string_view name) { return presets().count(lower_case(name)) > 0; }
+
+std::string unknown_bundled_model_message(std::string_view name) {
+  std::string valid;
+  std::vector<std::string_view> names;
+  for (const auto& known : bundled_model_names()) {
+    valid += str_cat(valid.empty() ? "" : ", ", known);
+    names.push_back(known);
+  }
+  return str_cat("unknown model '", name, "'", did_you_mean(name, names), " (bundled: ", valid,
+                 ")");
+}
 
 TransformerConfig bundled_model_config(std::string_view name) {
-  const auto it = presets().find(name);
-  if (it == presets().end()) {
-    std::string valid;
-    for (const auto& known : bundled_model_names()) valid += str_cat(valid.empty() ? "" : ", ", known);
-    throw InvalidArgument(str_cat("unknown model '", name, "' (bundled: ", valid, ")"));
-  }
+  const auto it = presets().find(lower_case(name));
+  SW_REQUIRE(it != presets().end(), InvalidArgument, unknown_bundled_model_message(name));
   return it->second;
 }
 

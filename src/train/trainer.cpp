@@ -17,6 +17,7 @@
 #include "shardwise/model/gpt_model.hpp"
 #include "shardwise/optim/data_parallel_setup.hpp"
 #include "shardwise/train/eval_report.hpp"
+#include "shardwise/train/log_format.hpp"
 #include "shardwise/train/loss_plot.hpp"
 #include "shardwise/train/lr_schedule.hpp"
 #include "shardwise/train/metrics_log.hpp"
@@ -404,8 +405,8 @@ TrainingSummary run_training(const TrainingConfig& input_config, const ProcessGr
     if (is_rank0 && !options.quiet) {
       const std::string status = str_cat("loss ", s.loss, " | grad_norm ", s.grad_norm, " | lr ",
                                          s.lr, " | ", static_cast<long long>(s.tokens_per_s),
-                                         " tok/s | ", s.step_ms, " ms | hidden ",
-                                         s.comm_hidden_fraction);
+                                         " tok/s | ", s.step_ms, " ms | ",
+                                         comm_hidden_text(s.comm_hidden_fraction));
       if (progress.enabled()) {
         progress.update(s.step, status);
       } else if (log_line) {
@@ -433,7 +434,7 @@ TrainingSummary run_training(const TrainingConfig& input_config, const ProcessGr
   metrics.close();
   if (is_rank0) {
     if (!plot.empty()) {
-      PlotSeries train{"train loss", {}}, eval{"held-out loss", {}};
+      PlotSeries train{"train loss", {}}, eval{"held-out loss", {}, /*markers=*/true};
       for (const auto& s : summary.steps) train.points.emplace_back(s.step, s.loss);
       for (const auto& e : summary.evals) eval.points.emplace_back(e.step, e.eval_loss);
       write_loss_plot(plot, {train, eval},

@@ -207,8 +207,14 @@ TEST(Checkpoint, SaveLoadRoundTripWithManifestAndLatest) {
   // Resolution: a step directory itself, a step number, the latest pointer.
   EXPECT_EQ(resolve_checkpoint_directory(dir), dir);
   EXPECT_EQ(resolve_checkpoint_directory(root, 2), dir);
-  EXPECT_NE(error_of([&] { resolve_checkpoint_directory(root, 3); }).find("step-0000003"),
+  // A missing step lists the steps that exist.
+  EXPECT_NE(error_of([&] { resolve_checkpoint_directory(root, 3); })
+                .find("no complete checkpoint of step 3 in"),
             std::string::npos);
+  EXPECT_NE(error_of([&] { resolve_checkpoint_directory(root, 3); }).find("(it holds step 2)"),
+            std::string::npos);
+  EXPECT_EQ(list_checkpoint_steps(root), (std::vector<std::int64_t>{2}));
+  EXPECT_TRUE(list_checkpoint_steps(root / "nowhere").empty());
   EXPECT_NE(error_of([&] { resolve_checkpoint_directory(dir, 5); }).find("step 2"),
             std::string::npos);
   fs::remove_all(root);

@@ -133,6 +133,13 @@ expect_exit2 "duplicate name" layout --model "$work/dup.json" --dp 2
 expect_exit2 "zero dim" layout --model "$work/zero.json" --dp 2
 expect_exit2 "missing file" layout --model "$work/nope.json" --dp 2
 expect_exit2 "unknown arch" model-spec --arch gpt5
+expect_exit2 "neither a file nor a bundled model" layout --model llama3-9b --dp 8
+# Bundled names match in any case; an unknown name lists the bundled ones.
+"$shardwise" layout --model llama3-8B --dp 8 >"$work/upper.txt" 2>&1 ||
+  fail "layout --model llama3-8B exited $?"
+grep -q "llama3-8b" "$work/upper.txt" || fail "layout --model llama3-8B: no report"
+grep -q "bundled: gpt-tiny, moe-tiny" <("$shardwise" layout --model llama3-9b --dp 8 2>&1 || true) ||
+  fail "an unknown model does not list the bundled ones"
 expect_exit2 "bad hyperparameter" model-spec --arch llama3-8b --kv-heads 5
 grep -q "unknown field \"colour\"" <("$shardwise" layout --model "$work/unknown.json" --dp 2 2>&1 || true) ||
   fail "unknown field message does not name the field"

@@ -178,7 +178,7 @@ fi
 mkdir -p "$work/empty"
 if expect_rc 2 reshard_empty "$shardwise" reshard --checkpoint "$work/empty" --tp 2 \
     --out "$work/x"; then
-  grep -q "has no model.safetensors" "$work/reshard_empty.err" || fail "empty dir message"
+  grep -q "holds no published checkpoint" "$work/reshard_empty.err" || fail "empty dir message"
 fi
 if expect_rc 2 reshard_odd "$shardwise" reshard --checkpoint "$work/odd" --tp 4 --out "$work/x"; then
   grep -q "layers.0.mlp.fc1.weight" "$work/reshard_odd.err" || fail "indivisible param not named"

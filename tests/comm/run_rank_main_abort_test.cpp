@@ -15,7 +15,7 @@ TEST(RunRankMain, AnExceptionOnOneRankAbortsTheJobWithExitCode2) {
   if (!job.available) GTEST_SKIP() << job.why_not;
   const std::string& output = job.output;
   EXPECT_EQ(job.exit_code, 2) << output;  // 124 would mean the job hung until timeout
-  EXPECT_NE(output.find("[rank 1/2] error: rank 1 failed on purpose: bad field `lr`"),
+  EXPECT_NE(output.find("[rank 1/2] shardwise: error: rank 1 failed on purpose: bad field `lr`"),
             std::string::npos)
       << output;
   EXPECT_EQ(output.find("survived the abort"), std::string::npos) << output;

@@ -99,15 +99,16 @@ TEST(TrainingConfig, UnknownKeysListTheValidKeysOfTheirSection) {
     EXPECT_ERROR_CONTAINS(message, str_cat("(valid keys: ", valid, ")"));
   }
   EXPECT_ERROR_CONTAINS(error_of("model:\n  hiden: 3\n"),
-                        "model: unknown key 'hiden' (valid keys: arch, layers, hidden, heads, ffn, "
+                        "model: unknown key 'hiden' (did you mean hidden?) (valid keys: arch, layers, hidden, heads, ffn, "
                         "vocab, seq_len, position, tied_embeddings, dtype, init_std, seed)");
   EXPECT_THROW(training_config_keys("modle"), ConfigError);
 }
 
 TEST(TrainingConfig, UnknownSectionListsTheSections) {
   EXPECT_ERROR_CONTAINS(error_of("modle:\n  hidden: 3\n"),
-                        "test.yaml: config: unknown section 'modle' (valid sections: model, data, "
-                        "optimizer, ddp, training, logging, comm_overlap, parallel)");
+                        "test.yaml: config: unknown section 'modle' (did you mean model?) (valid "
+                        "sections: model, data, optimizer, ddp, training, logging, comm_overlap, "
+                        "parallel)");
   EXPECT_ERROR_CONTAINS(error_of("- 1\n- 2\n"),
                         "config: expected a mapping of sections, got a list");
 }
@@ -161,8 +162,6 @@ TEST(TrainingConfig, RangesAndCrossChecks) {
   const Case cases[] = {
       {"training: {steps: 0}", "training.steps must be >= 1 (got 0)"},
       {"training: {micro_batch_size: 0}", "training.micro_batch_size must be >= 1"},
-      {"training: {steps: 5, warmup_steps: 6}",
-       "training.warmup_steps (6) must be <= training.steps"},
       {"training: {eval_interval: -1}", "training.eval_interval must be >= 0"},
       {"optimizer: {lr: -0.1}", "optimizer.lr must be >= 0 (got -0.1)"},
       {"optimizer: {weight_decay: -1}", "optimizer.weight_decay must be >= 0"},
@@ -234,8 +233,16 @@ TEST(TrainingConfig, OverridesApplyWithTypeChecking) {
 
   EXPECT_ERROR_CONTAINS(error_of("", {"model.hidden=big"}),
                         "test.yaml: model.hidden: expected an integer, got 'big'");
-  EXPECT_ERROR_CONTAINS(error_of("", {"model.hiden=3"}), "model: unknown key 'hiden' (valid keys:");
-  EXPECT_ERROR_CONTAINS(error_of("", {"modle.hidden=3"}), "unknown section 'modle'");
+  // A typo in an override is blamed on the override (not the file), with the closest key.
+  EXPECT_ERROR_CONTAINS(error_of("", {"model.hiden=3"}),
+                        "override 'model.hiden=3': model has no key 'hiden' (did you mean hidden?)");
+  EXPECT_ERROR_CONTAINS(error_of("", {"optimizer.lrr=0.1"}),
+                        "override 'optimizer.lrr=0.1': optimizer has no key 'lrr' (did you mean "
+                        "lr?) (valid keys:");
+  EXPECT_EQ(std::string(error_of("", {"optimizer.lrr=0.1"})).find("test.yaml"), std::string::npos);
+  EXPECT_ERROR_CONTAINS(error_of("", {"modle.hidden=3"}),
+                        "override 'modle.hidden=3': unknown section 'modle' (did you mean model?)");
+  EXPECT_ERROR_CONTAINS(error_of("", {"optimizer.zzzzzz=1"}), "no key 'zzzzzz' (valid keys:");
   EXPECT_ERROR_CONTAINS(error_of("", {"model.hidden"}), "override 'model.hidden': expected "
                                                         "section.key=value");
   EXPECT_ERROR_CONTAINS(error_of("", {"hidden=3"}), "override 'hidden=3': expected section.key");
@@ -340,7 +347,8 @@ comm_overlap:
   };
   const Case cases[] = {
       {"proj_fprops: {method: bulk, num_sm: 1, cga_size: 1, set_sm_margin: false}",
-       "comm_overlap.tp_comm_overlap_cfg: unknown GEMM slot 'proj_fprops' (valid GEMM slots: "
+       "comm_overlap.tp_comm_overlap_cfg: unknown GEMM slot 'proj_fprops' (did you mean proj_fprop?) "
+       "(valid GEMM slots: "
        "qkv_dgrad, qkv_wgrad, fc1_dgrad, fc1_wgrad, qkv_fprop, proj_dgrad, fc1_fprop, fc2_dgrad, "
        "proj_fprop, fc2_fprop)"},
       {"proj_fprop: {num_sm: 4}", "proj_fprop: missing required key 'method'"},
@@ -411,6 +419,21 @@ TEST(TrainingConfig, YamlAndJsonRoundTrip) {
   EXPECT_NE(yaml.find("lr: 0.0003\n"), std::string::npos) << yaml;
   EXPECT_NE(yaml.find("clip_grad: 1.0\n"), std::string::npos) << yaml;
   EXPECT_NE(yaml.find("path: \"true\"\n"), std::string::npos) << yaml;
+}
+
+TEST(TrainingConfig, WarmupLongerThanTrainingIsAcceptedWithAWarning) {
+  const auto cfg = parse_training_config("training: {steps: 10, warmup_steps: 50}");
+  EXPECT_EQ(cfg.training.steps, 10);
+  const auto warnings = config_warnings(cfg);
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_ERROR_CONTAINS(warnings[0], "training.warmup_steps (50) > training.steps (10)");
+  EXPECT_TRUE(config_warnings(parse_training_config("training: {steps: 50, warmup_steps: 50}"))
+                  .empty());
+}
+
+TEST(TrainingConfig, TypoInTheFileSuggestsTheClosestKey) {
+  EXPECT_ERROR_CONTAINS(error_of("optimizer: {weight_decy: 0.1}", {}),
+                        "optimizer: unknown key 'weight_decy' (did you mean weight_decay?)");
 }
 
 TEST(TrainingConfig, FileErrorsNameTheFile) {

@@ -38,6 +38,24 @@ TEST(ModelZoo, ParamCountsMatchKnownTotals) {
   EXPECT_NEAR(deepseek / 671e9, 1.0, 0.005);  // within 0.5% of 671B
 }
 
+TEST(ModelZoo, NamesMatchIgnoringCaseAndUnknownNamesListThePresets) {
+  EXPECT_TRUE(is_bundled_model("llama3-8B"));
+  EXPECT_TRUE(is_bundled_model("DeepSeek-V3"));
+  EXPECT_EQ(bundled_model_spec("LLAMA3-8B").total_numel(), 8'030'261'248);
+  EXPECT_FALSE(is_bundled_model("llama3-9b-extra"));
+  try {
+    bundled_model_config("lama3-8b");
+    FAIL() << "expected InvalidArgument";
+  } catch (const InvalidArgument& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find("unknown model 'lama3-8b' (did you mean llama3-8b?)"),
+              std::string::npos) << message;
+    for (const auto& name : bundled_model_names()) {
+      EXPECT_NE(message.find(name), std::string::npos) << name;
+    }
+  }
+}
+
 TEST(ModelZoo, EveryPresetIsValidAndUniquelyNamed) {
   for (const auto& name : bundled_model_names()) {
     SCOPED_TRACE(name);

@@ -93,7 +93,7 @@ TEST_P(ZooQuality, LayerWiseNoWorseThanLptFloorAndValid) {
     // algorithm, such as "no bucket opens with a param that fits the previous bucket's padding".)
 
     // Shards hold at least ceil(T/dp) elements, and the bucket holding the largest param has
-    // shards of at least its size (DESIGN.md's padding floor).
+    // shards of at least its size (the padding floor of docs/design.md).
     std::int64_t total = 0;
     std::int64_t largest = 0;
     for (const ParamId id : group.params) {

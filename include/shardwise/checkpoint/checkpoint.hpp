@@ -95,9 +95,14 @@ std::string optimizer_rank_file_name(int rank, int size);
 
 // Which step directory `path` means: `path` itself when it holds a checkpoint.json (then `step`,
 // if given, must match); else `path`/step-S for a given step; else the directory `path`/latest
-// names. Throws IoError/FormatError naming what is missing.
+// names. Throws IoError/FormatError naming what is missing (for a missing step, the steps that
+// exist). The one resolver behind `train --load` and `reshard --checkpoint`.
 std::filesystem::path resolve_checkpoint_directory(const std::filesystem::path& path,
                                                    std::optional<std::int64_t> step = {});
+
+// Steps of the complete checkpoints (step directories with a checkpoint.json) under `root`,
+// ascending; empty when there are none or `root` is not a directory.
+std::vector<std::int64_t> list_checkpoint_steps(const std::filesystem::path& root);
 
 // Reads and validates a step directory's checkpoint.json.
 nlohmann::json read_checkpoint_manifest(const std::filesystem::path& directory);

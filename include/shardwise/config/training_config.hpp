@@ -145,9 +145,13 @@ TrainingConfig parse_training_config(std::string_view yaml_text,
                                      const std::vector<std::string>& overrides = {},
                                      std::string_view source = "<config>");
 
-// Range and cross-section checks (hidden % heads, heads % tp, layers % (pp * vp), warmup <= steps,
-// text/bin need a path, optimizer/ddp consistency, ...); throws ConfigError naming the field.
+// Range and cross-section checks (hidden % heads, heads % tp, layers % (pp * vp), text/bin need
+// a path, optimizer/ddp consistency, ...); throws ConfigError naming the field.
 void validate(const TrainingConfig& config);
+
+// Settings that are valid but probably not meant, one line each (e.g. warmup_steps > steps: the
+// learning rate never leaves warmup).
+std::vector<std::string> config_warnings(const TrainingConfig& config);
 
 // Every key of every section, in file order; loading the YAML gives back an equal config.
 std::string to_yaml(const TrainingConfig& config);

@@ -78,9 +78,12 @@ ModelSpec generate_model_spec(const TransformerConfig& config);
 
 // Names of the bundled presets, in a stable order.
 const std::vector<std::string>& bundled_model_names();
-// Hyperparameters of a preset. Throws InvalidArgument listing the presets for an unknown name.
+// Hyperparameters of a preset (names match ignoring case). Throws InvalidArgument listing the
+// presets for an unknown name.
 TransformerConfig bundled_model_config(std::string_view name);
 ModelSpec bundled_model_spec(std::string_view name);
 bool is_bundled_model(std::string_view name);
+// "unknown model 'X' (did you mean Y?) (bundled: ...)".
+std::string unknown_bundled_model_message(std::string_view name);
 
 }  // namespace shardwise

@@ -1,5 +1,6 @@
-// Loss curves as a standalone SVG (no plotting dependency): one polyline per series, log-free
-// linear axes with tick labels, a legend. Written atomically.
+// Loss curves as a standalone SVG (no plotting dependency): one polyline per series (with a
+// marker per point where asked), a labelled y axis that is logarithmic when every value is
+// positive (else linear), round tick values, a legend. Written atomically.
 #pragma once
 
 #include <string>
@@ -11,6 +12,7 @@ namespace shardwise {
 struct PlotSeries {
   std::string label;
   std::vector<std::pair<double, double>> points;  // (step, value)
+  bool markers = false;  // also a marker per point (sparse series such as evaluations)
 };
 
 std::string render_loss_plot_svg(const std::vector<PlotSeries>& series, const std::string& title);

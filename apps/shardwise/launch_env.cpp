@@ -1,0 +1,62 @@
+#include "launch_env.hpp"
+
+#include <cstdlib>
+#include <string>
+
+#include "shardwise/core/error.hpp"
+#include "shardwise/core/logging.hpp"
+
+namespace shardwise::cli {
+namespace {
+
+std::optional<int> env_int(const char* name) {
+  const char* value = std::getenv(name);
+  if (value == nullptr || *value == '\0') return std::nullopt;
+  char* end = nullptr;
+  const long parsed = std::strtol(value, &end, 10);
+  if (*end != '\0' || parsed < 0) return std::nullopt;
+  return static_cast<int>(parsed);
+}
+
+}  // namespace
+
+std::optional<LaunchEnv> launch_env() {
+  struct Names {
+    const char* rank;
+    const char* size;
+  };
+  for (const Names names : {Names{"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
+                            Names{"PMIX_RANK", "PMIX_SIZE"}, Names{"PMI_RANK", "PMI_SIZE"},
+                            Names{"SLURM_PROCID", "SLURM_NTASKS"}}) {
+    const auto rank = env_int(names.rank);
+    if (!rank) continue;
+    return LaunchEnv{*rank, env_int(names.size).value_or(1)};
+  }
+  return std::nullopt;
+}
+
+bool reports_for_the_job() {
+  const auto env = launch_env();
+  return !env || env->rank == 0;
+}
+
+void note_missing_launcher() {
+  if (!launch_env()) log::info("no MPI launcher detected: running 1 rank; use mpirun -np N");
+}
+
+std::optional<TrainingConfig> load_config_once_per_job(const std::string& path,
+                                                       const std::vector<std::string>& overrides) {
+  const bool reports = reports_for_the_job();
+  try {
+    TrainingConfig config = load_training_config(path, overrides);
+    if (reports) {
+      for (const std::string& warning : config_warnings(config)) log::warning(warning);
+    }
+    return config;
+  } catch (const Error&) {
+    if (reports) throw;
+    return std::nullopt;
+  }
+}
+
+}  // namespace shardwise::cli

@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# CLI test of what a new user meets first: the run.sh launcher, config typos and warnings, errors
+# reported once per job, the log line, checkpoint resolution, and the example scripts.
+# Usage: usability_cli_test.sh PATH/TO/shardwise REPO_ROOT
+set -euo pipefail
+shardwise=$(realpath "${1:?usage: usability_cli_test.sh SHARDWISE_BINARY REPO_ROOT}")
+repo=$(realpath "${2:?usage: usability_cli_test.sh SHARDWISE_BINARY REPO_ROOT}")
+work=$(mktemp -d "${TMPDIR:-/tmp}/shardwise_usability_cli.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+cd "$repo"
+failures=0
+fail() {
+  echo "FAIL: $*" >&2
+  failures=$((failures + 1))
+}
+# run NAME CMD...: runs CMD with stdout/stderr to $work/NAME.{out,err}; its exit code in $rc.
+run() {
+  local name=$1
+  shift
+  set +e
+  "$@" >"$work/$name.out" 2>"$work/$name.err"
+  rc=$?
+  set -e
+}
+lines() { grep -c "$1" "$2" || true; }
+train=("$shardwise" train --config examples/default.yaml)
+
+# scripts/run.sh: NP ranks of any command; a bad NP is a usage error.
+run run2 scripts/run.sh 2 -- "$shardwise" --version
+[[ $rc -eq 0 && $(lines "shardwise" "$work/run2.out") -eq 2 ]] ||
+  fail "run.sh 2 -- shardwise --version: rc $rc, $(cat "$work/run2.out")"
+run run_bad scripts/run.sh two -- true
+[[ $rc -eq 2 ]] || fail "run.sh with NP 'two': exit $rc, expected 2"
+
+# A typo in an override: blamed on the override, with the closest key; once per job.
+run typo "${train[@]}" optimizer.lrr=0.1
+[[ $rc -eq 2 ]] || fail "typo: exit $rc"
+grep -q "override 'optimizer.lrr=0.1'.*(did you mean lr?)" "$work/typo.err" ||
+  fail "typo message: $(cat "$work/typo.err")"
+grep -q "default.yaml" "$work/typo.err" && fail "typo blamed on the file: $(cat "$work/typo.err")"
+run typo2 scripts/run.sh 2 -- "${train[@]}" optimizer.lrr=0.1
+[[ $rc -eq 2 ]] || fail "typo under 2 ranks: exit $rc"
+[[ $(lines "shardwise: error" "$work/typo2.err") -eq 1 ]] ||
+  fail "typo under 2 ranks printed $(lines "shardwise: error" "$work/typo2.err") times"
+
+run refit_typo scripts/run.sh 3 -- "$shardwise" refit --config examples/refit.yaml optimizer.lrr=1
+[[ $rc -eq 2 && $(lines "shardwise: error" "$work/refit_typo.err") -eq 1 ]] ||
+  fail "refit config typo under 3 ranks: exit $rc, $(lines "shardwise: error" "$work/refit_typo.err") lines"
+
+# steps < warmup_steps: accepted with one warning; without a launcher, one line says so; the log
+# line names comm hidden as a percentage; no progress-bar frames in a pipe.
+run short "${train[@]}" training.steps=10 training.eval_interval=0
+[[ $rc -eq 0 ]] || fail "training.steps=10: exit $rc: $(cat "$work/short.err")"
+[[ $(lines "shardwise: warning: training.warmup_steps (50) > training.steps (10)" \
+  "$work/short.err") -eq 1 ]] || fail "warmup warning: $(cat "$work/short.err")"
+grep -q "no MPI launcher detected: running 1 rank; use mpirun -np N" "$work/short.out" ||
+  fail "no note about the missing launcher"
+grep -q "comm hidden [0-9]*%" "$work/short.out" || fail "log line lacks 'comm hidden N%'"
+grep -q "exact-match accuracy" "$work/short.out" || fail "addition run lacks exact match"
+grep -q $'\r' "$work/short.out" && fail "progress-bar frames written into a pipe"
+run launched scripts/run.sh 1 -- "${train[@]}" training.steps=2 training.eval_interval=0
+grep -q "no MPI launcher" "$work/launched.out" && fail "launcher note printed under mpirun"
+
+# A text run reports no exact-match accuracy.
+head -c 4000 README.md >"$work/corpus.txt"
+cat >"$work/text.yaml" <<YAML
+model: {seq_len: 16}
+data: {source: text, path: $work/corpus.txt, eval_samples: 4}
+training: {steps: 2, micro_batch_size: 2, warmup_steps: 1, eval_interval: 0}
+YAML
+run text "$shardwise" train --config "$work/text.yaml"
+[[ $rc -eq 0 ]] || fail "text run: exit $rc: $(cat "$work/text.err")"
+grep -q "exact-match" "$work/text.out" && fail "text run prints exact-match accuracy"
+
+# Checkpoints: reshard takes the --save root (latest) or --step; a pruned step lists the others.
+run save "${train[@]}" training.steps=4 training.eval_interval=0 --save "$work/ck" \
+  --save-interval 2 --keep-last 1
+[[ $rc -eq 0 ]] || fail "save: exit $rc: $(cat "$work/save.err")"
+run reshard_root "$shardwise" reshard --checkpoint "$work/ck" --tp 2 --out "$work/rs"
+[[ $rc -eq 0 && -f "$work/rs/tp-rank-01-of-02.safetensors" ]] || fail "reshard of a --save root"
+grep -q "step-0000004" "$work/reshard_root.out" || fail "reshard did not take the latest step"
+run reshard_step "$shardwise" reshard --checkpoint "$work/ck" --step 4 --tp 1 --out "$work/rs4"
+[[ $rc -eq 0 ]] || fail "reshard --step 4: exit $rc: $(cat "$work/reshard_step.err")"
+run reshard_pruned "$shardwise" reshard --checkpoint "$work/ck" --step 2 --tp 1 --out "$work/x"
+[[ $rc -eq 2 ]] && grep -q "(it holds step 4)" "$work/reshard_pruned.err" ||
+  fail "reshard --step 2 after pruning: $(cat "$work/reshard_pruned.err")"
+run load_pruned "${train[@]}" training.steps=6 --load "$work/ck" --load-step 2
+[[ $rc -eq 2 ]] && grep -q "no complete checkpoint of step 2.*(it holds step 4)" \
+  "$work/load_pruned.err" || fail "--load-step 2 after pruning: $(cat "$work/load_pruned.err")"
+
+# main_job.sh: the caller's --log-jsonl replaces the script's default.
+run main_job env SHARDWISE_RANKS=2 scripts/main_job.sh --log-jsonl "$work/m.jsonl" \
+  training.steps=3 training.eval_interval=0
+[[ $rc -eq 0 && -s "$work/m.jsonl" ]] || fail "main_job.sh --log-jsonl: exit $rc: $(cat "$work/main_job.err")"
+
+# examples/models/deepseek-v3.sh with no argument finds the repository's build/bin/shardwise.
+mkdir -p "$work/repo/examples/models" "$work/repo/build/bin"
+cp examples/models/deepseek-v3.sh "$work/repo/examples/models/"
+ln -s "$shardwise" "$work/repo/build/bin/shardwise"
+run deepseek env PATH=/usr/bin:/bin "$work/repo/examples/models/deepseek-v3.sh"
+[[ $rc -eq 0 && -s "$work/repo/examples/models/deepseek-v3.json" ]] ||
+  fail "deepseek-v3.sh without arguments: exit $rc: $(cat "$work/deepseek.err")"
+
+if [[ $failures -ne 0 ]]; then
+  echo "$failures failure(s)" >&2
+  exit 1
+fi
+echo "all usability CLI tests passed"
