@@ -5,6 +5,9 @@
 // with memcpy (14 n read + 14 n written = the same 28 n). ratio = AdamW bytes/s / memcpy bytes/s.
 // Both run on one thread (the optimizer step is single-threaded per rank).
 //
+// Then the "bench: adamw_step" figure: the largest size's AdamW traffic (28 bytes per element,
+// read + written) against a one-thread STREAM triad probe (machine_limits.hpp), measured here.
+//
 // Usage: bench_adamw_step [--reps 20]
 #include <algorithm>
 #include <chrono>
@@ -16,6 +19,8 @@
 #include <string>
 #include <vector>
 
+#include "machine_limits.hpp"
+#include "shardwise/core/cpu_isa.hpp"
 #include "shardwise/optim/adamw.hpp"
 
 namespace {
@@ -40,6 +45,7 @@ int main(int argc, char** argv) {
   std::printf("%-10s %10s %14s %14s %8s %12s\n", "elements", "MB moved", "AdamW GB/s",
               "memcpy GB/s", "ratio", "AdamW Gel/s");
   const Clock::time_point start = Clock::now();
+  double largest_gbs = 0;
   for (std::int64_t n : {std::int64_t{1} << 14, std::int64_t{1} << 17, std::int64_t{1} << 20,
                          std::int64_t{1} << 23}) {
     const auto count = static_cast<std::size_t>(n);
@@ -70,11 +76,17 @@ int main(int argc, char** argv) {
       best_copy = std::min(best_copy, seconds_since(t0) / inner);
     }
     const double bytes = 28.0 * static_cast<double>(n);
+    largest_gbs = bytes / best_adamw / 1e9;
     std::printf("%-10lld %10.1f %14.2f %14.2f %8.2f %12.3f\n", (long long)n, bytes / 1e6,
                 bytes / best_adamw / 1e9, bytes / best_copy / 1e9, best_copy / best_adamw,
                 static_cast<double>(n) / best_adamw / 1e9);
     std::fflush(stdout);
   }
+  const double triad_gbs = shardwise::bench::stream_triad_gbs();
+  std::printf("ISA level %s, STREAM triad %.2f GB/s\n",
+              std::string(shardwise::isa_level_name(shardwise::active_isa_level())).c_str(),
+              triad_gbs);
+  shardwise::bench::print_figure("adamw_step", largest_gbs, triad_gbs, "GB/s");
   std::printf("total %.1f s\n", seconds_since(start));
   return 0;
 }

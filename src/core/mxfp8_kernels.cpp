@@ -124,8 +124,8 @@ inline void quantize_blocks(const In* src, std::uint8_t* data, std::uint8_t* sca
   }
 }
 
-SW_KERNEL_INLINE void quantize_f32_body(const float* src, std::uint8_t* data, std::uint8_t* scales, std::int64_t nblocks,
-                  Mxfp8ScaleRule rule) {
+SW_KERNEL_INLINE void quantize_f32_body(const float* src, std::uint8_t* data, std::uint8_t* scales,
+                                        std::int64_t nblocks, Mxfp8ScaleRule rule) {
   const auto to_float = [](float f) { return f; };
   if (rule == Mxfp8ScaleRule::kCeil) {
     quantize_blocks<Mxfp8ScaleRule::kCeil>(src, data, scales, nblocks, to_float);
@@ -134,8 +134,9 @@ SW_KERNEL_INLINE void quantize_f32_body(const float* src, std::uint8_t* data, st
   }
 }
 
-SW_KERNEL_INLINE void quantize_bf16_body(const std::uint16_t* src, std::uint8_t* data, std::uint8_t* scales,
-                   std::int64_t nblocks, Mxfp8ScaleRule rule) {
+SW_KERNEL_INLINE void quantize_bf16_body(const std::uint16_t* src, std::uint8_t* data,
+                                         std::uint8_t* scales, std::int64_t nblocks,
+                                         Mxfp8ScaleRule rule) {
   const auto to_float = [](std::uint16_t h) { return bf16_to_float(h); };
   if (rule == Mxfp8ScaleRule::kCeil) {
     quantize_blocks<Mxfp8ScaleRule::kCeil>(src, data, scales, nblocks, to_float);
@@ -144,8 +145,9 @@ SW_KERNEL_INLINE void quantize_bf16_body(const std::uint16_t* src, std::uint8_t*
   }
 }
 
-SW_KERNEL_INLINE void quantize_f16_body(const std::uint16_t* src, std::uint8_t* data, std::uint8_t* scales,
-                  std::int64_t nblocks, Mxfp8ScaleRule rule) {
+SW_KERNEL_INLINE void quantize_f16_body(const std::uint16_t* src, std::uint8_t* data,
+                                        std::uint8_t* scales, std::int64_t nblocks,
+                                        Mxfp8ScaleRule rule) {
   const auto to_float = [](std::uint16_t h) { return convert_lanes::fp16_to_float(h); };
   if (rule == Mxfp8ScaleRule::kCeil) {
     quantize_blocks<Mxfp8ScaleRule::kCeil>(src, data, scales, nblocks, to_float);
@@ -156,8 +158,9 @@ SW_KERNEL_INLINE void quantize_f16_body(const std::uint16_t* src, std::uint8_t* 
 
 // e4m3 * scale is exact in fp32 (4 significant bits, exponent within range) except when the
 // product is an fp32 subnormal, where the multiply rounds it RNE.
-SW_KERNEL_INLINE void dequantize_f32_body(const std::uint8_t* __restrict data, const std::uint8_t* scales,
-                    float* __restrict out, std::int64_t nblocks) {
+SW_KERNEL_INLINE void dequantize_f32_body(const std::uint8_t* __restrict data,
+                                          const std::uint8_t* scales, float* __restrict out,
+                                          std::int64_t nblocks) {
   for (std::int64_t b = 0; b < nblocks; ++b) {
     const float scale = e8m0_to_float(scales[b]);
     for (int i = 0; i < kBlock; ++i)
@@ -165,21 +168,25 @@ SW_KERNEL_INLINE void dequantize_f32_body(const std::uint8_t* __restrict data, c
   }
 }
 
-SW_KERNEL_INLINE void dequantize_bf16_body(const std::uint8_t* __restrict data, const std::uint8_t* scales,
-                     std::uint16_t* __restrict out, std::int64_t nblocks) {
+SW_KERNEL_INLINE void dequantize_bf16_body(const std::uint8_t* __restrict data,
+                                           const std::uint8_t* scales,
+                                           std::uint16_t* __restrict out, std::int64_t nblocks) {
   for (std::int64_t b = 0; b < nblocks; ++b) {
     const float scale = e8m0_to_float(scales[b]);
     for (int i = 0; i < kBlock; ++i)
-      out[b * kBlock + i] = convert_lanes::float_to_bf16(scaled_element(data[b * kBlock + i], scale));
+      out[b * kBlock + i] =
+          convert_lanes::float_to_bf16(scaled_element(data[b * kBlock + i], scale));
   }
 }
 
-SW_KERNEL_INLINE void dequantize_f16_body(const std::uint8_t* __restrict data, const std::uint8_t* scales,
-                    std::uint16_t* __restrict out, std::int64_t nblocks) {
+SW_KERNEL_INLINE void dequantize_f16_body(const std::uint8_t* __restrict data,
+                                          const std::uint8_t* scales, std::uint16_t* __restrict out,
+                                          std::int64_t nblocks) {
   for (std::int64_t b = 0; b < nblocks; ++b) {
     const float scale = e8m0_to_float(scales[b]);
     for (int i = 0; i < kBlock; ++i)
-      out[b * kBlock + i] = convert_lanes::float_to_fp16(scaled_element(data[b * kBlock + i], scale));
+      out[b * kBlock + i] =
+          convert_lanes::float_to_fp16(scaled_element(data[b * kBlock + i], scale));
   }
 }
 
@@ -195,33 +202,33 @@ struct Kernels {
 };
 
 // One set of wrappers per level; ATTR is the level's target attribute.
-#define SW_MXFP8_KERNELS(SUFFIX, ATTR)                                                       \
-  ATTR void quantize_f32_##SUFFIX(const float* s, std::uint8_t* d, std::uint8_t* sc,        \
-                                  std::int64_t n, Mxfp8ScaleRule r) {                        \
-    quantize_f32_body(s, d, sc, n, r);                                                       \
-  }                                                                                          \
+#define SW_MXFP8_KERNELS(SUFFIX, ATTR)                                                        \
+  ATTR void quantize_f32_##SUFFIX(const float* s, std::uint8_t* d, std::uint8_t* sc,          \
+                                  std::int64_t n, Mxfp8ScaleRule r) {                         \
+    quantize_f32_body(s, d, sc, n, r);                                                        \
+  }                                                                                           \
   ATTR void quantize_bf16_##SUFFIX(const std::uint16_t* s, std::uint8_t* d, std::uint8_t* sc, \
-                                   std::int64_t n, Mxfp8ScaleRule r) {                       \
-    quantize_bf16_body(s, d, sc, n, r);                                                      \
-  }                                                                                          \
-  ATTR void quantize_f16_##SUFFIX(const std::uint16_t* s, std::uint8_t* d, std::uint8_t* sc, \
-                                  std::int64_t n, Mxfp8ScaleRule r) {                        \
-    quantize_f16_body(s, d, sc, n, r);                                                       \
-  }                                                                                          \
-  ATTR void dequantize_f32_##SUFFIX(const std::uint8_t* d, const std::uint8_t* sc, float* o, \
-                                    std::int64_t n) {                                        \
-    dequantize_f32_body(d, sc, o, n);                                                        \
-  }                                                                                          \
-  ATTR void dequantize_bf16_##SUFFIX(const std::uint8_t* d, const std::uint8_t* sc,          \
-                                     std::uint16_t* o, std::int64_t n) {                     \
-    dequantize_bf16_body(d, sc, o, n);                                                       \
-  }                                                                                          \
-  ATTR void dequantize_f16_##SUFFIX(const std::uint8_t* d, const std::uint8_t* sc,           \
-                                    std::uint16_t* o, std::int64_t n) {                      \
-    dequantize_f16_body(d, sc, o, n);                                                        \
-  }                                                                                          \
-  constexpr Kernels kKernels_##SUFFIX = {quantize_f32_##SUFFIX,   quantize_bf16_##SUFFIX,    \
-                                         quantize_f16_##SUFFIX,   dequantize_f32_##SUFFIX,   \
+                                   std::int64_t n, Mxfp8ScaleRule r) {                        \
+    quantize_bf16_body(s, d, sc, n, r);                                                       \
+  }                                                                                           \
+  ATTR void quantize_f16_##SUFFIX(const std::uint16_t* s, std::uint8_t* d, std::uint8_t* sc,  \
+                                  std::int64_t n, Mxfp8ScaleRule r) {                         \
+    quantize_f16_body(s, d, sc, n, r);                                                        \
+  }                                                                                           \
+  ATTR void dequantize_f32_##SUFFIX(const std::uint8_t* d, const std::uint8_t* sc, float* o,  \
+                                    std::int64_t n) {                                         \
+    dequantize_f32_body(d, sc, o, n);                                                         \
+  }                                                                                           \
+  ATTR void dequantize_bf16_##SUFFIX(const std::uint8_t* d, const std::uint8_t* sc,           \
+                                     std::uint16_t* o, std::int64_t n) {                      \
+    dequantize_bf16_body(d, sc, o, n);                                                        \
+  }                                                                                           \
+  ATTR void dequantize_f16_##SUFFIX(const std::uint8_t* d, const std::uint8_t* sc,            \
+                                    std::uint16_t* o, std::int64_t n) {                       \
+    dequantize_f16_body(d, sc, o, n);                                                         \
+  }                                                                                           \
+  constexpr Kernels kKernels_##SUFFIX = {quantize_f32_##SUFFIX,    quantize_bf16_##SUFFIX,    \
+                                         quantize_f16_##SUFFIX,    dequantize_f32_##SUFFIX,   \
                                          dequantize_bf16_##SUFFIX, dequantize_f16_##SUFFIX};
 
 SW_MXFP8_KERNELS(baseline, )

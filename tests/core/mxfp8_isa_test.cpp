@@ -4,8 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <cstring>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <vector>
@@ -44,10 +44,11 @@ struct Outputs {
 // Quantizes `x` given as `dtype` and dequantizes the result to every output dtype.
 Outputs run(const void* x, DType dtype, Mxfp8ScaleRule rule, Mxfp8ScaleLayout layout) {
   const std::int64_t n = kRows * kCols;
-  const Mxfp8Tensor q = quantize_mxfp8({const_cast<void*>(x), n, dtype}, kRows, kCols,
-                                       {rule, layout, 1});
+  const Mxfp8Tensor q =
+      quantize_mxfp8({const_cast<void*>(x), n, dtype}, kRows, kCols, {rule, layout, 1});
   Outputs out{q.data, q.scale, std::vector<float>(std::size_t(n)),
-              std::vector<std::uint16_t>(std::size_t(n)), std::vector<std::uint16_t>(std::size_t(n))};
+              std::vector<std::uint16_t>(std::size_t(n)),
+              std::vector<std::uint16_t>(std::size_t(n))};
   dequantize_mxfp8_into(q.view(), {out.f32.data(), n, DType::kFloat32}, 1);
   dequantize_mxfp8_into(q.view(), {out.bf16.data(), n, DType::kBFloat16}, 1);
   dequantize_mxfp8_into(q.view(), {out.f16.data(), n, DType::kFloat16}, 1);
@@ -57,7 +58,8 @@ Outputs run(const void* x, DType dtype, Mxfp8ScaleRule rule, Mxfp8ScaleLayout la
 TEST(Mxfp8IsaLevels, EveryLevelGivesTheBaselineBytes) {
   const std::vector<float> x = input();
   std::vector<std::uint16_t> xb(x.size()), xh(x.size());
-  for (std::size_t i = 0; i < x.size(); ++i) xb[i] = float_to_bf16(x[i]), xh[i] = float_to_fp16(x[i]);
+  for (std::size_t i = 0; i < x.size(); ++i)
+    xb[i] = float_to_bf16(x[i]), xh[i] = float_to_fp16(x[i]);
   const std::pair<const void*, DType> inputs[] = {
       {x.data(), DType::kFloat32}, {xb.data(), DType::kBFloat16}, {xh.data(), DType::kFloat16}};
   for (auto rule : {Mxfp8ScaleRule::kCeil, Mxfp8ScaleRule::kFloor}) {
