@@ -8,7 +8,7 @@
 // Then the "bench: adamw_step" figure: the largest size's AdamW traffic (28 bytes per element,
 // read + written) against a one-thread STREAM triad probe (machine_limits.hpp), measured here.
 //
-// Usage: bench_adamw_step [--reps 20]
+// Usage: bench_adamw_step [--reps 20] | --figures-only
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -31,12 +31,33 @@ double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
+// The bench: line: AdamW steps over 2^23 elements interleaved with STREAM triad passes.
+void print_figure(int reps) {
+  const std::int64_t n = std::int64_t{1} << 23;
+  const auto count = static_cast<std::size_t>(n);
+  std::vector<float> param(count, 0.5f), grad(count, 0.01f);
+  using namespace shardwise::optim;
+  AdamW adamw(single_group({{"w", {n}, param.data(), grad.data(), {}}}), AdamWOptions{});
+  shardwise::bench::StreamProbe stream;
+  const shardwise::bench::PairedSeconds t = shardwise::bench::best_interleaved(
+      reps, [&] { stream.triad(); }, [&] { adamw.step_with_ready_grads(); });
+  std::printf("figure: %lld elements, 1 thread, ISA level %s\n", static_cast<long long>(n),
+              std::string(shardwise::isa_level_name(shardwise::active_isa_level())).c_str());
+  shardwise::bench::print_figure("adamw_step", 28.0 * static_cast<double>(n) / t.ours * 1e-9,
+                                 shardwise::bench::StreamProbe::kTriadBytes / t.probe * 1e-9,
+                                 "GB/s");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   int reps = 20;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (std::string(argv[i]) == "--reps") reps = std::max(1, std::atoi(argv[i + 1]));
+  }
+  if (argc > 1 && std::string(argv[1]) == "--figures-only") {
+    print_figure(reps);
+    return 0;
   }
   std::printf(
       "AdamW (fp32 state, bias correction, decoupled wd) vs memcpy; 1 thread each; "
@@ -45,7 +66,6 @@ int main(int argc, char** argv) {
   std::printf("%-10s %10s %14s %14s %8s %12s\n", "elements", "MB moved", "AdamW GB/s",
               "memcpy GB/s", "ratio", "AdamW Gel/s");
   const Clock::time_point start = Clock::now();
-  double largest_gbs = 0;
   for (std::int64_t n : {std::int64_t{1} << 14, std::int64_t{1} << 17, std::int64_t{1} << 20,
                          std::int64_t{1} << 23}) {
     const auto count = static_cast<std::size_t>(n);
@@ -76,17 +96,12 @@ int main(int argc, char** argv) {
       best_copy = std::min(best_copy, seconds_since(t0) / inner);
     }
     const double bytes = 28.0 * static_cast<double>(n);
-    largest_gbs = bytes / best_adamw / 1e9;
     std::printf("%-10lld %10.1f %14.2f %14.2f %8.2f %12.3f\n", (long long)n, bytes / 1e6,
                 bytes / best_adamw / 1e9, bytes / best_copy / 1e9, best_copy / best_adamw,
                 static_cast<double>(n) / best_adamw / 1e9);
     std::fflush(stdout);
   }
-  const double triad_gbs = shardwise::bench::stream_triad_gbs();
-  std::printf("ISA level %s, STREAM triad %.2f GB/s\n",
-              std::string(shardwise::isa_level_name(shardwise::active_isa_level())).c_str(),
-              triad_gbs);
-  shardwise::bench::print_figure("adamw_step", largest_gbs, triad_gbs, "GB/s");
+  print_figure(reps);
   std::printf("total %.1f s\n", seconds_since(start));
   return 0;
 }

@@ -118,16 +118,19 @@ void print_figures(int reps) {
   Mxfp8Tensor q = Mxfp8Tensor::allocate(rows, cols);
   const double mx_bytes = static_cast<double>(q.data.size() + q.scale.size());
   const Mxfp8Options options{Mxfp8ScaleRule::kCeil, Mxfp8ScaleLayout::kRowMajor, 1};
-  const double copy_gbs = bench::stream_copy_gbs(reps);
-  const double tqb = best_seconds(reps, [&] {
+  // Each figure interleaves its runs with the STREAM copy probe.
+  bench::StreamProbe stream;
+  const auto copy = [&] { stream.copy(); };
+  const bench::PairedSeconds qb = bench::best_interleaved(reps, copy, [&] {
     quantize_mxfp8_into({xb.data(), n, DType::kBFloat16}, rows, cols, q.view(), 0, 0, options);
   });
-  const double tdb = best_seconds(reps, [&] {
+  const bench::PairedSeconds db = bench::best_interleaved(reps, copy, [&] {
     dequantize_mxfp8_into(q.view(), {out_bf16.data(), n, DType::kBFloat16}, 1);
   });
-  const double tqf = best_seconds(reps, [&] {
+  const bench::PairedSeconds qf = bench::best_interleaved(reps, copy, [&] {
     quantize_mxfp8_into({x.data(), n, DType::kFloat32}, rows, cols, q.view(), 0, 0, options);
   });
+  const double copy_gbs = bench::StreamProbe::kCopyBytes / qb.probe * 1e-9;
   // The lower ISA levels for comparison (informational, not figures).
   for (IsaLevel level : supported_isa_levels()) {
     if (level == detected_isa_level()) continue;
@@ -147,9 +150,14 @@ void print_figures(int reps) {
               static_cast<long long>(rows), static_cast<long long>(cols),
               std::string(isa_level_name(active_isa_level())).c_str(), copy_gbs);
   const double nd = static_cast<double>(n);
-  bench::print_figure("mxfp8_quantize_bf16", (2 * nd + mx_bytes) / tqb * 1e-9, copy_gbs, "GB/s");
-  bench::print_figure("mxfp8_dequantize_bf16", (2 * nd + mx_bytes) / tdb * 1e-9, copy_gbs, "GB/s");
-  bench::print_figure("mxfp8_quantize_fp32", (4 * nd + mx_bytes) / tqf * 1e-9, copy_gbs, "GB/s");
+  const auto gbs = [](double bytes, double seconds) { return bytes / seconds * 1e-9; };
+  const double copy_bytes = bench::StreamProbe::kCopyBytes;
+  bench::print_figure("mxfp8_quantize_bf16", gbs(2 * nd + mx_bytes, qb.ours),
+                      gbs(copy_bytes, qb.probe), "GB/s");
+  bench::print_figure("mxfp8_dequantize_bf16", gbs(2 * nd + mx_bytes, db.ours),
+                      gbs(copy_bytes, db.probe), "GB/s");
+  bench::print_figure("mxfp8_quantize_fp32", gbs(4 * nd + mx_bytes, qf.ours),
+                      gbs(copy_bytes, qf.probe), "GB/s");
 }
 
 }  // namespace
