@@ -108,15 +108,22 @@ void sleeping_barrier() {
 
 // Model FLOPs per trained token (PaLM's count): 6 per matmul weight (forward + two backward
 // GEMMs) plus 12 L seq h for the attention scores and the weighted values, which this model
-// computes over the full seq x seq square.
-double flops_per_token(const ModelConfig& m, int vocab) {
+// computes over the full seq x seq square (seq: the length of the sequences that ran).
+double flops_per_token(const ModelConfig& m, int vocab, double seq) {
   const double h = m.hidden, layers = m.layers;
   const double matmul_weights = layers * (4 * h * h + 2 * h * m.ffn) + vocab * h;  // + LM head
-  return 6 * matmul_weights + 12 * layers * m.seq_len * h;
+  return 6 * matmul_weights + 12 * layers * seq * h;
 }
 
-// "bench: train_flops_3m_dp1": a 3.2M-parameter model (4 layers, hidden 256, ffn 1024, seq 64,
-// micro batch 16) trained at dp = 1 by rank 0 with one BLAS / OpenMP thread, against a
+// The 3.2M-parameter model: 4 layers, hidden 256, ffn 1024 (12 L h^2 = 3.1M in the blocks).
+TrainingConfig flops_config(const std::string& path, std::int64_t steps) {
+  return load_config(path, steps,
+                     {"model.layers=4", "model.hidden=256", "model.heads=4", "model.ffn=1024",
+                      "training.micro_batch_size=128", "training.grad_accumulation=1"});
+}
+
+// "bench: train_flops_3m_dp1": the 3.2M-parameter model (micro batch 128 of the default task)
+// trained at dp = 1 by rank 0 with one BLAS / OpenMP thread, against a
 // one-thread sgemm probe measured around it; both in CPU time (machine_limits.hpp). The other
 // ranks sleep meanwhile.
 void print_flops_figure(const ProcessGroupPtr& world, const std::string& path) {
@@ -126,30 +133,39 @@ void print_flops_figure(const ProcessGroupPtr& world, const std::string& path) {
     const int saved_blas = blas::num_threads(), saved_omp = omp_get_max_threads();
     blas::set_num_threads(1);
     omp_set_num_threads(1);
-    const std::int64_t steps = 12;
-    const TrainingConfig config = load_config(
-        path, steps,
-        {"model.layers=4", "model.hidden=256", "model.heads=4", "model.ffn=1024",
-         "model.seq_len=64", "training.micro_batch_size=16", "training.grad_accumulation=1"});
-    // The probe runs before and after the training (the better counts), so a slow spell of the
-    // shared machine during one of them does not set the limit.
+    // The probe runs before and after the training (the better counts).
     double limit = bench::sgemm_gflops();
-    TrainerOptions options;
-    options.quiet = true;
-    const double cpu0 = bench::process_cpu_seconds();
-    const TrainingSummary s = run_training(config, solo, options);
-    const double cpu_seconds = bench::process_cpu_seconds() - cpu0;
+    // CPU time of a short and a long run: the difference is the CPU time of the extra steps,
+    // without setup and warm-up.
+    const std::int64_t short_steps = 2, long_steps = 10;
+    double cpu[2] = {0, 0};
+    TrainingSummary summary;
+    for (int i = 0; i < 2; ++i) {
+      const TrainingConfig config = flops_config(path, i == 0 ? short_steps : long_steps);
+      TrainerOptions options;
+      options.quiet = true;
+      const double cpu0 = bench::process_cpu_seconds();
+      summary = run_training(config, solo, options);
+      cpu[i] = bench::process_cpu_seconds() - cpu0;
+    }
     limit = std::max(limit, bench::sgemm_gflops());
-    // Every step's tokens over the CPU time of the whole run (setup and warm-up steps included,
-    // so the figure errs low).
     double tokens = 0;
-    for (const StepMetrics& m : s.steps) tokens += m.tokens_per_s * m.step_ms / 1e3;
-    const double seconds = cpu_seconds;
+    for (const StepMetrics& m : summary.steps) {
+      if (m.step > short_steps) tokens += m.tokens_per_s * m.step_ms / 1e3;
+    }
+    const TrainingConfig config = flops_config(path, long_steps);
     const int vocab = config.model.vocab > 0 ? config.model.vocab : SyntheticTaskDataset::kVocab;
-    const double ours = flops_per_token(config.model, vocab) * tokens / seconds * 1e-9;
-    std::printf("train 3.2M params dp=1: %.0f tokens/s, %.1f MFLOP per token\n",
-                tokens / seconds, flops_per_token(config.model, vocab) * 1e-6);
-    bench::print_figure("train_flops_3m_dp1", ours, limit, "GF/s");
+    // The synthetic samples are shorter than model.seq_len: the sequence length that ran is
+    // tokens per step / sequences per step.
+    const double seq = tokens / static_cast<double>(long_steps - short_steps) /
+                       (config.training.micro_batch_size * config.training.grad_accumulation);
+    const double seconds = cpu[1] - cpu[0];
+    const double per_token = flops_per_token(config.model, vocab, seq);
+    std::printf("train 3.2M params dp=1: %lld steps, %.0f tokens (seq %.0f) in %.2f CPU s: "
+                "%.0f tokens/s, %.1f MFLOP per token\n",
+                static_cast<long long>(long_steps - short_steps), tokens, seq, seconds,
+                tokens / seconds, per_token * 1e-6);
+    bench::print_figure("train_flops_3m_dp1", per_token * tokens / seconds * 1e-9, limit, "GF/s");
     blas::set_num_threads(saved_blas);
     omp_set_num_threads(saved_omp);
   }

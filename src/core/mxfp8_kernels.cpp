@@ -4,12 +4,17 @@
 // project builds for the baseline ISA.
 #include "mxfp8_kernels.hpp"
 
+#include <array>
 #include <bit>
 #include <cstdint>
 
 #include "float_convert_lanes.hpp"
 #include "shardwise/core/cpu_isa.hpp"
 #include "shardwise/core/float_convert.hpp"
+
+#if SW_HAVE_ISA_LEVELS
+#include <immintrin.h>
+#endif
 
 namespace shardwise::mxfp8_kernels {
 namespace {
@@ -236,7 +241,66 @@ SW_MXFP8_KERNELS(avx2, SW_TARGET_AVX2)
 SW_MXFP8_KERNELS(avx512, SW_TARGET_AVX512)
 #undef SW_MXFP8_KERNELS
 
+#if SW_HAVE_ISA_LEVELS
+// bf16 bits of every E4M3 magnitude code 0..127 (0x7F: the quiet NaN float_to_bf16 makes).
+const std::uint16_t* e4m3_magnitude_to_bf16_table() {
+  alignas(64) static const std::array<std::uint16_t, 128> table = [] {
+    std::array<std::uint16_t, 128> t{};
+    for (std::uint32_t c = 0; c < 128; ++c) {
+      t[c] = convert_lanes::float_to_bf16(e4m3_to_float(static_cast<std::uint8_t>(c)));
+    }
+    return t;
+  }();
+  return table.data();
+}
+
+// MXFP8 -> bf16 in 16-bit lanes, 32 elements (one block) per step. A scale byte s in [10, 246]
+// keeps every product e4m3 * 2^(s-127) a normal fp32 (e4m3 magnitudes lie in [2^-9, 448]), so
+// the product is exact and already a bf16 value: its bits are the bf16 bits of the E4M3
+// magnitude (a 128-entry table) plus (s - 127) in the exponent field, with zero and NaN codes
+// left as they are and the sign put back. Blocks with another scale take the general loop.
+// Gives exactly the bits of dequantize_bf16_body (the tests compare every code and scale).
+SW_TARGET_AVX512 void dequantize_bf16_avx512_table(const std::uint8_t* data,
+                                                   const std::uint8_t* scales, std::uint16_t* out,
+                                                   std::int64_t nblocks) {
+  const std::uint16_t* table = e4m3_magnitude_to_bf16_table();
+  const __m512i t0 = _mm512_load_si512(table), t1 = _mm512_load_si512(table + 32);
+  const __m512i t2 = _mm512_load_si512(table + 64), t3 = _mm512_load_si512(table + 96);
+  const __m512i magnitude_mask = _mm512_set1_epi16(0x7f), nan_code = _mm512_set1_epi16(0x7f);
+  const __m512i upper_half = _mm512_set1_epi16(0x40), sign_mask = _mm512_set1_epi16(0x80);
+  for (std::int64_t b = 0; b < nblocks; ++b) {
+    const std::uint32_t s = scales[b];
+    if (s < 10 || s > 246) {
+      dequantize_bf16_body(data + b * kBlock, scales + b, out + b * kBlock, 1);
+      continue;
+    }
+    const __m512i codes = _mm512_cvtepu8_epi16(
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(data + b * kBlock)));
+    const __m512i magnitude = _mm512_and_si512(codes, magnitude_mask);
+    // Table lookup: two 64-entry permutes (index bits 0..5), picked by bit 6.
+    const __m512i low = _mm512_permutex2var_epi16(t0, magnitude, t1);
+    const __m512i high = _mm512_permutex2var_epi16(t2, magnitude, t3);
+    __m512i bits = _mm512_mask_blend_epi16(_mm512_test_epi16_mask(codes, upper_half), low, high);
+    // Scale the numbers (not zero, not NaN) by adding s - 127 to the exponent field.
+    const __mmask32 numbers = _mm512_test_epi16_mask(codes, magnitude_mask) &
+                              _mm512_cmpneq_epi16_mask(magnitude, nan_code);
+    const __m512i exponent_step =
+        _mm512_set1_epi16(static_cast<short>((static_cast<int>(s) - 127) * 128));
+    bits = _mm512_mask_add_epi16(bits, numbers, bits, exponent_step);
+    bits = _mm512_or_si512(bits, _mm512_slli_epi16(_mm512_and_si512(codes, sign_mask), 8));
+    _mm512_storeu_si512(out + b * kBlock, bits);
+  }
+}
+
+// The AVX-512 level with the table-based bf16 dequantize.
+constexpr Kernels kKernels_avx512_table = {quantize_f32_avx512,          quantize_bf16_avx512,
+                                           quantize_f16_avx512,          dequantize_f32_avx512,
+                                           dequantize_bf16_avx512_table, dequantize_f16_avx512};
+constexpr Kernels kKernels[kNumIsaLevels] = {kKernels_baseline, kKernels_avx2,
+                                             kKernels_avx512_table};
+#else
 constexpr Kernels kKernels[kNumIsaLevels] = {kKernels_baseline, kKernels_avx2, kKernels_avx512};
+#endif
 
 }  // namespace
 

@@ -12,6 +12,7 @@
 
 #include "shardwise/core/cpu_isa.hpp"
 #include "shardwise/core/float_convert.hpp"
+#include "shardwise/core/fp8.hpp"
 #include "shardwise/core/mxfp8.hpp"
 
 namespace shardwise {
@@ -81,6 +82,52 @@ TEST(Mxfp8IsaLevels, EveryLevelGivesTheBaselineBytes) {
           EXPECT_EQ(0, std::memcmp(got.f32.data(), baseline.f32.data(), got.f32.size() * 4))
               << isa_level_name(level) << " dequantize fp32 from " << dtype_name(dtype);
         }
+      }
+    }
+  }
+}
+
+TEST(Mxfp8IsaLevels, DequantizeEveryCodeWithEveryScaleByte) {
+  // Row r: every code 0..255 once, all 8 blocks with scale byte r (NaN scale 0xFF included).
+  Mxfp8Tensor q = Mxfp8Tensor::allocate(256, 256);
+  for (std::int64_t r = 0; r < 256; ++r) {
+    for (std::int64_t c = 0; c < 256; ++c) q.data[std::size_t(r * 256 + c)] = std::uint8_t(c);
+    for (std::int64_t b = 0; b < 8; ++b) q.scale[std::size_t(r * 8 + b)] = std::uint8_t(r);
+  }
+  const std::int64_t n = 256 * 256;
+  auto dequantize = [&](DType dtype) {
+    std::vector<std::uint8_t> out(std::size_t(n) * dtype_size(dtype));
+    dequantize_mxfp8_into(q.view(), {out.data(), n, dtype}, 1);
+    return out;
+  };
+  for (DType dtype : {DType::kBFloat16, DType::kFloat16, DType::kFloat32}) {
+    std::vector<std::uint8_t> baseline;
+    {
+      ScopedIsaLevel forced(IsaLevel::kBaseline);
+      baseline = dequantize(dtype);
+    }
+    // The baseline itself: e4m3 * scale in fp32, then rounded to the output type.
+    if (dtype == DType::kBFloat16) {
+      for (std::int64_t i = 0; i < n; i += 97) {
+        const float want =
+            e4m3_to_float(q.data[std::size_t(i)]) * e8m0_to_float(q.scale[std::size_t(i / 32)]);
+        std::uint16_t got;
+        std::memcpy(&got, baseline.data() + 2 * i, 2);
+        if (std::isnan(want)) {
+          EXPECT_TRUE(std::isnan(bf16_to_float(got))) << i;
+        } else {
+          EXPECT_EQ(got, float_to_bf16(want)) << i;
+        }
+      }
+    }
+    for (IsaLevel level : supported_isa_levels()) {
+      ScopedIsaLevel forced(level);
+      const std::vector<std::uint8_t> got = dequantize(dtype);
+      ASSERT_EQ(got.size(), baseline.size());
+      for (std::size_t i = 0; i < got.size(); i += dtype_size(dtype)) {
+        ASSERT_EQ(0, std::memcmp(got.data() + i, baseline.data() + i, dtype_size(dtype)))
+            << isa_level_name(level) << " " << dtype_name(dtype) << " code "
+            << (i / dtype_size(dtype)) % 256 << " scale byte " << i / dtype_size(dtype) / 256;
       }
     }
   }
