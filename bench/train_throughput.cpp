@@ -119,10 +119,10 @@ double flops_per_token(const ModelConfig& m, int vocab, double seq) {
 TrainingConfig flops_config(const std::string& path, std::int64_t steps) {
   return load_config(path, steps,
                      {"model.layers=4", "model.hidden=256", "model.heads=4", "model.ffn=1024",
-                      "training.micro_batch_size=128", "training.grad_accumulation=1"});
+                      "training.micro_batch_size=512", "training.grad_accumulation=1"});
 }
 
-// "bench: train_flops_3m_dp1": the 3.2M-parameter model (micro batch 128 of the default task)
+// "bench: train_flops_3m_dp1": the 3.2M-parameter model (micro batch 512 of the default task)
 // trained at dp = 1 by rank 0 with one BLAS / OpenMP thread, against a
 // one-thread sgemm probe measured around it; both in CPU time (machine_limits.hpp). The other
 // ranks sleep meanwhile.
