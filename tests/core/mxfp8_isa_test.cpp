@@ -3,6 +3,7 @@
 // layouts, every input and output dtype, with NaN / Inf / subnormal blocks and a partial block.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -83,6 +84,58 @@ TEST(Mxfp8IsaLevels, EveryLevelGivesTheBaselineBytes) {
               << isa_level_name(level) << " dequantize fp32 from " << dtype_name(dtype);
         }
       }
+    }
+  }
+}
+
+// bf16 blocks with every amax exponent (so every scale byte, the fallback range included) whose
+// other elements sit at random exponents below it: normal and subnormal E4M3 codes, rounding
+// ties, bf16 subnormals, zeros, and some NaN / Inf.
+std::vector<std::uint16_t> bf16_blocks_over_every_exponent() {
+  std::mt19937 gen(17);
+  std::vector<std::uint16_t> x;
+  for (int round = 0; round < 8; ++round) {
+    for (std::uint32_t amax_e = 0; amax_e < 255; ++amax_e) {
+      const std::uint32_t amax = (amax_e << 7) | (gen() & 0x7f);
+      x.push_back(static_cast<std::uint16_t>(amax | (gen() & 0x8000)));
+      for (int i = 1; i < 32; ++i) {
+        const std::uint32_t below = std::min<std::uint32_t>(amax_e, gen() % 24);
+        std::uint32_t mantissa = gen() & 0x7f;
+        if (i % 5 == 0) mantissa = (mantissa & 0x60) | 0x08 | (gen() & 0x10);  // RNE ties
+        std::uint32_t bits = ((amax_e - below) << 7) | mantissa;
+        if (bits > amax) bits = amax;
+        if (i == 7) bits = 0;
+        if (i == 9 && round == 3) bits = 0x7f80;   // Inf
+        if (i == 11 && round == 5) bits = 0x7fc1;  // NaN
+        x.push_back(static_cast<std::uint16_t>(bits | (gen() & 0x8000)));
+      }
+    }
+  }
+  return x;
+}
+
+TEST(Mxfp8IsaLevels, Bf16QuantizeOverEveryScaleExponent) {
+  const std::vector<std::uint16_t> x = bf16_blocks_over_every_exponent();
+  const std::int64_t rows = static_cast<std::int64_t>(x.size()) / 64;
+  for (auto rule : {Mxfp8ScaleRule::kCeil, Mxfp8ScaleRule::kFloor}) {
+    auto quantize = [&] {
+      return quantize_mxfp8({const_cast<std::uint16_t*>(x.data()), rows * 64, DType::kBFloat16},
+                            rows, 64, {rule, Mxfp8ScaleLayout::kRowMajor, 1});
+    };
+    Mxfp8Tensor baseline;
+    {
+      ScopedIsaLevel forced(IsaLevel::kBaseline);
+      baseline = quantize();
+    }
+    for (IsaLevel level : supported_isa_levels()) {
+      ScopedIsaLevel forced(level);
+      const Mxfp8Tensor got = quantize();
+      for (std::size_t i = 0; i < got.data.size(); ++i) {
+        ASSERT_EQ(got.data[i], baseline.data[i])
+            << isa_level_name(level) << " element " << i << " bf16 " << std::hex << x[i]
+            << " scale " << int(baseline.scale[i / 32]);
+      }
+      EXPECT_EQ(got.scale, baseline.scale) << isa_level_name(level);
     }
   }
 }
