@@ -343,8 +343,9 @@ SW_TARGET_AVX512 void quantize_bf16_avx512_lanes(const std::uint16_t* src, std::
     const __m512i odd = _mm512_and_si512(_mm512_srli_epi16(t, 4), one);
     const __m512i normal = _mm512_min_epu16(
         _mm512_srli_epi16(_mm512_add_epi16(_mm512_add_epi16(t, seven), odd), 4), max_code);
-    const __mmask32 is_normal =
-        _mm512_cmpge_epu16_mask(abs, _mm512_set1_epi16(static_cast<short>((121 + k) << 7)));
+    // Normal exactly when e - k - 120 >= 1, i.e. t >= 128 (t as a signed number stays within
+    // [-30720, 32767]).
+    const __mmask32 is_normal = _mm512_cmpgt_epi16_mask(t, mantissa);
     __m512i code = _mm512_maskz_mov_epi16(is_normal, normal);
     const __mmask32 below = ~is_normal & _mm512_test_epi16_mask(abs, abs_mask);
     if (below != 0) {
@@ -362,7 +363,8 @@ SW_TARGET_AVX512 void quantize_bf16_avx512_lanes(const std::uint16_t* src, std::
       code = _mm512_mask_mov_epi16(code, below, sub);
     }
     if (kRule == Mxfp8ScaleRule::kCeil) code = _mm512_mask_mov_epi16(code, special, nan_code);
-    code = _mm512_or_si512(code, _mm512_and_si512(_mm512_srli_epi16(x, 8), sign_byte));
+    // code | (x >> 8 & 0x80) in one ternary-logic op (0xF8: A | (B & C)).
+    code = _mm512_ternarylogic_epi32(code, _mm512_srli_epi16(x, 8), sign_byte, 0xf8);
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(data + b * kBlock), _mm512_cvtepi16_epi8(code));
   }
 }
@@ -378,9 +380,9 @@ SW_TARGET_AVX512 void quantize_bf16_avx512_fast(const std::uint16_t* src, std::u
 }
 
 // The AVX-512 level with the 16-bit-lane bf16 kernels.
-constexpr Kernels kKernels_avx512_lanes = {
-    quantize_f32_avx512,   quantize_bf16_avx512_fast,    quantize_f16_avx512,
-    dequantize_f32_avx512, dequantize_bf16_avx512_table, dequantize_f16_avx512};
+constexpr Kernels kKernels_avx512_lanes = {quantize_f32_avx512,          quantize_bf16_avx512_fast,
+                                           quantize_f16_avx512,          dequantize_f32_avx512,
+                                           dequantize_bf16_avx512_table, dequantize_f16_avx512};
 constexpr Kernels kKernels[kNumIsaLevels] = {kKernels_baseline, kKernels_avx2,
                                              kKernels_avx512_lanes};
 #else
