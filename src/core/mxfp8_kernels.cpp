@@ -1,7 +1,9 @@
 // Hot loops of the MXFP8 codec. Every per-element step is branch-free integer / float arithmetic
 // (see fp8.hpp), so GCC vectorises the fixed 32-element block loops. Each entry point is compiled
 // once per ISA level (baseline, AVX2, AVX-512; cpu_isa.hpp) and picked at run time, since the
-// project builds for the baseline ISA.
+// project builds for the baseline ISA. On AVX-512 the bf16 quantize and dequantize use kernels
+// written with intrinsics in 16-bit lanes (end of file), twice as many elements per instruction
+// as the fp32-lane loops; they fall back to those loops for the blocks they do not cover.
 #include "mxfp8_kernels.hpp"
 
 #include <array>
