@@ -5,7 +5,10 @@
 // with memcpy (14 n read + 14 n written = the same 28 n). ratio = AdamW bytes/s / memcpy bytes/s.
 // Both run on one thread (the optimizer step is single-threaded per rank).
 //
-// Usage: bench_adamw_step [--reps 20]
+// Then the "bench: adamw_step" figure: the largest size's AdamW traffic (28 bytes per element,
+// read + written) against a one-thread STREAM triad probe (machine_limits.hpp), measured here.
+//
+// Usage: bench_adamw_step [--reps 20] | --figures-only
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -16,6 +19,8 @@
 #include <string>
 #include <vector>
 
+#include "machine_limits.hpp"
+#include "shardwise/core/cpu_isa.hpp"
 #include "shardwise/optim/adamw.hpp"
 
 namespace {
@@ -26,12 +31,33 @@ double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
+// The bench: line: AdamW steps over 2^23 elements interleaved with STREAM triad passes.
+void print_figure(int reps) {
+  const std::int64_t n = std::int64_t{1} << 23;
+  const auto count = static_cast<std::size_t>(n);
+  std::vector<float> param(count, 0.5f), grad(count, 0.01f);
+  using namespace shardwise::optim;
+  AdamW adamw(single_group({{"w", {n}, param.data(), grad.data(), {}}}), AdamWOptions{});
+  shardwise::bench::StreamProbe stream;
+  const shardwise::bench::PairedSeconds t = shardwise::bench::best_interleaved(
+      reps, [&] { stream.triad(); }, [&] { adamw.step_with_ready_grads(); });
+  std::printf("figure: %lld elements, 1 thread, ISA level %s\n", static_cast<long long>(n),
+              std::string(shardwise::isa_level_name(shardwise::active_isa_level())).c_str());
+  shardwise::bench::print_figure("adamw_step", 28.0 * static_cast<double>(n) / t.ours * 1e-9,
+                                 shardwise::bench::StreamProbe::kTriadBytes / t.probe * 1e-9,
+                                 "GB/s");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   int reps = 20;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (std::string(argv[i]) == "--reps") reps = std::max(1, std::atoi(argv[i + 1]));
+  }
+  if (argc > 1 && std::string(argv[1]) == "--figures-only") {
+    print_figure(reps);
+    return 0;
   }
   std::printf(
       "AdamW (fp32 state, bias correction, decoupled wd) vs memcpy; 1 thread each; "
@@ -75,6 +101,7 @@ int main(int argc, char** argv) {
                 static_cast<double>(n) / best_adamw / 1e9);
     std::fflush(stdout);
   }
+  print_figure(reps);
   std::printf("total %.1f s\n", seconds_since(start));
   return 0;
 }

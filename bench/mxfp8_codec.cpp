@@ -2,7 +2,9 @@
 // For each size and thread count prints GB/s of input bytes for quantize (fp32 / bf16 in) and
 // dequantize (MXFP8 in, fp32 / bf16 out), memcpy GB/s of the same byte count on the same number
 // of threads, and the ratio codec / memcpy. Best of several repetitions (the machine is shared).
-//   bench_mxfp8_codec [rows cols [reps]]
+// Then the "bench:" figures (machine_limits.hpp): one thread, a memory-bound tensor, bytes read
+// + written per second against a STREAM copy probe, on the ISA level the CPU offers.
+//   bench_mxfp8_codec [rows cols [reps]] | --figures-only
 #include <omp.h>
 
 #include <algorithm>
@@ -10,10 +12,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <functional>
 #include <random>
+#include <string>
 #include <vector>
 
+#include "machine_limits.hpp"
+#include "shardwise/core/cpu_isa.hpp"
 #include "shardwise/core/float_convert.hpp"
 #include "shardwise/core/mxfp8.hpp"
 
@@ -21,17 +25,7 @@ namespace {
 
 using namespace shardwise;
 
-double best_seconds(int reps, const std::function<void()>& f) {
-  f();  // warm up: page faults, caches
-  double best = 1e30;
-  for (int i = 0; i < reps; ++i) {
-    const auto t0 = std::chrono::steady_clock::now();
-    f();
-    const auto t1 = std::chrono::steady_clock::now();
-    best = std::min(best, std::chrono::duration<double>(t1 - t0).count());
-  }
-  return best;
-}
+using bench::best_seconds;
 
 // memcpy of `bytes` split into `threads` contiguous pieces.
 void parallel_memcpy(std::byte* dst, const std::byte* src, std::size_t bytes, int threads) {
@@ -111,9 +105,68 @@ void run(std::int64_t rows, std::int64_t cols, int reps) {
   }
 }
 
+// The bench: lines. Traffic = bytes read + bytes written (MXFP8 = data + one scale byte per 32).
+void print_figures(int reps) {
+  const std::int64_t rows = 4096, cols = 8192;  // 64 MiB of bf16: memory-bound
+  const std::int64_t n = rows * cols;
+  std::vector<float> x(static_cast<std::size_t>(n));
+  std::mt19937 gen(2);
+  std::normal_distribution<float> normal(0.0f, 0.02f);
+  for (auto& v : x) v = normal(gen);
+  std::vector<bf16_bits> xb(x.size()), out_bf16(x.size());
+  float_to_bf16_n(x.data(), xb.data(), n);
+  Mxfp8Tensor q = Mxfp8Tensor::allocate(rows, cols);
+  const double mx_bytes = static_cast<double>(q.data.size() + q.scale.size());
+  const Mxfp8Options options{Mxfp8ScaleRule::kCeil, Mxfp8ScaleLayout::kRowMajor, 1};
+  // Each figure interleaves its runs with the STREAM copy probe.
+  bench::StreamProbe stream;
+  const auto copy = [&] { stream.copy(); };
+  const bench::PairedSeconds qb = bench::best_interleaved(reps, copy, [&] {
+    quantize_mxfp8_into({xb.data(), n, DType::kBFloat16}, rows, cols, q.view(), 0, 0, options);
+  });
+  const bench::PairedSeconds db = bench::best_interleaved(reps, copy, [&] {
+    dequantize_mxfp8_into(q.view(), {out_bf16.data(), n, DType::kBFloat16}, 1);
+  });
+  const bench::PairedSeconds qf = bench::best_interleaved(reps, copy, [&] {
+    quantize_mxfp8_into({x.data(), n, DType::kFloat32}, rows, cols, q.view(), 0, 0, options);
+  });
+  const double copy_gbs = bench::StreamProbe::kCopyBytes / qb.probe * 1e-9;
+  // The lower ISA levels for comparison (informational, not figures).
+  for (IsaLevel level : supported_isa_levels()) {
+    if (level == detected_isa_level()) continue;
+    ScopedIsaLevel forced(level);
+    const double qb = best_seconds(reps, [&] {
+      quantize_mxfp8_into({xb.data(), n, DType::kBFloat16}, rows, cols, q.view(), 0, 0, options);
+    });
+    const double db = best_seconds(reps, [&] {
+      dequantize_mxfp8_into(q.view(), {out_bf16.data(), n, DType::kBFloat16}, 1);
+    });
+    std::printf("  at ISA level %-8s quantize bf16 %.2f GB/s, dequantize bf16 %.2f GB/s\n",
+                std::string(isa_level_name(level)).c_str(),
+                (2.0 * static_cast<double>(n) + mx_bytes) / qb * 1e-9,
+                (2.0 * static_cast<double>(n) + mx_bytes) / db * 1e-9);
+  }
+  std::printf("figures: [%lld x %lld], 1 thread, ISA level %s, STREAM copy %.2f GB/s\n",
+              static_cast<long long>(rows), static_cast<long long>(cols),
+              std::string(isa_level_name(active_isa_level())).c_str(), copy_gbs);
+  const double nd = static_cast<double>(n);
+  const auto gbs = [](double bytes, double seconds) { return bytes / seconds * 1e-9; };
+  const double copy_bytes = bench::StreamProbe::kCopyBytes;
+  bench::print_figure("mxfp8_quantize_bf16", gbs(2 * nd + mx_bytes, qb.ours),
+                      gbs(copy_bytes, qb.probe), "GB/s");
+  bench::print_figure("mxfp8_dequantize_bf16", gbs(2 * nd + mx_bytes, db.ours),
+                      gbs(copy_bytes, db.probe), "GB/s");
+  bench::print_figure("mxfp8_quantize_fp32", gbs(4 * nd + mx_bytes, qf.ours),
+                      gbs(copy_bytes, qf.probe), "GB/s");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc > 1 && std::string(argv[1]) == "--figures-only") {
+    print_figures(9);
+    return 0;
+  }
   const int reps = argc > 3 ? std::atoi(argv[3]) : 9;
   if (argc > 2) {
     run(std::atoll(argv[1]), std::atoll(argv[2]), reps);
@@ -121,5 +174,6 @@ int main(int argc, char** argv) {
   }
   run(64, 1024, reps * 20);  // 256 KiB: cache-resident, measures the arithmetic
   run(4096, 4096, reps);     // 64 MiB: memory-bound
+  print_figures(reps);
   return 0;
 }

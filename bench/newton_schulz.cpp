@@ -7,9 +7,11 @@
 // ours does fewer flops (3 m^2 n + m^3 per step) and can pass 1.0. The "gemm only" column
 // disables ssyrk, showing the overhead of everything that is not a GEMM.
 //
-// Usage: bench_newton_schulz [--shapes 1024x1024,4096x1024] [--budget-s 50]
+// Usage: bench_newton_schulz [--shapes 1024x1024,4096x1024] [--budget-s 50] | --figures-only
 // Threads: OPENBLAS_NUM_THREADS (default: all cores). Shapes that would not fit in the time
 // budget at the measured rate are reported as skipped.
+// Last, the "bench: newton_schulz_1t" figure: one BLAS thread, 1024x1024, nominal GEMM GF/s of
+// the orthogonalization against a one-thread 2048^3 sgemm probe, runs interleaved.
 #include "shardwise/optim/newton_schulz.hpp"
 
 #include <algorithm>
@@ -21,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "machine_limits.hpp"
 #include "shardwise/core/blas.hpp"
 
 namespace {
@@ -70,11 +73,43 @@ std::vector<Shape> parse_shapes(const std::string& text) {
   return out;
 }
 
+void print_figure_one_thread(int steps) {
+  const int saved_threads = blas::num_threads();
+  blas::set_num_threads(1);
+  const std::int64_t rows = 1024, cols = 1024;
+  std::vector<float> g(static_cast<std::size_t>(rows * cols)), out(g.size());
+  std::mt19937 rng(3);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  for (float& v : g) v = dist(rng);
+  NewtonSchulz ns(NewtonSchulzOptions{});
+  const double gflop = shardwise::optim::newton_schulz_gemm_flops(rows, cols, steps) / 1e9;
+  // The sgemm probe (2048^3) interleaved with the orthogonalizations.
+  const std::int64_t n = 2048;
+  std::vector<float> a(static_cast<std::size_t>(n * n), 0.5f), b(a.size(), 0.25f), c(a.size());
+  const auto t = shardwise::bench::best_interleaved(
+      3,
+      [&] {
+        blas::sgemm(blas::Op::kNone, blas::Op::kNone, n, n, n, 1.0f, a.data(), n, b.data(), n,
+                    0.0f, c.data(), n);
+      },
+      [&] { ns.orthogonalize(g.data(), rows, cols, out.data()); });
+  const double sgemm_gflop = 2.0 * static_cast<double>(n * n) * static_cast<double>(n) / 1e9;
+  std::printf("figure: %lldx%lld, %d steps, 1 BLAS thread\n", static_cast<long long>(rows),
+              static_cast<long long>(cols), steps);
+  shardwise::bench::print_figure("newton_schulz_1t", gflop / t.ours, sgemm_gflop / t.probe,
+                                 "GF/s");
+  blas::set_num_threads(saved_threads);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::vector<Shape> shapes = {{1024, 1024}, {4096, 1024}, {1024, 4096}, {2048, 8192}};
   double budget_s = 50.0;
+  if (argc > 1 && std::string(argv[1]) == "--figures-only") {
+    print_figure_one_thread(5);
+    return 0;
+  }
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
     if (flag == "--shapes")
@@ -151,5 +186,6 @@ int main(int argc, char** argv) {
       "ratio = plain sgemm time / Newton-Schulz time for the same nominal GEMM flops "
       "(target >= 0.85); best of up to 3 interleaved runs; total %.1f s\n",
       seconds_since(start));
+  print_figure_one_thread(steps);
   return 0;
 }

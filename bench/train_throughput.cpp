@@ -5,17 +5,28 @@
 // all-gather overlapped with the optimizer step vs not. Each run trains `steps` steps (default
 // 40) and drops the first `warmup` (default 5) from the timings. Rank 0 prints the table.
 //
+// First it prints the "bench: train_flops_3m_dp1" figure (see print_flops_figure).
+//
 //   mpirun -np 4 bench_train_throughput [config.yaml] [steps] [warmup]
+//   bench_train_throughput --figures-only       (the figure alone; any number of ranks)
+#include <mpi.h>
+#include <omp.h>
+
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "machine_limits.hpp"
 #include "shardwise/comm/mpi_process_group.hpp"
+#include "shardwise/core/blas.hpp"
 #include "shardwise/core/error.hpp"
+#include "shardwise/train/synthetic_task.hpp"
 #include "shardwise/train/trainer.hpp"
 
 namespace shardwise {
@@ -84,13 +95,95 @@ Timing measure(const ProcessGroupPtr& world, const ProcessGroupPtr& group,
   return t;
 }
 
+// A barrier that sleeps while it waits: ranks sitting out a measurement must not spin on the
+// cores the measured rank runs on (this machine has 2 cores for 4 ranks).
+void sleeping_barrier() {
+  MPI_Request request;
+  MPI_Ibarrier(MPI_COMM_WORLD, &request);
+  int done = 0;
+  while (MPI_Test(&request, &done, MPI_STATUS_IGNORE) == MPI_SUCCESS && !done) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+}
+
+// Model FLOPs per trained token (PaLM's count): 6 per matmul weight (forward + two backward
+// GEMMs) plus 12 L seq h for the attention scores and the weighted values, which this model
+// computes over the full seq x seq square (seq: the length of the sequences that ran).
+double flops_per_token(const ModelConfig& m, int vocab, double seq) {
+  const double h = m.hidden, layers = m.layers;
+  const double matmul_weights = layers * (4 * h * h + 2 * h * m.ffn) + vocab * h;  // + LM head
+  return 6 * matmul_weights + 12 * layers * seq * h;
+}
+
+// The 3.2M-parameter model: 4 layers, hidden 256, ffn 1024 (12 L h^2 = 3.1M in the blocks).
+TrainingConfig flops_config(const std::string& path, std::int64_t steps) {
+  return load_config(path, steps,
+                     {"model.layers=4", "model.hidden=256", "model.heads=4", "model.ffn=1024",
+                      "training.micro_batch_size=512", "training.grad_accumulation=1"});
+}
+
+// "bench: train_flops_3m_dp1": the 3.2M-parameter model (micro batch 512 of the default task)
+// trained at dp = 1 by rank 0 with one BLAS / OpenMP thread, against a
+// one-thread sgemm probe measured around it; both in CPU time (machine_limits.hpp). The other
+// ranks sleep meanwhile.
+void print_flops_figure(const ProcessGroupPtr& world, const std::string& path) {
+  const ProcessGroupPtr solo =
+      split_group(world, world->rank() == 0 ? 0 : -1, world->rank(), "flops_dp1");
+  if (solo) {
+    const int saved_blas = blas::num_threads(), saved_omp = omp_get_max_threads();
+    blas::set_num_threads(1);
+    omp_set_num_threads(1);
+    // The probe runs before and after the training (the better counts).
+    double limit = bench::sgemm_gflops();
+    // CPU time of a short and a long run: the difference is the CPU time of the extra steps,
+    // without setup and warm-up.
+    const std::int64_t short_steps = 2, long_steps = 10;
+    double cpu[2] = {0, 0};
+    TrainingSummary summary;
+    for (int i = 0; i < 2; ++i) {
+      const TrainingConfig config = flops_config(path, i == 0 ? short_steps : long_steps);
+      TrainerOptions options;
+      options.quiet = true;
+      const double cpu0 = bench::process_cpu_seconds();
+      summary = run_training(config, solo, options);
+      cpu[i] = bench::process_cpu_seconds() - cpu0;
+    }
+    limit = std::max(limit, bench::sgemm_gflops());
+    double tokens = 0;
+    for (const StepMetrics& m : summary.steps) {
+      if (m.step > short_steps) tokens += m.tokens_per_s * m.step_ms / 1e3;
+    }
+    const TrainingConfig config = flops_config(path, long_steps);
+    const int vocab = config.model.vocab > 0 ? config.model.vocab : SyntheticTaskDataset::kVocab;
+    // The synthetic samples are shorter than model.seq_len: the sequence length that ran is
+    // tokens per step / sequences per step.
+    const double seq = tokens / static_cast<double>(long_steps - short_steps) /
+                       (config.training.micro_batch_size * config.training.grad_accumulation);
+    const double seconds = cpu[1] - cpu[0];
+    const double per_token = flops_per_token(config.model, vocab, seq);
+    std::printf("train 3.2M params dp=1: %lld steps, %.0f tokens (seq %.0f) in %.2f CPU s: "
+                "%.0f tokens/s, %.1f MFLOP per token\n",
+                static_cast<long long>(long_steps - short_steps), tokens, seq, seconds,
+                tokens / seconds, per_token * 1e-6);
+    bench::print_figure("train_flops_3m_dp1", per_token * tokens / seconds * 1e-9, limit, "GF/s");
+    blas::set_num_threads(saved_blas);
+    omp_set_num_threads(saved_omp);
+  }
+  sleeping_barrier();
+}
+
 int bench_main(int argc, char** argv) {
   const ProcessGroupPtr world = init_mpi_world();
+  if (argc > 1 && std::string(argv[1]) == "--figures-only") {
+    print_flops_figure(world, default_config_path());
+    return 0;
+  }
   const std::string path = argc > 1 ? argv[1] : default_config_path();
   const std::int64_t steps = argc > 2 ? std::atoll(argv[2]) : 40;
   const int warmup = argc > 3 ? std::atoi(argv[3]) : 5;
   const bool root = world->rank() == 0;
   const int world_size = world->size();
+  print_flops_figure(world, path);
 
   // Data-parallel scaling: dp = 1, 2, 4 (as far as the job has ranks).
   std::vector<std::pair<int, Timing>> scaling;

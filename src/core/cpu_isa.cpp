@@ -56,8 +56,8 @@ IsaLevel active_isa_level() { return active().load(std::memory_order_relaxed); }
 
 void set_isa_level(IsaLevel level) {
   SW_REQUIRE(static_cast<int>(level) <= static_cast<int>(detected_isa_level()), InvalidArgument,
-             "ISA level ", isa_level_name(level), " is not supported by this CPU (best: ",
-             isa_level_name(detected_isa_level()), ")");
+             "ISA level ", isa_level_name(level),
+             " is not supported by this CPU (best: ", isa_level_name(detected_isa_level()), ")");
   active().store(level, std::memory_order_relaxed);
 }
 

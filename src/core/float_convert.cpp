@@ -1,5 +1,5 @@
-// Bulk fp32 <-> bf16 / fp16 conversion: one branch-free loop per direction (float_convert_lanes.hpp)
-// compiled once per ISA level and picked at run time.
+// Bulk fp32 <-> bf16 / fp16 conversion: one branch-free loop per direction
+// (float_convert_lanes.hpp) compiled once per ISA level and picked at run time.
 #include "shardwise/core/float_convert.hpp"
 
 #include <algorithm>
@@ -36,19 +36,19 @@ SW_KERNEL_INLINE void f32_to_f16_body(const float* __restrict src, fp16_bits* __
 }
 
 // One set of wrappers per level; ATTR is the level's target attribute.
-#define SW_CONVERT_KERNELS(SUFFIX, ATTR)                                               \
-  ATTR void bf16_to_f32_##SUFFIX(const bf16_bits* s, float* d, std::int64_t n) {     \
-    bf16_to_f32_body(s, d, n);                                                         \
-  }                                                                                    \
-  ATTR void f16_to_f32_##SUFFIX(const fp16_bits* s, float* d, std::int64_t n) {      \
-    f16_to_f32_body(s, d, n);                                                          \
-  }                                                                                    \
-  ATTR void f32_to_bf16_##SUFFIX(const float* s, bf16_bits* d, std::int64_t n) {     \
-    f32_to_bf16_body(s, d, n);                                                         \
-  }                                                                                    \
-  ATTR void f32_to_f16_##SUFFIX(const float* s, fp16_bits* d, std::int64_t n) {      \
-    f32_to_f16_body(s, d, n);                                                          \
-  }                                                                                    \
+#define SW_CONVERT_KERNELS(SUFFIX, ATTR)                                                   \
+  ATTR void bf16_to_f32_##SUFFIX(const bf16_bits* s, float* d, std::int64_t n) {           \
+    bf16_to_f32_body(s, d, n);                                                             \
+  }                                                                                        \
+  ATTR void f16_to_f32_##SUFFIX(const fp16_bits* s, float* d, std::int64_t n) {            \
+    f16_to_f32_body(s, d, n);                                                              \
+  }                                                                                        \
+  ATTR void f32_to_bf16_##SUFFIX(const float* s, bf16_bits* d, std::int64_t n) {           \
+    f32_to_bf16_body(s, d, n);                                                             \
+  }                                                                                        \
+  ATTR void f32_to_f16_##SUFFIX(const float* s, fp16_bits* d, std::int64_t n) {            \
+    f32_to_f16_body(s, d, n);                                                              \
+  }                                                                                        \
   constexpr ConvertKernels kConvert_##SUFFIX = {bf16_to_f32_##SUFFIX, f16_to_f32_##SUFFIX, \
                                                 f32_to_bf16_##SUFFIX, f32_to_f16_##SUFFIX};
 

@@ -47,8 +47,8 @@ SW_KERNEL_INLINE float tanh_lane(float x) {
   p = p * z + 1.33314422036e-1f;
   p = p * z - 3.33332819422e-1f;
   const float small = p * z * a + a;
-  const std::uint32_t magnitude = select(a < 0.625f, std::bit_cast<std::uint32_t>(small),
-                                         std::bit_cast<std::uint32_t>(large));
+  const std::uint32_t magnitude =
+      select(a < 0.625f, std::bit_cast<std::uint32_t>(small), std::bit_cast<std::uint32_t>(large));
   return std::bit_cast<float>((u & 0x80000000u) | magnitude);
 }
 
@@ -82,14 +82,12 @@ struct GeluKernels {
   void (*backward)(const float*, float*, std::int64_t);
 };
 
-#define SW_GELU_KERNELS(SUFFIX, ATTR)                                                        \
-  ATTR void tanh_##SUFFIX(const float* x, float* y, std::int64_t n) { tanh_body(x, y, n); }  \
-  ATTR void forward_##SUFFIX(const float* x, float* y, std::int64_t n) {                     \
-    forward_body(x, y, n);                                                                   \
-  }                                                                                          \
-  ATTR void backward_##SUFFIX(const float* x, float* d, std::int64_t n) {                    \
-    backward_body(x, d, n);                                                                  \
-  }                                                                                          \
+#define SW_GELU_KERNELS(SUFFIX, ATTR)                                                             \
+  ATTR void tanh_##SUFFIX(const float* x, float* y, std::int64_t n) { tanh_body(x, y, n); }       \
+  ATTR void forward_##SUFFIX(const float* x, float* y, std::int64_t n) { forward_body(x, y, n); } \
+  ATTR void backward_##SUFFIX(const float* x, float* d, std::int64_t n) {                         \
+    backward_body(x, d, n);                                                                       \
+  }                                                                                               \
   constexpr GeluKernels kGelu_##SUFFIX = {tanh_##SUFFIX, forward_##SUFFIX, backward_##SUFFIX};
 
 SW_GELU_KERNELS(baseline, )

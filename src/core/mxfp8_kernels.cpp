@@ -1,15 +1,25 @@
 // Hot loops of the MXFP8 codec. Every per-element step is branch-free integer / float arithmetic
 // (see fp8.hpp), so GCC vectorises the fixed 32-element block loops. Each entry point is compiled
 // once per ISA level (baseline, AVX2, AVX-512; cpu_isa.hpp) and picked at run time, since the
-// project builds for the baseline ISA.
+// project builds for the baseline ISA. On AVX-512 the bf16 quantize and dequantize use kernels
+// written with intrinsics in 16-bit lanes (end of file), twice as many elements per instruction
+// as the fp32-lane loops; they fall back to those loops for the blocks they do not cover.
 #include "mxfp8_kernels.hpp"
 
+#include <array>
 #include <bit>
 #include <cstdint>
 
 #include "float_convert_lanes.hpp"
 #include "shardwise/core/cpu_isa.hpp"
 #include "shardwise/core/float_convert.hpp"
+
+#if SW_HAVE_ISA_LEVELS
+#include <immintrin.h>
+// GCC 12 warns inside avx512fintrin.h (the extract / narrow intrinsics read an "undefined"
+// register on purpose).
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 
 namespace shardwise::mxfp8_kernels {
 namespace {
@@ -124,8 +134,8 @@ inline void quantize_blocks(const In* src, std::uint8_t* data, std::uint8_t* sca
   }
 }
 
-SW_KERNEL_INLINE void quantize_f32_body(const float* src, std::uint8_t* data, std::uint8_t* scales, std::int64_t nblocks,
-                  Mxfp8ScaleRule rule) {
+SW_KERNEL_INLINE void quantize_f32_body(const float* src, std::uint8_t* data, std::uint8_t* scales,
+                                        std::int64_t nblocks, Mxfp8ScaleRule rule) {
   const auto to_float = [](float f) { return f; };
   if (rule == Mxfp8ScaleRule::kCeil) {
     quantize_blocks<Mxfp8ScaleRule::kCeil>(src, data, scales, nblocks, to_float);
@@ -134,8 +144,9 @@ SW_KERNEL_INLINE void quantize_f32_body(const float* src, std::uint8_t* data, st
   }
 }
 
-SW_KERNEL_INLINE void quantize_bf16_body(const std::uint16_t* src, std::uint8_t* data, std::uint8_t* scales,
-                   std::int64_t nblocks, Mxfp8ScaleRule rule) {
+SW_KERNEL_INLINE void quantize_bf16_body(const std::uint16_t* src, std::uint8_t* data,
+                                         std::uint8_t* scales, std::int64_t nblocks,
+                                         Mxfp8ScaleRule rule) {
   const auto to_float = [](std::uint16_t h) { return bf16_to_float(h); };
   if (rule == Mxfp8ScaleRule::kCeil) {
     quantize_blocks<Mxfp8ScaleRule::kCeil>(src, data, scales, nblocks, to_float);
@@ -144,8 +155,9 @@ SW_KERNEL_INLINE void quantize_bf16_body(const std::uint16_t* src, std::uint8_t*
   }
 }
 
-SW_KERNEL_INLINE void quantize_f16_body(const std::uint16_t* src, std::uint8_t* data, std::uint8_t* scales,
-                  std::int64_t nblocks, Mxfp8ScaleRule rule) {
+SW_KERNEL_INLINE void quantize_f16_body(const std::uint16_t* src, std::uint8_t* data,
+                                        std::uint8_t* scales, std::int64_t nblocks,
+                                        Mxfp8ScaleRule rule) {
   const auto to_float = [](std::uint16_t h) { return convert_lanes::fp16_to_float(h); };
   if (rule == Mxfp8ScaleRule::kCeil) {
     quantize_blocks<Mxfp8ScaleRule::kCeil>(src, data, scales, nblocks, to_float);
@@ -156,8 +168,9 @@ SW_KERNEL_INLINE void quantize_f16_body(const std::uint16_t* src, std::uint8_t* 
 
 // e4m3 * scale is exact in fp32 (4 significant bits, exponent within range) except when the
 // product is an fp32 subnormal, where the multiply rounds it RNE.
-SW_KERNEL_INLINE void dequantize_f32_body(const std::uint8_t* __restrict data, const std::uint8_t* scales,
-                    float* __restrict out, std::int64_t nblocks) {
+SW_KERNEL_INLINE void dequantize_f32_body(const std::uint8_t* __restrict data,
+                                          const std::uint8_t* scales, float* __restrict out,
+                                          std::int64_t nblocks) {
   for (std::int64_t b = 0; b < nblocks; ++b) {
     const float scale = e8m0_to_float(scales[b]);
     for (int i = 0; i < kBlock; ++i)
@@ -165,21 +178,25 @@ SW_KERNEL_INLINE void dequantize_f32_body(const std::uint8_t* __restrict data, c
   }
 }
 
-SW_KERNEL_INLINE void dequantize_bf16_body(const std::uint8_t* __restrict data, const std::uint8_t* scales,
-                     std::uint16_t* __restrict out, std::int64_t nblocks) {
+SW_KERNEL_INLINE void dequantize_bf16_body(const std::uint8_t* __restrict data,
+                                           const std::uint8_t* scales,
+                                           std::uint16_t* __restrict out, std::int64_t nblocks) {
   for (std::int64_t b = 0; b < nblocks; ++b) {
     const float scale = e8m0_to_float(scales[b]);
     for (int i = 0; i < kBlock; ++i)
-      out[b * kBlock + i] = convert_lanes::float_to_bf16(scaled_element(data[b * kBlock + i], scale));
+      out[b * kBlock + i] =
+          convert_lanes::float_to_bf16(scaled_element(data[b * kBlock + i], scale));
   }
 }
 
-SW_KERNEL_INLINE void dequantize_f16_body(const std::uint8_t* __restrict data, const std::uint8_t* scales,
-                    std::uint16_t* __restrict out, std::int64_t nblocks) {
+SW_KERNEL_INLINE void dequantize_f16_body(const std::uint8_t* __restrict data,
+                                          const std::uint8_t* scales, std::uint16_t* __restrict out,
+                                          std::int64_t nblocks) {
   for (std::int64_t b = 0; b < nblocks; ++b) {
     const float scale = e8m0_to_float(scales[b]);
     for (int i = 0; i < kBlock; ++i)
-      out[b * kBlock + i] = convert_lanes::float_to_fp16(scaled_element(data[b * kBlock + i], scale));
+      out[b * kBlock + i] =
+          convert_lanes::float_to_fp16(scaled_element(data[b * kBlock + i], scale));
   }
 }
 
@@ -195,33 +212,33 @@ struct Kernels {
 };
 
 // One set of wrappers per level; ATTR is the level's target attribute.
-#define SW_MXFP8_KERNELS(SUFFIX, ATTR)                                                       \
-  ATTR void quantize_f32_##SUFFIX(const float* s, std::uint8_t* d, std::uint8_t* sc,        \
-                                  std::int64_t n, Mxfp8ScaleRule r) {                        \
-    quantize_f32_body(s, d, sc, n, r);                                                       \
-  }                                                                                          \
+#define SW_MXFP8_KERNELS(SUFFIX, ATTR)                                                        \
+  ATTR void quantize_f32_##SUFFIX(const float* s, std::uint8_t* d, std::uint8_t* sc,          \
+                                  std::int64_t n, Mxfp8ScaleRule r) {                         \
+    quantize_f32_body(s, d, sc, n, r);                                                        \
+  }                                                                                           \
   ATTR void quantize_bf16_##SUFFIX(const std::uint16_t* s, std::uint8_t* d, std::uint8_t* sc, \
-                                   std::int64_t n, Mxfp8ScaleRule r) {                       \
-    quantize_bf16_body(s, d, sc, n, r);                                                      \
-  }                                                                                          \
-  ATTR void quantize_f16_##SUFFIX(const std::uint16_t* s, std::uint8_t* d, std::uint8_t* sc, \
-                                  std::int64_t n, Mxfp8ScaleRule r) {                        \
-    quantize_f16_body(s, d, sc, n, r);                                                       \
-  }                                                                                          \
-  ATTR void dequantize_f32_##SUFFIX(const std::uint8_t* d, const std::uint8_t* sc, float* o, \
-                                    std::int64_t n) {                                        \
-    dequantize_f32_body(d, sc, o, n);                                                        \
-  }                                                                                          \
-  ATTR void dequantize_bf16_##SUFFIX(const std::uint8_t* d, const std::uint8_t* sc,          \
-                                     std::uint16_t* o, std::int64_t n) {                     \
-    dequantize_bf16_body(d, sc, o, n);                                                       \
-  }                                                                                          \
-  ATTR void dequantize_f16_##SUFFIX(const std::uint8_t* d, const std::uint8_t* sc,           \
-                                    std::uint16_t* o, std::int64_t n) {                      \
-    dequantize_f16_body(d, sc, o, n);                                                        \
-  }                                                                                          \
-  constexpr Kernels kKernels_##SUFFIX = {quantize_f32_##SUFFIX,   quantize_bf16_##SUFFIX,    \
-                                         quantize_f16_##SUFFIX,   dequantize_f32_##SUFFIX,   \
+                                   std::int64_t n, Mxfp8ScaleRule r) {                        \
+    quantize_bf16_body(s, d, sc, n, r);                                                       \
+  }                                                                                           \
+  ATTR void quantize_f16_##SUFFIX(const std::uint16_t* s, std::uint8_t* d, std::uint8_t* sc,  \
+                                  std::int64_t n, Mxfp8ScaleRule r) {                         \
+    quantize_f16_body(s, d, sc, n, r);                                                        \
+  }                                                                                           \
+  ATTR void dequantize_f32_##SUFFIX(const std::uint8_t* d, const std::uint8_t* sc, float* o,  \
+                                    std::int64_t n) {                                         \
+    dequantize_f32_body(d, sc, o, n);                                                         \
+  }                                                                                           \
+  ATTR void dequantize_bf16_##SUFFIX(const std::uint8_t* d, const std::uint8_t* sc,           \
+                                     std::uint16_t* o, std::int64_t n) {                      \
+    dequantize_bf16_body(d, sc, o, n);                                                        \
+  }                                                                                           \
+  ATTR void dequantize_f16_##SUFFIX(const std::uint8_t* d, const std::uint8_t* sc,            \
+                                    std::uint16_t* o, std::int64_t n) {                       \
+    dequantize_f16_body(d, sc, o, n);                                                         \
+  }                                                                                           \
+  constexpr Kernels kKernels_##SUFFIX = {quantize_f32_##SUFFIX,    quantize_bf16_##SUFFIX,    \
+                                         quantize_f16_##SUFFIX,    dequantize_f32_##SUFFIX,   \
                                          dequantize_bf16_##SUFFIX, dequantize_f16_##SUFFIX};
 
 SW_MXFP8_KERNELS(baseline, )
@@ -229,7 +246,150 @@ SW_MXFP8_KERNELS(avx2, SW_TARGET_AVX2)
 SW_MXFP8_KERNELS(avx512, SW_TARGET_AVX512)
 #undef SW_MXFP8_KERNELS
 
+#if SW_HAVE_ISA_LEVELS
+// bf16 bits of every E4M3 magnitude code 0..127 (0x7F: the quiet NaN float_to_bf16 makes).
+const std::uint16_t* e4m3_magnitude_to_bf16_table() {
+  alignas(64) static const std::array<std::uint16_t, 128> table = [] {
+    std::array<std::uint16_t, 128> t{};
+    for (std::uint32_t c = 0; c < 128; ++c) {
+      t[c] = convert_lanes::float_to_bf16(e4m3_to_float(static_cast<std::uint8_t>(c)));
+    }
+    return t;
+  }();
+  return table.data();
+}
+
+// MXFP8 -> bf16 in 16-bit lanes, 32 elements (one block) per step. A scale byte s in [10, 246]
+// keeps every product e4m3 * 2^(s-127) a normal fp32 (e4m3 magnitudes lie in [2^-9, 448]), so
+// the product is exact and already a bf16 value: its bits are the bf16 bits of the E4M3
+// magnitude (a 128-entry table) plus (s - 127) in the exponent field, with zero and NaN codes
+// left as they are and the sign put back. Blocks with another scale take the general loop.
+// Gives exactly the bits of dequantize_bf16_body (the tests compare every code and scale).
+SW_TARGET_AVX512 void dequantize_bf16_avx512_table(const std::uint8_t* data,
+                                                   const std::uint8_t* scales, std::uint16_t* out,
+                                                   std::int64_t nblocks) {
+  const std::uint16_t* table = e4m3_magnitude_to_bf16_table();
+  const __m512i t0 = _mm512_load_si512(table), t1 = _mm512_load_si512(table + 32);
+  const __m512i t2 = _mm512_load_si512(table + 64), t3 = _mm512_load_si512(table + 96);
+  const __m512i magnitude_mask = _mm512_set1_epi16(0x7f), nan_code = _mm512_set1_epi16(0x7f);
+  const __m512i upper_half = _mm512_set1_epi16(0x40), sign_mask = _mm512_set1_epi16(0x80);
+  for (std::int64_t b = 0; b < nblocks; ++b) {
+    const std::uint32_t s = scales[b];
+    if (s < 10 || s > 246) {
+      dequantize_bf16_body(data + b * kBlock, scales + b, out + b * kBlock, 1);
+      continue;
+    }
+    const __m512i codes = _mm512_cvtepu8_epi16(
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(data + b * kBlock)));
+    const __m512i magnitude = _mm512_and_si512(codes, magnitude_mask);
+    // Table lookup: two 64-entry permutes (index bits 0..5), picked by bit 6.
+    const __m512i low = _mm512_permutex2var_epi16(t0, magnitude, t1);
+    const __m512i high = _mm512_permutex2var_epi16(t2, magnitude, t3);
+    __m512i bits = _mm512_mask_blend_epi16(_mm512_test_epi16_mask(codes, upper_half), low, high);
+    // Scale the numbers (not zero, not NaN) by adding s - 127 to the exponent field.
+    const __mmask32 numbers = _mm512_test_epi16_mask(codes, magnitude_mask) &
+                              _mm512_cmpneq_epi16_mask(magnitude, nan_code);
+    const __m512i exponent_step =
+        _mm512_set1_epi16(static_cast<short>((static_cast<int>(s) - 127) * 128));
+    bits = _mm512_mask_add_epi16(bits, numbers, bits, exponent_step);
+    bits = _mm512_or_si512(bits, _mm512_slli_epi16(_mm512_and_si512(codes, sign_mask), 8));
+    _mm512_storeu_si512(out + b * kBlock, bits);
+  }
+}
+
+// Largest of 32 unsigned 16-bit lanes.
+SW_TARGET_AVX512 inline std::uint32_t reduce_max_u16(__m512i v) {
+  const __m256i half = _mm256_max_epu16(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1));
+  const __m128i quarter =
+      _mm_max_epu16(_mm256_castsi256_si128(half), _mm256_extracti128_si256(half, 1));
+  // minpos finds the smallest of 8 lanes: of the complements, that is the largest.
+  const __m128i all_ones = _mm_set1_epi16(-1);
+  const __m128i smallest = _mm_minpos_epu16(_mm_xor_si128(quarter, all_ones));
+  return ~static_cast<std::uint32_t>(_mm_extract_epi16(smallest, 0)) & 0xffffu;
+}
+
+// bf16 -> MXFP8 in 16-bit lanes, one block (32 elements) per step. A bf16 value times the
+// power-of-two inverse scale only moves its exponent field, so the E4M3 code comes from integer
+// arithmetic on the 16-bit pattern: normal codes by rebiasing the exponent and rounding the
+// 7-bit mantissa to 3 bits (RNE, carry into the exponent, saturation at 0x7E), codes below 2^-6
+// by an integer RNE shift of the significand. Blocks whose scale byte is below 11 (amax under
+// about 2^-108, where bf16 subnormals could still round to a nonzero code) and floor-rule blocks
+// with NaN / Inf take the general loop. Gives exactly the bytes of quantize_bf16_body.
+template <Mxfp8ScaleRule kRule>
+SW_TARGET_AVX512 void quantize_bf16_avx512_lanes(const std::uint16_t* src, std::uint8_t* data,
+                                                 std::uint8_t* scales, std::int64_t nblocks) {
+  const __m512i abs_mask = _mm512_set1_epi16(0x7fff), inf = _mm512_set1_epi16(0x7f80);
+  const __m512i seven = _mm512_set1_epi16(7), one = _mm512_set1_epi16(1);
+  const __m512i max_code = _mm512_set1_epi16(kE4M3MaxCode), nan_code = _mm512_set1_epi16(0x7f);
+  const __m512i mantissa = _mm512_set1_epi16(0x7f), implicit_one = _mm512_set1_epi16(0x80);
+  const __m512i sign_byte = _mm512_set1_epi16(0x80), fifteen = _mm512_set1_epi16(15);
+  for (std::int64_t b = 0; b < nblocks; ++b) {
+    const std::uint16_t* x_ptr = src + b * kBlock;
+    const __m512i x = _mm512_loadu_si512(x_ptr);
+    const __m512i abs = _mm512_and_si512(x, abs_mask);
+    const __mmask32 special = _mm512_cmpge_epu16_mask(abs, inf);
+    const __m512i counted =
+        kRule == Mxfp8ScaleRule::kCeil ? _mm512_maskz_mov_epi16(~special, abs) : abs;
+    const std::uint32_t amax = reduce_max_u16(counted) << 16;  // as fp32 bits
+    const std::uint32_t biased = amax < fp8_detail::kF32Inf
+                                     ? scale_biased_exponent<kRule>(amax)
+                                     : 0u;  // floor rule with NaN / Inf: general loop
+    if (biased < 11) {
+      quantize_bf16_body(x_ptr, data + b * kBlock, scales + b, 1, kRule);
+      continue;
+    }
+    scales[b] = static_cast<std::uint8_t>(biased);
+    const int k = static_cast<int>(biased) - 127;  // the scale is 2^k
+    // Normal E4M3 codes: exponent field e - k - 120 (>= 1) above the 7 mantissa bits, RNE to 3.
+    const __m512i t = _mm512_sub_epi16(abs, _mm512_set1_epi16(static_cast<short>((k + 120) << 7)));
+    const __m512i odd = _mm512_and_si512(_mm512_srli_epi16(t, 4), one);
+    const __m512i normal = _mm512_min_epu16(
+        _mm512_srli_epi16(_mm512_add_epi16(_mm512_add_epi16(t, seven), odd), 4), max_code);
+    // Normal exactly when e - k - 120 >= 1, i.e. t >= 128 (t as a signed number stays within
+    // [-30720, 32767]).
+    const __mmask32 is_normal = _mm512_cmpgt_epi16_mask(t, mantissa);
+    __m512i code = _mm512_maskz_mov_epi16(is_normal, normal);
+    const __mmask32 below = ~is_normal & _mm512_test_epi16_mask(abs, abs_mask);
+    if (below != 0) {
+      // value = (128 + m) * 2^(e - k - 134); the code counts 2^-9 steps: (128 + m) >> (125 -
+      // e + k) rounded to nearest even. Shifts of 9 or more give 0 (significand < 2^8).
+      const __m512i e = _mm512_srli_epi16(abs, 7);
+      const __m512i shift = _mm512_min_epi16(
+          _mm512_sub_epi16(_mm512_set1_epi16(static_cast<short>(125 + k)), e), fifteen);
+      const __m512i significand = _mm512_or_si512(_mm512_and_si512(abs, mantissa), implicit_one);
+      const __m512i half_minus_one =
+          _mm512_sub_epi16(_mm512_sllv_epi16(one, _mm512_sub_epi16(shift, one)), one);
+      const __m512i low_bit = _mm512_and_si512(_mm512_srlv_epi16(significand, shift), one);
+      const __m512i sub = _mm512_srlv_epi16(
+          _mm512_add_epi16(_mm512_add_epi16(significand, half_minus_one), low_bit), shift);
+      code = _mm512_mask_mov_epi16(code, below, sub);
+    }
+    if (kRule == Mxfp8ScaleRule::kCeil) code = _mm512_mask_mov_epi16(code, special, nan_code);
+    // code | (x >> 8 & 0x80) in one ternary-logic op (0xF8: A | (B & C)).
+    code = _mm512_ternarylogic_epi32(code, _mm512_srli_epi16(x, 8), sign_byte, 0xf8);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(data + b * kBlock), _mm512_cvtepi16_epi8(code));
+  }
+}
+
+SW_TARGET_AVX512 void quantize_bf16_avx512_fast(const std::uint16_t* src, std::uint8_t* data,
+                                                std::uint8_t* scales, std::int64_t nblocks,
+                                                Mxfp8ScaleRule rule) {
+  if (rule == Mxfp8ScaleRule::kCeil) {
+    quantize_bf16_avx512_lanes<Mxfp8ScaleRule::kCeil>(src, data, scales, nblocks);
+  } else {
+    quantize_bf16_avx512_lanes<Mxfp8ScaleRule::kFloor>(src, data, scales, nblocks);
+  }
+}
+
+// The AVX-512 level with the 16-bit-lane bf16 kernels.
+constexpr Kernels kKernels_avx512_lanes = {quantize_f32_avx512,          quantize_bf16_avx512_fast,
+                                           quantize_f16_avx512,          dequantize_f32_avx512,
+                                           dequantize_bf16_avx512_table, dequantize_f16_avx512};
+constexpr Kernels kKernels[kNumIsaLevels] = {kKernels_baseline, kKernels_avx2,
+                                             kKernels_avx512_lanes};
+#else
 constexpr Kernels kKernels[kNumIsaLevels] = {kKernels_baseline, kKernels_avx2, kKernels_avx512};
+#endif
 
 }  // namespace
 

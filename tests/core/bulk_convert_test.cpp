@@ -26,11 +26,10 @@ std::vector<std::uint16_t> every_16bit_code() {
 // fp32 inputs that exercise every branch: specials, NaN payloads, fp16/bf16 subnormals, values
 // just around each rounding tie and overflow threshold, and random bit patterns.
 std::vector<float> tricky_floats() {
-  std::vector<std::uint32_t> bits = {0x00000000u, 0x80000000u, 0x7f800000u, 0xff800000u,
-                                     0x7fc00000u, 0xffc00001u, 0x7f800001u, 0x7fbfffffu,
-                                     0x477ff000u, 0x477fefffu, 0x477fffffu, 0x38800000u,
-                                     0x387fffffu, 0x33000000u, 0x33000001u, 0x32ffffffu,
-                                     0x7f7fffffu, 0x00000001u, 0x3f808000u, 0x3f818000u};
+  std::vector<std::uint32_t> bits = {
+      0x00000000u, 0x80000000u, 0x7f800000u, 0xff800000u, 0x7fc00000u, 0xffc00001u, 0x7f800001u,
+      0x7fbfffffu, 0x477ff000u, 0x477fefffu, 0x477fffffu, 0x38800000u, 0x387fffffu, 0x33000000u,
+      0x33000001u, 0x32ffffffu, 0x7f7fffffu, 0x00000001u, 0x3f808000u, 0x3f818000u};
   for (std::uint32_t c = 0; c < 0x10000; ++c) {
     // Exactly on, just below and just above the bf16 and fp16 rounding midpoints.
     const std::uint32_t hi = c << 16;
@@ -104,8 +103,10 @@ TEST(BulkConvert, ConvertFloatsEveryDtypePair) {
   const auto n = static_cast<std::int64_t>(x.size());
   std::vector<std::uint16_t> bf(x.size()), fp(x.size()), bf_from_fp(x.size()), fp_from_bf(x.size());
   std::vector<float> back(x.size());
-  convert_floats({const_cast<float*>(x.data()), n, DType::kFloat32}, {bf.data(), n, DType::kBFloat16});
-  convert_floats({const_cast<float*>(x.data()), n, DType::kFloat32}, {fp.data(), n, DType::kFloat16});
+  convert_floats({const_cast<float*>(x.data()), n, DType::kFloat32},
+                 {bf.data(), n, DType::kBFloat16});
+  convert_floats({const_cast<float*>(x.data()), n, DType::kFloat32},
+                 {fp.data(), n, DType::kFloat16});
   convert_floats({fp.data(), n, DType::kFloat16}, {bf_from_fp.data(), n, DType::kBFloat16});
   convert_floats({bf.data(), n, DType::kBFloat16}, {fp_from_bf.data(), n, DType::kFloat16});
   convert_floats({bf.data(), n, DType::kBFloat16}, {back.data(), n, DType::kFloat32});

@@ -3,15 +3,17 @@
 // layouts, every input and output dtype, with NaN / Inf / subnormal blocks and a partial block.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <vector>
 
 #include "shardwise/core/cpu_isa.hpp"
 #include "shardwise/core/float_convert.hpp"
+#include "shardwise/core/fp8.hpp"
 #include "shardwise/core/mxfp8.hpp"
 
 namespace shardwise {
@@ -44,10 +46,11 @@ struct Outputs {
 // Quantizes `x` given as `dtype` and dequantizes the result to every output dtype.
 Outputs run(const void* x, DType dtype, Mxfp8ScaleRule rule, Mxfp8ScaleLayout layout) {
   const std::int64_t n = kRows * kCols;
-  const Mxfp8Tensor q = quantize_mxfp8({const_cast<void*>(x), n, dtype}, kRows, kCols,
-                                       {rule, layout, 1});
+  const Mxfp8Tensor q =
+      quantize_mxfp8({const_cast<void*>(x), n, dtype}, kRows, kCols, {rule, layout, 1});
   Outputs out{q.data, q.scale, std::vector<float>(std::size_t(n)),
-              std::vector<std::uint16_t>(std::size_t(n)), std::vector<std::uint16_t>(std::size_t(n))};
+              std::vector<std::uint16_t>(std::size_t(n)),
+              std::vector<std::uint16_t>(std::size_t(n))};
   dequantize_mxfp8_into(q.view(), {out.f32.data(), n, DType::kFloat32}, 1);
   dequantize_mxfp8_into(q.view(), {out.bf16.data(), n, DType::kBFloat16}, 1);
   dequantize_mxfp8_into(q.view(), {out.f16.data(), n, DType::kFloat16}, 1);
@@ -57,7 +60,8 @@ Outputs run(const void* x, DType dtype, Mxfp8ScaleRule rule, Mxfp8ScaleLayout la
 TEST(Mxfp8IsaLevels, EveryLevelGivesTheBaselineBytes) {
   const std::vector<float> x = input();
   std::vector<std::uint16_t> xb(x.size()), xh(x.size());
-  for (std::size_t i = 0; i < x.size(); ++i) xb[i] = float_to_bf16(x[i]), xh[i] = float_to_fp16(x[i]);
+  for (std::size_t i = 0; i < x.size(); ++i)
+    xb[i] = float_to_bf16(x[i]), xh[i] = float_to_fp16(x[i]);
   const std::pair<const void*, DType> inputs[] = {
       {x.data(), DType::kFloat32}, {xb.data(), DType::kBFloat16}, {xh.data(), DType::kFloat16}};
   for (auto rule : {Mxfp8ScaleRule::kCeil, Mxfp8ScaleRule::kFloor}) {
@@ -79,6 +83,104 @@ TEST(Mxfp8IsaLevels, EveryLevelGivesTheBaselineBytes) {
           EXPECT_EQ(0, std::memcmp(got.f32.data(), baseline.f32.data(), got.f32.size() * 4))
               << isa_level_name(level) << " dequantize fp32 from " << dtype_name(dtype);
         }
+      }
+    }
+  }
+}
+
+// bf16 blocks with every amax exponent (so every scale byte, the fallback range included) whose
+// other elements sit at random exponents below it: normal and subnormal E4M3 codes, rounding
+// ties, bf16 subnormals, zeros, and some NaN / Inf.
+std::vector<std::uint16_t> bf16_blocks_over_every_exponent() {
+  std::mt19937 gen(17);
+  std::vector<std::uint16_t> x;
+  for (int round = 0; round < 8; ++round) {
+    for (std::uint32_t amax_e = 0; amax_e < 255; ++amax_e) {
+      const std::uint32_t amax = (amax_e << 7) | (gen() & 0x7f);
+      x.push_back(static_cast<std::uint16_t>(amax | (gen() & 0x8000)));
+      for (int i = 1; i < 32; ++i) {
+        const std::uint32_t below = std::min<std::uint32_t>(amax_e, gen() % 24);
+        std::uint32_t mantissa = gen() & 0x7f;
+        if (i % 5 == 0) mantissa = (mantissa & 0x60) | 0x08 | (gen() & 0x10);  // RNE ties
+        std::uint32_t bits = ((amax_e - below) << 7) | mantissa;
+        if (bits > amax) bits = amax;
+        if (i == 7) bits = 0;
+        if (i == 9 && round == 3) bits = 0x7f80;   // Inf
+        if (i == 11 && round == 5) bits = 0x7fc1;  // NaN
+        x.push_back(static_cast<std::uint16_t>(bits | (gen() & 0x8000)));
+      }
+    }
+  }
+  return x;
+}
+
+TEST(Mxfp8IsaLevels, Bf16QuantizeOverEveryScaleExponent) {
+  const std::vector<std::uint16_t> x = bf16_blocks_over_every_exponent();
+  const std::int64_t rows = static_cast<std::int64_t>(x.size()) / 64;
+  for (auto rule : {Mxfp8ScaleRule::kCeil, Mxfp8ScaleRule::kFloor}) {
+    auto quantize = [&] {
+      return quantize_mxfp8({const_cast<std::uint16_t*>(x.data()), rows * 64, DType::kBFloat16},
+                            rows, 64, {rule, Mxfp8ScaleLayout::kRowMajor, 1});
+    };
+    Mxfp8Tensor baseline;
+    {
+      ScopedIsaLevel forced(IsaLevel::kBaseline);
+      baseline = quantize();
+    }
+    for (IsaLevel level : supported_isa_levels()) {
+      ScopedIsaLevel forced(level);
+      const Mxfp8Tensor got = quantize();
+      for (std::size_t i = 0; i < got.data.size(); ++i) {
+        ASSERT_EQ(got.data[i], baseline.data[i])
+            << isa_level_name(level) << " element " << i << " bf16 " << std::hex << x[i]
+            << " scale " << int(baseline.scale[i / 32]);
+      }
+      EXPECT_EQ(got.scale, baseline.scale) << isa_level_name(level);
+    }
+  }
+}
+
+TEST(Mxfp8IsaLevels, DequantizeEveryCodeWithEveryScaleByte) {
+  // Row r: every code 0..255 once, all 8 blocks with scale byte r (NaN scale 0xFF included).
+  Mxfp8Tensor q = Mxfp8Tensor::allocate(256, 256);
+  for (std::int64_t r = 0; r < 256; ++r) {
+    for (std::int64_t c = 0; c < 256; ++c) q.data[std::size_t(r * 256 + c)] = std::uint8_t(c);
+    for (std::int64_t b = 0; b < 8; ++b) q.scale[std::size_t(r * 8 + b)] = std::uint8_t(r);
+  }
+  const std::int64_t n = 256 * 256;
+  auto dequantize = [&](DType dtype) {
+    std::vector<std::uint8_t> out(std::size_t(n) * dtype_size(dtype));
+    dequantize_mxfp8_into(q.view(), {out.data(), n, dtype}, 1);
+    return out;
+  };
+  for (DType dtype : {DType::kBFloat16, DType::kFloat16, DType::kFloat32}) {
+    std::vector<std::uint8_t> baseline;
+    {
+      ScopedIsaLevel forced(IsaLevel::kBaseline);
+      baseline = dequantize(dtype);
+    }
+    // The baseline itself: e4m3 * scale in fp32, then rounded to the output type.
+    if (dtype == DType::kBFloat16) {
+      for (std::int64_t i = 0; i < n; i += 97) {
+        const float want =
+            e4m3_to_float(q.data[std::size_t(i)]) * e8m0_to_float(q.scale[std::size_t(i / 32)]);
+        std::uint16_t got;
+        std::memcpy(&got, baseline.data() + 2 * i, 2);
+        if (std::isnan(want)) {
+          EXPECT_TRUE(std::isnan(bf16_to_float(got))) << i;
+        } else {
+          EXPECT_EQ(got, float_to_bf16(want)) << i;
+        }
+      }
+    }
+    for (IsaLevel level : supported_isa_levels()) {
+      ScopedIsaLevel forced(level);
+      const std::vector<std::uint8_t> got = dequantize(dtype);
+      ASSERT_EQ(got.size(), baseline.size());
+      for (std::size_t i = 0; i < got.size(); i += dtype_size(dtype)) {
+        ASSERT_EQ(0, std::memcmp(got.data() + i, baseline.data() + i, dtype_size(dtype)))
+            << isa_level_name(level) << " " << dtype_name(dtype) << " code "
+            << (i / dtype_size(dtype)) % 256 << " scale byte " << i / dtype_size(dtype) / 256;
       }
     }
   }
