@@ -17,12 +17,13 @@ namespace py = pybind11;
 namespace shardwise::python {
 namespace {
 
-// numpy has no bfloat16: bf16 buffers travel as uint16 and Python reinterprets them.
+// numpy has no bfloat16: bf16 buffers travel as int16 (which torch.from_numpy accepts, unlike
+// uint16) and Python reinterprets them.
 py::dtype numpy_dtype(DType dtype) {
   switch (dtype) {
     case DType::kFloat32: return py::dtype::of<float>();
     case DType::kFloat16: return py::dtype("float16");
-    case DType::kBFloat16: return py::dtype::of<std::uint16_t>();
+    case DType::kBFloat16: return py::dtype::of<std::int16_t>();
     default: break;
   }
   throw InvalidArgument(str_cat("no numpy view for ", dtype_name(dtype), " buffers"));

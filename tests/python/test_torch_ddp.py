@@ -273,3 +273,32 @@ def test_meta_params_are_materialised_in_the_buffer():
     model(torch.ones(3, 6)).square().sum().backward()
     opt.step()
     assert not torch.equal(before, model[0].weight.detach())
+
+
+def test_bf16_params_step_from_fp32_main_params():
+    # kind=distributed keeps fp32 main params and fp32 grads and writes bf16 (RNE) back: the same
+    # as torch.optim.AdamW on an fp32 master copy fed with the bf16 model's grads.
+    model, ref = TinyNet(seed=9).to(torch.bfloat16), TinyNet(seed=9).to(torch.bfloat16)
+    ddp = sw.DistributedDataParallel(model, optimizer="distributed", bucket_size=500)
+    opt = sw.make_optimizer(ddp, lr=1e-2, clip_grad=0)
+    master = [p.detach().float().clone().requires_grad_() for p in ref.parameters()]
+    ref_opt = torch.optim.AdamW(master, lr=1e-2, weight_decay=0.01)
+    for step in range(5):
+        opt.zero_grad()
+        ref.zero_grad()
+        model(*batch(step, 8)).backward()
+        ref(*batch(step, 8)).backward()
+        for m, p in zip(master, ref.parameters()):
+            m.grad = p.grad.float()
+        opt.step()
+        ref_opt.step()
+        with torch.no_grad():
+            for m, p in zip(master, ref.parameters()):
+                p.copy_(m)
+    for (name, p), (_, r) in zip(model.named_parameters(), ref.named_parameters()):
+        assert p.dtype == torch.bfloat16 and p.main_grad.dtype == torch.float32, name
+        torch.testing.assert_close(p.detach().float(), r.detach().float(), rtol=2 ** -7, atol=1e-6,
+                                   msg=name)
+    with pytest.raises(Exception, match="needs fp32 params.*'head.bias'|fp32 params.*head"):
+        sw.make_optimizer(sw.DistributedDataParallel(TinyNet(seed=9).to(torch.bfloat16),
+                                                     optimizer="ddp"), kind="ddp")

@@ -1,5 +1,5 @@
 """Torch <-> engine tensor plumbing: checks on the params a module hands over, and torch views of
-the engine's numpy buffer views (bf16 travels as uint16, which numpy can hold)."""
+the engine's numpy buffer views (bf16 travels as int16 bits: numpy has no bfloat16)."""
 
 import numpy as np
 import torch
@@ -10,7 +10,7 @@ SUPPORTED_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 def tensor_over(array, dtype=None):
     """A torch tensor sharing `array`'s memory (bf16 when the array holds bf16 bits)."""
     t = torch.from_numpy(array)
-    if array.dtype == np.uint16:
+    if array.dtype == np.int16:
         t = t.view(torch.bfloat16)
     if dtype is not None and t.dtype != dtype:
         raise ValueError(f"engine buffer is {t.dtype}, param is {dtype}")
