@@ -2,7 +2,6 @@
 there exactly as autograd computes them, the optimizers match independent torch references, and
 bad input raises naming the param."""
 
-import numpy as np
 import pytest
 import torch
 

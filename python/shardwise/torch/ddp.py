@@ -174,7 +174,7 @@ class DistributedDataParallel:
                 raise ValueError(f"param '{n}' was added to the module after it was wrapped by "
                                  f"shardwise DistributedDataParallel; wrap the final module")
         present = {n for n, _ in current}
-        for (n, p), ptr in zip(self._params, self._ptrs):
+        for n, _ in self._params:
             if n not in present:
                 raise ValueError(f"param '{n}' was removed from the module (or frozen) after it "
                                  f"was wrapped by shardwise DistributedDataParallel")
