@@ -8,3 +8,11 @@ add_test(NAME cli_config
          COMMAND bash ${PROJECT_SOURCE_DIR}/tests/cli/config_cli_test.sh $<TARGET_FILE:shardwise>
                  ${PROJECT_SOURCE_DIR}/examples)
 set_tests_properties(cli_config PROPERTIES LABELS cli TIMEOUT 120)
+add_test(NAME cli_train_faults
+         COMMAND bash ${PROJECT_SOURCE_DIR}/tests/cli/train_faults_test.sh $<TARGET_FILE:shardwise>
+                 ${PROJECT_SOURCE_DIR})
+set_tests_properties(cli_train_faults PROPERTIES LABELS cli TIMEOUT 300)
+add_test(NAME cli_text_corpus
+         COMMAND bash ${PROJECT_SOURCE_DIR}/tests/cli/text_corpus_cli_test.sh
+                 $<TARGET_FILE:shardwise> ${PROJECT_SOURCE_DIR})
+set_tests_properties(cli_text_corpus PROPERTIES LABELS cli TIMEOUT 120)

@@ -10,8 +10,10 @@
 #include <vector>
 
 #include "command_registry.hpp"
+#include "output_preflight.hpp"
 #include "shardwise/checkpoint/mxfp8_convert.hpp"
 #include "shardwise/core/error.hpp"
+#include "shardwise/core/message_text.hpp"
 
 namespace shardwise::cli {
 namespace {
@@ -94,7 +96,16 @@ void print_summary(const char* verb, const ConvertSummary& s, const std::string&
               ratio);
 }
 
+// The output must be a writable file path before any tensor is read or converted.
+void preflight_output(const std::string& output) {
+  std::error_code ec;
+  SW_REQUIRE(!std::filesystem::is_directory(output, ec), IoError, "convert: output ",
+             printable(output, 4096), " is a directory (give a .safetensors file path)");
+  probe_output_directory(output_parent(output), "convert: output");
+}
+
 int run_convert(const ConvertArgs& args) {
+  preflight_output(args.output);
   ProgressBar bar(wants_progress(args.input));
   if (args.to == "mxfp8") {
     Mxfp8ConvertOptions options;
@@ -145,7 +156,7 @@ const bool registered = register_command(
                      "2d (default: NAME_scale is [rows, ceil(cols/32)]) or swizzled (cuBLAS "
                      "128x4 tiles, [round_up(rows,128), round_up(ceil(cols/32),4)])");
       app.add_option("--include", args->include,
-                     "Regex (ECMAScript, searched in the name; repeatable): convert only 2-D "
+                     "Regex (RE2 syntax, searched in the name; repeatable): convert only 2-D "
                      "tensors whose name matches. Default: every 2-D fp32/bf16/fp16 tensor "
                      "except names matching '" +
                          std::string(kMxfp8DefaultExcludePattern) +

@@ -17,6 +17,7 @@
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,7 @@
 #include "shardwise/core/float_convert.hpp"
 #include "shardwise/reshard/refit.hpp"
 #include "shardwise/reshard/tp_export.hpp"
+#include "shardwise/train/output_preflight.hpp"
 #include "shardwise/train/trainer.hpp"
 
 namespace shardwise::cli {
@@ -151,6 +153,119 @@ int first_failing_rank(ProcessGroup& world, bool failed) {
   return v == 0 ? -1 : world.size() - static_cast<int>(v);
 }
 
+// What every rank refits: the param list (all ranks) and fp32 views of the values (training
+// ranks; the values live in `weights`).
+struct RefitInputs {
+  ModelWeights weights;
+  std::vector<RefitParam> params;
+  std::map<std::string, TensorView> views;
+  std::int64_t total_elements = 0;
+  int mxfp8_params = 0;
+};
+
+void gather_refit_inputs(const RefitArgs& args, const TrainingConfig* config, ProcessGroup& world,
+                         const ProcessGroupPtr& train_group, bool trains, RefitInputs& in) {
+  if (trains) {
+    in.weights = args.checkpoint.empty() ? train_weights(*config, train_group)
+                                         : load_checkpoint_weights(args.checkpoint);
+  }
+  in.params = broadcast_params(world, in.weights.params);
+  for (auto& [name, v] : in.weights.values) {
+    in.views[name] = {v.data(), static_cast<std::int64_t>(v.size()), DType::kFloat32};
+  }
+  for (const RefitParam& p : in.params) {
+    std::int64_t n = 1;
+    for (auto d : p.shape) n *= d;
+    in.total_elements += n;
+    in.mxfp8_params += is_mxfp8_refit_candidate(p.name, p.shape) ? 1 : 0;
+  }
+}
+
+// Runs args.repeat verified refits in `mode`. Returns nullopt when a rank found a mismatch (the
+// lowest such rank has reported it).
+std::optional<ModeReport> refit_in_mode(const RefitArgs& args, const ProcessGroupPtr& world,
+                                        const RefitInputs& in, const RefitTopology& topology,
+                                        const std::map<std::string, std::vector<float>>& reference,
+                                        RefitMode mode, std::int64_t& verified) {
+  const int me = world->rank();
+  const bool trains = me < topology.num_train_ranks;
+  RefitEngine engine(world, in.params, topology, mode);
+  const std::vector<const void*> addresses = engine.buffer_addresses();
+  ModeReport report;
+  report.mode = mode;
+  for (int k = 0; k < args.repeat; ++k) {
+    engine.fill_buffers(0xFF);  // stale contents cannot pass verification
+    const RefitStats stats = engine.refit(trains ? in.views : std::map<std::string, TensorView>{});
+    report.wire_bytes = stats.wire_bytes;
+    report.elements = stats.elements;
+    report.seconds.push_back(stats.seconds);
+    report.stage_seconds = std::max(report.stage_seconds, stats.stage_seconds);
+    std::string problem;
+    if (engine.buffer_addresses() != addresses) {
+      problem = "persistent buffer addresses changed";
+    } else if (engine.is_inference_rank()) {
+      const RefitVerification v =
+          verify_refit(engine.weights(), reference, topology.tp, engine.tp_rank());
+      verified += v.tensors_checked;
+      problem = v.first_mismatch;
+    }
+    const int failing = first_failing_rank(*world, !problem.empty());
+    if (failing == me) {
+      std::fprintf(stderr,
+                   "shardwise refit: mismatch on rank %d (tp rank %d), mode %s, refit %d: %s\n", me,
+                   engine.tp_rank(), refit_mode_name(mode), k + 1, problem.c_str());
+      std::fflush(stderr);
+    }
+    if (failing >= 0) return std::nullopt;
+  }
+  return report;
+}
+
+double gigabytes_per_second(const ModeReport& r) {
+  return r.median() > 0 ? static_cast<double>(r.wire_bytes) / r.median() / 1e9 : 0.0;
+}
+
+void print_refit_table(const std::vector<ModeReport>& reports, std::int64_t verified) {
+  std::printf("%-15s %14s %12s %11s %11s %10s %10s\n", "mode", "wire bytes", "bytes/elem",
+              "median ms", "best ms", "GB/s", "vs bf16");
+  const double bf16_median = reports.front().median();
+  for (const ModeReport& r : reports) {
+    const double ms = r.median() * 1e3;
+    std::printf(
+        "%-15s %14lld %12.3f %11.3f %11.3f %10.3f %9.2fx\n", refit_mode_name(r.mode),
+        static_cast<long long>(r.wire_bytes),
+        r.elements ? static_cast<double>(r.wire_bytes) / static_cast<double>(r.elements) : 0.0, ms,
+        r.best() * 1e3, gigabytes_per_second(r), r.median() > 0 ? bf16_median / r.median() : 0.0);
+  }
+  std::printf("verified %lld tensors, all bit-exact\n", static_cast<long long>(verified));
+  std::fflush(stdout);
+}
+
+void write_refit_json(const RefitArgs& args, int world_size, const RefitTopology& topology,
+                      const RefitInputs& in, const std::vector<ModeReport>& reports,
+                      std::int64_t verified) {
+  nlohmann::ordered_json j;
+  j["world_size"] = world_size;
+  j["training_ranks"] = topology.num_train_ranks;
+  j["tp"] = topology.tp;
+  j["params"] = in.params.size();
+  j["elements"] = in.total_elements;
+  j["refits_per_mode"] = args.repeat;
+  j["verified_tensors"] = verified;
+  for (const ModeReport& r : reports) {
+    nlohmann::ordered_json m;
+    m["mode"] = refit_mode_name(r.mode);
+    m["wire_bytes"] = r.wire_bytes;
+    m["elements_delivered"] = r.elements;
+    m["seconds"] = r.seconds;
+    m["median_seconds"] = r.median();
+    m["gigabytes_per_second"] = gigabytes_per_second(r);
+    m["bf16_staging_seconds"] = r.stage_seconds;
+    j["modes"].push_back(m);
+  }
+  write_file_atomic(args.json, j.dump(2) + "\n");
+}
+
 int run_refit(const RefitArgs& args, const TrainingConfig* config) {
   const ProcessGroupPtr world = init_mpi_world();
   const int size = world->size();
@@ -167,116 +282,36 @@ int run_refit(const RefitArgs& args, const TrainingConfig* config) {
   const RefitTopology topology{size - args.tp, args.tp};
   const bool trains = me < topology.num_train_ranks;
   const ProcessGroupPtr train_group = split_group(world, trains ? 0 : -1, me, "refit-train");
-
-  ModelWeights weights;
-  if (trains) {
-    weights = args.checkpoint.empty() ? train_weights(*config, train_group)
-                                      : load_checkpoint_weights(args.checkpoint);
-  }
-  const std::vector<RefitParam> params = broadcast_params(*world, weights.params);
-  std::map<std::string, TensorView> views;
-  for (auto& [name, v] : weights.values) {
-    views[name] = {v.data(), static_cast<std::int64_t>(v.size()), DType::kFloat32};
-  }
-  std::int64_t total_elements = 0;
-  int mxfp8_params = 0;
-  for (const RefitParam& p : params) {
-    std::int64_t n = 1;
-    for (auto d : p.shape) n *= d;
-    total_elements += n;
-    mxfp8_params += is_mxfp8_refit_candidate(p.name, p.shape) ? 1 : 0;
-  }
+  RefitInputs in;
+  gather_refit_inputs(args, config, *world, train_group, trains, in);
   if (me == 0) {
     std::printf(
         "refit: %zu params (%lld elements, %d MXFP8-eligible) from %s on ranks 0-%d -> "
         "TP=%d on ranks %d-%d, %d refit(s) per mode\n",
-        params.size(), static_cast<long long>(total_elements), mxfp8_params,
+        in.params.size(), static_cast<long long>(in.total_elements), in.mxfp8_params,
         args.checkpoint.empty() ? "training" : args.checkpoint.c_str(),
         topology.num_train_ranks - 1, topology.tp, topology.first_inference_rank(),
         topology.num_ranks() - 1, args.repeat);
     std::fflush(stdout);
   }
   // The independent path for verification: whole fp32 params straight from rank 0.
-  const auto reference = send_reference_weights(*world, params, topology, 0, views);
+  const auto reference = send_reference_weights(*world, in.params, topology, 0, in.views);
 
   std::vector<ModeReport> reports;
   std::int64_t verified = 0;
   for (RefitMode mode : modes_of(args.mxfp8)) {
-    RefitEngine engine(world, params, topology, mode);
-    const std::vector<const void*> addresses = engine.buffer_addresses();
-    ModeReport report;
-    report.mode = mode;
-    for (int k = 0; k < args.repeat; ++k) {
-      engine.fill_buffers(0xFF);  // stale contents cannot pass verification
-      const RefitStats stats = engine.refit(trains ? views : std::map<std::string, TensorView>{});
-      report.wire_bytes = stats.wire_bytes;
-      report.elements = stats.elements;
-      report.seconds.push_back(stats.seconds);
-      report.stage_seconds = std::max(report.stage_seconds, stats.stage_seconds);
-      std::string problem;
-      if (engine.buffer_addresses() != addresses) {
-        problem = "persistent buffer addresses changed";
-      } else if (engine.is_inference_rank()) {
-        const RefitVerification v =
-            verify_refit(engine.weights(), reference, topology.tp, engine.tp_rank());
-        verified += v.tensors_checked;
-        problem = v.first_mismatch;
-      }
-      const int failing = first_failing_rank(*world, !problem.empty());
-      if (failing == me) {
-        std::fprintf(stderr,
-                     "shardwise refit: mismatch on rank %d (tp rank %d), mode %s, refit %d: %s\n",
-                     me, engine.tp_rank(), refit_mode_name(mode), k + 1, problem.c_str());
-        std::fflush(stderr);
-      }
-      if (failing >= 0) {
-        world->barrier()->wait();
-        return 1;
-      }
+    std::optional<ModeReport> report =
+        refit_in_mode(args, world, in, topology, reference, mode, verified);
+    if (!report) {
+      world->barrier()->wait();
+      return 1;
     }
-    reports.push_back(report);
+    reports.push_back(std::move(*report));
   }
   world->all_reduce({&verified, 1, DType::kInt64}, ReduceOp::kSum)->wait();
-
   if (me == 0) {
-    std::printf("%-15s %14s %12s %11s %11s %10s %10s\n", "mode", "wire bytes", "bytes/elem",
-                "median ms", "best ms", "GB/s", "vs bf16");
-    const double bf16_median = reports.front().median();
-    for (const ModeReport& r : reports) {
-      const double ms = r.median() * 1e3;
-      std::printf(
-          "%-15s %14lld %12.3f %11.3f %11.3f %10.3f %9.2fx\n", refit_mode_name(r.mode),
-          static_cast<long long>(r.wire_bytes),
-          r.elements ? static_cast<double>(r.wire_bytes) / static_cast<double>(r.elements) : 0.0,
-          ms, r.best() * 1e3,
-          r.median() > 0 ? static_cast<double>(r.wire_bytes) / r.median() / 1e9 : 0.0,
-          r.median() > 0 ? bf16_median / r.median() : 0.0);
-    }
-    std::printf("verified %lld tensors, all bit-exact\n", static_cast<long long>(verified));
-    std::fflush(stdout);
-    if (!args.json.empty()) {
-      nlohmann::ordered_json j;
-      j["world_size"] = size;
-      j["training_ranks"] = topology.num_train_ranks;
-      j["tp"] = topology.tp;
-      j["params"] = params.size();
-      j["elements"] = total_elements;
-      j["refits_per_mode"] = args.repeat;
-      j["verified_tensors"] = verified;
-      for (const ModeReport& r : reports) {
-        nlohmann::ordered_json m;
-        m["mode"] = refit_mode_name(r.mode);
-        m["wire_bytes"] = r.wire_bytes;
-        m["elements_delivered"] = r.elements;
-        m["seconds"] = r.seconds;
-        m["median_seconds"] = r.median();
-        m["gigabytes_per_second"] =
-            r.median() > 0 ? static_cast<double>(r.wire_bytes) / r.median() / 1e9 : 0.0;
-        m["bf16_staging_seconds"] = r.stage_seconds;
-        j["modes"].push_back(m);
-      }
-      write_file_atomic(args.json, j.dump(2) + "\n");
-    }
+    print_refit_table(reports, verified);
+    if (!args.json.empty()) write_refit_json(args, size, topology, in, reports, verified);
   }
   return 0;
 }
@@ -310,6 +345,8 @@ const bool registered = register_command(
         } else {
           resolve_model_weights_file(args->checkpoint);
         }
+        // The measurements file is written last: find out now if that cannot work.
+        if (!args->json.empty()) preflight_output_file(args->json, "--json");
         return run_rank_main([&] { return run_refit(*args, config.get()); });
       };
     });

@@ -1,7 +1,7 @@
 // `shardwise reshard --checkpoint DIR --tp N [--mxfp8] --out DIR2`: offline tensor-parallel export.
 // Reads DIR/model.safetensors (or DIR itself when it is a .safetensors file) and writes one file
 // per TP rank, DIR2/tp-rank-RR-of-NN.safetensors, holding that rank's slice of every param by the
-// Megatron rules (see reshard/refit.hpp); with --mxfp8 the 2-D non-embedding weights are stored
+// Megatron rules (see reshard/tp_rules.hpp); with --mxfp8 the 2-D non-embedding weights are stored
 // as NAME (F8_E4M3) + NAME_scale (F8_E8M0). DIR2 appears complete or not at all (built in a temp
 // directory, then renamed).
 #include <cstdio>
@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "command_registry.hpp"
+#include "output_preflight.hpp"
 #include "shardwise/checkpoint/safetensors.hpp"
 #include "shardwise/core/atomic_file.hpp"
 #include "shardwise/core/error.hpp"
@@ -49,6 +50,17 @@ TpExportOptions export_options(const ReshardArgs& args) {
 int run_reshard(const ReshardArgs& args) {
   namespace fs = std::filesystem;
   const TpExportOptions options = export_options(args);
+  // The output is checked (and its parent created and probed) before the input is read.
+  const fs::path out = args.out;
+  std::error_code ec;
+  SW_REQUIRE(args.overwrite || !fs::exists(out, ec), IoError, "--out ", out.string(),
+             " already exists (pass --overwrite to replace it)");
+  const fs::path parent = output_parent(out);
+  fs::create_directories(parent, ec);
+  SW_REQUIRE(fs::is_directory(parent, ec), IoError, "cannot create the parent directory ",
+             parent.string(), " of --out");
+  probe_output_directory(parent, "--out");
+
   const fs::path input = resolve_model_weights_file(args.checkpoint);
   const SafetensorsFile file = SafetensorsFile::open(input);
   std::vector<SourceTensor> tensors;
@@ -57,14 +69,6 @@ int run_reshard(const ReshardArgs& args) {
   }
   check_tp_export(tensors, options);  // every error before anything is written
 
-  const fs::path out = args.out;
-  std::error_code ec;
-  SW_REQUIRE(args.overwrite || !fs::exists(out, ec), IoError, "--out ", out.string(),
-             " already exists (pass --overwrite to replace it)");
-  const fs::path parent = out.has_parent_path() ? out.parent_path() : fs::path(".");
-  fs::create_directories(parent, ec);
-  SW_REQUIRE(fs::is_directory(parent, ec), IoError, "cannot create the parent directory ",
-             parent.string(), " of --out");
   const fs::path staged = create_temp_directory_next_to(out);
   std::uint64_t total_bytes = 0;
   try {

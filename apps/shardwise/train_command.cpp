@@ -26,6 +26,7 @@ struct TrainArgs {
   int keep_last = 0;
   std::string load_dir;
   std::int64_t load_step = -1;
+  double comm_timeout = kDefaultCommTimeoutSeconds;
 };
 
 const bool registered = register_command(
@@ -52,8 +53,12 @@ const bool registered = register_command(
       app.add_option("--load-step", args->load_step, "With --load DIR: resume from step S")
           ->needs(load)
           ->check(CLI::NonNegativeNumber);
+      app.add_option("--comm-timeout", args->comm_timeout,
+                     "Abort the job when one collective or send/recv waits longer than SECONDS "
+                     "for another rank (default 600)");
       return [args] {
         // Parse before touching MPI so a bad config fails fast with exit 2 on every rank.
+        validate_comm_timeout(args->comm_timeout, "--comm-timeout");
         const TrainingConfig config = load_training_config(args->config, args->overrides);
         return run_rank_main([&] {
           TrainerOptions options;
@@ -64,7 +69,8 @@ const bool registered = register_command(
           options.keep_last = args->keep_last;
           options.load_dir = args->load_dir;
           if (args->load_step >= 0) options.load_step = args->load_step;
-          run_training(config, init_mpi_world(), options);
+          // The trainer's groups are split from the world and inherit its timeout.
+          run_training(config, init_mpi_world(ProcessGroupOptions{args->comm_timeout}), options);
           return 0;
         });
       };

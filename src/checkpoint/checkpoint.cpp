@@ -8,6 +8,7 @@
 #include <set>
 #include <sstream>
 
+#include "checkpoint_finite.hpp"
 #include "shardwise/checkpoint/checkpoint_shards.hpp"
 #include "shardwise/checkpoint/safetensors.hpp"
 #include "shardwise/core/atomic_file.hpp"
@@ -107,6 +108,15 @@ void load_model_file(const fs::path& path, const std::vector<ModelTensor>& model
                " has tensor '", info.name,
                "', which this model does not have: the checkpoint is of a different model");
   }
+  // Non-finite weights are damage: checked in the file before anything is copied.
+  for (const ModelTensor& t : model) {
+    const SafetensorsTensorInfo& info = file.info(t.name);
+    const auto bad =
+        checkpoint_detail::first_non_finite(file.tensor(t.name).data, info.numel(), info.dtype);
+    SW_REQUIRE(!bad, FormatError, "checkpoint file ", quoted(path), ": tensor '", t.name,
+               "' holds a non-finite value (NaN or inf) at element ", bad.value_or(0),
+               "; a checkpoint is only saved from a finite state, so this one is damaged");
+  }
   // Everything checked first: a mismatch leaves the model untouched.
   for (const ModelTensor& t : model) file.read_range(t.name, 0, t.values);
 }
@@ -153,6 +163,7 @@ ordered_json build_manifest(const CheckpointSaveRequest& request, const fs::path
 std::optional<std::int64_t> parse_step_directory_name(const std::string& name) {
   constexpr std::string_view prefix = "step-";
   if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) return {};
+  if (name.size() > prefix.size() + 18) return {};  // more digits could overflow int64
   std::int64_t step = 0;
   for (std::size_t i = prefix.size(); i < name.size(); ++i) {
     if (name[i] < '0' || name[i] > '9') return {};
@@ -194,6 +205,72 @@ T manifest_get(const json& m, const char* key, const fs::path& file) {
   } catch (const json::exception& e) {
     throw FormatError(
         str_cat("checkpoint manifest ", quoted(file), ": \"", key, "\" is malformed: ", e.what()));
+  }
+}
+
+// Bounds no real run reaches; beyond them a value is damage, and would start an endless run or
+// overflow the sample index arithmetic.
+constexpr std::int64_t kMaxCheckpointStep = 1'000'000'000'000;
+constexpr std::int64_t kMaxConsumedSamples = std::int64_t{1} << 53;
+constexpr std::int64_t kMaxDataParallelSize = 1 << 20;
+
+// A JSON integer in [low, high], read strictly: 2^63 does not wrap to a negative, 5.5 is no step.
+std::int64_t manifest_integer(const json& value, const std::string& field, std::int64_t low,
+                              std::int64_t high, const fs::path& file) {
+  const bool in_range =
+      value.is_number_integer() &&
+      (value.is_number_unsigned()
+           ? value.get<std::uint64_t>() <= static_cast<std::uint64_t>(high)
+           : value.get<std::int64_t>() >= low && value.get<std::int64_t>() <= high);
+  SW_REQUIRE(in_range, FormatError, "checkpoint manifest ", quoted(file), ": \"", field,
+             "\" is ", value.dump().substr(0, 64), "; expected an integer in [", low, ", ", high,
+             "]");
+  return value.get<std::int64_t>();
+}
+
+// The step directory's own name, when it is one ("DIR/step-0000100/" gives 100).
+std::optional<std::int64_t> step_of_directory_name(const fs::path& directory) {
+  fs::path dir = directory.lexically_normal();
+  if (!dir.has_filename()) dir = dir.parent_path();
+  return parse_step_directory_name(dir.filename().string());
+}
+
+// The fields a resume trusts, checked against each other, the directory name and the rank files
+// the manifest must list (one per data-parallel rank, named for that rank and size).
+void validate_manifest_fields(const json& m, const fs::path& directory, const fs::path& file) {
+  const std::int64_t step = manifest_integer(m.at("step"), "step", 0, kMaxCheckpointStep, file);
+  if (const auto named = step_of_directory_name(directory)) {
+    SW_REQUIRE(*named == step, FormatError, "checkpoint manifest ", quoted(file),
+               ": \"step\" is ", step, " but its directory is named for step ", *named);
+  }
+  const json& trainer = m.at("trainer");
+  SW_REQUIRE(trainer.is_object() && trainer.contains("consumed_samples"), FormatError,
+             "checkpoint manifest ", quoted(file),
+             ": \"trainer\" must be an object with \"consumed_samples\"");
+  manifest_integer(trainer.at("consumed_samples"), "trainer.consumed_samples", 0,
+                   kMaxConsumedSamples, file);
+  if (trainer.contains("next_step")) {
+    const std::int64_t next = manifest_integer(trainer.at("next_step"), "trainer.next_step", 0,
+                                               kMaxCheckpointStep, file);
+    SW_REQUIRE(next == step, FormatError, "checkpoint manifest ", quoted(file),
+               ": \"trainer.next_step\" (", next, ") differs from \"step\" (", step, ")");
+  }
+  SW_REQUIRE(m.contains("data_parallel_size"), FormatError, "checkpoint manifest ", quoted(file),
+             " has no \"data_parallel_size\"");
+  const auto size = static_cast<int>(manifest_integer(
+      m.at("data_parallel_size"), "data_parallel_size", 1, kMaxDataParallelSize, file));
+  const auto files = m.at("optimizer_files").get<std::vector<std::string>>();
+  SW_REQUIRE(!files.empty(), FormatError, "checkpoint manifest ", quoted(file),
+             ": \"optimizer_files\" is empty (one file per data-parallel rank expected)");
+  SW_REQUIRE(static_cast<int>(files.size()) == size, FormatError, "checkpoint manifest ",
+             quoted(file), ": \"data_parallel_size\" is ", size, " but \"optimizer_files\" lists ",
+             files.size(), " rank file(s)");
+  for (int r = 0; r < size; ++r) {
+    const std::string expected = optimizer_rank_file_name(r, size);
+    SW_REQUIRE(files[static_cast<std::size_t>(r)] == expected, FormatError,
+               "checkpoint manifest ", quoted(file), ": \"optimizer_files\"[", r, "] is '",
+               files[static_cast<std::size_t>(r)].substr(0, 256), "', expected '", expected,
+               "' for data_parallel_size ", size);
   }
 }
 
@@ -376,6 +453,7 @@ json read_checkpoint_manifest(const fs::path& directory) {
   manifest_get<std::string>(m, "optimizer_kind", file);
   manifest_get<std::vector<std::string>>(m, "optimizer_files", file);
   manifest_get<json>(m, "model", file);
+  validate_manifest_fields(m, directory, file);
   return m;
 }
 

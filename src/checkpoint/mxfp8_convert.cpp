@@ -6,13 +6,15 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
-#include <regex>
 #include <span>
 #include <system_error>
 #include <utility>
 
 #include "shardwise/checkpoint/safetensors.hpp"
 #include "shardwise/core/error.hpp"
+#include "shardwise/core/message_text.hpp"
+
+#include <re2/re2.h>
 
 namespace shardwise {
 namespace {
@@ -24,6 +26,15 @@ namespace fs = std::filesystem;
 constexpr std::int64_t kChunkElements = std::int64_t{1} << 23;
 constexpr std::size_t kCopyChunkBytes = std::size_t{64} << 20;
 constexpr std::string_view kMxfp8MetaPrefix = "shardwise.mxfp8.";
+
+// MXFP8 geometry rounds dimensions up to multiples of 128; keeping each at most 2^62 keeps that
+// inside int64. Only an empty tensor can come near (a non-empty one is bounded by its file).
+constexpr std::int64_t kMaxMxfp8Dim = std::int64_t{1} << 62;
+
+void require_mxfp8_dims(std::string_view where, std::int64_t rows, std::int64_t cols) {
+  SW_REQUIRE(rows <= kMaxMxfp8Dim && cols <= kMaxMxfp8Dim, InvalidArgument, where, ": shape [",
+             rows, ", ", cols, "] has a dimension over 2^62, too large for MXFP8 scales");
+}
 
 std::int64_t rows_per_chunk(std::int64_t cols) {
   return std::max<std::int64_t>(1, kChunkElements / std::max<std::int64_t>(cols, 1));
@@ -96,6 +107,9 @@ std::vector<std::uint8_t> quantize_streamed(const SafetensorsFile& file,
   const std::int64_t rows = info.shape[0], cols = info.shape[1];
   const Mxfp8Geometry g = mxfp8_geometry(rows, cols, options.layout);
   std::vector<std::uint8_t> scales(static_cast<std::size_t>(g.scale_bytes), 0);
+  // An empty tensor has nothing to quantize; its other dimension may be huge ([2^62, 0]), so the
+  // row loop below must not run.
+  if (rows == 0 || cols == 0) return scales;
   const std::int64_t step = rows_per_chunk(cols);
   const std::int64_t chunk_rows = std::min(step, rows);
   std::vector<std::uint8_t> data(static_cast<std::size_t>(chunk_rows * cols));
@@ -149,23 +163,27 @@ std::vector<std::string> split_names(const std::string& list) {
   return names;
 }
 
-std::vector<std::regex> compile_patterns(const std::vector<std::string>& patterns,
-                                         const char* what) {
-  std::vector<std::regex> compiled;
+// RE2 matches in time linear in the name with bounded stack (std::regex recursed per character
+// and overflowed the stack on long names). Its syntax is the common ECMAScript subset without
+// backreferences and lookaround.
+using CompiledPatterns = std::vector<std::unique_ptr<RE2>>;
+
+CompiledPatterns compile_patterns(const std::vector<std::string>& patterns, const char* what) {
+  RE2::Options options;
+  options.set_log_errors(false);  // the error goes into the exception, not to stderr
+  CompiledPatterns compiled;
   for (const std::string& p : patterns) {
-    try {
-      compiled.emplace_back(p, std::regex::ECMAScript);
-    } catch (const std::regex_error& e) {
-      throw InvalidArgument(
-          str_cat("convert: invalid ", what, " regular expression '", p, "': ", e.what()));
-    }
+    auto re = std::make_unique<RE2>(p, options);
+    SW_REQUIRE(re->ok(), InvalidArgument, "convert: invalid ", what, " regular expression '",
+               printable(p, 200), "': ", printable(re->error(), 200));
+    compiled.push_back(std::move(re));
   }
   return compiled;
 }
 
-bool any_match(const std::vector<std::regex>& patterns, std::string_view name) {
-  return std::any_of(patterns.begin(), patterns.end(), [&](const std::regex& re) {
-    return std::regex_search(name.begin(), name.end(), re);
+bool any_match(const CompiledPatterns& patterns, std::string_view name) {
+  return std::any_of(patterns.begin(), patterns.end(), [&](const std::unique_ptr<RE2>& re) {
+    return RE2::PartialMatch(re2::StringPiece(name.data(), name.size()), *re);
   });
 }
 
@@ -179,15 +197,15 @@ struct Mxfp8Pair {
 
 Mxfp8Pair checked_pair(const SafetensorsFile& file, const std::string& name,
                        Mxfp8ScaleLayout layout) {
-  const std::string where = str_cat(file.path().string(), ": MXFP8 tensor '", name, "'");
+  const std::string where = str_cat(file.path().string(), ": MXFP8 tensor '", printable(name), "'");
   const auto meta = file.metadata().find(str_cat(kMxfp8MetaTensorPrefix, name));
   SW_REQUIRE(meta != file.metadata().end(), FormatError, where, ": no metadata entry ",
-             kMxfp8MetaTensorPrefix, name);
+             kMxfp8MetaTensorPrefix, printable(name));
   const nlohmann::json doc = nlohmann::json::parse(meta->second, nullptr, false);
   SW_REQUIRE(doc.is_object() && doc.contains("shape") && doc["shape"].is_array() &&
                  doc["shape"].size() == 2 && doc["shape"][0].is_number_integer() &&
                  doc["shape"][1].is_number_integer(),
-             FormatError, where, ": metadata '", meta->second,
+             FormatError, where, ": metadata '", printable(meta->second),
              "' is not a JSON object with a 2-D \"shape\"");
   Mxfp8Pair pair;
   pair.rows = doc["shape"][0].get<std::int64_t>();
@@ -196,8 +214,9 @@ Mxfp8Pair checked_pair(const SafetensorsFile& file, const std::string& name,
   SW_REQUIRE(file.contains(name), FormatError, where, " is listed in ", kMxfp8MetaTensors,
              " but not in the file");
   const std::string scale_name = str_cat(name, kMxfp8ScaleSuffix);
-  SW_REQUIRE(file.contains(scale_name), FormatError, where, ": scale tensor '", scale_name,
+  SW_REQUIRE(file.contains(scale_name), FormatError, where, ": scale tensor '", printable(scale_name),
              "' is missing");
+  require_mxfp8_dims(where, pair.rows, pair.cols);
   pair.data = &file.info(name);
   pair.scale = &file.info(scale_name);
   const std::vector<std::int64_t> data_shape = {pair.rows, pair.cols};
@@ -206,7 +225,7 @@ Mxfp8Pair checked_pair(const SafetensorsFile& file, const std::string& name,
              dtype_safetensors_name(pair.data->dtype), " with ", pair.data->shape.size(), " dims");
   const Mxfp8Geometry g = mxfp8_geometry(pair.rows, pair.cols, layout);
   SW_REQUIRE(pair.scale->dtype == DType::kFloat8E8M0 && pair.scale->numel() == g.scale_bytes,
-             FormatError, where, ": scale tensor '", scale_name, "' must be F8_E8M0 with ",
+             FormatError, where, ": scale tensor '", printable(scale_name), "' must be F8_E8M0 with ",
              g.scale_bytes, " elements, found ", dtype_safetensors_name(pair.scale->dtype),
              " with ", pair.scale->numel());
   return pair;
@@ -217,6 +236,7 @@ void dequantize_streamed(const SafetensorsFile& file, const Mxfp8Pair& pair,
                          Mxfp8ScaleLayout layout, DType dtype, int num_threads,
                          SafetensorsChunkSink& sink, ProgressCounter& progress) {
   const std::int64_t rows = pair.rows, cols = pair.cols;
+  if (rows == 0 || cols == 0) return;  // nothing to write, however large the other dimension
   const std::int64_t blocks = mxfp8_geometry(rows, cols, layout).blocks_per_row;
   const auto* data = reinterpret_cast<const std::uint8_t*>(file.tensor(pair.data->name).data);
   const auto* scale = reinterpret_cast<const std::uint8_t*>(file.tensor(pair.scale->name).data);
@@ -246,8 +266,8 @@ void dequantize_streamed(const SafetensorsFile& file, const Mxfp8Pair& pair,
 }  // namespace
 
 struct Mxfp8TensorFilter::Patterns {
-  std::vector<std::regex> include;
-  std::vector<std::regex> exclude;
+  CompiledPatterns include;
+  CompiledPatterns exclude;
 };
 
 Mxfp8TensorFilter::Mxfp8TensorFilter(const std::vector<std::string>& include,
@@ -287,13 +307,13 @@ std::string_view mxfp8_scale_layout_name(Mxfp8ScaleLayout layout) {
 Mxfp8ScaleRule parse_mxfp8_scale_rule(std::string_view name) {
   if (name == "ceil") return Mxfp8ScaleRule::kCeil;
   if (name == "floor") return Mxfp8ScaleRule::kFloor;
-  throw InvalidArgument(str_cat("unknown MXFP8 scale rule '", name, "' (valid: ceil, floor)"));
+  throw InvalidArgument(str_cat("unknown MXFP8 scale rule '", printable(name), "' (valid: ceil, floor)"));
 }
 
 Mxfp8ScaleLayout parse_mxfp8_scale_layout(std::string_view name) {
   if (name == "2d" || name == "row-major") return Mxfp8ScaleLayout::kRowMajor;
   if (name == "swizzled" || name == "swizzled128x4") return Mxfp8ScaleLayout::kSwizzled128x4;
-  throw InvalidArgument(str_cat("unknown MXFP8 scale layout '", name, "' (valid: 2d, swizzled)"));
+  throw InvalidArgument(str_cat("unknown MXFP8 scale layout '", printable(name), "' (valid: 2d, swizzled)"));
 }
 
 ConvertSummary convert_safetensors_to_mxfp8(const fs::path& in, const fs::path& out,
@@ -327,11 +347,13 @@ ConvertSummary convert_safetensors_to_mxfp8(const fs::path& in, const fs::path& 
       case Mxfp8Selection::kConvert: {
         const std::string scale_name = str_cat(info.name, kMxfp8ScaleSuffix);
         SW_REQUIRE(info.name.find(',') == std::string::npos, InvalidArgument, in.string(),
-                   ": tensor '", info.name, "' has a comma in its name, which the ",
+                   ": tensor '", printable(info.name), "' has a comma in its name, which the ",
                    kMxfp8MetaTensors, " list cannot hold; --exclude it");
         SW_REQUIRE(!file.contains(scale_name), InvalidArgument, in.string(), ": tensor '",
-                   info.name, "' would get the scale tensor '", scale_name,
+                   printable(info.name), "' would get the scale tensor '", printable(scale_name),
                    "', but the file already has a tensor of that name");
+        require_mxfp8_dims(str_cat(in.string(), ": tensor '", printable(info.name), "'"),
+                           info.shape[0], info.shape[1]);
         const Mxfp8Geometry g = mxfp8_geometry(info.shape[0], info.shape[1], options.layout);
         // The data producer runs first (equal element sizes keep insertion order) and leaves
         // the scales here for the scale producer; should the order ever differ, the scale
@@ -398,15 +420,15 @@ ConvertSummary convert_safetensors_from_mxfp8(const fs::path& in, const fs::path
   std::map<std::string, Mxfp8Pair, std::less<>> pairs;
   std::map<std::string, std::string, std::less<>> scale_owner;
   for (const std::string& name : split_names(list->second)) {
-    SW_REQUIRE(!pairs.contains(name), FormatError, in.string(), ": tensor '", name,
+    SW_REQUIRE(!pairs.contains(name), FormatError, in.string(), ": tensor '", printable(name),
                "' is listed twice in ", kMxfp8MetaTensors);
     const Mxfp8Pair pair = checked_pair(file, name, layout);
     pairs.emplace(name, pair);
     scale_owner.emplace(pair.scale->name, name);
   }
   for (const auto& [scale, owner] : scale_owner) {
-    SW_REQUIRE(!pairs.contains(scale), FormatError, in.string(), ": '", scale, "' is listed in ",
-               kMxfp8MetaTensors, " and is also the scale of '", owner, "'");
+    SW_REQUIRE(!pairs.contains(scale), FormatError, in.string(), ": '", printable(scale), "' is listed in ",
+               kMxfp8MetaTensors, " and is also the scale of '", printable(owner), "'");
   }
 
   ConvertSummary summary;

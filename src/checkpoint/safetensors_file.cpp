@@ -13,6 +13,7 @@
 
 #include "shardwise/checkpoint/safetensors.hpp"
 #include "shardwise/core/error.hpp"
+#include "shardwise/core/message_text.hpp"
 
 namespace shardwise {
 
@@ -32,7 +33,7 @@ struct FdCloser {
 }  // namespace
 
 SafetensorsFile SafetensorsFile::open(const std::filesystem::path& path) {
-  const std::string name = path.string();
+  const std::string name = printable(path.string(), 4096);  // for messages
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     throw IoError(str_cat("cannot open safetensors file '", name, "': ", std::strerror(errno)));
@@ -80,7 +81,7 @@ SafetensorsFile SafetensorsFile::open(const std::filesystem::path& path) {
 
   const std::string_view header_json(reinterpret_cast<const char*>(bytes + 8),
                                      static_cast<std::size_t>(header_bytes));
-  SafetensorsHeader header = parse_safetensors_header(header_json, file.data_bytes_, name);
+  SafetensorsHeader header = parse_safetensors_header(header_json, file.data_bytes_, path.string());
   file.tensors_ = std::move(header.tensors);
   file.metadata_ = std::move(header.metadata);
   file.index_.reserve(file.tensors_.size());
@@ -124,7 +125,8 @@ bool SafetensorsFile::contains(std::string_view name) const {
 const SafetensorsTensorInfo& SafetensorsFile::info(std::string_view name) const {
   const auto it = index_.find(std::string(name));
   if (it == index_.end()) {
-    throw FormatError(str_cat("safetensors file '", path_.string(), "' has no tensor '", name,
+    throw FormatError(str_cat("safetensors file '", printable(path_.string(), 4096), "' has no tensor '",
+                              printable(name),
                               "' (it holds ", tensors_.size(), " tensors)"));
   }
   return tensors_[it->second];
@@ -141,11 +143,11 @@ void SafetensorsFile::read_range(std::string_view name, std::int64_t element_off
   const std::int64_t numel = i.numel();
   SW_REQUIRE(element_offset >= 0 && count >= 0 && element_offset <= numel &&
                  count <= numel - element_offset,
-             InvalidArgument, "safetensors file '", path_.string(), "': range [", element_offset,
-             ", ", element_offset + count, ") is outside tensor '", name, "' of ", numel,
+             InvalidArgument, "safetensors file '", printable(path_.string(), 4096), "': range [", element_offset,
+             ", ", element_offset + count, ") is outside tensor '", printable(name), "' of ", numel,
              " elements");
   if (count == 0) return;
-  SW_REQUIRE(dst != nullptr, InvalidArgument, "read_range of tensor '", name,
+  SW_REQUIRE(dst != nullptr, InvalidArgument, "read_range of tensor '", printable(name),
              "' into a null destination");
   const std::size_t size = dtype_size(i.dtype);
   const std::byte* src = data_ + i.data_begin + static_cast<std::size_t>(element_offset) * size;
@@ -156,8 +158,8 @@ void SafetensorsFile::read_range(std::string_view name, std::int64_t element_off
 void SafetensorsFile::read_range(std::string_view name, std::int64_t element_offset,
                                  TensorView dst) const {
   const SafetensorsTensorInfo& i = info(name);
-  SW_REQUIRE(dst.dtype == i.dtype, ShapeError, "safetensors file '", path_.string(), "': tensor '",
-             name, "' is ", dtype_safetensors_name(i.dtype), " but the destination is ",
+  SW_REQUIRE(dst.dtype == i.dtype, ShapeError, "safetensors file '", printable(path_.string(), 4096),
+             "': tensor '", printable(name), "' is ", dtype_safetensors_name(i.dtype), " but the destination is ",
              dtype_safetensors_name(dst.dtype));
   read_range(name, element_offset, dst.numel, dst.data);
 }

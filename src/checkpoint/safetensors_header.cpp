@@ -1,45 +1,114 @@
-// Validation of a safetensors header: every number is checked before anything uses it.
+// Validation of a safetensors header: every number is checked before anything uses it. The JSON
+// itself is read by safetensors_header_json.cpp (strict framing, bounded depth, linear time).
 #include <algorithm>
 #include <limits>
-#include <nlohmann/json.hpp>
-#include <set>
 
+#include "safetensors_header_json.hpp"
 #include "shardwise/checkpoint/safetensors.hpp"
 #include "shardwise/core/error.hpp"
+#include "shardwise/core/message_text.hpp"
 
 namespace shardwise {
 
 namespace {
 
-using Json = nlohmann::ordered_json;
+using Json = nlohmann::json;
+using safetensors_detail::quoted_json;
 
 constexpr std::string_view kMetadataKey = "__metadata__";
 
 std::string json_type(const Json& value) { return value.type_name(); }
 
-// Throws the FormatError for the first problem, naming the file (and the tensor, if any).
+// Throws the FormatError for the first problem, naming the file (and the tensor, if any). Names
+// and values from the file are escaped and shortened (see core/message_text.hpp).
 class HeaderErrors {
  public:
-  explicit HeaderErrors(const std::string& file) : file_(file) {}
+  explicit HeaderErrors(const std::string& file)
+      : prefix_(str_cat("safetensors file '", printable(file, 4096), "': ")) {}
+  const std::string& prefix() const { return prefix_; }
   template <typename... Args>
   [[noreturn]] void fail(Args&&... args) const {
-    throw FormatError(str_cat("safetensors file '", file_, "': ", std::forward<Args>(args)...));
+    throw FormatError(str_cat(prefix_, std::forward<Args>(args)...));
   }
   template <typename... Args>
   [[noreturn]] void fail_tensor(std::string_view tensor, Args&&... args) const {
-    fail("tensor '", tensor, "': ", std::forward<Args>(args)...);
+    fail("tensor '", printable(tensor), "': ", std::forward<Args>(args)...);
   }
 
  private:
-  const std::string& file_;
+  std::string prefix_;
 };
 
 std::uint64_t read_unsigned(const Json& value, const HeaderErrors& errors, std::string_view tensor,
                             std::string_view field) {
   if (!value.is_number_unsigned()) {
-    errors.fail_tensor(tensor, field, " must hold non-negative integers, found ", value.dump());
+    errors.fail_tensor(tensor, field, " must hold non-negative integers, found ", quoted_json(value));
   }
   return value.get<std::uint64_t>();
+}
+
+DType parse_dtype(const std::string& name, const Json& dtype, const HeaderErrors& errors) {
+  if (!dtype.is_string()) {
+    errors.fail_tensor(name, "dtype must be a string, found ", quoted_json(dtype));
+  }
+  const std::string& text = dtype.get_ref<const std::string&>();
+  const auto parsed = parse_safetensors_dtype(text);
+  if (!parsed) {
+    std::string known;
+    for (DType d : kAllDTypes) known += str_cat(known.empty() ? "" : ", ", dtype_safetensors_name(d));
+    errors.fail_tensor(name, "unknown dtype '", printable(text), "' (known: ", known, ")");
+  }
+  return *parsed;
+}
+
+// Reads the shape into `info` and returns the byte length it implies. Every dimension fits
+// int64 and so does the product of the non-zero ones, so no product over any subset of the
+// dimensions (as slicing and MXFP8 code form them) can overflow, even when a zero dimension
+// makes the tensor empty.
+std::uint64_t parse_shape(const Json& shape, SafetensorsTensorInfo& info,
+                          const HeaderErrors& errors) {
+  const std::string& name = info.name;
+  if (!shape.is_array()) {
+    errors.fail_tensor(name, "shape must be an array, found ", quoted_json(shape));
+  }
+  constexpr auto kMax = static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max());
+  bool has_zero_dim = false;
+  std::uint64_t nonzero_product = 1;
+  for (const Json& dim : shape) {
+    const std::uint64_t d = read_unsigned(dim, errors, name, "shape");
+    if (d > kMax) errors.fail_tensor(name, "shape dimension ", d, " is too large");
+    has_zero_dim = has_zero_dim || d == 0;
+    if (d != 0 && (__builtin_mul_overflow(nonzero_product, d, &nonzero_product) ||
+                   nonzero_product > kMax)) {
+      errors.fail_tensor(name, "shape ", quoted_json(shape),
+                         " has too many elements (its non-zero dimensions multiply past int64)");
+    }
+    info.shape.push_back(static_cast<std::int64_t>(d));
+  }
+  if (has_zero_dim) return 0;
+  std::uint64_t bytes = 0;
+  if (__builtin_mul_overflow(nonzero_product, dtype_size(info.dtype), &bytes)) {
+    errors.fail_tensor(name, "shape ", quoted_json(shape), " is too large in bytes");
+  }
+  return bytes;
+}
+
+void parse_offsets(const Json& offsets, std::uint64_t data_bytes, SafetensorsTensorInfo& info,
+                   const HeaderErrors& errors) {
+  const std::string& name = info.name;
+  if (!offsets.is_array() || offsets.size() != 2) {
+    errors.fail_tensor(name, "data_offsets must be an array [begin, end], found ",
+                       quoted_json(offsets));
+  }
+  info.data_begin = read_unsigned(offsets[0], errors, name, "data_offsets");
+  info.data_end = read_unsigned(offsets[1], errors, name, "data_offsets");
+  if (info.data_begin > info.data_end) {
+    errors.fail_tensor(name, "data_offsets ", quoted_json(offsets), " end before they begin");
+  }
+  if (info.data_end > data_bytes) {
+    errors.fail_tensor(name, "data_offsets ", quoted_json(offsets), " reach past the data area of ",
+                       data_bytes, " bytes (file truncated?)");
+  }
 }
 
 SafetensorsTensorInfo parse_tensor(const std::string& name, const Json& entry,
@@ -49,7 +118,7 @@ SafetensorsTensorInfo parse_tensor(const std::string& name, const Json& entry,
   }
   for (const auto& [key, value] : entry.items()) {
     if (key != "dtype" && key != "shape" && key != "data_offsets") {
-      errors.fail_tensor(name, "unexpected field '", key,
+      errors.fail_tensor(name, "unexpected field '", printable(key),
                          "' (a tensor entry holds dtype, shape and data_offsets)");
     }
   }
@@ -58,86 +127,16 @@ SafetensorsTensorInfo parse_tensor(const std::string& name, const Json& entry,
   }
   SafetensorsTensorInfo info;
   info.name = name;
-
-  const Json& dtype = entry["dtype"];
-  if (!dtype.is_string()) errors.fail_tensor(name, "dtype must be a string, found ", dtype.dump());
-  const auto parsed_dtype = parse_safetensors_dtype(dtype.get_ref<const std::string&>());
-  if (!parsed_dtype) {
-    std::string known;
-    for (DType d : kAllDTypes)
-      known += str_cat(known.empty() ? "" : ", ", dtype_safetensors_name(d));
-    errors.fail_tensor(name, "unknown dtype '", dtype.get_ref<const std::string&>(),
-                       "' (known: ", known, ")");
-  }
-  info.dtype = *parsed_dtype;
-
-  const Json& shape = entry["shape"];
-  if (!shape.is_array()) errors.fail_tensor(name, "shape must be an array, found ", shape.dump());
-  bool has_zero_dim = false;
-  for (const Json& dim : shape) {
-    const std::uint64_t d = read_unsigned(dim, errors, name, "shape");
-    if (d > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) {
-      errors.fail_tensor(name, "shape dimension ", d, " is too large");
-    }
-    has_zero_dim = has_zero_dim || d == 0;
-    info.shape.push_back(static_cast<std::int64_t>(d));
-  }
-  // Byte length implied by the shape, with overflow checks (a zero dimension makes it 0 however
-  // large the others are).
-  std::uint64_t expected_bytes = 0;
-  if (!has_zero_dim) {
-    std::uint64_t numel = 1;
-    for (std::int64_t d : info.shape) {
-      if (__builtin_mul_overflow(numel, static_cast<std::uint64_t>(d), &numel) ||
-          numel > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) {
-        errors.fail_tensor(name, "shape ", shape.dump(), " has too many elements");
-      }
-    }
-    if (__builtin_mul_overflow(numel, dtype_size(info.dtype), &expected_bytes)) {
-      errors.fail_tensor(name, "shape ", shape.dump(), " is too large in bytes");
-    }
-  }
-
-  const Json& offsets = entry["data_offsets"];
-  if (!offsets.is_array() || offsets.size() != 2) {
-    errors.fail_tensor(name, "data_offsets must be an array [begin, end], found ", offsets.dump());
-  }
-  info.data_begin = read_unsigned(offsets[0], errors, name, "data_offsets");
-  info.data_end = read_unsigned(offsets[1], errors, name, "data_offsets");
-  if (info.data_begin > info.data_end) {
-    errors.fail_tensor(name, "data_offsets ", offsets.dump(), " end before they begin");
-  }
-  if (info.data_end > data_bytes) {
-    errors.fail_tensor(name, "data_offsets ", offsets.dump(), " reach past the data area of ",
-                       data_bytes, " bytes (file truncated?)");
-  }
+  info.dtype = parse_dtype(name, entry["dtype"], errors);
+  const std::uint64_t expected_bytes = parse_shape(entry["shape"], info, errors);
+  parse_offsets(entry["data_offsets"], data_bytes, info, errors);
   if (info.nbytes() != expected_bytes) {
-    errors.fail_tensor(name, "data_offsets ", offsets.dump(), " span ", info.nbytes(),
-                       " bytes but shape ", shape.dump(), " of ",
+    errors.fail_tensor(name, "data_offsets ", quoted_json(entry["data_offsets"]), " span ",
+                       info.nbytes(), " bytes but shape ", quoted_json(entry["shape"]), " of ",
                        dtype_safetensors_name(info.dtype), " needs ", expected_bytes);
   }
   return info;
 }
-
-// nlohmann keeps the last of duplicate keys silently; this callback records the first duplicate
-// (at any nesting level) so the header can be rejected.
-struct DuplicateKeyFinder {
-  std::vector<std::set<std::string>> open_objects;
-  std::string duplicate;
-
-  bool operator()(int /*depth*/, nlohmann::detail::parse_event_t event, Json& parsed) {
-    using Event = nlohmann::detail::parse_event_t;
-    if (event == Event::object_start) {
-      open_objects.emplace_back();
-    } else if (event == Event::object_end) {
-      if (!open_objects.empty()) open_objects.pop_back();
-    } else if (event == Event::key && !open_objects.empty()) {
-      const auto& key = parsed.get_ref<const std::string&>();
-      if (!open_objects.back().insert(key).second && duplicate.empty()) duplicate = key;
-    }
-    return true;
-  }
-};
 
 }  // namespace
 
@@ -150,34 +149,27 @@ std::int64_t SafetensorsTensorInfo::numel() const {
 SafetensorsHeader parse_safetensors_header(std::string_view header_json, std::uint64_t data_bytes,
                                            const std::string& file_for_errors) {
   const HeaderErrors errors(file_for_errors);
-  DuplicateKeyFinder duplicates;
-  Json root;
-  try {
-    root = Json::parse(header_json.begin(), header_json.end(), std::ref(duplicates));
-  } catch (const nlohmann::json::exception& e) {
-    errors.fail("header is not valid JSON: ", e.what());
-  }
-  if (!root.is_object()) errors.fail("header must be a JSON object, found ", json_type(root));
-  if (!duplicates.duplicate.empty()) {
-    errors.fail("header has the key '", duplicates.duplicate, "' more than once");
-  }
+  safetensors_detail::HeaderEntries entries =
+      safetensors_detail::parse_header_entries(header_json, errors.prefix());
 
   SafetensorsHeader header;
-  for (const auto& [key, value] : root.items()) {
+  header.tensors.reserve(entries.size());
+  for (auto& [key, value] : entries) {
     if (key == kMetadataKey) {
       if (!value.is_object()) {
         errors.fail("__metadata__ must be an object of strings, found ", json_type(value));
       }
-      for (const auto& [meta_key, meta_value] : value.items()) {
+      for (auto& [meta_key, meta_value] : value.items()) {
         if (!meta_value.is_string()) {
-          errors.fail("__metadata__ value of '", meta_key, "' must be a string, found ",
-                      meta_value.dump());
+          errors.fail("__metadata__ value of '", printable(meta_key), "' must be a string, found ",
+                      quoted_json(meta_value));
         }
-        header.metadata.emplace(meta_key, meta_value.get<std::string>());
+        header.metadata.emplace(meta_key, std::move(meta_value.get_ref<std::string&>()));
       }
       continue;
     }
     header.tensors.push_back(parse_tensor(key, value, data_bytes, errors));
+    value = Json();  // release the entry's JSON as we go (1M entries add up)
   }
 
   // The byte ranges must tile the data area: sorted by (begin, end), each begins where the
@@ -192,7 +184,7 @@ SafetensorsHeader parse_safetensors_header(std::string_view header_json, std::ui
   for (const SafetensorsTensorInfo& t : header.tensors) {
     if (t.data_begin < position) {
       errors.fail_tensor(t.name, "bytes [", t.data_begin, ", ", t.data_end, ") overlap tensor '",
-                         previous->name, "' [", previous->data_begin, ", ", previous->data_end,
+                         printable(previous->name), "' [", previous->data_begin, ", ", previous->data_end,
                          ")");
     }
     if (t.data_begin > position) {
@@ -201,7 +193,8 @@ SafetensorsHeader parse_safetensors_header(std::string_view header_json, std::ui
                            " unused bytes at the start of the data area");
       }
       errors.fail_tensor(t.name, "gap of ", t.data_begin - position,
-                         " unused bytes between tensor '", previous->name, "' (ends at ", position,
+                         " unused bytes between tensor '",
+                         printable(previous->name), "' (ends at ", position,
                          ") and this tensor (begins at ", t.data_begin, ")");
     }
     position = t.data_end;

@@ -1,5 +1,7 @@
 #include "shardwise/comm/fp32_accumulation.hpp"
 
+#include <algorithm>
+
 #include "shardwise/core/float_convert.hpp"
 
 namespace shardwise {
@@ -10,34 +12,27 @@ bool reduces_through_fp32(DType dtype) {
 
 void widen_to_fp32(TensorView src, float* dst) {
   SW_CHECK(reduces_through_fp32(src.dtype), "widen_to_fp32 of ", dtype_name(src.dtype));
-  const auto* in = static_cast<const std::uint16_t*>(src.data);
-  const std::int64_t n = src.numel;
-  if (src.dtype == DType::kBFloat16) {
-    for (std::int64_t i = 0; i < n; ++i) dst[i] = bf16_to_float(in[i]);
-  } else {
-    for (std::int64_t i = 0; i < n; ++i) dst[i] = fp16_to_float(in[i]);
-  }
+  convert_floats(src, {dst, src.numel, DType::kFloat32}, "widen_to_fp32");
 }
 
 void narrow_from_fp32(const float* src, TensorView dst, int divisor) {
   SW_CHECK(reduces_through_fp32(dst.dtype), "narrow_from_fp32 to ", dtype_name(dst.dtype));
   SW_CHECK(divisor >= 1, "divisor ", divisor);
-  auto* out = static_cast<std::uint16_t*>(dst.data);
-  const std::int64_t n = dst.numel;
-  // Division (not multiplication by 1/p) so AVG is the correctly rounded fp32 quotient.
+  // convert_floats reads a TensorView; src is only read.
+  TensorView in{const_cast<float*>(src), dst.numel, DType::kFloat32};
+  if (divisor == 1) {
+    convert_floats(in, dst, "narrow_from_fp32");
+    return;
+  }
+  // Division (not multiplication by 1/p) so AVG is the correctly rounded fp32 quotient; done a
+  // cache-sized chunk at a time into a stack buffer, then narrowed.
+  constexpr std::int64_t kChunk = 1024;
+  float quotient[kChunk];
   const float d = static_cast<float>(divisor);
-  if (dst.dtype == DType::kBFloat16) {
-    if (divisor == 1) {
-      for (std::int64_t i = 0; i < n; ++i) out[i] = float_to_bf16(src[i]);
-    } else {
-      for (std::int64_t i = 0; i < n; ++i) out[i] = float_to_bf16(src[i] / d);
-    }
-  } else {
-    if (divisor == 1) {
-      for (std::int64_t i = 0; i < n; ++i) out[i] = float_to_fp16(src[i]);
-    } else {
-      for (std::int64_t i = 0; i < n; ++i) out[i] = float_to_fp16(src[i] / d);
-    }
+  for (std::int64_t i = 0; i < dst.numel; i += kChunk) {
+    const std::int64_t n = std::min(kChunk, dst.numel - i);
+    for (std::int64_t j = 0; j < n; ++j) quotient[j] = src[i + j] / d;
+    convert_floats({quotient, n, DType::kFloat32}, dst.slice(i, n), "narrow_from_fp32");
   }
 }
 

@@ -1,8 +1,9 @@
 // MPI backend. Each group owns a duplicated (or split) communicator and an OrderedWorker thread.
-// Collectives run on that thread in issue order with blocking MPI calls; send/recv are posted in
-// order on the same thread as non-blocking requests (so a symmetric exchange cannot deadlock the
-// queue) and completed by Work::wait. Communicators use MPI_ERRORS_RETURN so MPI failures become
-// CommErrors rethrown by wait() instead of aborting in the library.
+// Collectives run on that thread in issue order as non-blocking MPI calls completed by polling
+// under the group's comm_timeout (the watchdog, mpi_wait.hpp); send/recv are posted in order on
+// the same thread as non-blocking requests (so a symmetric exchange cannot deadlock the queue) and
+// completed by Work::wait, also under the deadline. Communicators use MPI_ERRORS_RETURN so MPI
+// failures become CommErrors rethrown by wait() instead of aborting in the library.
 //
 // Reductions: fp32 natively; int32/int64 with SUM or MAX; bf16 and fp16 through an fp32 staging
 // buffer (see fp32_accumulation.hpp: accumulate in fp32, round once). AVG is an fp32 SUM divided
@@ -15,12 +16,17 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <climits>
 #include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
 
+#include "mpi_p2p_work.hpp"
+#include "mpi_wait.hpp"
+#include "ring_collectives.hpp"
 #include "shardwise/comm/fp32_accumulation.hpp"
 #include "shardwise/comm/ordered_worker.hpp"
 #include "shardwise/comm/traffic_model.hpp"
@@ -31,25 +37,6 @@ namespace shardwise {
 namespace {
 
 constexpr std::int64_t kMaxChunk = std::int64_t{1} << 30;  // elements per MPI call when chunking
-
-MPI_Datatype mpi_type(DType dtype) {
-  switch (dtype) {
-    case DType::kFloat32:
-      return MPI_FLOAT;
-    case DType::kBFloat16:
-    case DType::kFloat16:
-      return MPI_UINT16_T;  // moved as bits; reduced through fp32
-    case DType::kFloat8E4M3:
-    case DType::kFloat8E8M0:
-    case DType::kUInt8:
-      return MPI_UINT8_T;
-    case DType::kInt32:
-      return MPI_INT32_T;
-    case DType::kInt64:
-      return MPI_INT64_T;
-  }
-  throw InvariantError(str_cat("no MPI type for dtype enum ", static_cast<int>(dtype)));
-}
 
 MPI_Op mpi_op(ReduceOp op) { return op == ReduceOp::kMax ? MPI_MAX : MPI_SUM; }
 
@@ -72,97 +59,12 @@ bool byte_ranges_overlap(const TensorView& a, const TensorView& b) {
   return a0 < b0 + b.nbytes() && b0 < a0 + a.nbytes();
 }
 
-std::string mpi_error_text(int rc) {
-  char text[MPI_MAX_ERROR_STRING];
-  int len = 0;
-  if (MPI_Error_string(rc, text, &len) != MPI_SUCCESS) return str_cat("MPI error code ", rc);
-  return std::string(text, static_cast<std::size_t>(len));
-}
-
-// send/recv: posted on the worker, completed (MPI_Wait / MPI_Test) by whoever asks first.
-class P2PWork final : public Work {
- public:
-  P2PWork(CollectiveKind kind, TensorView buffer, std::string where,
-          std::shared_ptr<TrafficRecorder> traffic)
-      : kind_(kind), buffer_(buffer), where_(std::move(where)), traffic_(std::move(traffic)) {}
-
-  void posted(MPI_Request request) {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      request_ = request;
-      posted_ = true;
-    }
-    cv_.notify_all();
-  }
-  void failed(std::exception_ptr error) {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      error_ = std::move(error);
-      done_ = true;
-    }
-    cv_.notify_all();
-  }
-
-  void wait() override {
-    std::unique_lock<std::mutex> lock(mutex_);
-    cv_.wait(lock, [this] { return posted_ || done_; });
-    if (!done_) {
-      MPI_Status status;
-      finish(MPI_Wait(&request_, &status), status);
-    }
-    if (error_) std::rethrow_exception(error_);
-  }
-
-  bool is_completed() override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (done_ || !posted_) return done_;
-    int flag = 0;
-    MPI_Status status;
-    const int rc = MPI_Test(&request_, &flag, &status);
-    if (rc != MPI_SUCCESS || flag) finish(rc, status);
-    return done_;
-  }
-
- private:
-  // Called with mutex_ held once the request finished.
-  void finish(int rc, const MPI_Status& status) {
-    done_ = true;
-    try {
-      if (rc != MPI_SUCCESS) {
-        throw CommError(str_cat(where_, " failed: ", mpi_error_text(rc)));
-      }
-      if (kind_ == CollectiveKind::kRecv) {
-        int count = 0;
-        MPI_Get_count(&status, mpi_type(buffer_.dtype), &count);
-        if (count != buffer_.numel) {
-          throw CommError(str_cat(where_, ": expected ", buffer_.numel, " ",
-                                  dtype_name(buffer_.dtype), " elements, received ", count));
-        }
-        traffic_->record(kind_, {0, static_cast<std::int64_t>(buffer_.nbytes())});
-      } else {
-        traffic_->record(kind_, {static_cast<std::int64_t>(buffer_.nbytes()), 0});
-      }
-    } catch (...) {
-      error_ = std::current_exception();
-    }
-  }
-
-  CollectiveKind kind_;
-  TensorView buffer_;
-  std::string where_;  // "recv on group world (rank 1 of 4) from rank 0 tag 3"
-  std::shared_ptr<TrafficRecorder> traffic_;
-  std::mutex mutex_;
-  std::condition_variable cv_;
-  bool posted_ = false;
-  bool done_ = false;
-  MPI_Request request_ = MPI_REQUEST_NULL;
-  std::exception_ptr error_;
-};
-
 class MpiProcessGroup final : public ProcessGroup {
  public:
   // Takes ownership of `comm`.
-  MpiProcessGroup(MPI_Comm comm, std::string name) : comm_(comm), name_(std::move(name)) {
+  MpiProcessGroup(MPI_Comm comm, std::string name, const ProcessGroupOptions& options)
+      : comm_(comm), name_(std::move(name)) {
+    set_options(options);
     MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
     MPI_Comm_rank(comm_, &rank_);
     MPI_Comm_size(comm_, &size_);
@@ -170,19 +72,37 @@ class MpiProcessGroup final : public ProcessGroup {
     int flag = 0;
     MPI_Comm_get_attr(comm_, MPI_TAG_UB, &tag_ub, &flag);
     tag_ub_ = flag && tag_ub ? *tag_ub : 32767;  // 32767: the least the standard guarantees
+    world_ranks_ = world_ranks_of(comm_, size_);
+    if (MPI_Comm_dup(comm_, &ring_comm_) != MPI_SUCCESS) {
+      throw CommError(str_cat("group ", name_, ": MPI_Comm_dup of the ring communicator failed"));
+    }
+    MPI_Comm_set_errhandler(ring_comm_, MPI_ERRORS_RETURN);
     worker_ = std::make_unique<OrderedWorker>(name_);
   }
 
   ~MpiProcessGroup() override {
-    worker_.reset();  // runs what is queued, joins
+    worker_.reset();  // lets the running operation finish, drops the queued ones, joins
     int finalized = 0;
     MPI_Finalized(&finalized);
-    if (!finalized) MPI_Comm_free(&comm_);
+    if (!finalized) {
+      MPI_Comm_free(&ring_comm_);
+      MPI_Comm_free(&comm_);
+    }
   }
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   std::string name() const override { return name_; }
+
+  void set_options(const ProcessGroupOptions& options) {
+    validate_comm_timeout(options.comm_timeout_seconds, str_cat("group ", name_, " comm_timeout"));
+    timeout_seconds_ = options.comm_timeout_seconds;
+    algorithm_ = static_cast<int>(options.collective_algorithm);
+  }
+  ProcessGroupOptions options() const {
+    return ProcessGroupOptions{timeout_seconds_.load(),
+                               static_cast<CollectiveAlgorithm>(algorithm_.load())};
+  }
 
   WorkPtr all_reduce(TensorView buffer, ReduceOp op) override {
     try {
@@ -191,7 +111,7 @@ class MpiProcessGroup final : public ProcessGroup {
     } catch (...) {
       return finished_work(std::current_exception());
     }
-    return worker_->submit([this, buffer, op] {
+    return run_op("all_reduce", CollectiveKind::kAllReduce, [this, buffer, op] {
       const int divisor = op == ReduceOp::kAvg ? size_ : 1;
       if (reduces_through_fp32(buffer.dtype)) {
         float* staged = scratch_floats(buffer.numel);
@@ -203,8 +123,7 @@ class MpiProcessGroup final : public ProcessGroup {
                           dtype_size(buffer.dtype));
         if (divisor != 1) divide_fp32(buffer, divisor);
       }
-      traffic_->record(CollectiveKind::kAllReduce,
-                       all_reduce_traffic(static_cast<std::int64_t>(buffer.nbytes()), size_));
+      return all_reduce_traffic(static_cast<std::int64_t>(buffer.nbytes()), size_);
     });
   }
 
@@ -224,32 +143,22 @@ class MpiProcessGroup final : public ProcessGroup {
     } catch (...) {
       return finished_work(std::current_exception());
     }
-    return worker_->submit([this, output, input, op, in_place] {
-      const int n = static_cast<int>(output.numel);
+    return run_op("reduce_scatter", CollectiveKind::kReduceScatter, [this, output, input, op,
+                                                                      in_place] {
       const int divisor = op == ReduceOp::kAvg ? size_ : 1;
       if (reduces_through_fp32(input.dtype)) {
-        // In place on the fp32 copy: MPI leaves this rank's reduced shard at its start.
         float* staged = scratch_floats(input.numel);
         widen_to_fp32(input, staged);
-        check(MPI_Reduce_scatter_block(MPI_IN_PLACE, staged, n, MPI_FLOAT, mpi_op(op), comm_),
-              "MPI_Reduce_scatter_block");
-        narrow_from_fp32(staged, output, divisor);
-      } else if (in_place) {
-        // MPI_IN_PLACE would leave the result at the start of `input` (rank 0's shard) on every
-        // rank and may clobber the other shards, so reduce into a shard-sized stage instead.
-        void* staged = scratch_bytes(output.nbytes());
-        check(MPI_Reduce_scatter_block(input.data, staged, n, mpi_type(input.dtype), mpi_op(op),
-                                       comm_),
-              "MPI_Reduce_scatter_block");
-        std::memcpy(output.data, staged, output.nbytes());
+        narrow_from_fp32(reduce_scatter_staged(staged, output.numel, op), output, divisor);
+      } else if (use_ring(output.nbytes())) {
+        ring_reduce_scatter(ring_links(), static_cast<const std::byte*>(input.data),
+                            static_cast<std::byte*>(output.data), output.nbytes(),
+                            dtype_size(input.dtype), ring_combine(input.dtype, op), ring_scratch_);
       } else {
-        check(MPI_Reduce_scatter_block(input.data, output.data, n, mpi_type(input.dtype),
-                                       mpi_op(op), comm_),
-              "MPI_Reduce_scatter_block");
+        mpi_reduce_scatter(output, input, op, in_place);
       }
       if (!reduces_through_fp32(input.dtype) && divisor != 1) divide_fp32(output, divisor);
-      traffic_->record(CollectiveKind::kReduceScatter,
-                       reduce_scatter_traffic(static_cast<std::int64_t>(input.nbytes()), size_));
+      return reduce_scatter_traffic(static_cast<std::int64_t>(input.nbytes()), size_);
     });
   }
 
@@ -268,17 +177,21 @@ class MpiProcessGroup final : public ProcessGroup {
     } catch (...) {
       return finished_work(std::current_exception());
     }
-    return worker_->submit([this, output, input, in_place] {
+    return run_op("all_gather", CollectiveKind::kAllGather, [this, output, input, in_place] {
       const int n = static_cast<int>(input.numel);
       const MPI_Datatype type = mpi_type(input.dtype);
-      if (in_place) {
-        check(MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, output.data, n, type, comm_),
-              "MPI_Allgather");
+      if (use_ring(input.nbytes())) {
+        const TensorView own = output.slice(rank_ * input.numel, input.numel);
+        if (!in_place) std::memcpy(own.data, input.data, input.nbytes());
+        ring_all_gather(ring_links(), static_cast<std::byte*>(output.data), input.nbytes());
       } else {
-        check(MPI_Allgather(input.data, n, type, output.data, n, type, comm_), "MPI_Allgather");
+        complete("MPI_Iallgather", [&](MPI_Request* r) {
+          return in_place ? MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, output.data, n,
+                                           type, comm_, r)
+                          : MPI_Iallgather(input.data, n, type, output.data, n, type, comm_, r);
+        });
       }
-      traffic_->record(CollectiveKind::kAllGather,
-                       all_gather_traffic(static_cast<std::int64_t>(output.nbytes()), size_));
+      return all_gather_traffic(static_cast<std::int64_t>(output.nbytes()), size_);
     });
   }
 
@@ -314,21 +227,19 @@ class MpiProcessGroup final : public ProcessGroup {
     } catch (...) {
       return finished_work(std::current_exception());
     }
-    return worker_->submit(
+    return run_op(
+        "all_gather_v", CollectiveKind::kAllGatherV,
         [this, output, input, icounts = std::move(icounts), displs = std::move(displs), in_place] {
           const MPI_Datatype type = mpi_type(input.dtype);
-          if (in_place) {
-            check(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, output.data, icounts.data(),
-                                 displs.data(), type, comm_),
-                  "MPI_Allgatherv");
-          } else {
-            check(MPI_Allgatherv(input.data, static_cast<int>(input.numel), type, output.data,
-                                 icounts.data(), displs.data(), type, comm_),
-                  "MPI_Allgatherv");
-          }
-          traffic_->record(CollectiveKind::kAllGatherV,
-                           all_gather_v_traffic(static_cast<std::int64_t>(input.nbytes()),
-                                                static_cast<std::int64_t>(output.nbytes()), size_));
+          complete("MPI_Iallgatherv", [&](MPI_Request* r) {
+            return in_place ? MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, output.data,
+                                              icounts.data(), displs.data(), type, comm_, r)
+                            : MPI_Iallgatherv(input.data, static_cast<int>(input.numel), type,
+                                              output.data, icounts.data(), displs.data(), type,
+                                              comm_, r);
+          });
+          return all_gather_v_traffic(static_cast<std::int64_t>(input.nbytes()),
+                                      static_cast<std::int64_t>(output.nbytes()), size_);
         });
   }
 
@@ -339,18 +250,17 @@ class MpiProcessGroup final : public ProcessGroup {
     } catch (...) {
       return finished_work(std::current_exception());
     }
-    return worker_->submit([this, buffer, root] {
+    return run_op("broadcast", CollectiveKind::kBroadcast, [this, buffer, root] {
       const MPI_Datatype type = mpi_type(buffer.dtype);
       auto* data = static_cast<std::byte*>(buffer.data);
       for (std::int64_t offset = 0; offset < buffer.numel; offset += kMaxChunk) {
         const std::int64_t n = std::min(kMaxChunk, buffer.numel - offset);
-        check(MPI_Bcast(data + offset * static_cast<std::int64_t>(dtype_size(buffer.dtype)),
-                        static_cast<int>(n), type, root, comm_),
-              "MPI_Bcast");
+        complete("MPI_Ibcast", [&](MPI_Request* r) {
+          return MPI_Ibcast(data + offset * static_cast<std::int64_t>(dtype_size(buffer.dtype)),
+                            static_cast<int>(n), type, root, comm_, r);
+        });
       }
-      traffic_->record(
-          CollectiveKind::kBroadcast,
-          broadcast_traffic(static_cast<std::int64_t>(buffer.nbytes()), size_, rank_, root));
+      return broadcast_traffic(static_cast<std::int64_t>(buffer.nbytes()), size_, rank_, root);
     });
   }
 
@@ -362,9 +272,9 @@ class MpiProcessGroup final : public ProcessGroup {
   }
 
   WorkPtr barrier() override {
-    return worker_->submit([this] {
-      check(MPI_Barrier(comm_), "MPI_Barrier");
-      traffic_->record(CollectiveKind::kBarrier, {});
+    return run_op("barrier", CollectiveKind::kBarrier, [this] {
+      complete("MPI_Ibarrier", [&](MPI_Request* r) { return MPI_Ibarrier(comm_, r); });
+      return TrafficVolume{};
     });
   }
 
@@ -372,8 +282,11 @@ class MpiProcessGroup final : public ProcessGroup {
     std::vector<std::uint64_t> values(static_cast<std::size_t>(size_));
     worker_
         ->submit([&] {
-          check(MPI_Allgather(&value, 1, MPI_UINT64_T, values.data(), 1, MPI_UINT64_T, comm_),
-                "MPI_Allgather (check_same_on_all_ranks)");
+          begin_op("check_same_on_all_ranks");
+          complete("MPI_Iallgather (check_same_on_all_ranks)", [&](MPI_Request* r) {
+            return MPI_Iallgather(&value, 1, MPI_UINT64_T, values.data(), 1, MPI_UINT64_T, comm_,
+                                  r);
+          });
         })
         ->wait();
     // Ranks holding each value; the most common value (lowest rank on ties) is the reference.
@@ -412,12 +325,17 @@ class MpiProcessGroup final : public ProcessGroup {
     MPI_Comm child = MPI_COMM_NULL;
     worker_
         ->submit([&] {
+          // MPI_Comm_split blocks with no deadline: meet in a watched barrier first, so a rank
+          // that never arrives is reported instead of hanging the split.
+          begin_op("split");
+          complete("MPI_Ibarrier (before MPI_Comm_split)",
+                   [&](MPI_Request* r) { return MPI_Ibarrier(comm_, r); });
           check(MPI_Comm_split(comm_, color < 0 ? MPI_UNDEFINED : color, key, &child),
                 "MPI_Comm_split");
         })
         ->wait();
     if (child == MPI_COMM_NULL) return nullptr;
-    return std::make_shared<MpiProcessGroup>(child, name);
+    return std::make_shared<MpiProcessGroup>(child, name, options());
   }
 
  private:
@@ -480,9 +398,72 @@ class MpiProcessGroup final : public ProcessGroup {
     auto* bytes = static_cast<std::byte*>(data);
     for (std::int64_t offset = 0; offset < numel; offset += kMaxChunk) {
       const std::int64_t n = std::min(kMaxChunk, numel - offset);
-      check(MPI_Allreduce(MPI_IN_PLACE, bytes + static_cast<std::size_t>(offset) * elem_size,
-                          static_cast<int>(n), type, op, comm_),
-            "MPI_Allreduce");
+      complete("MPI_Iallreduce", [&](MPI_Request* r) {
+        return MPI_Iallreduce(MPI_IN_PLACE, bytes + static_cast<std::size_t>(offset) * elem_size,
+                              static_cast<int>(n), type, op, comm_, r);
+      });
+    }
+  }
+
+  bool use_ring(std::size_t shard_bytes) const {
+    if (size_ < 2) return false;
+    switch (static_cast<CollectiveAlgorithm>(algorithm_.load())) {
+      case CollectiveAlgorithm::kRing:
+        return true;
+      case CollectiveAlgorithm::kMpi:
+        return false;
+      case CollectiveAlgorithm::kAuto:
+        break;
+    }
+    return shard_bytes >= kRingMinShardBytes;
+  }
+
+  RingLinks ring_links() {
+    return RingLinks{ring_comm_, rank_, size_,
+                     [this](int count, MPI_Request* requests, int peer) {
+                       check(wait_all_or_abort(count, requests, MPI_STATUSES_IGNORE,
+                                               timeout_seconds_.load(),
+                                               [&] { return describe(current_op_, sequence_, peer); }),
+                             "ring exchange");
+                     },
+                     [this](int rc, const char* call) { check(rc, call); }};
+  }
+
+  // Reduce-scatter of the fp32 copy of a 16-bit input (clobbered); returns this rank's reduced
+  // shard inside it.
+  float* reduce_scatter_staged(float* staged, std::int64_t shard, ReduceOp op) {
+    const std::size_t shard_bytes = static_cast<std::size_t>(shard) * sizeof(float);
+    if (use_ring(shard_bytes)) {
+      auto* bytes = reinterpret_cast<std::byte*>(staged);
+      ring_reduce_scatter(ring_links(), bytes, bytes + static_cast<std::size_t>(rank_) * shard_bytes,
+                          shard_bytes, sizeof(float), ring_combine(DType::kFloat32, op),
+                          ring_scratch_);
+      return staged + rank_ * shard;
+    }
+    // MPI leaves this rank's reduced shard at the start of the buffer.
+    complete("MPI_Ireduce_scatter_block", [&](MPI_Request* r) {
+      return MPI_Ireduce_scatter_block(MPI_IN_PLACE, staged, static_cast<int>(shard), MPI_FLOAT,
+                                       mpi_op(op), comm_, r);
+    });
+    return staged;
+  }
+
+  void mpi_reduce_scatter(TensorView output, TensorView input, ReduceOp op, bool in_place) {
+    const int n = static_cast<int>(output.numel);
+    if (in_place) {
+      // MPI_IN_PLACE would leave the result at the start of `input` (rank 0's shard) on every
+      // rank and may clobber the other shards, so reduce into a shard-sized stage instead.
+      void* staged = scratch_bytes(output.nbytes());
+      complete("MPI_Ireduce_scatter_block", [&](MPI_Request* r) {
+        return MPI_Ireduce_scatter_block(input.data, staged, n, mpi_type(input.dtype), mpi_op(op),
+                                         comm_, r);
+      });
+      std::memcpy(output.data, staged, output.nbytes());
+    } else {
+      complete("MPI_Ireduce_scatter_block", [&](MPI_Request* r) {
+        return MPI_Ireduce_scatter_block(input.data, output.data, n, mpi_type(input.dtype),
+                                         mpi_op(op), comm_, r);
+      });
     }
   }
 
@@ -501,7 +482,7 @@ class MpiProcessGroup final : public ProcessGroup {
         kind, buffer,
         str_cat(where(op), kind == CollectiveKind::kSend ? " to rank " : " from rank ", peer,
                 " tag ", tag),
-        traffic_);
+        describe(op, 0, peer), timeout_seconds_.load(), traffic_);
     worker_->post([this, work, kind, buffer, peer, tag] {
       MPI_Request request = MPI_REQUEST_NULL;
       const int n = static_cast<int>(buffer.numel);
@@ -510,14 +491,63 @@ class MpiProcessGroup final : public ProcessGroup {
               ? MPI_Isend(buffer.data, n, mpi_type(buffer.dtype), peer, tag, comm_, &request)
               : MPI_Irecv(buffer.data, n, mpi_type(buffer.dtype), peer, tag, comm_, &request);
       if (rc == MPI_SUCCESS) {
-        work->posted(request);
+        work->posted(request, ++sequence_);
       } else {
         work->failed(std::make_exception_ptr(CommError(
             str_cat(kind == CollectiveKind::kSend ? "MPI_Isend" : "MPI_Irecv", " failed on rank ",
                     rank_, " of group ", name_, ": ", mpi_error_text(rc)))));
       }
-    });
+    }, [work](std::exception_ptr error) { work->failed(std::move(error)); });
     return work;
+  }
+
+  // Queues a collective: on the worker it is numbered, timed, and its traffic (what `body`
+  // returns) recorded with the time it ran.
+  WorkPtr run_op(const char* op, CollectiveKind kind, std::function<TrafficVolume()> body) {
+    return worker_->submit([this, op, kind, body = std::move(body)] {
+      begin_op(op);
+      const auto start = std::chrono::steady_clock::now();
+      const TrafficVolume volume = body();
+      traffic_->record(
+          kind, volume,
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    });
+  }
+
+  // Worker thread: the operation now running, named in the watchdog's message.
+  void begin_op(const char* op) {
+    current_op_ = op;
+    ++sequence_;
+  }
+
+  CommWaitDescription describe(const char* op, std::uint64_t sequence, int peer) const {
+    return CommWaitDescription{op, name_, rank_, world_ranks_, sequence, peer};
+  }
+
+  // Worker thread: posts one non-blocking MPI call (`post` fills the request) and completes it
+  // under the watchdog's deadline; MPI errors become CommErrors naming `call`.
+  template <class Post>
+  void complete(const char* call, Post&& post) {
+    MPI_Request request = MPI_REQUEST_NULL;
+    check(post(&request), call);
+    MPI_Status status;
+    check(wait_all_or_abort(1, &request, &status, timeout_seconds_.load(),
+                            [this] { return describe(current_op_, sequence_, -1); }),
+          call);
+  }
+
+  static std::vector<int> world_ranks_of(MPI_Comm comm, int size) {
+    MPI_Group group = MPI_GROUP_NULL;
+    MPI_Group world = MPI_GROUP_NULL;
+    MPI_Comm_group(comm, &group);
+    MPI_Comm_group(MPI_COMM_WORLD, &world);
+    std::vector<int> ranks(static_cast<std::size_t>(size));
+    std::vector<int> out(static_cast<std::size_t>(size), -1);
+    for (int r = 0; r < size; ++r) ranks[static_cast<std::size_t>(r)] = r;
+    MPI_Group_translate_ranks(group, size, ranks.data(), world, out.data());
+    MPI_Group_free(&group);
+    MPI_Group_free(&world);
+    return out;
   }
 
   // Worker-thread scratch, grown on demand and reused across operations.
@@ -535,8 +565,15 @@ class MpiProcessGroup final : public ProcessGroup {
   int rank_ = 0;
   int size_ = 1;
   int tag_ub_ = 32767;
+  std::vector<int> world_ranks_;  // world rank of each rank of this group
+  std::atomic<double> timeout_seconds_{kDefaultCommTimeoutSeconds};
+  const char* current_op_ = "";  // worker thread only, like sequence_
+  std::uint64_t sequence_ = 0;   // operations this group has run (posted, for send/recv)
   std::shared_ptr<TrafficRecorder> traffic_ = std::make_shared<TrafficRecorder>();
   std::vector<double> scratch_;  // touched by the worker thread only
+  std::vector<std::byte> ring_scratch_;  // likewise: partial sums of ring reduce-scatter
+  MPI_Comm ring_comm_ = MPI_COMM_NULL;  // a duplicate reserved for ring messages
+  std::atomic<int> algorithm_{static_cast<int>(CollectiveAlgorithm::kAuto)};
   std::unique_ptr<OrderedWorker> worker_;
 };
 
@@ -611,9 +648,32 @@ ProcessGroupPtr init_mpi_world() {
   if (MPI_Comm_dup(MPI_COMM_WORLD, &comm) != MPI_SUCCESS) {
     throw CommError("init_mpi_world: MPI_Comm_dup of MPI_COMM_WORLD failed");
   }
-  state.world = std::make_shared<MpiProcessGroup>(comm, "world");
+  state.world = std::make_shared<MpiProcessGroup>(comm, "world", ProcessGroupOptions{});
   log::set_rank(state.world->rank(), state.world->size());
   return state.world;
+}
+
+ProcessGroupPtr init_mpi_world(const ProcessGroupOptions& options) {
+  ProcessGroupPtr world = init_mpi_world();
+  set_process_group_options(world, options);
+  return world;
+}
+
+namespace {
+MpiProcessGroup& as_mpi_group(const ProcessGroupPtr& group, const char* caller) {
+  auto* mpi = dynamic_cast<MpiProcessGroup*>(group.get());
+  SW_REQUIRE(mpi != nullptr, InvalidArgument, caller, ": group ",
+             group ? group->name() : std::string("(null)"), " is not an MPI group");
+  return *mpi;
+}
+}  // namespace
+
+void set_process_group_options(const ProcessGroupPtr& group, const ProcessGroupOptions& options) {
+  as_mpi_group(group, "set_process_group_options").set_options(options);
+}
+
+ProcessGroupOptions process_group_options(const ProcessGroupPtr& group) {
+  return as_mpi_group(group, "process_group_options").options();
 }
 
 ProcessGroupPtr split_group(const ProcessGroupPtr& parent, int color, int key,

@@ -1,5 +1,4 @@
 #include "shardwise/comm/ordered_worker.hpp"
-#include "shardwise/comm/traffic_model.hpp"
 
 #include <utility>
 
@@ -38,33 +37,42 @@ OrderedWorker::OrderedWorker(std::string name) : name_(std::move(name)) {
 }
 
 OrderedWorker::~OrderedWorker() {
+  std::deque<Task> dropped;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stopping_ = true;
+    dropped.swap(queue_);
   }
   queue_cv_.notify_all();
+  for (Task& task : dropped) {
+    task.cancel(std::make_exception_ptr(CommError(str_cat(
+        "group ", name_, " shut down before this operation ran (it was still queued)"))));
+  }
   thread_.join();
 }
 
 WorkPtr OrderedWorker::submit(std::function<void()> op) {
   auto work = std::make_shared<CompletionWork>();
-  post([work, op = std::move(op)] {
-    std::exception_ptr error;
-    try {
-      op();
-    } catch (...) {
-      error = std::current_exception();
-    }
-    work->complete(error);
-  });
+  post(
+      [work, op = std::move(op)] {
+        std::exception_ptr error;
+        try {
+          op();
+        } catch (...) {
+          error = std::current_exception();
+        }
+        work->complete(error);
+      },
+      [work](std::exception_ptr error) { work->complete(std::move(error)); });
   return work;
 }
 
-void OrderedWorker::post(std::function<void()> op) {
+void OrderedWorker::post(std::function<void()> op,
+                         std::function<void(std::exception_ptr)> cancel) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     SW_CHECK(!stopping_, "operation queued on worker of group ", name_, " while it shuts down");
-    queue_.push_back(std::move(op));
+    queue_.push_back(Task{std::move(op), std::move(cancel)});
   }
   queue_cv_.notify_one();
 }
@@ -75,12 +83,11 @@ void OrderedWorker::run() {
     {
       std::unique_lock<std::mutex> lock(mutex_);
       queue_cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
-      if (queue_.empty()) return;  // stopping and drained
-      op = std::move(queue_.front());
+      if (stopping_) return;  // the destructor took what was queued
+      op = std::move(queue_.front().run);
       queue_.pop_front();
     }
     try {
-      mark_operation_start();
       op();
     } catch (const std::exception& e) {
       // post() ops report their own errors; one escaping is a bug, but must not kill the thread.

@@ -15,8 +15,6 @@
 //   barrier                      no bytes (counted in calls)
 #include "shardwise/comm/traffic_model.hpp"
 
-#include <chrono>
-#include <optional>
 #include "shardwise/core/error.hpp"
 
 namespace shardwise {
@@ -95,22 +93,9 @@ TrafficVolume broadcast_traffic(std::int64_t bytes, int group_size, int rank, in
   return {rank == last ? 0 : bytes, rank == root ? 0 : bytes};
 }
 
-namespace {
-// Start of the operation the current worker thread is running (unset on other threads).
-thread_local std::optional<std::chrono::steady_clock::time_point> t_operation_start;
-}  // namespace
-
-void mark_operation_start() { t_operation_start = std::chrono::steady_clock::now(); }
-
-void TrafficRecorder::record(CollectiveKind kind, TrafficVolume volume) {
-  double busy = 0;
-  if (t_operation_start) {
-    busy = std::chrono::duration<double>(std::chrono::steady_clock::now() - *t_operation_start)
-               .count();
-    t_operation_start.reset();
-  }
+void TrafficRecorder::record(CollectiveKind kind, TrafficVolume volume, double busy_seconds) {
   std::lock_guard<std::mutex> lock(mutex_);
-  counters_.busy_seconds[kind] += busy;
+  counters_.busy_seconds[kind] += busy_seconds;
   counters_.bytes_sent[kind] += volume.sent;
   counters_.bytes_received[kind] += volume.received;
   counters_.calls[kind] += 1;

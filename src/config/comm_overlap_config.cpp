@@ -1,57 +1,92 @@
 #include "shardwise/config/comm_overlap_config.hpp"
 
 #include "shardwise/config/comm_overlap_presets.hpp"
+#include "shardwise/config/comm_overlap_steps.hpp"
 #include "shardwise/core/error.hpp"
 #include "shardwise/core/logging.hpp"
 
 namespace shardwise {
 namespace {
 
-constexpr std::int64_t kOverlapBucketSize = 128LL * 1024 * 1024;  // elements
-
-void require_at_least_one(int value, const char* field) {
-  SW_REQUIRE(value >= 1, ConfigError, field, " must be >= 1 (got ", value, ")");
-}
-
-// Checks the layout and returns the data-parallel size it implies.
-int resolve_data_parallel_size(const ModelParallelConfig& mp, std::optional<int> user_dp) {
-  require_at_least_one(mp.tp, "parallel.tp");
-  require_at_least_one(mp.pp, "parallel.pp");
-  require_at_least_one(mp.vp, "parallel.vp");
-  require_at_least_one(mp.cp, "parallel.cp");
-  require_at_least_one(mp.ep, "parallel.ep");
-  SW_REQUIRE(mp.vp == 1 || mp.pp > 1, ConfigError, "parallel.vp = ", mp.vp,
-             " needs pipeline parallelism (parallel.pp > 1)");
-  if (user_dp && mp.data_parallel_size) {
-    SW_REQUIRE(*user_dp == *mp.data_parallel_size, ConfigError,
-               "comm_overlap.data_parallel_size (", *user_dp,
-               ") disagrees with the data-parallel size of the run (", *mp.data_parallel_size, ")");
-  }
-  std::optional<int> dp = user_dp ? user_dp : mp.data_parallel_size;
-  if (dp) require_at_least_one(*dp, "comm_overlap.data_parallel_size");
-  if (mp.world_size) {
-    const int world = *mp.world_size;
-    require_at_least_one(world, "world_size");
-    const int model_parallel = mp.tp * mp.pp * mp.cp;
-    SW_REQUIRE(world % model_parallel == 0, ConfigError, "world_size ", world,
-               " is not divisible by tp * pp * cp = ", model_parallel);
-    if (dp) {
-      SW_REQUIRE(world % *dp == 0, ConfigError, "comm_overlap.data_parallel_size ", *dp,
-                 " does not divide world_size ", world);
-      SW_REQUIRE(*dp == world / model_parallel, ConfigError, "comm_overlap.data_parallel_size ",
-                 *dp, " != world_size / (tp * pp * cp) = ", world / model_parallel);
-    }
-    dp = world / model_parallel;
-  }
-  const int data_parallel = dp.value_or(1);
-  SW_REQUIRE((data_parallel * mp.cp) % mp.ep == 0, ConfigError, "parallel.ep = ", mp.ep,
-             " must divide dp * cp = ", data_parallel * mp.cp);
-  return data_parallel;
-}
-
 void warn(CommOverlapResolution& out, std::string message) {
   log::warning(message);
   out.warnings.push_back(std::move(message));
+}
+
+// TP rules (a user's request is honoured only where TP overlap can run) and the config choice.
+void resolve_tensor_parallel(const ModelParallelConfig& mp, const CommOverlapSettings& user,
+                             CommOverlapResolution& out) {
+  bool tp_overlap = user.tp_comm_overlap.value_or(false);
+  if (tp_overlap) {
+    if (auto reason = tp_overlap_blocker(mp)) {
+      warn(out, str_cat("disabling tp_comm_overlap: ", *reason));
+      tp_overlap = false;
+    }
+  } else if (user.tp_comm_overlap_cfg) {
+    warn(out, "comm_overlap.tp_comm_overlap_cfg is ignored because tp_comm_overlap is off");
+  }
+  out.tp_comm_overlap = tp_overlap;
+  if (tp_overlap) {
+    TpOverlapCfgChoice choice = choose_tp_overlap_cfg(mp, user.tp_comm_overlap_cfg);
+    out.tp_comm_overlap_cfg = std::move(choice.cfg);
+    out.tp_comm_overlap_cfg_source = std::move(choice.source);
+    if (out.tp_comm_overlap_cfg_source.starts_with("preset:")) {
+      log::info("tp_comm_overlap: using preset ", out.tp_comm_overlap_cfg_source.substr(7));
+    } else if (!out.tp_comm_overlap_cfg) {
+      warn(out,
+           "tp_comm_overlap: no tp_comm_overlap_cfg given and no preset matches this run; the "
+           "TP-overlap backend uses its default config");
+    }
+    if (out.tp_comm_overlap_cfg) {
+      out.tp_comm_overlap_backend_cfg = to_backend_map(*out.tp_comm_overlap_cfg);
+    }
+    out.tp_comm_bootstrap_backend = user.tp_comm_bootstrap_backend.value_or("nccl");
+  }
+  out.defer_embedding_wgrad_compute = user.defer_embedding_wgrad_compute.value_or(false);
+  out.wgrad_deferral_limit = user.wgrad_deferral_limit.value_or(-1);
+}
+
+void store(CommOverlapResolution& out, const DataParallelOverlap& dp) {
+  out.bucket_size = dp.bucket_size;
+  out.overlap_grad_reduce = dp.overlap_grad_reduce;
+  out.overlap_param_gather = dp.overlap_param_gather;
+  out.align_param_gather = dp.align_param_gather;
+  out.overlap_param_gather_with_optimizer_step = dp.overlap_param_gather_with_optimizer_step;
+}
+
+// DP rules: only the distributed optimizer has the reduce-scatter / all-gather to overlap; the
+// result is written into its configs. Otherwise they stay as they are and are only reported.
+void resolve_data_parallel(const ModelParallelConfig& mp, const CommOverlapSettings& user,
+                           OptimizerConfig& optimizer, DistributedDataParallelConfig& ddp,
+                           CommOverlapResolution& out) {
+  const bool interleaved = mp.pp > 1 && mp.vp > 1;
+  if (optimizer.use_distributed_optimizer()) {
+    const DataParallelOverlap resolved = prefer_user_values(
+        data_parallel_overlap_defaults(out.data_parallel_size, interleaved), user);
+    check_data_parallel_overlap(interleaved, resolved);
+    out.data_parallel_overlap_applied = true;
+    store(out, resolved);
+    optimizer.overlap_param_gather_with_optimizer_step =
+        resolved.overlap_param_gather_with_optimizer_step;
+    ddp.overlap_grad_reduce = resolved.overlap_grad_reduce;
+    ddp.overlap_param_gather = resolved.overlap_param_gather;
+    ddp.align_param_gather = resolved.align_param_gather;
+    ddp.bucket_size = resolved.bucket_size;
+    ddp.use_distributed_optimizer = true;
+    return;
+  }
+  const bool any_dp_field = user.bucket_size || user.overlap_grad_reduce ||
+                            user.overlap_param_gather || user.align_param_gather ||
+                            user.overlap_param_gather_with_optimizer_step;
+  if (any_dp_field) {
+    warn(out, str_cat("comm_overlap data-parallel settings (bucket_size, overlap_grad_reduce, "
+                      "overlap_param_gather, align_param_gather, "
+                      "overlap_param_gather_with_optimizer_step) are ignored: optimizer kind '",
+                      to_string(optimizer.kind),
+                      "' is not a distributed optimizer; set them in the ddp section instead"));
+  }
+  store(out, {ddp.bucket_size, ddp.overlap_grad_reduce, ddp.overlap_param_gather,
+              ddp.align_param_gather, optimizer.overlap_param_gather_with_optimizer_step});
 }
 
 }  // namespace
@@ -78,7 +113,9 @@ void validate(const CommOverlapSettings& config) {
                *config.wgrad_deferral_limit, ")");
   }
   if (config.data_parallel_size) {
-    require_at_least_one(*config.data_parallel_size, "comm_overlap.data_parallel_size");
+    SW_REQUIRE(*config.data_parallel_size >= 1, ConfigError,
+               "comm_overlap.data_parallel_size must be >= 1 (got ", *config.data_parallel_size,
+               ")");
   }
 }
 
@@ -109,150 +146,24 @@ CommOverlapResolution CommOverlapConfig::setup(const ModelParallelConfig& mp,
 
   CommOverlapResolution out;
   out.data_parallel_size = resolve_data_parallel_size(mp, user.data_parallel_size);
-  const int dp = out.data_parallel_size;
-  const bool interleaved = mp.pp > 1 && mp.vp > 1;
+  resolve_tensor_parallel(mp, user, out);
 
-  // Tensor parallel.
-  bool tp_overlap = user.tp_comm_overlap.value_or(false);
-  if (tp_overlap) {
-    std::string reason;
-    if (mp.tp < 2) {
-      reason = str_cat("tensor parallel size is ", mp.tp, " (needs tp >= 2)");
-    } else if (!mp.sequence_parallel) {
-      reason = "sequence parallelism is off (TP overlap needs sequence_parallel = true)";
-    } else if (!mp.tp_overlap_backend_available) {
-      reason =
-          "no TP-overlap backend is available (shardwise has no userbuffers implementation; "
-          "Transformer Engine provides one)";
-    }
-    if (!reason.empty()) {
-      warn(out, str_cat("disabling tp_comm_overlap: ", reason));
-      tp_overlap = false;
-    }
-  } else if (user.tp_comm_overlap_cfg) {
-    warn(out, "comm_overlap.tp_comm_overlap_cfg is ignored because tp_comm_overlap is off");
-  }
-  out.tp_comm_overlap = tp_overlap;
-  if (tp_overlap) {
-    if (user.tp_comm_overlap_cfg) {
-      out.tp_comm_overlap_cfg = user.tp_comm_overlap_cfg;
-      out.tp_comm_overlap_cfg_source = "user";
-    } else {
-      CommOverlapPresetKey run;
-      run.precision = mp.precision;
-      run.gpu = mp.gpu_arch;
-      run.hidden = mp.hidden_size;
-      run.tp = mp.tp;
-      run.cp = mp.cp;
-      run.micro_batch_size = mp.micro_batch_size;
-      run.seq_length = mp.seq_length;
-      run.lora = mp.lora;
-      if (auto name = find_matching_preset(run)) {
-        out.tp_comm_overlap_cfg = comm_overlap_preset(*name);
-        out.tp_comm_overlap_cfg_source = str_cat("preset:", *name);
-        log::info("tp_comm_overlap: using preset ", *name);
-      } else {
-        out.tp_comm_overlap_cfg_source = "backend-default";
-        warn(out,
-             "tp_comm_overlap: no tp_comm_overlap_cfg given and no preset matches this run; the "
-             "TP-overlap backend uses its default config");
-      }
-    }
-    if (out.tp_comm_overlap_cfg) {
-      out.tp_comm_overlap_backend_cfg = to_backend_map(*out.tp_comm_overlap_cfg);
-    }
-    out.tp_comm_bootstrap_backend = user.tp_comm_bootstrap_backend.value_or("nccl");
-  }
-  out.defer_embedding_wgrad_compute = user.defer_embedding_wgrad_compute.value_or(false);
-  out.wgrad_deferral_limit = user.wgrad_deferral_limit.value_or(-1);
+  const PipelineOverlap pipeline = prefer_user_values(pipeline_overlap_defaults(mp), user);
+  check_pipeline_overlap(mp, pipeline);
+  out.overlap_p2p_comm = pipeline.overlap_p2p_comm;
+  out.batch_p2p_comm = pipeline.batch_p2p_comm;
 
-  // Pipeline parallel.
-  out.overlap_p2p_comm = user.overlap_p2p_comm.value_or(interleaved);
-  out.batch_p2p_comm = user.batch_p2p_comm.value_or(mp.pp > 1 && !interleaved);
-  if (mp.pp > 1) {
-    SW_REQUIRE(!(out.overlap_p2p_comm && out.batch_p2p_comm), ConfigError,
-               "comm_overlap.overlap_p2p_comm and comm_overlap.batch_p2p_comm cannot both be on");
-    SW_REQUIRE(!out.overlap_p2p_comm || interleaved, ConfigError,
-               "comm_overlap.overlap_p2p_comm needs the interleaved pipeline schedule (vp > 1)");
-  }
+  resolve_data_parallel(mp, user, optimizer_config, ddp_config, out);
 
-  // Data parallel: only the distributed optimizer has the reduce-scatter / all-gather to overlap.
-  if (optimizer_config.use_distributed_optimizer()) {
-    const bool multi = dp > 1;
-    out.data_parallel_overlap_applied = true;
-    out.bucket_size = user.bucket_size ? user.bucket_size
-                                       : (multi ? std::optional(kOverlapBucketSize) : std::nullopt);
-    out.overlap_grad_reduce = user.overlap_grad_reduce.value_or(multi);
-    out.overlap_param_gather = user.overlap_param_gather.value_or(multi);
-    // Aligning the gathers only means something when they overlap.
-    out.align_param_gather =
-        user.align_param_gather.value_or(out.overlap_param_gather && interleaved);
-    SW_REQUIRE(!out.align_param_gather || out.overlap_param_gather, ConfigError,
-               "comm_overlap.align_param_gather needs overlap_param_gather");
-    out.overlap_param_gather_with_optimizer_step =
-        user.overlap_param_gather_with_optimizer_step.value_or(false);
-    if (out.overlap_param_gather_with_optimizer_step) {
-      SW_REQUIRE(out.overlap_param_gather, ConfigError,
-                 "comm_overlap.overlap_param_gather_with_optimizer_step needs "
-                 "overlap_param_gather");
-      SW_REQUIRE(interleaved, ConfigError,
-                 "comm_overlap.overlap_param_gather_with_optimizer_step needs the interleaved "
-                 "pipeline schedule (pp > 1 and vp > 1)");
-    }
-    optimizer_config.overlap_param_gather_with_optimizer_step =
-        out.overlap_param_gather_with_optimizer_step;
-    ddp_config.overlap_grad_reduce = out.overlap_grad_reduce;
-    ddp_config.overlap_param_gather = out.overlap_param_gather;
-    ddp_config.align_param_gather = out.align_param_gather;
-    ddp_config.bucket_size = out.bucket_size;
-    ddp_config.use_distributed_optimizer = true;
-  } else {
-    const bool any_dp_field = user.bucket_size || user.overlap_grad_reduce ||
-                              user.overlap_param_gather || user.align_param_gather ||
-                              user.overlap_param_gather_with_optimizer_step;
-    if (any_dp_field) {
-      warn(out, str_cat("comm_overlap data-parallel settings (bucket_size, overlap_grad_reduce, "
-                        "overlap_param_gather, align_param_gather, "
-                        "overlap_param_gather_with_optimizer_step) are ignored: optimizer kind '",
-                        to_string(optimizer_config.kind),
-                        "' is not a distributed optimizer; set them in the ddp section instead"));
-    }
-    out.bucket_size = ddp_config.bucket_size;
-    out.overlap_grad_reduce = ddp_config.overlap_grad_reduce;
-    out.overlap_param_gather = ddp_config.overlap_param_gather;
-    out.align_param_gather = ddp_config.align_param_gather;
-    out.overlap_param_gather_with_optimizer_step =
-        optimizer_config.overlap_param_gather_with_optimizer_step;
-  }
-
-  out.cuda_device_max_connections = recommended_cuda_device_max_connections(mp, dp);
+  out.cuda_device_max_connections =
+      recommended_cuda_device_max_connections(mp, out.data_parallel_size);
   if (out.cuda_device_max_connections) {
     log::info("recommended CUDA_DEVICE_MAX_CONNECTIONS=", *out.cuda_device_max_connections, " (",
               to_string(mp.gpu_arch), ")");
   }
 
   // Write the resolution back so printing this config shows what was decided.
-  tp_comm_overlap = out.tp_comm_overlap;
-  tp_comm_overlap_cfg = out.tp_comm_overlap_cfg;
-  tp_comm_bootstrap_backend = out.tp_comm_bootstrap_backend;
-  overlap_p2p_comm = out.overlap_p2p_comm;
-  batch_p2p_comm = out.batch_p2p_comm;
-  if (out.data_parallel_overlap_applied) {
-    overlap_grad_reduce = out.overlap_grad_reduce;
-    overlap_param_gather = out.overlap_param_gather;
-    overlap_param_gather_with_optimizer_step = out.overlap_param_gather_with_optimizer_step;
-    align_param_gather = out.align_param_gather;
-    bucket_size = out.bucket_size;
-  } else {  // not used: keep what the user wrote
-    overlap_grad_reduce = user.overlap_grad_reduce;
-    overlap_param_gather = user.overlap_param_gather;
-    overlap_param_gather_with_optimizer_step = user.overlap_param_gather_with_optimizer_step;
-    align_param_gather = user.align_param_gather;
-    bucket_size = user.bucket_size;
-  }
-  defer_embedding_wgrad_compute = out.defer_embedding_wgrad_compute;
-  wgrad_deferral_limit = out.wgrad_deferral_limit;
-  data_parallel_size = out.data_parallel_size;
+  static_cast<CommOverlapSettings&>(*this) = record_resolution(out, user);
   return out;
 }
 

@@ -42,6 +42,7 @@ void validate_training(const TrainLoopConfig& t) {
              ") must be <= training.steps (", t.steps, ")");
   require_min(t.eval_interval, 0, "training.eval_interval");
   require_min(t.seed, 0, "training.seed");
+  require_min(t.skip_nonfinite_steps, 0, "training.skip_nonfinite_steps");
 }
 
 void validate_parallel(const ParallelConfig& p, const ModelConfig& m) {
@@ -71,9 +72,6 @@ void validate_ddp_against_optimizer(const DistributedDataParallelConfig& ddp,
              "ddp.use_legacy_layer_wise_sync = ", ddp.use_legacy_param_sync ? "true" : "false",
              " contradicts optimizer.kind '", to_string(opt.kind),
              "' (leave it out: the optimizer kind decides it)");
-  SW_REQUIRE(!ddp.overlap_param_gather || ddp.use_distributed_optimizer, ConfigError,
-             "ddp.overlap_param_gather needs a distributed optimizer (optimizer.kind layer-wise "
-             "or distributed)");
 }
 
 }  // namespace
@@ -82,8 +80,8 @@ void validate(const TrainingConfig& config) {
   validate_model(config.model);
   validate_data(config.data);
   validate(config.optimizer);
-  validate_ddp_section(config.ddp);
   validate_ddp_against_optimizer(config.ddp, config.optimizer);
+  config.ddp.validate();
   validate_training(config.training);
   require_min(config.logging.log_interval, 1, "logging.log_interval");
   validate(static_cast<const CommOverlapSettings&>(config.comm_overlap));

@@ -90,6 +90,7 @@ const std::vector<FieldSpec<TrainLoopConfig>>& training_fields() {
       field("lr_schedule", &C::lr_schedule),
       field("eval_interval", &C::eval_interval),
       field("seed", &C::seed),
+      field("skip_nonfinite_steps", &C::skip_nonfinite_steps),
   };
   return fields;
 }
@@ -135,6 +136,31 @@ const std::vector<FieldSpec<ParallelConfig>>& parallel_fields() {
   return fields;
 }
 
+// A config is a regular file (or a pipe, for `--config <(...)`), and small: a directory opens
+// fine as a stream and reads as empty, which would train with every default.
+std::string read_config_text(const std::filesystem::path& path) {
+  constexpr std::size_t kMaxConfigBytes = std::size_t{16} << 20;
+  std::error_code ec;
+  const auto status = std::filesystem::status(path, ec);
+  SW_REQUIRE(!ec && std::filesystem::exists(status), IoError, "cannot open config file ",
+             path.string(), ": it does not exist");
+  SW_REQUIRE(std::filesystem::is_regular_file(status) || std::filesystem::is_fifo(status),
+             IoError, "config file ", path.string(), " is ",
+             std::filesystem::is_directory(status) ? "a directory" : "not a regular file",
+             "; pass a YAML file");
+  std::ifstream in(path, std::ios::binary);
+  SW_REQUIRE(in, IoError, "cannot open config file ", path.string());
+  std::string text;
+  char chunk[65536];
+  while (in.read(chunk, sizeof chunk) || in.gcount() > 0) {
+    text.append(chunk, static_cast<std::size_t>(in.gcount()));
+    SW_REQUIRE(text.size() <= kMaxConfigBytes, IoError, "config file ", path.string(),
+               " is larger than ", kMaxConfigBytes >> 20, " MiB; not a training config");
+  }
+  SW_REQUIRE(!in.bad(), IoError, "cannot read config file ", path.string());
+  return text;
+}
+
 constexpr std::string_view kSections[] = {"model",    "data",    "optimizer",    "ddp",
                                           "training", "logging", "comm_overlap", "parallel"};
 
@@ -158,6 +184,7 @@ void apply_override(YAML::Node& root, const std::string& text) {
   } catch (const YAML::Exception& e) {
     throw ConfigError(str_cat("override '", text, "': value is not valid YAML: ", e.what()));
   }
+  config_detail::check_no_duplicate_keys(value, str_cat("override '", text, "'"));
   YAML::Node cursor;
   cursor.reset(root);
   for (std::size_t i = 0; i + 1 < parts.size(); ++i) {
@@ -238,6 +265,7 @@ TrainingConfig parse_training_config(std::string_view yaml_text,
     } catch (const YAML::Exception& e) {
       throw ConfigError(str_cat("invalid YAML: ", e.what()));
     }
+    config_detail::check_no_duplicate_keys(root, "");
     return from_node(root, overrides);
   } catch (const ConfigError& e) {
     throw ConfigError(str_cat(source, ": ", e.what()));
@@ -246,12 +274,7 @@ TrainingConfig parse_training_config(std::string_view yaml_text,
 
 TrainingConfig load_training_config(const std::filesystem::path& path,
                                     const std::vector<std::string>& overrides) {
-  std::ifstream in(path, std::ios::binary);
-  SW_REQUIRE(in, IoError, "cannot open config file ", path.string());
-  std::ostringstream text;
-  text << in.rdbuf();
-  SW_REQUIRE(!in.bad(), IoError, "cannot read config file ", path.string());
-  return parse_training_config(text.str(), overrides, path.string());
+  return parse_training_config(read_config_text(path), overrides, path.string());
 }
 
 nlohmann::ordered_json to_json(const TrainingConfig& config) {

@@ -101,6 +101,11 @@ std::vector<std::string_view> keys_of(std::span<const FieldSpec<S>> fields) {
 void check_keys(const YAML::Node& node, const std::string& path,
                 const std::vector<std::string_view>& valid, std::string_view what = "key");
 
+// Rejects a mapping anywhere in `root` that has the same key twice (yaml-cpp keeps both and
+// lookups silently take the first). Bounded: refuses trees of more than a million nodes (aliases
+// can make a small file expand into a huge tree). `what` (may be empty) prefixes the message.
+void check_no_duplicate_keys(const YAML::Node& root, std::string_view what);
+
 // Reads the keys present in `node` (a mapping, or null for "all defaults") into `out`.
 template <typename S>
 void read_fields(const YAML::Node& node, const std::string& path,

@@ -1,20 +1,15 @@
 // Hot loops of the MXFP8 codec. Every per-element step is branch-free integer / float arithmetic
 // (see fp8.hpp), so GCC vectorises the fixed 32-element block loops. Each entry point is compiled
-// three times (baseline x86-64, x86-64-v3 = AVX2, x86-64-v4 = AVX-512) and picked at load time,
-// since the project builds for the baseline ISA.
+// once per ISA level (baseline, AVX2, AVX-512; cpu_isa.hpp) and picked at run time, since the
+// project builds for the baseline ISA.
 #include "mxfp8_kernels.hpp"
 
 #include <bit>
 #include <cstdint>
 
+#include "float_convert_lanes.hpp"
+#include "shardwise/core/cpu_isa.hpp"
 #include "shardwise/core/float_convert.hpp"
-
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define SW_MXFP8_MULTIVERSION \
-  __attribute__((target_clones("default", "arch=x86-64-v3", "arch=x86-64-v4")))
-#else
-#define SW_MXFP8_MULTIVERSION
-#endif
 
 namespace shardwise::mxfp8_kernels {
 namespace {
@@ -110,6 +105,16 @@ inline void quantize_group(const In* __restrict x, std::uint8_t* __restrict out,
   }
 }
 
+// e4m3 * scale with the sign put back from the element's code. Both factors of the product are
+// then non-negative, so a NaN product is the canonical quiet NaN whichever operand the vector
+// code happens to put first (x86 returns the first operand's NaN), and every ISA level gives the
+// same bits. Scales are positive, so for numbers this is exactly the signed product.
+inline float scaled_element(std::uint8_t code, float scale) {
+  const float magnitude = e4m3_to_float(code & 0x7fu) * scale;
+  return std::bit_cast<float>(std::bit_cast<std::uint32_t>(magnitude) |
+                              (static_cast<std::uint32_t>(code & 0x80u) << 24));
+}
+
 template <Mxfp8ScaleRule kRule, typename In, typename ToFloat>
 inline void quantize_blocks(const In* src, std::uint8_t* data, std::uint8_t* scales,
                             std::int64_t nblocks, ToFloat to_float) {
@@ -119,30 +124,7 @@ inline void quantize_blocks(const In* src, std::uint8_t* data, std::uint8_t* sca
   }
 }
 
-// fp16 -> fp32 without branches (float_convert.hpp's version branches per element).
-inline float fp16_to_float_select(std::uint16_t h) {
-  const std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000u) << 16;
-  const std::uint32_t exponent = h & 0x7c00u;
-  const std::uint32_t normal = (static_cast<std::uint32_t>(h & 0x7fffu) << 13) + (112u << 23);
-  const std::uint32_t inf_nan = normal + (112u << 23);  // exponent field 31 -> 255
-  const float sub = static_cast<float>(h & 0x3ffu) * 5.9604644775390625e-08f;  // m * 2^-24
-  std::uint32_t bits = select(exponent == 0x7c00u, inf_nan, normal);
-  bits = select(exponent == 0, std::bit_cast<std::uint32_t>(sub), bits);
-  return std::bit_cast<float>(sign | bits);
-}
-
-// fp32 -> bf16, RNE, NaN kept quiet: float_to_bf16 without its early return, so it vectorises.
-inline std::uint16_t float_to_bf16_select(float f) {
-  const std::uint32_t u = std::bit_cast<std::uint32_t>(f);
-  const std::uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-  const std::uint32_t quiet_nan = (u >> 16) | 0x40u;
-  return static_cast<std::uint16_t>(select((u & kF32AbsMask) > kF32Inf, quiet_nan, rounded));
-}
-
-}  // namespace
-
-SW_MXFP8_MULTIVERSION
-void quantize_f32(const float* src, std::uint8_t* data, std::uint8_t* scales, std::int64_t nblocks,
+SW_KERNEL_INLINE void quantize_f32_body(const float* src, std::uint8_t* data, std::uint8_t* scales, std::int64_t nblocks,
                   Mxfp8ScaleRule rule) {
   const auto to_float = [](float f) { return f; };
   if (rule == Mxfp8ScaleRule::kCeil) {
@@ -152,8 +134,7 @@ void quantize_f32(const float* src, std::uint8_t* data, std::uint8_t* scales, st
   }
 }
 
-SW_MXFP8_MULTIVERSION
-void quantize_bf16(const std::uint16_t* src, std::uint8_t* data, std::uint8_t* scales,
+SW_KERNEL_INLINE void quantize_bf16_body(const std::uint16_t* src, std::uint8_t* data, std::uint8_t* scales,
                    std::int64_t nblocks, Mxfp8ScaleRule rule) {
   const auto to_float = [](std::uint16_t h) { return bf16_to_float(h); };
   if (rule == Mxfp8ScaleRule::kCeil) {
@@ -163,10 +144,9 @@ void quantize_bf16(const std::uint16_t* src, std::uint8_t* data, std::uint8_t* s
   }
 }
 
-SW_MXFP8_MULTIVERSION
-void quantize_f16(const std::uint16_t* src, std::uint8_t* data, std::uint8_t* scales,
+SW_KERNEL_INLINE void quantize_f16_body(const std::uint16_t* src, std::uint8_t* data, std::uint8_t* scales,
                   std::int64_t nblocks, Mxfp8ScaleRule rule) {
-  const auto to_float = [](std::uint16_t h) { return fp16_to_float_select(h); };
+  const auto to_float = [](std::uint16_t h) { return convert_lanes::fp16_to_float(h); };
   if (rule == Mxfp8ScaleRule::kCeil) {
     quantize_blocks<Mxfp8ScaleRule::kCeil>(src, data, scales, nblocks, to_float);
   } else {
@@ -176,34 +156,106 @@ void quantize_f16(const std::uint16_t* src, std::uint8_t* data, std::uint8_t* sc
 
 // e4m3 * scale is exact in fp32 (4 significant bits, exponent within range) except when the
 // product is an fp32 subnormal, where the multiply rounds it RNE.
-SW_MXFP8_MULTIVERSION
-void dequantize_f32(const std::uint8_t* __restrict data, const std::uint8_t* scales,
+SW_KERNEL_INLINE void dequantize_f32_body(const std::uint8_t* __restrict data, const std::uint8_t* scales,
                     float* __restrict out, std::int64_t nblocks) {
   for (std::int64_t b = 0; b < nblocks; ++b) {
     const float scale = e8m0_to_float(scales[b]);
     for (int i = 0; i < kBlock; ++i)
-      out[b * kBlock + i] = e4m3_to_float(data[b * kBlock + i]) * scale;
+      out[b * kBlock + i] = scaled_element(data[b * kBlock + i], scale);
   }
 }
 
-SW_MXFP8_MULTIVERSION
-void dequantize_bf16(const std::uint8_t* __restrict data, const std::uint8_t* scales,
+SW_KERNEL_INLINE void dequantize_bf16_body(const std::uint8_t* __restrict data, const std::uint8_t* scales,
                      std::uint16_t* __restrict out, std::int64_t nblocks) {
   for (std::int64_t b = 0; b < nblocks; ++b) {
     const float scale = e8m0_to_float(scales[b]);
     for (int i = 0; i < kBlock; ++i)
-      out[b * kBlock + i] = float_to_bf16_select(e4m3_to_float(data[b * kBlock + i]) * scale);
+      out[b * kBlock + i] = convert_lanes::float_to_bf16(scaled_element(data[b * kBlock + i], scale));
   }
 }
 
-SW_MXFP8_MULTIVERSION
-void dequantize_f16(const std::uint8_t* __restrict data, const std::uint8_t* scales,
+SW_KERNEL_INLINE void dequantize_f16_body(const std::uint8_t* __restrict data, const std::uint8_t* scales,
                     std::uint16_t* __restrict out, std::int64_t nblocks) {
   for (std::int64_t b = 0; b < nblocks; ++b) {
     const float scale = e8m0_to_float(scales[b]);
     for (int i = 0; i < kBlock; ++i)
-      out[b * kBlock + i] = float_to_fp16(e4m3_to_float(data[b * kBlock + i]) * scale);
+      out[b * kBlock + i] = convert_lanes::float_to_fp16(scaled_element(data[b * kBlock + i], scale));
   }
+}
+
+struct Kernels {
+  void (*quantize_f32)(const float*, std::uint8_t*, std::uint8_t*, std::int64_t, Mxfp8ScaleRule);
+  void (*quantize_bf16)(const std::uint16_t*, std::uint8_t*, std::uint8_t*, std::int64_t,
+                        Mxfp8ScaleRule);
+  void (*quantize_f16)(const std::uint16_t*, std::uint8_t*, std::uint8_t*, std::int64_t,
+                       Mxfp8ScaleRule);
+  void (*dequantize_f32)(const std::uint8_t*, const std::uint8_t*, float*, std::int64_t);
+  void (*dequantize_bf16)(const std::uint8_t*, const std::uint8_t*, std::uint16_t*, std::int64_t);
+  void (*dequantize_f16)(const std::uint8_t*, const std::uint8_t*, std::uint16_t*, std::int64_t);
+};
+
+// One set of wrappers per level; ATTR is the level's target attribute.
+#define SW_MXFP8_KERNELS(SUFFIX, ATTR)                                                       \
+  ATTR void quantize_f32_##SUFFIX(const float* s, std::uint8_t* d, std::uint8_t* sc,        \
+                                  std::int64_t n, Mxfp8ScaleRule r) {                        \
+    quantize_f32_body(s, d, sc, n, r);                                                       \
+  }                                                                                          \
+  ATTR void quantize_bf16_##SUFFIX(const std::uint16_t* s, std::uint8_t* d, std::uint8_t* sc, \
+                                   std::int64_t n, Mxfp8ScaleRule r) {                       \
+    quantize_bf16_body(s, d, sc, n, r);                                                      \
+  }                                                                                          \
+  ATTR void quantize_f16_##SUFFIX(const std::uint16_t* s, std::uint8_t* d, std::uint8_t* sc, \
+                                  std::int64_t n, Mxfp8ScaleRule r) {                        \
+    quantize_f16_body(s, d, sc, n, r);                                                       \
+  }                                                                                          \
+  ATTR void dequantize_f32_##SUFFIX(const std::uint8_t* d, const std::uint8_t* sc, float* o, \
+                                    std::int64_t n) {                                        \
+    dequantize_f32_body(d, sc, o, n);                                                        \
+  }                                                                                          \
+  ATTR void dequantize_bf16_##SUFFIX(const std::uint8_t* d, const std::uint8_t* sc,          \
+                                     std::uint16_t* o, std::int64_t n) {                     \
+    dequantize_bf16_body(d, sc, o, n);                                                       \
+  }                                                                                          \
+  ATTR void dequantize_f16_##SUFFIX(const std::uint8_t* d, const std::uint8_t* sc,           \
+                                    std::uint16_t* o, std::int64_t n) {                      \
+    dequantize_f16_body(d, sc, o, n);                                                        \
+  }                                                                                          \
+  constexpr Kernels kKernels_##SUFFIX = {quantize_f32_##SUFFIX,   quantize_bf16_##SUFFIX,    \
+                                         quantize_f16_##SUFFIX,   dequantize_f32_##SUFFIX,   \
+                                         dequantize_bf16_##SUFFIX, dequantize_f16_##SUFFIX};
+
+SW_MXFP8_KERNELS(baseline, )
+SW_MXFP8_KERNELS(avx2, SW_TARGET_AVX2)
+SW_MXFP8_KERNELS(avx512, SW_TARGET_AVX512)
+#undef SW_MXFP8_KERNELS
+
+constexpr Kernels kKernels[kNumIsaLevels] = {kKernels_baseline, kKernels_avx2, kKernels_avx512};
+
+}  // namespace
+
+void quantize_f32(const float* src, std::uint8_t* data, std::uint8_t* scales, std::int64_t nblocks,
+                  Mxfp8ScaleRule rule) {
+  dispatch(kKernels).quantize_f32(src, data, scales, nblocks, rule);
+}
+void quantize_bf16(const std::uint16_t* src, std::uint8_t* data, std::uint8_t* scales,
+                   std::int64_t nblocks, Mxfp8ScaleRule rule) {
+  dispatch(kKernels).quantize_bf16(src, data, scales, nblocks, rule);
+}
+void quantize_f16(const std::uint16_t* src, std::uint8_t* data, std::uint8_t* scales,
+                  std::int64_t nblocks, Mxfp8ScaleRule rule) {
+  dispatch(kKernels).quantize_f16(src, data, scales, nblocks, rule);
+}
+void dequantize_f32(const std::uint8_t* data, const std::uint8_t* scales, float* out,
+                    std::int64_t nblocks) {
+  dispatch(kKernels).dequantize_f32(data, scales, out, nblocks);
+}
+void dequantize_bf16(const std::uint8_t* data, const std::uint8_t* scales, std::uint16_t* out,
+                     std::int64_t nblocks) {
+  dispatch(kKernels).dequantize_bf16(data, scales, out, nblocks);
+}
+void dequantize_f16(const std::uint8_t* data, const std::uint8_t* scales, std::uint16_t* out,
+                    std::int64_t nblocks) {
+  dispatch(kKernels).dequantize_f16(data, scales, out, nblocks);
 }
 
 }  // namespace shardwise::mxfp8_kernels

@@ -19,6 +19,67 @@ bool is_plain_float(DType d) {
   return d == DType::kFloat32 || d == DType::kBFloat16 || d == DType::kFloat16;
 }
 
+// Every rank must hold the same layout before any rank allocates or issues a collective on it.
+// A rank that fails the DP check still joins the expert-DP check (with a poisoned value), so
+// ranks of an expert group spanning several DP groups all throw instead of hanging.
+void check_same_layout_on_all_ranks(const DataParallelGroups& pgs, bool separate_expert_group,
+                                    std::uint64_t hash) {
+  std::exception_ptr dp_error;
+  try {
+    pgs.data_parallel->check_same_on_all_ranks(hash, "parameter layout");
+  } catch (const CommError&) {
+    dp_error = std::current_exception();
+  }
+  if (separate_expert_group) {
+    const std::uint64_t poisoned =
+        hash ^ 0x9e3779b97f4a7c15ull ^ static_cast<std::uint64_t>(pgs.data_parallel->rank() + 1);
+    pgs.expert_data_parallel->check_same_on_all_ranks(dp_error ? poisoned : hash,
+                                                      "parameter layout (expert-DP group)");
+  }
+  if (dp_error) std::rethrow_exception(dp_error);
+}
+
+// Each param's buffer (null for none), checking that no param is in two.
+std::vector<const BufferKey*> buffer_of_each_param(const ParamList& params,
+                                                   const FullParamLayout& layout) {
+  std::vector<const BufferKey*> key_of(params.size(), nullptr);
+  for (const auto& [key, buffer_layout] : layout.layouts) {
+    for (const ParamRange& r : buffer_layout.param_index_map) {
+      SW_REQUIRE(r.param < params.size(), InvalidArgument, "layout buffer ", key.to_string(), ": ",
+                 param_label(params, r.param), " is out of range (the model has ", params.size(),
+                 " params)");
+      SW_REQUIRE(key_of[r.param] == nullptr || *key_of[r.param] == key, InvalidArgument,
+                 "layout: ", param_label(params, r.param), " is in two buffers, ",
+                 key_of[r.param] ? key_of[r.param]->to_string() : std::string(), " and ",
+                 key.to_string());
+      key_of[r.param] = &key;
+    }
+  }
+  return key_of;
+}
+
+// Every param in exactly one buffer, and one whose grads reduce in the dtype the config asks for.
+void check_param_buffers(const ParamList& params, const FullParamLayout& layout,
+                         bool grad_reduce_in_fp32) {
+  const std::vector<const BufferKey*> key_of = buffer_of_each_param(params, layout);
+  for (ParamId id = 0; id < params.size(); ++id) {
+    SW_REQUIRE(key_of[id] != nullptr, InvalidArgument, "layout: ", param_label(params, id),
+               " is in no buffer");
+    const ParamInfo& info = params[id];
+    const BufferKey& key = *key_of[id];
+    if (info.grad_dtype) continue;
+    // Without an explicit grad dtype the param's grads reduce in fp32 (grad_reduce_in_fp32) or
+    // in its own dtype.
+    SW_REQUIRE(!grad_reduce_in_fp32 || key.grad_dtype == DType::kFloat32, ShapeError,
+               "layout: ", param_label(params, id), " is in buffer ", key.to_string(),
+               " which reduces in ", dtype_name(key.grad_dtype), " but grad_reduce_in_fp32 is set");
+    SW_REQUIRE(grad_reduce_in_fp32 || !is_plain_float(info.dtype) || key.grad_dtype == info.dtype,
+               ShapeError, "layout: ", param_label(params, id), " (", dtype_name(info.dtype),
+               ") is in buffer ", key.to_string(), " which reduces in ", dtype_name(key.grad_dtype),
+               " but grad_reduce_in_fp32 is off");
+  }
+}
+
 }  // namespace
 
 GradientScaling gradient_scaling(const DistributedDataParallelConfig& config, int dp,
@@ -84,58 +145,9 @@ DistributedDataParallel::DistributedDataParallel(ParamList params, FullParamLayo
   scaling_ =
       gradient_scaling(config_, pgs_.data_parallel->size(), pgs_.expert_data_parallel->size());
 
-  // Every rank must hold the same layout before any rank allocates or issues a collective on it.
-  // A rank that fails the DP check still joins the expert-DP check (with a poisoned value), so
-  // ranks of an expert group spanning several DP groups all throw instead of hanging.
-  const std::uint64_t hash = layout_hash(params_, layout_);
-  std::exception_ptr dp_error;
-  try {
-    pgs_.data_parallel->check_same_on_all_ranks(hash, "parameter layout");
-  } catch (const CommError&) {
-    dp_error = std::current_exception();
-  }
-  if (separate_expert_group) {
-    const std::uint64_t poisoned =
-        hash ^ 0x9e3779b97f4a7c15ull ^ static_cast<std::uint64_t>(pgs_.data_parallel->rank() + 1);
-    pgs_.expert_data_parallel->check_same_on_all_ranks(dp_error ? poisoned : hash,
-                                                       "parameter layout (expert-DP group)");
-  }
-  if (dp_error) std::rethrow_exception(dp_error);
-
-  // Every param in exactly one buffer.
+  check_same_layout_on_all_ranks(pgs_, separate_expert_group, layout_hash(params_, layout_));
+  check_param_buffers(params_, layout_, config_.grad_reduce_in_fp32);
   location_.assign(params_.size(), std::nullopt);
-  std::vector<const BufferKey*> key_of(params_.size(), nullptr);
-  for (const auto& [key, buffer_layout] : layout_.layouts) {
-    for (const ParamRange& r : buffer_layout.param_index_map) {
-      SW_REQUIRE(r.param < params_.size(), InvalidArgument, "layout buffer ", key.to_string(), ": ",
-                 param_label(params_, r.param), " is out of range (the model has ", params_.size(),
-                 " params)");
-      SW_REQUIRE(key_of[r.param] == nullptr || *key_of[r.param] == key, InvalidArgument,
-                 "layout: ", param_label(params_, r.param), " is in two buffers, ",
-                 key_of[r.param] ? key_of[r.param]->to_string() : std::string(), " and ",
-                 key.to_string());
-      key_of[r.param] = &key;
-    }
-  }
-  for (ParamId id = 0; id < params_.size(); ++id) {
-    SW_REQUIRE(key_of[id] != nullptr, InvalidArgument, "layout: ", param_label(params_, id),
-               " is in no buffer");
-    const ParamInfo& info = params_[id];
-    const BufferKey& key = *key_of[id];
-    if (!info.grad_dtype) {
-      // Without an explicit grad dtype the param's grads reduce in fp32 (grad_reduce_in_fp32) or
-      // in its own dtype.
-      const bool expect_fp32 = config_.grad_reduce_in_fp32;
-      SW_REQUIRE(!expect_fp32 || key.grad_dtype == DType::kFloat32, ShapeError,
-                 "layout: ", param_label(params_, id), " is in buffer ", key.to_string(),
-                 " which reduces in ", dtype_name(key.grad_dtype),
-                 " but grad_reduce_in_fp32 is set");
-      SW_REQUIRE(expect_fp32 || !is_plain_float(info.dtype) || key.grad_dtype == info.dtype,
-                 ShapeError, "layout: ", param_label(params_, id), " (", dtype_name(info.dtype),
-                 ") is in buffer ", key.to_string(), " which reduces in ",
-                 dtype_name(key.grad_dtype), " but grad_reduce_in_fp32 is off");
-    }
-  }
 
   for (const auto& [key, buffer_layout] : layout_.layouts) {
     const ProcessGroupPtr& pg =

@@ -201,14 +201,18 @@ void scale_elements(TensorView view, double factor) {
       for (std::int64_t i = 0; i < view.numel; ++i) p[i] *= f;
       return;
     }
-    case DType::kBFloat16: {
-      bf16_bits* p = view.as<bf16_bits>();
-      for (std::int64_t i = 0; i < view.numel; ++i) p[i] = float_to_bf16(bf16_to_float(p[i]) * f);
-      return;
-    }
+    case DType::kBFloat16:
     case DType::kFloat16: {
-      fp16_bits* p = view.as<fp16_bits>();
-      for (std::int64_t i = 0; i < view.numel; ++i) p[i] = float_to_fp16(fp16_to_float(p[i]) * f);
+      // Widen a chunk to fp32, scale, narrow back (RNE), through a stack buffer.
+      constexpr std::int64_t kChunk = 1024;
+      float wide[kChunk];
+      for (std::int64_t i = 0; i < view.numel; i += kChunk) {
+        const std::int64_t n = std::min(kChunk, view.numel - i);
+        const TensorView part = view.slice(i, n);
+        convert_floats(part, {wide, n, DType::kFloat32}, "scale_elements");
+        for (std::int64_t j = 0; j < n; ++j) wide[j] *= f;
+        convert_floats({wide, n, DType::kFloat32}, part, "scale_elements");
+      }
       return;
     }
     default:

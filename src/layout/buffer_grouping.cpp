@@ -33,15 +33,17 @@ BufferKey buffer_key_for(const ParamInfo& param, const LayoutOptions& options) {
 std::map<BufferKey, BufferGroup> group_params_for_buffers(const ParamList& params,
                                                           const LayoutOptions& options) {
   std::map<BufferKey, BufferGroup> groups;
-  // param_indices count params of the same high-precision dtype and grad dtype (dense and expert
-  // params separately), so an fp8 param and a bf16 param share one index space — what a
-  // non-fp8 checkpoint needs when it is loaded into a native-fp8 model.
-  std::map<std::tuple<DType, DType, bool>, std::int64_t> next_index;
+  // param_indices count, from 0 in forward order, per (high-precision dtype, grad dtype, expert
+  // parallel, layer-wise managed) — Megatron-LM's index spaces: layer-wise and element-sharded
+  // buffers each count their own params, and an fp8 param shares the counter of its bf16
+  // counterparts (what a non-fp8 checkpoint needs when it is loaded into a native-fp8 model).
+  std::map<std::tuple<DType, DType, bool, bool>, std::int64_t> next_index;
   for (ParamId id = 0; id < params.size(); ++id) {
     const ParamInfo& param = params[id];
     const BufferKey key = buffer_key_for(param, options);
     std::int64_t& counter =
-        next_index[{high_precision_dtype(param.dtype), key.grad_dtype, key.is_expert_parallel}];
+        next_index[{high_precision_dtype(param.dtype), key.grad_dtype, key.is_expert_parallel,
+                    key.is_layer_wise}];
     BufferGroup& group = groups[key];
     group.params.push_back(id);
     group.param_indices.push_back(counter++);

@@ -12,15 +12,16 @@
 // the bucket needs (bucket_size, and dp x its largest param so every shard gets work).
 // Candidates are ranked by the padding fraction of a cheap LPT packing (a rest of the region too
 // small for two buckets is scored together with the candidate, so no badly packing tail is
-// stranded); the best few get the full packing (LPT, differencing, Megatron's greedy, improving
+// stranded); the best few get the full packing (LPT, differencing, capped NS greedy, improving
 // moves/swaps) and the smallest waste wins, the earliest end among equals. Then following params
 // that fit into the shards' padding join the bucket. Finally the whole plan is compared with the
-// plan that cuts where Megatron-LM does (first reach of bucket_size, same packer) and the one
-// with less padding is kept, so the layout never pads more than Megatron's cut points would.
+// plan that cuts at the first reach of bucket_size (same packer) and the one with less padding is
+// kept, so the layout never pads more than those plain cut points would.
 //
 // Newton–Schulz balance: within a bucket, moves/swaps that keep the shard size even out per-bin
 // Newton–Schulz cost; across the buffer, bins go to ranks so that the costliest bin lands on the
-// rank with the least accumulated cost.
+// rank with the least accumulated cost. A shared (tied) embedding's bucket always puts the
+// embedding in shard 0 (rank 0), as Megatron-LM does.
 #include <algorithm>
 #include <numeric>
 #include <optional>
@@ -363,20 +364,30 @@ class LayerWisePlanner {
   }
 
   // Bins of each bucket go to ranks so the costliest bin lands on the rank with the least
-  // accumulated Newton–Schulz work over the buffer so far.
+  // accumulated Newton–Schulz work over the buffer so far. A shared embedding's bucket is the
+  // exception: its one param goes to shard 0, as in Megatron-LM, so the rank that owns a tied
+  // embedding does not depend on the rest of the model (its NS work still counts for rank 0).
   void assign_bins_to_ranks(std::vector<PlannedBucket>& buckets) const {
     std::vector<double> accumulated(static_cast<std::size_t>(dp_), 0.0);
     std::vector<std::size_t> bins(static_cast<std::size_t>(dp_));
     std::vector<std::size_t> ranks(static_cast<std::size_t>(dp_));
     for (PlannedBucket& bucket : buckets) {
       const auto& ns = bucket.packing.ns_costs;
+      const bool shared = order_[bucket.begin].shared_embedding;
       std::iota(bins.begin(), bins.end(), std::size_t{0});
       std::iota(ranks.begin(), ranks.end(), std::size_t{0});
-      std::stable_sort(bins.begin(), bins.end(),
-                       [&](std::size_t x, std::size_t y) { return ns[x] > ns[y]; });
-      std::stable_sort(ranks.begin(), ranks.end(), [&](std::size_t x, std::size_t y) {
-        return accumulated[x] < accumulated[y];
-      });
+      if (shared) {
+        // The bin holding the embedding first, matched with rank 0.
+        std::stable_partition(bins.begin(), bins.end(), [&](std::size_t bin) {
+          return static_cast<int>(bin) == bucket.packing.bin_of[0];
+        });
+      } else {
+        std::stable_sort(bins.begin(), bins.end(),
+                         [&](std::size_t x, std::size_t y) { return ns[x] > ns[y]; });
+        std::stable_sort(ranks.begin(), ranks.end(), [&](std::size_t x, std::size_t y) {
+          return accumulated[x] < accumulated[y];
+        });
+      }
       bucket.rank_of_bin.assign(static_cast<std::size_t>(dp_), 0);
       for (std::size_t i = 0; i < bins.size(); ++i) {
         bucket.rank_of_bin[bins[i]] = static_cast<int>(ranks[i]);

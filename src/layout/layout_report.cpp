@@ -132,6 +132,231 @@ std::string short_label(const std::string& name) {
   return before == std::string::npos ? name : name.substr(before + 1);
 }
 
+double padding_fraction(std::int64_t unpadded, std::int64_t padded) {
+  return padded > 0 ? 1.0 - static_cast<double>(unpadded) / static_cast<double>(padded) : 0.0;
+}
+
+// One buffer: its key, sizes and one row per bucket (elided past report.max_bucket_rows).
+void append_buffer_text(std::string& out, int index, const BufferKey& key,
+                        const PerBufferParamLayout& buffer, const TextReportOptions& report) {
+  const std::int64_t unpadded = buffer_unpadded(buffer);
+  out += str_cat("\nbuffer ", index, ": ", describe_key(key, buffer), "\n");
+  out += str_cat("  ", buffer.param_index_map.size(), " params, ", buffer.bucket_indices.size(),
+                 " buckets, numel ", grouped(buffer.numel()), " (unpadded ", grouped(unpadded),
+                 ", padding ", percent(padding_fraction(unpadded, buffer.numel())), ")\n");
+  out += "  bucket            start              end       shard size         unpadded     "
+         "padding\n";
+  for_shown_rows(
+      buffer.bucket_indices.size(), report.max_bucket_rows,
+      [&](std::size_t b) {
+        const BucketRange& bucket = buffer.bucket_indices[b];
+        const std::int64_t real =
+            b < buffer.per_bucket_numel_unpadded.size() ? buffer.per_bucket_numel_unpadded[b] : 0;
+        out += str_cat("  ", pad_left(std::to_string(b), 6), pad_left(grouped(bucket.start), 17),
+                       pad_left(grouped(bucket.end), 17),
+                       pad_left(grouped(bucket.numel() / buffer.num_shards), 17),
+                       pad_left(grouped(real), 17),
+                       pad_left(percent(padding_fraction(real, bucket.numel())), 12), "\n");
+      },
+      [&](std::size_t hidden) { out += str_cat("  ... ", hidden, " more buckets ...\n"); });
+}
+
+// Per-rank numel and Newton-Schulz cost; with rows elided, min / max / mean rows follow.
+void append_rank_loads_text(std::string& out, const LayoutStats& stats,
+                            const TextReportOptions& report) {
+  const std::size_t num_ranks = stats.ranks.size();
+  double mean_cost = 0.0;
+  double mean_numel = 0.0;
+  for (const RankLoad& load : stats.ranks) {
+    mean_cost += load.ns_cost;
+    mean_numel += static_cast<double>(load.numel);
+  }
+  if (num_ranks > 0) {
+    mean_cost /= static_cast<double>(num_ranks);
+    mean_numel /= static_cast<double>(num_ranks);
+  }
+  out += str_cat("\nper-rank load (", num_ranks, " ranks; NS cost = Newton-Schulz flops proxy)\n");
+  out += "    rank            numel        NS cost   cost/mean\n";
+  auto rank_row = [&](const std::string& label, double numel, double cost) {
+    out += str_cat("  ", pad_left(label, 6), pad_left(grouped(std::llround(numel)), 17),
+                   pad_left(scientific(cost), 15),
+                   pad_left(fixed(mean_cost > 0 ? cost / mean_cost : 1.0, 4), 12), "\n");
+  };
+  for_shown_rows(
+      num_ranks, report.max_rank_rows,
+      [&](std::size_t r) {
+        rank_row(std::to_string(stats.ranks[r].rank), static_cast<double>(stats.ranks[r].numel),
+                 stats.ranks[r].ns_cost);
+      },
+      [&](std::size_t hidden) { out += str_cat("     ... ", hidden, " more ranks ...\n"); });
+  if (num_ranks > static_cast<std::size_t>(std::max(report.max_rank_rows, 2))) {
+    const auto [min_it, max_it] = std::minmax_element(
+        stats.ranks.begin(), stats.ranks.end(),
+        [](const RankLoad& a, const RankLoad& b) { return a.ns_cost < b.ns_cost; });
+    rank_row("min", static_cast<double>(min_it->numel), min_it->ns_cost);
+    rank_row("max", static_cast<double>(max_it->numel), max_it->ns_cost);
+    rank_row("mean", mean_numel, mean_cost);
+  }
+}
+
+// Geometry of the SVG drawing, in pixels.
+constexpr double kSvgLeft = 70.0;     // room for bucket labels
+constexpr double kSvgWidth = 1000.0;  // width of the shard grid
+constexpr double kSvgGridHeight = 800.0;
+constexpr double kSvgMinBucketHeight = 4.0;
+constexpr double kSvgHeaderHeight = 34.0;
+constexpr double kSvgBufferGap = 16.0;
+
+// Pixels per element of a shard: one vertical scale for every buffer so bucket heights compare
+// across buffers.
+double svg_scale(const FullParamLayout& layout) {
+  double total_shard_numel = 0.0;
+  for (const auto& [key, buffer] : layout.layouts) {
+    for (const BucketRange& bucket : buffer.bucket_indices) {
+      total_shard_numel += static_cast<double>(bucket.numel()) / buffer.num_shards;
+    }
+  }
+  return total_shard_numel > 0 ? kSvgGridHeight / total_shard_numel : 0.0;
+}
+
+void draw_buffer_heading(std::string& body, double& y, int index, const BufferKey& key,
+                         const PerBufferParamLayout& buffer) {
+  body += str_cat("<text x=\"4\" y=\"", fixed(y + 14, 1), "\" class=\"h\">buffer ", index, ": ",
+                  xml_escape(describe_key(key, buffer)), "</text>\n");
+  body += str_cat("<text x=\"", kSvgLeft, "\" y=\"", fixed(y + 28, 1),
+                  "\" class=\"s\">columns = shards 0..", buffer.num_shards - 1,
+                  ", rows = buckets; box height = elements</text>\n");
+  y += kSvgHeaderHeight;
+}
+
+// The band of rows each bucket occupies.
+struct BucketBands {
+  std::vector<double> top;
+  std::vector<double> height;
+};
+
+// One grey (padding) box per bucket; the params are drawn over it.
+BucketBands draw_bucket_boxes(std::string& body, double& y, const PerBufferParamLayout& buffer,
+                              double scale) {
+  const int n = buffer.num_shards;
+  BucketBands bands;
+  for (std::size_t b = 0; b < buffer.bucket_indices.size(); ++b) {
+    const BucketRange& bucket = buffer.bucket_indices[b];
+    const double height =
+        std::max(kSvgMinBucketHeight, scale * static_cast<double>(bucket.numel()) / n);
+    bands.top.push_back(y);
+    bands.height.push_back(height);
+    body += str_cat("<rect x=\"", kSvgLeft, "\" y=\"", fixed(y, 2), "\" width=\"", kSvgWidth,
+                    "\" height=\"", fixed(height, 2), "\" class=\"pad\"><title>bucket ", b, " [",
+                    bucket.start, ", ", bucket.end, "): ", bucket.numel() / n,
+                    " elements per shard</title></rect>\n");
+    if (height >= 10.0) {
+      body += str_cat("<text x=\"", kSvgLeft - 4, "\" y=\"",
+                      fixed(y + std::min(height, 20.0) - 3, 2),
+                      "\" class=\"s\" text-anchor=\"end\">bucket ", b, "</text>\n");
+    }
+    y += height;
+  }
+  return bands;
+}
+
+// How one param is drawn: its bucket's band, the shard columns and its look.
+struct ParamBoxes {
+  double column = 0;  // width of one shard column
+  double top = 0;     // the bucket's band
+  double height = 0;
+  std::int64_t shard_size = 1;
+  const char* colour = "";
+  std::string title;  // tooltip, escaped
+  std::string label;  // short name, unescaped
+};
+
+// The piece of the param inside shard columns [s_first, s_last], rows [lo, hi) of the shard.
+void draw_param_piece(std::string& body, const ParamBoxes& p, std::int64_t s_first,
+                      std::int64_t s_last, std::int64_t lo, std::int64_t hi, bool label) {
+  const double x = kSvgLeft + p.column * static_cast<double>(s_first);
+  const double w = p.column * static_cast<double>(s_last - s_first + 1);
+  const double top = p.top + p.height * static_cast<double>(lo) / p.shard_size;
+  const double h = std::max(0.5, p.height * static_cast<double>(hi - lo) / p.shard_size);
+  body += str_cat("<rect x=\"", fixed(x, 2), "\" y=\"", fixed(top, 2), "\" width=\"", fixed(w, 2),
+                  "\" height=\"", fixed(h, 2), "\" fill=\"", p.colour, "\"><title>", p.title,
+                  "</title></rect>\n");
+  if (label && w >= 40.0 && h >= 11.0) {
+    const auto fits = static_cast<std::size_t>((w - 4.0) / 6.0);
+    body += str_cat("<text x=\"", fixed(x + 2, 2), "\" y=\"", fixed(top + std::min(h, 20.0) - 3, 2),
+                    "\" class=\"l\">", xml_escape(p.label.substr(0, fits)), "</text>\n");
+  }
+}
+
+// A param's boxes: one piece when it sits in one shard; an element-sharded param spanning
+// shards gets a partial head, full middle columns and a partial tail.
+void draw_param(std::string& body, const ParamRange& range, const PerBufferParamLayout& buffer,
+                const BucketBands& bands, const std::string& name, const char* colour) {
+  const std::size_t b = static_cast<std::size_t>(range.bucket);
+  SW_CHECK(b < buffer.bucket_indices.size(), "param ", range.param, " in unknown bucket ", b);
+  const BucketRange& bucket = buffer.bucket_indices[b];
+  ParamBoxes p;
+  p.column = kSvgWidth / buffer.num_shards;
+  p.top = bands.top[b];
+  p.height = bands.height[b];
+  p.shard_size = std::max<std::int64_t>(bucket.numel() / buffer.num_shards, 1);
+  p.colour = colour;
+  const std::string shard_text =
+      buffer.shard_aligned ? str_cat(", shard ", buffer.owner_shard(range)) : std::string();
+  p.title = xml_escape(str_cat(name, " [", range.start, ", ", range.end, ") bucket ",
+                               range.bucket, shard_text, ", ", range.numel(), " elements"));
+  p.label = short_label(name);
+  const std::int64_t first = (range.start - bucket.start) / p.shard_size;
+  const std::int64_t last = (range.end - 1 - bucket.start) / p.shard_size;
+  const std::int64_t first_offset = range.start - bucket.start - first * p.shard_size;
+  const std::int64_t last_offset = range.end - bucket.start - last * p.shard_size;
+  if (first == last) {
+    draw_param_piece(body, p, first, first, first_offset, last_offset, true);
+    return;
+  }
+  draw_param_piece(body, p, first, first, first_offset, p.shard_size, true);
+  if (last > first + 1) draw_param_piece(body, p, first + 1, last - 1, 0, p.shard_size, true);
+  draw_param_piece(body, p, last, last, 0, last_offset, false);
+}
+
+// Black lines between buckets, white lines between shard columns (when columns are wide enough).
+void draw_separators(std::string& body, const BucketBands& bands, int num_shards, double y) {
+  for (std::size_t b = 1; b < bands.top.size(); ++b) {
+    body += str_cat("<line x1=\"", kSvgLeft, "\" y1=\"", fixed(bands.top[b], 2), "\" x2=\"",
+                    kSvgLeft + kSvgWidth, "\" y2=\"", fixed(bands.top[b], 2),
+                    "\" class=\"bsep\"/>\n");
+  }
+  const double column = kSvgWidth / num_shards;
+  if (column < 3.0) return;
+  for (int s = 1; s < num_shards; ++s) {
+    const double x = kSvgLeft + column * s;
+    body += str_cat("<line x1=\"", fixed(x, 2), "\" y1=\"",
+                    fixed(bands.top.empty() ? y : bands.top[0], 2), "\" x2=\"", fixed(x, 2),
+                    "\" y2=\"", fixed(y, 2), "\" class=\"sep\"/>\n");
+  }
+}
+
+// The document around the drawn body: size, styles and the heading line.
+std::string svg_document(const LayoutReportInput& input, const std::string& body, double y) {
+  const LayoutStats& stats = *input.stats;
+  const std::string heading = xml_escape(str_cat(
+      input.model_name, ": ", layout_algorithm_name(input.options->algorithm), " layout, dp ",
+      input.options->data_parallel_size, ", expert dp ", input.options->expert_dp(), ", padding ",
+      percent(stats.padding_fraction), ", NS cost max/mean ",
+      fixed(stats.ns_cost_max_over_mean, 4)));
+  std::string svg = str_cat(
+      "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<svg xmlns=\"http://www.w3.org/2000/svg\" "
+      "width=\"", kSvgLeft + kSvgWidth + 10, "\" height=\"", fixed(y + 10, 0), "\" viewBox=\"0 0 ",
+      kSvgLeft + kSvgWidth + 10, " ", fixed(y + 10, 0), "\">\n",
+      "<style>text{font-family:monospace}.h{font-size:13px;font-weight:bold}.s{font-size:10px;"
+      "fill:#444}.l{font-size:10px;fill:#fff;pointer-events:none}.pad{fill:#e4e4e4;stroke:#999;"
+      "stroke-width:0.5}.sep{stroke:#fff;stroke-width:0.6}.bsep{stroke:#000;stroke-width:1}rect:hover{stroke:#000}</style>\n",
+      "<text x=\"4\" y=\"20\" class=\"h\">", heading, "</text>\n");
+  svg += body;
+  svg += "</svg>\n";
+  return svg;
+}
+
 }  // namespace
 
 const char* layout_algorithm_name(LayoutAlgorithm algorithm) {
@@ -219,12 +444,11 @@ std::string render_layout_text(const LayoutReportInput& input, const TextReportO
   check_input(input);
   const LayoutOptions& options = *input.options;
   const LayoutStats& stats = *input.stats;
-  std::string out;
   std::int64_t model_numel = 0;
   for (const ParamInfo& param : *input.params) model_numel += param.numel();
 
-  out += str_cat("model ", input.model_name, ": ", input.params->size(), " params, ",
-                 grouped(model_numel), " elements\n");
+  std::string out = str_cat("model ", input.model_name, ": ", input.params->size(), " params, ",
+                            grouped(model_numel), " elements\n");
   out += str_cat("layout: optimizer ", layout_algorithm_name(options.algorithm), ", dp ",
                  options.data_parallel_size, ", expert dp ", options.expert_dp(), ", bucket size ",
                  options.bucket_size ? grouped(*options.bucket_size) : std::string("none"),
@@ -232,70 +456,11 @@ std::string render_layout_text(const LayoutReportInput& input, const TextReportO
                  options.pad_buckets_for_high_nccl_busbw ? ", padded for high NCCL bus bandwidth"
                                                          : "",
                  options.all_layer_wise ? ", all buffers layer-wise" : "", "\n");
-
   int index = 0;
   for (const auto& [key, buffer] : input.layout->layouts) {
-    const std::int64_t unpadded = buffer_unpadded(buffer);
-    const double padding =
-        buffer.numel() > 0 ? 1.0 - static_cast<double>(unpadded) / static_cast<double>(buffer.numel())
-                           : 0.0;
-    out += str_cat("\nbuffer ", index++, ": ", describe_key(key, buffer), "\n");
-    out += str_cat("  ", buffer.param_index_map.size(), " params, ", buffer.bucket_indices.size(),
-                   " buckets, numel ", grouped(buffer.numel()), " (unpadded ", grouped(unpadded),
-                   ", padding ", percent(padding), ")\n");
-    out += "  bucket            start              end       shard size         unpadded     "
-           "padding\n";
-    for_shown_rows(
-        buffer.bucket_indices.size(), report.max_bucket_rows,
-        [&](std::size_t b) {
-          const BucketRange& bucket = buffer.bucket_indices[b];
-          const std::int64_t real =
-              b < buffer.per_bucket_numel_unpadded.size() ? buffer.per_bucket_numel_unpadded[b] : 0;
-          const double pad = bucket.numel() > 0 ? 1.0 - static_cast<double>(real) /
-                                                            static_cast<double>(bucket.numel())
-                                                : 0.0;
-          out += str_cat("  ", pad_left(std::to_string(b), 6), pad_left(grouped(bucket.start), 17),
-                         pad_left(grouped(bucket.end), 17),
-                         pad_left(grouped(bucket.numel() / buffer.num_shards), 17),
-                         pad_left(grouped(real), 17), pad_left(percent(pad), 12), "\n");
-        },
-        [&](std::size_t hidden) { out += str_cat("  ... ", hidden, " more buckets ...\n"); });
+    append_buffer_text(out, index++, key, buffer, report);
   }
-
-  const std::size_t num_ranks = stats.ranks.size();
-  double mean_cost = 0.0;
-  double mean_numel = 0.0;
-  for (const RankLoad& load : stats.ranks) {
-    mean_cost += load.ns_cost;
-    mean_numel += static_cast<double>(load.numel);
-  }
-  if (num_ranks > 0) {
-    mean_cost /= static_cast<double>(num_ranks);
-    mean_numel /= static_cast<double>(num_ranks);
-  }
-  out += str_cat("\nper-rank load (", num_ranks, " ranks; NS cost = Newton-Schulz flops proxy)\n");
-  out += "    rank            numel        NS cost   cost/mean\n";
-  auto rank_row = [&](const std::string& label, double numel, double cost) {
-    out += str_cat("  ", pad_left(label, 6), pad_left(grouped(std::llround(numel)), 17),
-                   pad_left(scientific(cost), 15),
-                   pad_left(fixed(mean_cost > 0 ? cost / mean_cost : 1.0, 4), 12), "\n");
-  };
-  for_shown_rows(
-      num_ranks, report.max_rank_rows,
-      [&](std::size_t r) {
-        rank_row(std::to_string(stats.ranks[r].rank), static_cast<double>(stats.ranks[r].numel),
-                 stats.ranks[r].ns_cost);
-      },
-      [&](std::size_t hidden) { out += str_cat("     ... ", hidden, " more ranks ...\n"); });
-  if (num_ranks > static_cast<std::size_t>(std::max(report.max_rank_rows, 2))) {
-    const auto [min_it, max_it] = std::minmax_element(
-        stats.ranks.begin(), stats.ranks.end(),
-        [](const RankLoad& a, const RankLoad& b) { return a.ns_cost < b.ns_cost; });
-    rank_row("min", static_cast<double>(min_it->numel), min_it->ns_cost);
-    rank_row("max", static_cast<double>(max_it->numel), max_it->ns_cost);
-    rank_row("mean", mean_numel, mean_cost);
-  }
-
+  append_rank_loads_text(out, stats, report);
   out += str_cat("\ntotals: unpadded ", grouped(stats.numel_unpadded), ", padded ",
                  grouped(stats.numel_padded), ", padding ", percent(stats.padding_fraction),
                  ", NS cost max/mean ", fixed(stats.ns_cost_max_over_mean, 4), "\n");
@@ -305,132 +470,24 @@ std::string render_layout_text(const LayoutReportInput& input, const TextReportO
 std::string render_layout_svg(const LayoutReportInput& input) {
   check_input(input);
   const ParamList& params = *input.params;
-  const FullParamLayout& layout = *input.layout;
-
-  constexpr double kLeft = 70.0;       // room for bucket labels
-  constexpr double kWidth = 1000.0;    // width of the shard grid
-  constexpr double kGridHeight = 800.0;
-  constexpr double kMinBucketHeight = 4.0;
-  constexpr double kHeaderHeight = 34.0;
-  constexpr double kBufferGap = 16.0;
-
-  // One vertical scale for every buffer so bucket heights compare across buffers.
-  double total_shard_numel = 0.0;
-  for (const auto& [key, buffer] : layout.layouts) {
-    for (const BucketRange& bucket : buffer.bucket_indices) {
-      total_shard_numel += static_cast<double>(bucket.numel()) / buffer.num_shards;
-    }
-  }
-  const double scale = total_shard_numel > 0 ? kGridHeight / total_shard_numel : 0.0;
+  const double scale = svg_scale(*input.layout);
   const auto colours = kind_colours(params);
 
   std::string body;
   double y = 40.0;
   int buffer_index = 0;
-  for (const auto& [key, buffer] : layout.layouts) {
-    const int n = buffer.num_shards;
-    const double column = kWidth / n;
-    body += str_cat("<text x=\"4\" y=\"", fixed(y + 14, 1), "\" class=\"h\">buffer ", buffer_index++,
-                    ": ", xml_escape(describe_key(key, buffer)), "</text>\n");
-    body += str_cat("<text x=\"", kLeft, "\" y=\"", fixed(y + 28, 1),
-                    "\" class=\"s\">columns = shards 0..", n - 1,
-                    ", rows = buckets; box height = elements</text>\n");
-    y += kHeaderHeight;
-
-    std::vector<double> bucket_top(buffer.bucket_indices.size());
-    std::vector<double> bucket_height(buffer.bucket_indices.size());
-    for (std::size_t b = 0; b < buffer.bucket_indices.size(); ++b) {
-      const BucketRange& bucket = buffer.bucket_indices[b];
-      const double height =
-          std::max(kMinBucketHeight, scale * static_cast<double>(bucket.numel()) / n);
-      bucket_top[b] = y;
-      bucket_height[b] = height;
-      body += str_cat("<rect x=\"", kLeft, "\" y=\"", fixed(y, 2), "\" width=\"", kWidth,
-                      "\" height=\"", fixed(height, 2), "\" class=\"pad\"><title>bucket ", b, " [",
-                      bucket.start, ", ", bucket.end, "): ", bucket.numel() / n,
-                      " elements per shard</title></rect>\n");
-      if (height >= 10.0) {
-        body += str_cat("<text x=\"", kLeft - 4, "\" y=\"", fixed(y + std::min(height, 20.0) - 3, 2),
-                        "\" class=\"s\" text-anchor=\"end\">bucket ", b, "</text>\n");
-      }
-      y += height;
-    }
-
+  for (const auto& [key, buffer] : input.layout->layouts) {
+    draw_buffer_heading(body, y, buffer_index++, key, buffer);
+    const BucketBands bands = draw_bucket_boxes(body, y, buffer, scale);
     for (const ParamRange& range : buffer.param_index_map) {
       if (range.numel() <= 0) continue;
-      const std::size_t b = static_cast<std::size_t>(range.bucket);
-      SW_CHECK(b < buffer.bucket_indices.size(), "param ", range.param, " in unknown bucket ", b);
-      const BucketRange& bucket = buffer.bucket_indices[b];
-      const std::int64_t shard_size = std::max<std::int64_t>(bucket.numel() / n, 1);
       const std::string& name = params.at(range.param).name;
-      const char* colour = colours.at(param_kind(name));
-      const std::string shard_text =
-          buffer.shard_aligned ? str_cat(", shard ", buffer.owner_shard(range)) : std::string();
-      const std::string title =
-          xml_escape(str_cat(name, " [", range.start, ", ", range.end, ") bucket ", range.bucket,
-                             shard_text, ", ", range.numel(), " elements"));
-      // Piece of the param inside shard columns [s_first, s_last], rows [lo, hi) of the shard.
-      auto draw = [&](std::int64_t s_first, std::int64_t s_last, std::int64_t lo, std::int64_t hi,
-                      bool label) {
-        const double x = kLeft + column * static_cast<double>(s_first);
-        const double w = column * static_cast<double>(s_last - s_first + 1);
-        const double top = bucket_top[b] + bucket_height[b] * static_cast<double>(lo) / shard_size;
-        const double h = std::max(0.5, bucket_height[b] * static_cast<double>(hi - lo) / shard_size);
-        body += str_cat("<rect x=\"", fixed(x, 2), "\" y=\"", fixed(top, 2), "\" width=\"",
-                        fixed(w, 2), "\" height=\"", fixed(h, 2), "\" fill=\"", colour,
-                        "\"><title>", title, "</title></rect>\n");
-        if (label && w >= 40.0 && h >= 11.0) {
-          const std::string text = short_label(name);
-          const auto fits = static_cast<std::size_t>((w - 4.0) / 6.0);
-          body += str_cat("<text x=\"", fixed(x + 2, 2), "\" y=\"", fixed(top + std::min(h, 20.0) - 3, 2),
-                          "\" class=\"l\">", xml_escape(text.substr(0, fits)), "</text>\n");
-        }
-      };
-      const std::int64_t first = (range.start - bucket.start) / shard_size;
-      const std::int64_t last = (range.end - 1 - bucket.start) / shard_size;
-      const std::int64_t first_offset = range.start - bucket.start - first * shard_size;
-      const std::int64_t last_offset = range.end - bucket.start - last * shard_size;
-      if (first == last) {
-        draw(first, first, first_offset, last_offset, true);
-        continue;
-      }
-      // Element-sharded param spanning shards: partial head, full middle columns, partial tail.
-      draw(first, first, first_offset, shard_size, true);
-      if (last > first + 1) draw(first + 1, last - 1, 0, shard_size, true);
-      draw(last, last, 0, last_offset, false);
+      draw_param(body, range, buffer, bands, name, colours.at(param_kind(name)));
     }
-
-    for (std::size_t b = 1; b < bucket_top.size(); ++b) {
-      body += str_cat("<line x1=\"", kLeft, "\" y1=\"", fixed(bucket_top[b], 2), "\" x2=\"",
-                      kLeft + kWidth, "\" y2=\"", fixed(bucket_top[b], 2), "\" class=\"bsep\"/>\n");
-    }
-    if (column >= 3.0) {
-      for (int s = 1; s < n; ++s) {
-        const double x = kLeft + column * s;
-        body += str_cat("<line x1=\"", fixed(x, 2), "\" y1=\"", fixed(bucket_top.empty() ? y : bucket_top[0], 2),
-                        "\" x2=\"", fixed(x, 2), "\" y2=\"", fixed(y, 2), "\" class=\"sep\"/>\n");
-      }
-    }
-    y += kBufferGap;
+    draw_separators(body, bands, buffer.num_shards, y);
+    y += kSvgBufferGap;
   }
-
-  const LayoutStats& stats = *input.stats;
-  const std::string heading = xml_escape(str_cat(
-      input.model_name, ": ", layout_algorithm_name(input.options->algorithm), " layout, dp ",
-      input.options->data_parallel_size, ", expert dp ", input.options->expert_dp(), ", padding ",
-      percent(stats.padding_fraction), ", NS cost max/mean ",
-      fixed(stats.ns_cost_max_over_mean, 4)));
-  std::string svg = str_cat(
-      "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<svg xmlns=\"http://www.w3.org/2000/svg\" "
-      "width=\"", kLeft + kWidth + 10, "\" height=\"", fixed(y + 10, 0), "\" viewBox=\"0 0 ",
-      kLeft + kWidth + 10, " ", fixed(y + 10, 0), "\">\n",
-      "<style>text{font-family:monospace}.h{font-size:13px;font-weight:bold}.s{font-size:10px;"
-      "fill:#444}.l{font-size:10px;fill:#fff;pointer-events:none}.pad{fill:#e4e4e4;stroke:#999;"
-      "stroke-width:0.5}.sep{stroke:#fff;stroke-width:0.6}.bsep{stroke:#000;stroke-width:1}rect:hover{stroke:#000}</style>\n",
-      "<text x=\"4\" y=\"20\" class=\"h\">", heading, "</text>\n");
-  svg += body;
-  svg += "</svg>\n";
-  return svg;
+  return svg_document(input, body, y);
 }
 
 }  // namespace shardwise

@@ -61,16 +61,21 @@ void validate_shard_aligned(const ParamList& params, const PerBufferParamLayout&
   }
 }
 
-}  // namespace
+// What every check of one buffer needs.
+struct BufferCheck {
+  const ParamList& params;
+  const PerBufferParamLayout& layout;
+  LayoutKind kind;
+  int dp;
+  std::string where;  // "buffer <key>", the prefix of every message
+};
 
-void validate_layout(const ParamList& params, const PerBufferParamLayout& layout,
-                     const BufferKey& key, const LayoutOptions& options) {
-  const LayoutKind kind = kind_of(key, options);
-  const int dp = key.is_expert_parallel ? options.expert_dp() : options.data_parallel_size;
-  const bool high_busbw = options.pad_buckets_for_high_nccl_busbw;
-  const std::string where = str_cat("buffer ", key.to_string());
-  SW_CHECK(layout.num_shards == dp, where, ": num_shards ", layout.num_shards, " != dp ", dp);
-  SW_CHECK(layout.shard_aligned == (kind == LayoutKind::kShardAligned), where,
+// The buffer's own fields agree with each other and with the layout algorithm.
+void check_buffer_fields(const BufferCheck& c) {
+  const PerBufferParamLayout& layout = c.layout;
+  const std::string& where = c.where;
+  SW_CHECK(layout.num_shards == c.dp, where, ": num_shards ", layout.num_shards, " != dp ", c.dp);
+  SW_CHECK(layout.shard_aligned == (c.kind == LayoutKind::kShardAligned), where,
            ": shard_aligned flag does not match the layout algorithm");
   SW_CHECK(layout.param_indices.size() == layout.param_index_map.size(), where, ": ",
            layout.param_indices.size(), " param_indices for ", layout.param_index_map.size(),
@@ -80,25 +85,35 @@ void validate_layout(const ParamList& params, const PerBufferParamLayout& layout
            layout.per_bucket_numel_unpadded.size(), " unpadded counts for ", num_buckets,
            " buckets");
   SW_CHECK(num_buckets > 0 || layout.param_index_map.empty(), where, ": params but no buckets");
+}
 
-  const std::int64_t end_divisor = bucket_end_divisor(dp, high_busbw);
-  for (std::size_t b = 0; b < num_buckets; ++b) {
-    const BucketRange& bucket = layout.bucket_indices[b];
-    const std::int64_t expected_start = b == 0 ? 0 : layout.bucket_indices[b - 1].end;
-    SW_CHECK(bucket.start == expected_start && bucket.end >= bucket.start, where, ": bucket ", b,
+// Buckets tile the buffer from 0; with a distributed optimizer each ends on the end divisor.
+void check_bucket_ranges(const BufferCheck& c, bool high_busbw) {
+  const std::int64_t end_divisor = bucket_end_divisor(c.dp, high_busbw);
+  const auto& buckets = c.layout.bucket_indices;
+  for (std::size_t b = 0; b < buckets.size(); ++b) {
+    const BucketRange& bucket = buckets[b];
+    const std::int64_t expected_start = b == 0 ? 0 : buckets[b - 1].end;
+    SW_CHECK(bucket.start == expected_start && bucket.end >= bucket.start, c.where, ": bucket ", b,
              " [", bucket.start, ", ", bucket.end, ") does not continue at ", expected_start);
-    if (kind != LayoutKind::kDefault) {
-      SW_CHECK(bucket.end % end_divisor == 0, where, ": bucket ", b, " end ", bucket.end,
+    if (c.kind != LayoutKind::kDefault) {
+      SW_CHECK(bucket.end % end_divisor == 0, c.where, ": bucket ", b, " end ", bucket.end,
                " is not divisible by ", end_divisor);
     }
   }
+}
 
-  // Params: backprop order, exact sizes, inside their bucket, aligned, bucket ids non-decreasing.
+// Params: backprop order, exact sizes, inside their bucket, aligned, bucket ids non-decreasing.
+// Returns the entries of param_index_map in each bucket.
+std::vector<std::vector<std::size_t>> check_param_ranges(const BufferCheck& c) {
+  const PerBufferParamLayout& layout = c.layout;
+  const std::string& where = c.where;
+  const std::size_t num_buckets = layout.bucket_indices.size();
   std::vector<std::vector<std::size_t>> members(num_buckets);
   for (std::size_t i = 0; i < layout.param_index_map.size(); ++i) {
     const ParamRange& r = layout.param_index_map[i];
-    SW_CHECK(r.param < params.size(), where, ": param id ", r.param, " out of range");
-    const ParamInfo& p = params[r.param];
+    SW_CHECK(r.param < c.params.size(), where, ": param id ", r.param, " out of range");
+    const ParamInfo& p = c.params[r.param];
     SW_CHECK(i == 0 || layout.param_index_map[i - 1].param > r.param, where, ": param ", p.name,
              " is out of backprop order");
     SW_CHECK(r.numel() == p.numel() && r.start >= 0, where, ": param ", p.name, " range [", r.start,
@@ -110,47 +125,76 @@ void validate_layout(const ParamList& params, const PerBufferParamLayout& layout
     const BucketRange& bucket = layout.bucket_indices[static_cast<std::size_t>(r.bucket)];
     SW_CHECK(r.start >= bucket.start && r.end <= bucket.end, where, ": param ", p.name,
              " lies outside bucket ", r.bucket);
-    if (kind != LayoutKind::kDefault) {
+    if (c.kind != LayoutKind::kDefault) {
       SW_CHECK(r.start % kParamStartAlignment == 0, where, ": param ", p.name, " start ", r.start,
                " is not ", kParamStartAlignment, "-aligned");
     }
     members[static_cast<std::size_t>(r.bucket)].push_back(i);
   }
-  std::vector<ParamRange> by_start = layout.param_index_map;
+  return members;
+}
+
+void check_no_overlap(const BufferCheck& c) {
+  std::vector<ParamRange> by_start = c.layout.param_index_map;
   std::sort(by_start.begin(), by_start.end(),
             [](const ParamRange& x, const ParamRange& y) { return x.start < y.start; });
   for (std::size_t i = 1; i < by_start.size(); ++i) {
-    SW_CHECK(by_start[i - 1].end <= by_start[i].start || by_start[i - 1].numel() == 0, where,
-             ": params ", params[by_start[i - 1].param].name, " and ",
-             params[by_start[i].param].name, " overlap");
+    SW_CHECK(by_start[i - 1].end <= by_start[i].start || by_start[i - 1].numel() == 0, c.where,
+             ": params ", c.params[by_start[i - 1].param].name, " and ",
+             c.params[by_start[i].param].name, " overlap");
   }
+}
 
-  std::vector<bool> shared_bucket(num_buckets, false);
-  for (std::size_t b = 0; b < num_buckets; ++b) {
+// No empty bucket, a shared embedding alone in its bucket (distributed optimizers), and
+// per-bucket unpadded counts that fit the algorithm. Returns which buckets hold a shared
+// embedding.
+std::vector<bool> check_bucket_contents(const BufferCheck& c,
+                                        const std::vector<std::vector<std::size_t>>& members) {
+  const PerBufferParamLayout& layout = c.layout;
+  const std::string& where = c.where;
+  std::vector<bool> shared_bucket(members.size(), false);
+  for (std::size_t b = 0; b < members.size(); ++b) {
     SW_CHECK(!members[b].empty(), where, ": bucket ", b, " holds no param");
     const BucketRange& bucket = layout.bucket_indices[b];
     std::int64_t last_end = bucket.start;
     for (std::size_t i : members[b]) {
       const ParamRange& r = layout.param_index_map[i];
       last_end = std::max(last_end, r.end);
-      if (kind != LayoutKind::kDefault && params[r.param].shared_embedding) {
-        SW_CHECK(members[b].size() == 1, where, ": shared embedding ", params[r.param].name,
+      if (c.kind != LayoutKind::kDefault && c.params[r.param].shared_embedding) {
+        SW_CHECK(members[b].size() == 1, where, ": shared embedding ", c.params[r.param].name,
                  " shares bucket ", b, " with other params");
         shared_bucket[b] = true;
       }
     }
     const std::int64_t unpadded = layout.per_bucket_numel_unpadded[b];
-    if (kind == LayoutKind::kDefault) {
+    if (c.kind == LayoutKind::kDefault) {
       SW_CHECK(unpadded == bucket.numel(), where, ": bucket ", b, " unpadded ", unpadded,
                " != numel ", bucket.numel());
-    } else if (kind == LayoutKind::kDistOpt) {
+    } else if (c.kind == LayoutKind::kDistOpt) {
       SW_CHECK(unpadded >= last_end - bucket.start && unpadded <= bucket.numel(), where,
                ": bucket ", b, " unpadded ", unpadded, " outside [", last_end - bucket.start, ", ",
                bucket.numel(), "]");
     }
   }
-  if (kind == LayoutKind::kShardAligned) {
-    validate_shard_aligned(params, layout, members, shared_bucket, where, options, dp, high_busbw);
+  return shared_bucket;
+}
+
+}  // namespace
+
+void validate_layout(const ParamList& params, const PerBufferParamLayout& layout,
+                     const BufferKey& key, const LayoutOptions& options) {
+  const int dp = key.is_expert_parallel ? options.expert_dp() : options.data_parallel_size;
+  const bool high_busbw = options.pad_buckets_for_high_nccl_busbw;
+  const BufferCheck check{params, layout, kind_of(key, options), dp,
+                          str_cat("buffer ", key.to_string())};
+  check_buffer_fields(check);
+  check_bucket_ranges(check, high_busbw);
+  const auto members = check_param_ranges(check);
+  check_no_overlap(check);
+  const std::vector<bool> shared_bucket = check_bucket_contents(check, members);
+  if (check.kind == LayoutKind::kShardAligned) {
+    validate_shard_aligned(params, layout, members, shared_bucket, check.where, options, dp,
+                           high_busbw);
   }
 }
 

@@ -1,6 +1,5 @@
 // Internal: turning planned shard-aligned buckets (a backprop range packed into dp bins, and the
-// rank each bin goes to) into a PerBufferParamLayout. Shared by the layer-wise layout and the
-// Megatron-LM baseline.
+// rank each bin goes to) into a PerBufferParamLayout, params in backprop order inside a shard.
 #pragma once
 
 #include <cstddef>

@@ -18,7 +18,7 @@ namespace {
 // models fast and, unlike a time limit, give every rank the same result.
 constexpr std::int64_t kMaxLoadCheckBudget = 3'000'000;
 constexpr std::int64_t kNsBalanceCheckBudget = 2'000'000;
-// Megatron's capped greedy is O(items x bins); only tried as a fallback below this size.
+// The capped greedy by NS cost is O(items x bins); only tried as a fallback below this size.
 constexpr std::int64_t kCappedGreedyMaxWork = 4'000'000;
 // Differencing keeps items x bins partial sums and sorts bins at every merge; it pays off with
 // several items per bin, so it is tried for modest bin counts and sizes only.

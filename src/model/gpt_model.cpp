@@ -321,6 +321,16 @@ std::vector<bool> GptModel<Scalar>::exact_match() const {
   return match;
 }
 
+template <typename Scalar>
+std::span<const Scalar> GptModel<Scalar>::probabilities(int b, int t) const {
+  const Activations& a = *acts_;
+  SW_REQUIRE(b >= 0 && b < a.batch && t >= 0 && t < a.seq, ShapeError,
+             "GptModel::probabilities: position (", b, ", ", t, ") outside the last forward's ",
+             a.batch, " x ", a.seq);
+  const auto v = static_cast<std::size_t>(config_.vocab_size);
+  return {a.logits.data() + (static_cast<std::size_t>(b) * a.seq + t) * v, v};
+}
+
 template class GptModel<float>;
 template class GptModel<double>;
 

@@ -4,10 +4,7 @@
 #include <cstddef>
 #include <utility>
 
-#if defined(__SSE2__)
-#include <immintrin.h>
-#endif
-
+#include "adamw_kernels.hpp"
 #include "shardwise/core/error.hpp"
 
 namespace shardwise::optim {
@@ -34,43 +31,9 @@ void adamw_update(const AdamWStepScalars& s, std::span<float> param, std::span<c
   SW_CHECK(grad.size() == param.size() && exp_avg.size() == param.size() &&
                exp_avg_sq.size() == param.size(),
            "adamw_update: span sizes differ");
-  float* __restrict p = param.data();
-  const float* __restrict g = grad.data();
-  float* __restrict m = exp_avg.data();
-  float* __restrict v = exp_avg_sq.data();
-  const std::size_t n = param.size();
-  std::size_t i = 0;
-#if defined(__SSE2__)
-  // One streaming pass over the four arrays, four lanes at a time. Written with intrinsics
-  // because GCC will not vectorise std::sqrt without -fno-math-errno. Same operations in the
-  // same order as the scalar loop below, so every element gets the same bits either way.
-  const __m128 beta1 = _mm_set1_ps(s.beta1), one_minus_beta1 = _mm_set1_ps(s.one_minus_beta1);
-  const __m128 beta2 = _mm_set1_ps(s.beta2), one_minus_beta2 = _mm_set1_ps(s.one_minus_beta2);
-  const __m128 inv_sqrt_bias2 = _mm_set1_ps(s.inv_sqrt_bias2), eps = _mm_set1_ps(s.eps);
-  const __m128 decay = _mm_set1_ps(s.decay), step_size = _mm_set1_ps(s.step_size);
-  for (; i + 4 <= n; i += 4) {
-    const __m128 gi = _mm_loadu_ps(g + i);
-    const __m128 mi =
-        _mm_add_ps(_mm_mul_ps(beta1, _mm_loadu_ps(m + i)), _mm_mul_ps(one_minus_beta1, gi));
-    const __m128 vi = _mm_add_ps(_mm_mul_ps(beta2, _mm_loadu_ps(v + i)),
-                                 _mm_mul_ps(one_minus_beta2, _mm_mul_ps(gi, gi)));
-    _mm_storeu_ps(m + i, mi);
-    _mm_storeu_ps(v + i, vi);
-    const __m128 denom = _mm_add_ps(_mm_mul_ps(_mm_sqrt_ps(vi), inv_sqrt_bias2), eps);
-    const __m128 pi = _mm_sub_ps(_mm_mul_ps(_mm_loadu_ps(p + i), decay),
-                                 _mm_mul_ps(step_size, _mm_div_ps(mi, denom)));
-    _mm_storeu_ps(p + i, pi);
-  }
-#endif
-  for (; i < n; ++i) {
-    const float gi = g[i];
-    const float mi = s.beta1 * m[i] + s.one_minus_beta1 * gi;
-    const float vi = s.beta2 * v[i] + s.one_minus_beta2 * (gi * gi);
-    m[i] = mi;
-    v[i] = vi;
-    const float denom = std::sqrt(vi) * s.inv_sqrt_bias2 + s.eps;
-    p[i] = p[i] * s.decay - s.step_size * (mi / denom);
-  }
+  // One streaming pass over the four arrays at the widest vectors the CPU has.
+  dispatch(adamw_kernels::kUpdate)(s, param.data(), grad.data(), exp_avg.data(),
+                                   exp_avg_sq.data(), static_cast<std::int64_t>(param.size()));
 }
 
 AdamW::AdamW(std::vector<ParamGroup> groups, AdamWOptions defaults)

@@ -142,8 +142,13 @@ std::unique_ptr<Optimizer> make_optimizer(OptimizerMode mode,
         children.push_back(std::make_unique<AdamW>(single_group(all_params(*ddp)), adamw));
         break;
       case OptimizerMode::kLegacyLayerWise:
+        // The plain DDP layout does not tag buffers: the layer-wise side owns them all.
         children.push_back(std::make_unique<LayerWiseDistributedOptimizer>(
-            *ddp, [](const BufferKey&) { return true; }, muon, adamw));
+            *ddp,
+            [](const BufferKey& key) {
+              return bucket_is_managed_by_layer_wise_optimizer(key, false, true);
+            },
+            muon, adamw));
         break;
     }
   }

@@ -62,7 +62,7 @@ std::vector<OwnedSlice> LayerWiseDistributedOptimizer::local_params() const {
 }
 
 LayerWiseDistributedOptimizer::LayerWiseDistributedOptimizer(
-    DistributedDataParallel& ddp, BufferSelector manages, MuonOptions muon, AdamWOptions adamw,
+    DistributedDataParallel& ddp, BufferSelector manages,
     bool overlap_param_gather_with_optimizer_step)
     : Optimizer({}),
       ddp_(ddp),
@@ -75,24 +75,82 @@ LayerWiseDistributedOptimizer::LayerWiseDistributedOptimizer(
   SW_REQUIRE(!(overlap_with_step_ && legacy_), InvalidArgument,
              "overlap_param_gather_with_optimizer_step needs the buffer all-gather (grads "
              "reduce-scattered); the legacy layer-wise path syncs params with all_gather_v");
-  const ParamList& params = ddp_.params();
-  const auto by_muon = [&](const OwnedSlice& s) {
-    return is_managed_by_layer_wise_optimizer(params[s.param]);
-  };
-  const auto by_adam = [&](const OwnedSlice& s) { return !by_muon(s); };
-  // The outer groups keep the slices in layout order, so the grad norm is summed in the same
-  // order whether or not the step is split by bucket group.
-  groups_ = {ParamGroup{"muon", optim_params_in_slice_order(by_group_, slices_, by_muon), {}},
-             ParamGroup{"adamw", optim_params_in_slice_order(by_group_, slices_, by_adam), {}}};
-  std::vector<ParamGroup> muon_groups, adam_groups;
-  for (BucketGroupMainParams& g : by_group_) {
-    const std::string name = str_cat("bucket_group_", g.bucket_group);
-    muon_groups.push_back(ParamGroup{name, g.main.optim_params(by_muon), {}});
-    adam_groups.push_back(ParamGroup{name, g.main.optim_params(by_adam), {}});
-  }
-  muon_ = std::make_unique<Muon>(std::move(muon_groups), muon);
-  adamw_ = std::make_unique<AdamW>(std::move(adam_groups), adamw);
+}
+
+LayerWiseDistributedOptimizer::LayerWiseDistributedOptimizer(
+    DistributedDataParallel& ddp, BufferSelector manages, MuonOptions muon, AdamWOptions adamw,
+    bool overlap_param_gather_with_optimizer_step)
+    : LayerWiseDistributedOptimizer(ddp, std::move(manages),
+                                    overlap_param_gather_with_optimizer_step) {
+  std::vector<LayerWiseChild> children;
+  children.push_back({[](const ParamInfo& p) { return is_managed_by_layer_wise_optimizer(p); },
+                      [this, muon](std::vector<ParamGroup> groups) {
+                        auto child = std::make_unique<Muon>(std::move(groups), muon);
+                        muon_ = child.get();
+                        return std::unique_ptr<Optimizer>(std::move(child));
+                      }});
+  children.push_back({[](const ParamInfo& p) { return !is_managed_by_layer_wise_optimizer(p); },
+                      [this, adamw](std::vector<ParamGroup> groups) {
+                        auto child = std::make_unique<AdamW>(std::move(groups), adamw);
+                        adamw_ = child.get();
+                        return std::unique_ptr<Optimizer>(std::move(child));
+                      }});
+  build_children(std::move(children), {});
   muon_lr_ratio_ = adamw.lr > 0 ? muon.lr / adamw.lr : 1.0;
+}
+
+LayerWiseDistributedOptimizer::LayerWiseDistributedOptimizer(
+    DistributedDataParallel& ddp, BufferSelector manages, std::vector<LayerWiseChild> children,
+    std::vector<InitStateFn> init_state_fn_list)
+    : LayerWiseDistributedOptimizer(ddp, std::move(manages), false) {
+  SW_REQUIRE(!children.empty(), InvalidArgument,
+             "LayerWiseDistributedOptimizer: no optimizers given");
+  SW_REQUIRE(init_state_fn_list.empty() || init_state_fn_list.size() == children.size(),
+             InvalidArgument, "LayerWiseDistributedOptimizer: init_state_fn_list has ",
+             init_state_fn_list.size(), " functions for ", children.size(), " optimizers");
+  build_children(std::move(children), init_state_fn_list);
+}
+
+void LayerWiseDistributedOptimizer::build_children(
+    std::vector<LayerWiseChild> children, const std::vector<InitStateFn>& init_state_fn_list) {
+  const ParamList& params = ddp_.params();
+  for (const LayerWiseChild& child : children) {
+    SW_REQUIRE(child.selects && child.make, InvalidArgument,
+               "LayerWiseDistributedOptimizer: an optimizer lacks its selects or make function");
+    selects_.push_back(child.selects);
+  }
+  // Every managed param (on every rank, so all ranks fail alike) has exactly one child.
+  for (const auto& [id, owner] : owners_) {
+    std::size_t picked = 0;
+    for (const auto& selects : selects_) picked += selects(params[id]) ? 1 : 0;
+    SW_REQUIRE(picked == 1, InvalidArgument, "LayerWiseDistributedOptimizer: param '",
+               params[id].name, "' is selected by ", picked,
+               " of the given optimizers (needs exactly one)");
+  }
+  for (std::size_t c = 0; c < children.size(); ++c) {
+    const auto selected = [&](const OwnedSlice& s) { return child_of(s.param) == c; };
+    std::vector<ParamGroup> child_groups;
+    for (BucketGroupMainParams& g : by_group_) {
+      child_groups.push_back(
+          ParamGroup{str_cat("bucket_group_", g.bucket_group), g.main.optim_params(selected), {}});
+    }
+    children_.push_back(children[c].make(std::move(child_groups)));
+    SW_REQUIRE(children_.back() != nullptr, InvalidArgument,
+               "LayerWiseDistributedOptimizer: optimizer ", c, "'s make function returned null");
+    if (!init_state_fn_list.empty() && init_state_fn_list[c]) init_state_fn_list[c](*children_[c]);
+    // The outer groups keep the slices in layout order, so the grad norm is summed in the same
+    // order whether or not the step is split by bucket group.
+    groups_.push_back(ParamGroup{std::string(children_.back()->kind()),
+                                 optim_params_in_slice_order(by_group_, slices_, selected), {}});
+  }
+}
+
+std::size_t LayerWiseDistributedOptimizer::child_of(ParamId param) const {
+  for (std::size_t c = 0; c < selects_.size(); ++c) {
+    if (selects_[c](ddp_.params()[param])) return c;
+  }
+  SW_CHECK(false, "param ", param, " has no child optimizer");
+  return 0;
 }
 
 std::vector<int> LayerWiseDistributedOptimizer::step_order() const {
@@ -103,12 +161,18 @@ std::vector<int> LayerWiseDistributedOptimizer::step_order() const {
 
 bool LayerWiseDistributedOptimizer::step_with_ready_grads() {
   bool stepped = false;
-  for (std::size_t i = 0; i < by_group_.size(); ++i) {
-    const bool muon_stepped = muon_->step_group(i);
-    const bool adam_stepped = adamw_->step_group(i);
-    stepped = stepped || muon_stepped || adam_stepped;
-    by_group_[i].main.copy_main_to_model();
-    if (overlap_with_step_) ddp_.start_param_sync_for_group(by_group_[i].bucket_group);
+  if (muon_ != nullptr && adamw_ != nullptr) {
+    // Built-in pair: one bucket group at a time, so its gather can start right after.
+    for (std::size_t i = 0; i < by_group_.size(); ++i) {
+      const bool muon_stepped = muon_->step_group(i);
+      const bool adam_stepped = adamw_->step_group(i);
+      stepped = stepped || muon_stepped || adam_stepped;
+      by_group_[i].main.copy_main_to_model();
+      if (overlap_with_step_) ddp_.start_param_sync_for_group(by_group_[i].bucket_group);
+    }
+  } else {
+    for (auto& child : children_) stepped = child->step_with_ready_grads() || stepped;
+    for (BucketGroupMainParams& g : by_group_) g.main.copy_main_to_model();
   }
   if (overlap_with_step_) {
     complete_param_sync_after_step(ddp_, by_group_);
@@ -136,32 +200,33 @@ void LayerWiseDistributedOptimizer::broadcast_params() {
 }
 
 OptimizerState LayerWiseDistributedOptimizer::state_dict() const {
-  OptimizerState state = muon_->state_dict();
-  for (auto& [name, entry] : adamw_->state_dict()) state[name] = entry;
+  OptimizerState state;
+  for (const auto& child : children_) {
+    for (auto& [name, entry] : child->state_dict()) state[name] = entry;
+  }
   return state;
 }
 
 void LayerWiseDistributedOptimizer::load_state_dict(const OptimizerState& state) {
-  OptimizerState muon_state, adam_state;
-  const ParamList& params = ddp_.params();
+  std::vector<OptimizerState> per_child(children_.size());
+  std::size_t routed = 0;
   for (const OwnedSlice& s : slices_) {
     auto it = state.find(s.name);
     SW_REQUIRE(it != state.end(), InvalidArgument,
                "layer-wise optimizer state has no entry for owned param '", s.name, "'");
-    (is_managed_by_layer_wise_optimizer(params[s.param]) ? muon_state : adam_state)[s.name] =
-        it->second;
+    per_child[child_of(s.param)][s.name] = it->second;
+    ++routed;
   }
-  SW_REQUIRE(state.size() == muon_state.size() + adam_state.size(), InvalidArgument,
-             "layer-wise optimizer state has ", state.size(), " entries but this rank owns ",
-             muon_state.size() + adam_state.size(), " params");
-  muon_->load_state_dict(muon_state);
-  adamw_->load_state_dict(adam_state);
+  SW_REQUIRE(state.size() == routed, InvalidArgument, "layer-wise optimizer state has ",
+             state.size(), " entries but this rank owns ", routed, " params");
+  for (std::size_t c = 0; c < children_.size(); ++c) children_[c]->load_state_dict(per_child[c]);
 }
 
 void LayerWiseDistributedOptimizer::set_lr(double lr) {
   Optimizer::set_lr(lr);
-  adamw_->set_lr(lr);
-  muon_->set_lr(lr * muon_lr_ratio_);
+  for (auto& child : children_) {
+    child->set_lr(child.get() == muon_ ? lr * muon_lr_ratio_ : lr);
+  }
 }
 
 }  // namespace shardwise::optim

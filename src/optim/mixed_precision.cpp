@@ -19,12 +19,12 @@ void check_sizes(std::size_t main, std::int64_t model) {
 
 void copy_main_to_model(std::span<const float> main, std::span<bf16_bits> model) {
   check_sizes(main.size(), static_cast<std::int64_t>(model.size()));
-  for (std::size_t i = 0; i < main.size(); ++i) model[i] = float_to_bf16(main[i]);
+  float_to_bf16_n(main.data(), model.data(), static_cast<std::int64_t>(main.size()));
 }
 
 void copy_model_to_main(std::span<const bf16_bits> model, std::span<float> main) {
   check_sizes(main.size(), static_cast<std::int64_t>(model.size()));
-  for (std::size_t i = 0; i < main.size(); ++i) main[i] = bf16_to_float(model[i]);
+  bf16_to_float_n(model.data(), main.data(), static_cast<std::int64_t>(main.size()));
 }
 
 void copy_main_to_model(std::span<const float> main, const TensorView& model) {
@@ -34,11 +34,9 @@ void copy_main_to_model(std::span<const float> main, const TensorView& model) {
     case DType::kBFloat16:
       copy_main_to_model(main, std::span<bf16_bits>(model.as<bf16_bits>(), n));
       return;
-    case DType::kFloat16: {
-      fp16_bits* out = model.as<fp16_bits>();
-      for (std::size_t i = 0; i < n; ++i) out[i] = float_to_fp16(main[i]);
+    case DType::kFloat16:
+      float_to_fp16_n(main.data(), model.as<fp16_bits>(), model.numel);
       return;
-    }
     case DType::kFloat32:
       std::copy(main.begin(), main.end(), model.as<float>());
       return;
@@ -55,11 +53,9 @@ void copy_model_to_main(const TensorView& model, std::span<float> main) {
     case DType::kBFloat16:
       copy_model_to_main(std::span<const bf16_bits>(model.as<bf16_bits>(), n), main);
       return;
-    case DType::kFloat16: {
-      const fp16_bits* in = model.as<fp16_bits>();
-      for (std::size_t i = 0; i < n; ++i) main[i] = fp16_to_float(in[i]);
+    case DType::kFloat16:
+      fp16_to_float_n(model.as<fp16_bits>(), main.data(), model.numel);
       return;
-    }
     case DType::kFloat32:
       std::copy_n(model.as<float>(), n, main.begin());
       return;

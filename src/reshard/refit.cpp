@@ -20,8 +20,6 @@ std::int64_t product(const std::vector<std::int64_t>& shape) {
   return n;
 }
 
-bool is_split(const TpRule& rule) { return rule.kind != TpKind::kReplicated; }
-
 // Row-major multi-index of flat element `index` of `shape`, as "[i, j]".
 std::string index_text(std::int64_t index, const std::vector<std::int64_t>& shape) {
   std::vector<std::int64_t> idx(shape.size());
@@ -39,49 +37,23 @@ std::string hex_byte(std::uint32_t v, int digits) {
   return out;
 }
 
+void check_float_param(TensorView src, const std::string& name) {
+  SW_REQUIRE(src.dtype == DType::kFloat32 || src.dtype == DType::kBFloat16 ||
+                 src.dtype == DType::kFloat16,
+             InvalidArgument, "refit: param ", name, " has dtype ", dtype_name(src.dtype),
+             "; expected fp32, bf16 or fp16");
+}
+
 // Copies `n` elements of a float tensor (fp32 / bf16 / fp16) into bf16.
 void convert_to_bf16(TensorView src, std::uint16_t* dst, const std::string& name) {
-  const std::int64_t n = src.numel;
-  switch (src.dtype) {
-    case DType::kFloat32: {
-      const float* s = src.as<float>();
-      for (std::int64_t i = 0; i < n; ++i) dst[i] = float_to_bf16(s[i]);
-      return;
-    }
-    case DType::kBFloat16:
-      std::memcpy(dst, src.data, src.nbytes());
-      return;
-    case DType::kFloat16: {
-      const std::uint16_t* s = src.as<std::uint16_t>();
-      for (std::int64_t i = 0; i < n; ++i) dst[i] = float_to_bf16(fp16_to_float(s[i]));
-      return;
-    }
-    default:
-      throw InvalidArgument(str_cat("refit: param ", name, " has dtype ", dtype_name(src.dtype),
-                                    "; expected fp32, bf16 or fp16"));
-  }
+  check_float_param(src, name);
+  convert_floats(src, {dst, src.numel, DType::kBFloat16}, name);
 }
 
 std::vector<float> to_fp32(TensorView src, const std::string& name) {
+  check_float_param(src, name);
   std::vector<float> out(static_cast<std::size_t>(src.numel));
-  switch (src.dtype) {
-    case DType::kFloat32:
-      std::memcpy(out.data(), src.data, src.nbytes());
-      break;
-    case DType::kBFloat16: {
-      const std::uint16_t* s = src.as<std::uint16_t>();
-      for (std::size_t i = 0; i < out.size(); ++i) out[i] = bf16_to_float(s[i]);
-      break;
-    }
-    case DType::kFloat16: {
-      const std::uint16_t* s = src.as<std::uint16_t>();
-      for (std::size_t i = 0; i < out.size(); ++i) out[i] = fp16_to_float(s[i]);
-      break;
-    }
-    default:
-      throw InvalidArgument(str_cat("refit: param ", name, " has dtype ", dtype_name(src.dtype),
-                                    "; expected fp32, bf16 or fp16"));
-  }
+  convert_floats(src, {out.data(), src.numel, DType::kFloat32}, name);
   return out;
 }
 
@@ -92,82 +64,6 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 constexpr int kReferenceTag = 1;
 
 }  // namespace
-
-const char* tp_kind_name(TpKind kind) {
-  switch (kind) {
-    case TpKind::kColumnParallel:
-      return "column";
-    case TpKind::kRowParallel:
-      return "row";
-    case TpKind::kReplicated:
-      return "replicated";
-  }
-  return "?";
-}
-
-std::string to_string(const TpRule& rule) {
-  if (!is_split(rule)) return "replicated";
-  std::string out = str_cat(tp_kind_name(rule.kind), "(dim ", rule.partition_dim);
-  if (rule.stride != 1) out += str_cat(", stride ", rule.stride);
-  return out + ")";
-}
-
-TpRule megatron_tp_rule(const std::string& name, const std::vector<std::int64_t>& shape) {
-  const auto is = [&](std::string_view suffix) { return name.ends_with(suffix); };
-  TpRule rule;
-  if (is("qkv.weight") || is("qkv.bias")) {
-    rule = {TpKind::kColumnParallel, 0, 3};
-  } else if (is("fc1.weight") || is("fc1.bias") || is("word_embeddings.weight") ||
-             is("output_layer.weight")) {
-    rule = {TpKind::kColumnParallel, 0, 1};
-  } else if (is("proj.weight") || is("fc2.weight")) {
-    rule = {TpKind::kRowParallel, 1, 1};
-  } else {
-    return rule;
-  }
-  const bool weight = is(".weight");
-  const std::size_t want = weight ? 2 : 1;
-  SW_REQUIRE(shape.size() == want, InvalidArgument, "param ", name, ": a ", tp_kind_name(rule.kind),
-             "-parallel ", weight ? "weight" : "bias", " must be ", want, "-d, got shape ",
-             to_string(shape));
-  return rule;
-}
-
-bool is_mxfp8_refit_candidate(const std::string& name, const std::vector<std::int64_t>& shape) {
-  if (shape.size() != 2) return false;
-  return name.find("embedding") == std::string::npos &&
-         name.find("output_layer") == std::string::npos;
-}
-
-ShardingSpec tp_sharding(const std::string& name, const std::vector<std::int64_t>& shape,
-                         const TpRule& rule, int tp, int first_rank) {
-  ParallelSharding placement;
-  placement.first_rank = first_rank;
-  if (is_split(rule)) {
-    placement.tp = tp;
-    placement.partition_dim = rule.partition_dim;
-    placement.stride = rule.stride;
-  } else {
-    placement.dp = tp;
-  }
-  return parallel_sharding(name, shape, placement);
-}
-
-std::vector<std::int64_t> tp_local_shape(const std::vector<std::int64_t>& shape, const TpRule& rule,
-                                         int tp) {
-  SW_REQUIRE(tp >= 1, InvalidArgument, "tensor-parallel size ", tp, " must be >= 1");
-  std::vector<std::int64_t> local = shape;
-  if (!is_split(rule)) return local;
-  SW_REQUIRE(rule.partition_dim >= 0 && rule.partition_dim < static_cast<int>(shape.size()),
-             InvalidArgument, "split dim ", rule.partition_dim, " outside shape ",
-             to_string(shape));
-  const std::int64_t d = shape[static_cast<std::size_t>(rule.partition_dim)];
-  SW_REQUIRE(d % (static_cast<std::int64_t>(tp) * rule.stride) == 0, InvalidArgument, "dim ",
-             rule.partition_dim, " of ", to_string(shape), " is not divisible by tp ", tp,
-             rule.stride != 1 ? str_cat(" x stride ", rule.stride) : std::string());
-  local[static_cast<std::size_t>(rule.partition_dim)] = d / tp;
-  return local;
-}
 
 const char* refit_mode_name(RefitMode mode) {
   switch (mode) {
@@ -198,6 +94,71 @@ std::vector<ParamReshardRequest> make_refit_requests(const std::vector<RefitPara
   return requests;
 }
 
+namespace {
+
+// The params stored as MXFP8 in this mode.
+std::set<std::string> mxfp8_param_names(const std::vector<RefitParam>& params, RefitMode mode) {
+  std::set<std::string> names;
+  if (mode == RefitMode::kBf16) return names;
+  for (const RefitParam& p : params) {
+    if (is_mxfp8_refit_candidate(p.name, p.shape)) names.insert(p.name);
+  }
+  return names;
+}
+
+// An inference rank's persistent tensor for `p`: its TP-local shape, allocated once.
+InferenceTensor allocate_inference_tensor(const RefitParam& p, int tp, bool mxfp8,
+                                          Mxfp8ScaleRule scale_rule) {
+  InferenceTensor t;
+  t.name = p.name;
+  t.global_shape = p.shape;
+  t.rule = megatron_tp_rule(p.name, p.shape);
+  t.local_shape = tp_local_shape(p.shape, t.rule, tp);
+  t.mxfp8 = mxfp8;
+  if (t.mxfp8) {
+    t.quantized = Mxfp8Tensor::allocate(t.local_shape[0], t.local_shape[1]);
+    t.quantized.rule = scale_rule;
+  } else {
+    t.bf16.assign(static_cast<std::size_t>(product(t.local_shape)), 0);
+  }
+  return t;
+}
+
+// Views into t's buffers, one per destination box of this rank, in box order: bf16 params as
+// executor destinations, MXFP8 params as data + scale views for the MXFP8 transform.
+void add_destination_views(InferenceTensor& t, const std::vector<Box>& boxes,
+                           ReshardDestinations& destinations,
+                           Mxfp8PersistentBuffers& mxfp8_buffers) {
+  // Several boxes (strided split) are consecutive row blocks of the local tensor only when
+  // the split is along dim 0; the Megatron rules only stride dim 0.
+  SW_CHECK(boxes.size() <= 1 || t.rule.partition_dim == 0, "refit: param ", t.name, " has ",
+           boxes.size(), " boxes split along dim ", t.rule.partition_dim);
+  std::int64_t offset = 0;
+  for (const Box& box : boxes) {
+    const std::int64_t n = box.numel();
+    if (t.mxfp8) {
+      const std::int64_t cols = t.quantized.cols;
+      const std::int64_t rows = n / cols;
+      const std::int64_t blocks = t.quantized.geometry().blocks_per_row;
+      const std::int64_t row0 = offset / cols;
+      mxfp8_buffers[t.name].push_back(
+          Mxfp8View{std::span<std::uint8_t>(t.quantized.data)
+                        .subspan(static_cast<std::size_t>(offset), static_cast<std::size_t>(n)),
+                    std::span<std::uint8_t>(t.quantized.scale)
+                        .subspan(static_cast<std::size_t>(row0 * blocks),
+                                 static_cast<std::size_t>(rows * blocks)),
+                    rows, cols, Mxfp8ScaleLayout::kRowMajor});
+    } else {
+      destinations[t.name].push_back({t.bf16.data() + offset, n, DType::kBFloat16});
+    }
+    offset += n;
+  }
+  SW_CHECK(offset == product(t.local_shape), "refit: boxes of ", t.name, " cover ", offset, " of ",
+           product(t.local_shape), " local elements");
+}
+
+}  // namespace
+
 RefitEngine::RefitEngine(ProcessGroupPtr group, std::vector<RefitParam> params,
                          RefitTopology topology, RefitMode mode, Mxfp8Options mxfp8_options)
     : group_(std::move(group)),
@@ -217,12 +178,7 @@ RefitEngine::RefitEngine(ProcessGroupPtr group, std::vector<RefitParam> params,
   const int me = group_->rank();
   plan_ = plan_reshard(requests, me);
 
-  std::set<std::string> convertible;
-  for (const RefitParam& p : params_) {
-    if (mode_ != RefitMode::kBf16 && is_mxfp8_refit_candidate(p.name, p.shape)) {
-      convertible.insert(p.name);
-    }
-  }
+  const std::set<std::string> convertible = mxfp8_param_names(params_, mode_);
   if (is_train_rank()) {
     for (const RefitParam& p : params_)
       staging_.emplace_back(static_cast<std::size_t>(product(p.shape)));
@@ -232,51 +188,15 @@ RefitEngine::RefitEngine(ProcessGroupPtr group, std::vector<RefitParam> params,
     // where they are for the engine's lifetime.
     weights_.reserve(params_.size());
     for (const RefitParam& p : params_) {
-      InferenceTensor t;
-      t.name = p.name;
-      t.global_shape = p.shape;
-      t.rule = megatron_tp_rule(p.name, p.shape);
-      t.local_shape = tp_local_shape(p.shape, t.rule, topology_.tp);
-      t.mxfp8 = convertible.count(p.name) != 0;
-      if (t.mxfp8) {
-        t.quantized = Mxfp8Tensor::allocate(t.local_shape[0], t.local_shape[1]);
-        t.quantized.rule = mxfp8_options_.rule;
-      } else {
-        t.bf16.assign(static_cast<std::size_t>(product(t.local_shape)), 0);
-      }
-      weights_.push_back(std::move(t));
+      weights_.push_back(allocate_inference_tensor(p, topology_.tp, convertible.count(p.name) != 0,
+                                                   mxfp8_options_.rule));
     }
     for (InferenceTensor& t : weights_) {
       const int index = plan_.param_index(t.name);
       SW_CHECK(index >= 0, "refit: param ", t.name, " missing from its own plan");
-      const std::vector<Box>& boxes =
-          plan_.params()[static_cast<std::size_t>(index)].destination.boxes_of(me);
-      // Several boxes (strided split) are consecutive row blocks of the local tensor only when
-      // the split is along dim 0; the Megatron rules only stride dim 0.
-      SW_CHECK(boxes.size() <= 1 || t.rule.partition_dim == 0, "refit: param ", t.name, " has ",
-               boxes.size(), " boxes split along dim ", t.rule.partition_dim);
-      std::int64_t offset = 0;
-      for (const Box& box : boxes) {
-        const std::int64_t n = box.numel();
-        if (t.mxfp8) {
-          const std::int64_t cols = t.quantized.cols;
-          const std::int64_t rows = n / cols;
-          const std::int64_t blocks = t.quantized.geometry().blocks_per_row;
-          const std::int64_t row0 = offset / cols;
-          mxfp8_buffers_[t.name].push_back(
-              Mxfp8View{std::span<std::uint8_t>(t.quantized.data)
-                            .subspan(static_cast<std::size_t>(offset), static_cast<std::size_t>(n)),
-                        std::span<std::uint8_t>(t.quantized.scale)
-                            .subspan(static_cast<std::size_t>(row0 * blocks),
-                                     static_cast<std::size_t>(rows * blocks)),
-                        rows, cols, Mxfp8ScaleLayout::kRowMajor});
-        } else {
-          destinations_[t.name].push_back({t.bf16.data() + offset, n, DType::kBFloat16});
-        }
-        offset += n;
-      }
-      SW_CHECK(offset == product(t.local_shape), "refit: boxes of ", t.name, " cover ", offset,
-               " of ", product(t.local_shape), " local elements");
+      add_destination_views(
+          t, plan_.params()[static_cast<std::size_t>(index)].destination.boxes_of(me),
+          destinations_, mxfp8_buffers_);
     }
   }
   if (mode_ != RefitMode::kBf16) {

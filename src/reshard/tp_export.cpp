@@ -11,9 +11,17 @@
 namespace shardwise {
 namespace {
 
+// Product of shape[begin, end), refusing overflow (an empty tensor from a file may carry huge
+// dimensions next to its zero, e.g. [2^62, 2^62, 0]).
 std::int64_t product(const std::vector<std::int64_t>& shape, std::size_t begin, std::size_t end) {
   std::int64_t n = 1;
-  for (std::size_t i = begin; i < end; ++i) n *= shape[i];
+  for (std::size_t i = begin; i < end; ++i) {
+    if (shape[i] == 0) return 0;
+  }
+  for (std::size_t i = begin; i < end; ++i) {
+    SW_REQUIRE(shape[i] >= 0 && !__builtin_mul_overflow(n, shape[i], &n), ShapeError, "shape ",
+               to_string(shape), " has too many elements");
+  }
   return n;
 }
 
@@ -86,6 +94,9 @@ std::vector<std::uint8_t> extract_tp_slice(const std::string& name, const void* 
              " outside [0, ", tp, ")");
   const auto* src = static_cast<const std::uint8_t*>(full);
   const std::int64_t total = product(shape, 0, shape.size());
+  // Loops below run over rows that hold elements: an empty tensor has none, however large its
+  // other dimensions ([2^62, 0] split by rows spun through 2^62 empty copies).
+  if (total == 0) return {};
   if (rule.kind == TpKind::kReplicated || tp == 1) {
     return std::vector<std::uint8_t>(src, src + static_cast<std::size_t>(total) * element_size);
   }

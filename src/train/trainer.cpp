@@ -4,8 +4,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <limits>
 #include <cstdio>
-#include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
 
@@ -15,10 +16,14 @@
 #include "shardwise/core/logging.hpp"
 #include "shardwise/model/gpt_model.hpp"
 #include "shardwise/optim/data_parallel_setup.hpp"
+#include "shardwise/train/eval_report.hpp"
 #include "shardwise/train/loss_plot.hpp"
 #include "shardwise/train/lr_schedule.hpp"
+#include "shardwise/train/metrics_log.hpp"
+#include "shardwise/train/nonfinite_steps.hpp"
 #include "shardwise/train/synthetic_task.hpp"
 #include "shardwise/train/token_file_dataset.hpp"
+#include "trainer_guards.hpp"
 
 namespace shardwise {
 
@@ -117,24 +122,6 @@ optim::OptimizerMode optimizer_mode(OptimizerKind kind) {
   return optim::OptimizerMode::kLayerWise;
 }
 
-// Rank-0 output: JSONL metrics and a terminal progress line.
-class MetricsLog {
- public:
-  MetricsLog(const std::string& jsonl_path, bool active) : active_(active) {
-    if (active_ && !jsonl_path.empty()) {
-      jsonl_.open(jsonl_path, std::ios::trunc);
-      SW_REQUIRE(jsonl_.good(), IoError, "cannot write metrics file '", jsonl_path, "'");
-    }
-  }
-  void write(const nlohmann::ordered_json& record) {
-    if (active_ && jsonl_.is_open()) jsonl_ << record.dump() << '\n' << std::flush;
-  }
-
- private:
-  bool active_;
-  std::ofstream jsonl_;
-};
-
 class ProgressBar {
  public:
   ProgressBar(std::int64_t total, bool enabled) : total_(total), enabled_(enabled) {}
@@ -217,11 +204,19 @@ TrainingSummary run_training(const TrainingConfig& input_config, const ProcessGr
   const ProcessGroupPtr& dp_group = groups.data_parallel;
   const int dp = dp_group->size(), rank = dp_group->rank();
   const bool is_rank0 = world->rank() == 0;
+  const std::string jsonl = !options.log_jsonl.empty() ? options.log_jsonl
+                                                       : config.logging.jsonl_path;
+  const std::string plot = !options.plot.empty() ? options.plot : config.logging.plot_path;
+  // Before any work: every output writable, the --save root ours alone (held until we return).
+  const auto save_root_lock = train_detail::prepare_outputs(
+      *world, {options.save_dir, jsonl, plot}, is_rank0 && !options.quiet);
 
   const auto dataset = make_dataset(config);
   const GptConfig model_config = gpt_config(config, *dataset);
-  GptModel<float> model(model_config);
   const auto mode = optimizer_mode(config.optimizer.kind);
+  train_detail::require_memory(*world, model_config, config,
+                               mode == optim::OptimizerMode::kDdp ? 1 : dp);
+  GptModel<float> model(model_config);
   auto ddps = optim::wrap_with_ddp({model.params()}, mode, config.ddp,
                                    DataParallelGroups::from(groups));
   DistributedDataParallel& ddp = *ddps.front();
@@ -268,9 +263,6 @@ TrainingSummary run_training(const TrainingConfig& input_config, const ProcessGr
     for (const auto& w : resolution.warnings) log::warning(w);
   }
 
-  const std::string jsonl = !options.log_jsonl.empty() ? options.log_jsonl
-                                                       : config.logging.jsonl_path;
-  const std::string plot = !options.plot.empty() ? options.plot : config.logging.plot_path;
   MetricsLog metrics(jsonl, is_rank0);
   ProgressBar progress(steps, is_rank0 && !options.quiet && config.logging.progress &&
                                   isatty(fileno(stdout)));
@@ -297,6 +289,7 @@ TrainingSummary run_training(const TrainingConfig& input_config, const ProcessGr
   }
   auto save = [&](std::int64_t step) {
     ddp.finish_all_param_sync();  // every rank (rank 0 above all) must hold the current weights
+    train_detail::require_finite_weights(*dp_group, model_tensors(model.params(), ddp), step);
     CheckpointSaveRequest request;
     request.root = options.save_dir;
     request.step = step;
@@ -321,6 +314,7 @@ TrainingSummary run_training(const TrainingConfig& input_config, const ProcessGr
     }
   };
 
+  NonFiniteSteps nonfinite(config.training.skip_nonfinite_steps);
   std::vector<std::int32_t> tokens(static_cast<std::size_t>(mbs) * seq),
       targets(static_cast<std::size_t>(mbs) * seq);
 
@@ -344,12 +338,12 @@ TrainingSummary run_training(const TrainingConfig& input_config, const ProcessGr
     const double total = optim::all_reduce_sum_exact(*dp_group, count);
     e.eval_loss = optim::all_reduce_sum_exact(*dp_group, loss_sum) / total;
     e.accuracy = optim::all_reduce_sum_exact(*dp_group, correct) / total;
+    add_language_model_metrics(e, *dataset);
     summary.evals.push_back(e);
-    metrics.write({{"step", e.step}, {"eval_loss", e.eval_loss}, {"accuracy", e.accuracy}});
+    metrics.write(eval_record(e));
     if (is_rank0 && !options.quiet) {
       if (progress.enabled()) std::fputc('\n', stdout);
-      log::info("eval step ", step, ": loss ", e.eval_loss, ", exact-match accuracy ",
-                e.accuracy * 100, "%");
+      log::info("eval step ", step, ": ", eval_summary(e));
     }
     return e;
   };
@@ -376,18 +370,25 @@ TrainingSummary run_training(const TrainingConfig& input_config, const ProcessGr
     ddp.finish_grad_sync();
     const double exposed = seconds_since(t_wait);
     const double comm = busy_seconds(*dp_group) - busy_before;
-    const optim::StepResult result = optimizer->step();
+    const double loss = optim::all_reduce_sum_exact(*dp_group, local_loss) / dp;
+    // A non-finite loss never reaches the optimizer; a non-finite grad norm makes it skip the
+    // update. Either way the step is skipped (within the allowance) or the run stops here.
+    optim::StepResult result;
+    result.grad_norm = std::numeric_limits<double>::quiet_NaN();
+    if (std::isfinite(loss)) result = optimizer->step();
+    const bool skipped = nonfinite.skip_step(*dp_group, step + 1, loss, result.grad_norm);
     consumed_samples += global_batch;
 
     StepMetrics s;
     s.step = step + 1;
-    s.loss = optim::all_reduce_sum_exact(*dp_group, local_loss) / dp;
+    s.loss = loss;
     s.grad_norm = result.grad_norm;
     s.lr = lr;
     s.step_ms = seconds_since(t0) * 1e3;
     s.tokens_per_s = static_cast<double>(global_batch * seq) / (s.step_ms / 1e3);
     s.comm_hidden_fraction = comm > 0 ? std::clamp(1.0 - exposed / comm, 0.0, 1.0) : 0.0;
     s.groups_dispatched_in_backward = dispatched_in_backward;
+    s.skipped = skipped;
     summary.steps.push_back(s);
     metrics.write({{"step", s.step},
                    {"loss", s.loss},
@@ -396,7 +397,8 @@ TrainingSummary run_training(const TrainingConfig& input_config, const ProcessGr
                    {"tokens_per_s", s.tokens_per_s},
                    {"step_ms", s.step_ms},
                    {"comm_hidden_fraction", s.comm_hidden_fraction},
-                   {"groups_dispatched_in_backward", s.groups_dispatched_in_backward}});
+                   {"groups_dispatched_in_backward", s.groups_dispatched_in_backward},
+                   {"skipped", skipped}});
     const bool log_line = config.logging.log_interval > 0 &&
                           (s.step % config.logging.log_interval == 0 || s.step == steps);
     if (is_rank0 && !options.quiet) {
@@ -428,6 +430,7 @@ TrainingSummary run_training(const TrainingConfig& input_config, const ProcessGr
     options.on_finish(TrainedModel{model.params(), values, *dp_group});
   }
 
+  metrics.close();
   if (is_rank0) {
     if (!plot.empty()) {
       PlotSeries train{"train loss", {}}, eval{"held-out loss", {}};
@@ -438,8 +441,7 @@ TrainingSummary run_training(const TrainingConfig& input_config, const ProcessGr
     }
     if (!options.quiet) {
       log::info("done: ", steps, " steps in ", summary.wall_seconds, " s | final loss ",
-                summary.final_loss, " | held-out loss ", summary.final_eval->eval_loss,
-                " | exact-match accuracy ", summary.final_eval->accuracy * 100, "% | ",
+                summary.final_loss, " | held-out ", eval_summary(*summary.final_eval), " | ",
                 summary.bytes_communicated, " bytes communicated by rank 0");
     }
   }

@@ -8,6 +8,8 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
+#include <functional>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -368,6 +370,116 @@ TEST_F(BadCheckpoint, OtherOptimizerKind) {
   const std::string m = load_error(kSpec, "distributed");
   EXPECT_MENTIONS(m, "optimizer kind 'ddp'");
   EXPECT_MENTIONS(m, "'distributed'");
+}
+
+// Manifests edited by hand (or damaged): every field a resume trusts is checked against the
+// others, the directory name and the files present.
+class BadManifest : public BadCheckpoint {
+ protected:
+  void edit_manifest(const std::function<void(nlohmann::json&)>& edit) {
+    const fs::path file = dir_ / "checkpoint.json";
+    std::ifstream in(file);
+    nlohmann::json m = nlohmann::json::parse(in);
+    in.close();
+    edit(m);
+    std::ofstream(file, std::ios::trunc) << m.dump(1);
+  }
+};
+
+TEST_F(BadManifest, StepOf2To63DoesNotWrapAround) {
+  edit_manifest([](nlohmann::json& m) { m["step"] = std::uint64_t{1} << 63; });
+  const std::string m = load_error();
+  EXPECT_MENTIONS(m, "\"step\" is 9223372036854775808");
+  EXPECT_MENTIONS(m, "checkpoint.json");
+}
+
+TEST_F(BadManifest, NegativeStep) {
+  edit_manifest([](nlohmann::json& m) { m["step"] = -5; });
+  EXPECT_MENTIONS(load_error(), "\"step\" is -5");
+}
+
+TEST_F(BadManifest, StepDiffersFromDirectoryName) {
+  edit_manifest([](nlohmann::json& m) {
+    m["step"] = 7;
+    m["trainer"]["next_step"] = 7;
+  });
+  const std::string m = load_error();
+  EXPECT_MENTIONS(m, "\"step\" is 7 but its directory is named for step 1");
+}
+
+TEST_F(BadManifest, NextStepDiffersFromStep) {
+  edit_manifest([](nlohmann::json& m) { m["trainer"]["next_step"] = 3; });
+  EXPECT_MENTIONS(load_error(), "trainer.next_step");
+}
+
+TEST_F(BadManifest, NegativeConsumedSamples) {
+  edit_manifest([](nlohmann::json& m) { m["trainer"]["consumed_samples"] = -16; });
+  EXPECT_MENTIONS(load_error(), "\"trainer.consumed_samples\" is -16");
+}
+
+TEST_F(BadManifest, HugeConsumedSamples) {
+  edit_manifest([](nlohmann::json& m) {
+    m["trainer"]["consumed_samples"] = std::int64_t{1} << 62;
+  });
+  EXPECT_MENTIONS(load_error(), "\"trainer.consumed_samples\" is 4611686018427387904");
+}
+
+TEST_F(BadManifest, DataParallelSizeThatDoesNotMatchTheRankFiles) {
+  edit_manifest([](nlohmann::json& m) { m["data_parallel_size"] = 2; });
+  const std::string m = load_error();
+  EXPECT_MENTIONS(m, "\"data_parallel_size\" is 2 but \"optimizer_files\" lists 1");
+}
+
+TEST_F(BadManifest, EmptyOptimizerFiles) {
+  edit_manifest([](nlohmann::json& m) { m["optimizer_files"] = nlohmann::json::array(); });
+  EXPECT_MENTIONS(load_error(), "\"optimizer_files\" is empty");
+}
+
+TEST_F(BadManifest, RankFileNamedForAnotherSize) {
+  edit_manifest([](nlohmann::json& m) {
+    m["optimizer_files"][0] = "optimizer-rank-00000-of-00002.safetensors";
+  });
+  EXPECT_MENTIONS(load_error(), "expected 'optimizer-rank-00000-of-00001.safetensors'");
+}
+
+TEST_F(BadManifest, ValidManifestStillLoads) {
+  edit_manifest([](nlohmann::json&) {});
+  EXPECT_EQ(load_error(), "(no error)");
+}
+
+// Rewrites `file` with element `element` of tensor `name` replaced by `value`.
+void poison_tensor(const fs::path& file, const std::string& name, std::int64_t element,
+                   float value) {
+  const SafetensorsFile original = SafetensorsFile::open(file);
+  SafetensorsWriter writer;
+  for (const auto& [k, v] : original.metadata()) writer.set_metadata(k, v);
+  std::vector<std::vector<float>> copies;
+  for (const auto& info : original.tensors()) {
+    const float* data = original.tensor(info.name).as<float>();
+    copies.emplace_back(data, data + info.numel());
+    if (info.name == name) copies.back()[static_cast<std::size_t>(element)] = value;
+  }
+  for (std::size_t i = 0; i < original.tensors().size(); ++i) {
+    const auto& info = original.tensors()[i];
+    writer.add(info.name, info.dtype, info.shape, copies[i].data());
+  }
+  const fs::path rewritten = file.string() + ".rewritten";
+  writer.write_atomic(rewritten);
+  fs::rename(rewritten, file);
+}
+
+TEST_F(BadCheckpoint, NaNInModelWeights) {
+  poison_tensor(dir_ / "model.safetensors", "head.weight", 5, std::nanf(""));
+  const std::string m = load_error();
+  EXPECT_MENTIONS(m, "model.safetensors");
+  EXPECT_MENTIONS(m, "'head.weight' holds a non-finite value (NaN or inf) at element 5");
+}
+
+TEST_F(BadCheckpoint, InfinityInOptimizerState) {
+  poison_tensor(dir_ / rank_file_, "layers.0.weight/exp_avg", 11, INFINITY);
+  const std::string m = load_error();
+  EXPECT_MENTIONS(m, rank_file_);
+  EXPECT_MENTIONS(m, "'layers.0.weight/exp_avg' holds a non-finite value (NaN or inf) at element 11");
 }
 
 // A save killed by SIGKILL at any moment leaves `latest` naming a complete checkpoint: the

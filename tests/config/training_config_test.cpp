@@ -245,6 +245,61 @@ TEST(TrainingConfig, OverridesApplyWithTypeChecking) {
   EXPECT_ERROR_CONTAINS(error_of("", {"model.hidden=[1"}), "value is not valid YAML");
 }
 
+// yaml-cpp keeps both entries of a repeated key and answers lookups with the first; a config
+// that says lr twice must not silently train with one of them.
+TEST(TrainingConfig, DuplicateKeysAreErrorsWhereverTheyAre) {
+  EXPECT_ERROR_CONTAINS(error_of("optimizer:\n  lr: 0.1\n  kind: ddp\n  lr: 0.01\n"),
+                        "test.yaml: key 'optimizer.lr' is given twice (lines 2 and 4)");
+  EXPECT_ERROR_CONTAINS(error_of("model: {layers: 2}\ndata: {}\nmodel: {layers: 4}\n"),
+                        "key 'model' is given twice (lines 1 and 3)");
+  EXPECT_ERROR_CONTAINS(
+      error_of("comm_overlap:\n  tp_comm_overlap_cfg:\n    proj_fprop: {method: bulk, "
+               "num_sm: 2, num_sm: 4}\n"),
+      "key 'comm_overlap.tp_comm_overlap_cfg.proj_fprop.num_sm' is given twice");
+  // Quoted and plain spellings are the same key.
+  EXPECT_ERROR_CONTAINS(error_of("training: {steps: 5, \"steps\": 6}"),
+                        "key 'training.steps' is given twice");
+  EXPECT_ERROR_CONTAINS(
+      error_of("", {"comm_overlap.tp_comm_overlap_cfg={proj_fprop: {method: bulk}, "
+                    "proj_fprop: null}"}),
+      "override 'comm_overlap.tp_comm_overlap_cfg={proj_fprop");
+  // An override replacing a key of the file is not a duplicate.
+  EXPECT_EQ(
+      parse_training_config("training: {steps: 50}", {"training.steps=70"}).training.steps, 70);
+}
+
+TEST(TrainingConfig, ConfigPathThatIsADirectoryOrDeviceIsRefused) {
+  const auto dir = std::filesystem::temp_directory_path();
+  try {
+    load_training_config(dir);
+    ADD_FAILURE() << "a directory was loaded as a config";
+  } catch (const IoError& e) {
+    EXPECT_ERROR_CONTAINS(std::string(e.what()), str_cat("config file ", dir.string(),
+                                                         " is a directory"));
+  }
+  try {
+    load_training_config("/dev/zero");
+    ADD_FAILURE() << "/dev/zero was loaded as a config";
+  } catch (const IoError& e) {
+    EXPECT_ERROR_CONTAINS(std::string(e.what()), "/dev/zero is not a regular file");
+  }
+  try {
+    load_training_config(dir / "no-such-config.yaml");
+    ADD_FAILURE() << "a missing file was loaded as a config";
+  } catch (const IoError& e) {
+    EXPECT_ERROR_CONTAINS(std::string(e.what()), "does not exist");
+  }
+}
+
+TEST(TrainingConfig, SkipNonFiniteStepsDefaultsToZeroAndIsValidated) {
+  EXPECT_EQ(parse_training_config("").training.skip_nonfinite_steps, 0);
+  EXPECT_EQ(parse_training_config("training: {skip_nonfinite_steps: 3}")
+                .training.skip_nonfinite_steps,
+            3);
+  EXPECT_ERROR_CONTAINS(error_of("training: {skip_nonfinite_steps: -1}"),
+                        "training.skip_nonfinite_steps must be >= 0 (got -1)");
+}
+
 TEST(TrainingConfig, TensorParallelOverlapConfigAsMapping) {
   const std::string yaml = R"(
 comm_overlap:

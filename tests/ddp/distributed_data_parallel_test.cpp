@@ -70,16 +70,21 @@ TEST(DdpConfig, BucketSizeDefaultsAndValidation) {
 
   DistributedDataParallelConfig bad;
   bad.bucket_size = 0;
-  expect_error<InvalidArgument>([&] { bad.validate(); }, {"bucket_size"});
+  expect_error<ConfigError>([&] { bad.validate(); }, {"ddp.bucket_size"});
   bad = {};
   bad.align_param_gather = true;
-  expect_error<InvalidArgument>([&] { bad.validate(); }, {"align_param_gather"});
+  expect_error<ConfigError>([&] { bad.validate(); }, {"ddp.align_param_gather"});
   bad = {};
   bad.overlap_param_gather = true;
-  expect_error<InvalidArgument>([&] { bad.validate(); }, {"use_distributed_optimizer"});
+  expect_error<ConfigError>([&] { bad.validate(); }, {"ddp.use_distributed_optimizer"});
   bad = {};
   bad.num_buckets_per_group = 0;
-  expect_error<InvalidArgument>([&] { bad.validate(); }, {"num_buckets_per_group"});
+  expect_error<ConfigError>([&] { bad.validate(); }, {"ddp.num_buckets_per_group"});
+  bad = {};
+  bad.per_token_loss = true;
+  bad.average_in_collective = true;
+  expect_error<ConfigError>([&] { bad.validate(); },
+                            {"ddp.per_token_loss", "average_in_collective"});
 }
 
 TEST(GradientScaling, SumAverageAndPerTokenModes) {

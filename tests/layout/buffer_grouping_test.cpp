@@ -78,6 +78,52 @@ TEST(BufferGrouping, ExpertParamsCountedSeparately) {
   EXPECT_EQ(groups.at(expert_key).param_indices, (std::vector<std::int64_t>{0, 1}));
 }
 
+TEST(BufferGrouping, LayerWiseAndAdamBuffersHaveSeparateIndexSpaces) {
+  // A small GPT in forward order: emb, then per layer norm, qkv, proj, norm, fc1, fc2; then the
+  // final norm and the output layer. Each buffer counts its own params from 0 in forward order.
+  ParamList params;
+  ParamInfo emb = matrix("emb", 100, 16);
+  emb.embedding_or_output = true;
+  params.push_back(emb);
+  for (int layer = 0; layer < 2; ++layer) {
+    params.push_back(vec(str_cat("l", layer, ".norm1"), 16));
+    params.push_back(matrix(str_cat("l", layer, ".qkv"), 48, 16));
+    params.push_back(matrix(str_cat("l", layer, ".proj"), 16, 16));
+    params.push_back(vec(str_cat("l", layer, ".norm2"), 16));
+    params.push_back(matrix(str_cat("l", layer, ".fc1"), 64, 16));
+    params.push_back(matrix(str_cat("l", layer, ".fc2"), 16, 64));
+  }
+  params.push_back(vec("final_norm", 16));
+  ParamInfo out = emb;
+  out.name = "out";
+  params.push_back(out);
+  // An fp8-stored matrix shares the counter of the bf16 layer-wise params.
+  params[3].dtype = DType::kFloat8E4M3;
+
+  LayoutOptions options;
+  options.algorithm = LayoutAlgorithm::kLayerWise;
+  const auto groups = group_params_for_buffers(params, options);
+  const auto& adam = groups.at(BufferKey{DType::kBFloat16, DType::kFloat32, false, false});
+  EXPECT_EQ(adam.params, (std::vector<ParamId>{0, 1, 4, 7, 10, 13, 14}));
+  EXPECT_EQ(adam.param_indices, (std::vector<std::int64_t>{0, 1, 2, 3, 4, 5, 6}));
+  const auto& matrices = groups.at(BufferKey{DType::kBFloat16, DType::kFloat32, false, true});
+  EXPECT_EQ(matrices.params, (std::vector<ParamId>{2, 5, 6, 8, 9, 11, 12}));
+  EXPECT_EQ(matrices.param_indices, (std::vector<std::int64_t>{0, 2, 3, 4, 5, 6, 7}));
+  const auto& fp8 = groups.at(BufferKey{DType::kUInt8, DType::kFloat32, false, true});
+  EXPECT_EQ(fp8.params, (std::vector<ParamId>{3}));
+  EXPECT_EQ(fp8.param_indices, (std::vector<std::int64_t>{1}));
+
+  // Without the layer-wise split (DistributedOptimizer) one bf16 index space spans everything
+  // (the fp8 param keeps its slot, so each index is the param's forward position).
+  options.algorithm = LayoutAlgorithm::kDistributed;
+  const auto dist = group_params_for_buffers(params, options);
+  const auto& all = dist.at(BufferKey{DType::kBFloat16, DType::kFloat32});
+  ASSERT_EQ(all.params.size(), 14u);
+  for (std::size_t i = 0; i < all.params.size(); ++i) {
+    EXPECT_EQ(all.param_indices[i], static_cast<std::int64_t>(all.params[i]));
+  }
+}
+
 // Routing of buffers to algorithms.
 TEST(FullParamLayout, RoutesBuffersToAlgorithms) {
   ParamList params;
@@ -122,7 +168,7 @@ TEST(FullParamLayout, RoutesBuffersToAlgorithms) {
   BufferLayoutInput input;
   input.params = &params;
   input.buffer_params = {0, 1, 8};
-  input.param_indices = {0, 1, 4};  // counted over dense bf16 params
+  input.param_indices = {0, 1, 2};  // the Adam buffer's own index space
   input.data_parallel_size = 4;
   EXPECT_EQ(lw.layouts.at(dense_adam), compute_dist_opt_layout(input));
 

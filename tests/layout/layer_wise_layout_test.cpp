@@ -86,9 +86,11 @@ TEST(LayerWiseLayout, ParamThatFitsIntoShardPaddingJoinsTheBucket) {
             layout.owner_shard(layout.param_index_map[1]));
   EXPECT_EQ(layout.owner_shard(layout.param_index_map[1]),
             layout.owner_shard(layout.param_index_map[2]));
-  // Megatron closes the chunk at A: 2 x 6400 for A, then 2 x 3840 for B | C.
-  const auto megatron = compute_megatron_layer_wise_layout(input);
-  EXPECT_EQ(megatron.numel(), 12800 + 7680);
+  // The LPT-floor baseline (Megatron-LM's rule) keeps its chunk open past A (6400 < int(2 x 6400 x 0.9) = 11520)
+  // and B (10240) until C (12160): the same single bucket of 2 x 6400.
+  const auto megatron = compute_lpt_floor_layer_wise_layout(input);
+  EXPECT_EQ(megatron.numel(), 12800);
+  ASSERT_EQ(megatron.bucket_indices.size(), 1u);
   EXPECT_EQ(check_shard_aligned(params, megatron, input.buffer_params, 2, false, 6400, false), "");
 }
 
@@ -112,6 +114,15 @@ TEST(LayerWiseLayout, SharedEmbeddingIsolatedAtItsBackpropPosition) {
     EXPECT_EQ(map.back().param, 0u);
     EXPECT_EQ(map.back().bucket, map[map.size() - 2].bucket + 1);
     EXPECT_EQ(layout.per_bucket_numel_unpadded.front(), 32000);
+    // Tied embeddings go to shard 0 (rank 0), at the start of their bucket, as in Megatron-LM,
+    // whatever the NS balance of the other buckets would prefer.
+    EXPECT_EQ(layout.owner_shard(map.front()), 0) << dp;
+    EXPECT_EQ(map.front().start, layout.bucket_indices.front().start) << dp;
+    EXPECT_EQ(layout.owner_shard(map.back()), 0) << dp;
+    EXPECT_EQ(map.back().start, layout.bucket_indices.back().start) << dp;
+    const auto megatron = compute_lpt_floor_layer_wise_layout(input);
+    EXPECT_EQ(megatron.owner_shard(megatron.param_index_map.front()), 0) << dp;
+    EXPECT_EQ(megatron.owner_shard(megatron.param_index_map.back()), 0) << dp;
   }
 }
 
@@ -142,7 +153,7 @@ std::vector<double> rank_ns_cost(const ParamList& params, const PerBufferParamLa
 TEST(LayerWiseLayout, BalancesNewtonSchulzCostAcrossBuckets) {
   // Backprop order A, B, A, B: A = 256x256 (NS 2^24), B = 4096x16 (NS 2^20), equal numel.
   // bucket_size makes each (A, B) pair a bucket; in each the pair splits over the two shards.
-  // Megatron gives rank 0 both A's; we send the second A to the rank that got B.
+  // The LPT-floor baseline gives rank 0 both A's; we send the second A to the rank that got B.
   ParamList params = {matrix("B1", 4096, 16), matrix("A1", 256, 256), matrix("B0", 4096, 16),
                       matrix("A0", 256, 256)};
   const auto input = whole_model(params, 2, 2 * 65536);
@@ -152,7 +163,7 @@ TEST(LayerWiseLayout, BalancesNewtonSchulzCostAcrossBuckets) {
   EXPECT_EQ(padding_elements(params, ours), 0);
   const auto cost = rank_ns_cost(params, ours);
   EXPECT_DOUBLE_EQ(cost[0], cost[1]);
-  const auto megatron = compute_megatron_layer_wise_layout(input);
+  const auto megatron = compute_lpt_floor_layer_wise_layout(input);
   const auto base = rank_ns_cost(params, megatron);
   EXPECT_DOUBLE_EQ(std::max(base[0], base[1]), 2.0 * (1 << 24));
 }

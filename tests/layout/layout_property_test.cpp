@@ -1,6 +1,6 @@
 // Property tests: random models and options; every layout is checked by the library's validator
 // and by the independent checker of layout_test_models.hpp; shard-aligned buffers are compared
-// with Megatron-LM's algorithm. Seeded, so a failing case reproduces from its number.
+// with the LPT + padding-floor baseline. Seeded, so a failing case reproduces from its number.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -109,7 +109,7 @@ bool expected_layer_wise(const ParamInfo& p, const LayoutOptions& o) {
 TEST(LayoutProperty, RandomModelsSatisfyEveryInvariant) {
   constexpr int kCases = 200;
   int shard_aligned_buffers = 0, better = 0, worse = 0;
-  double ours_padding = 0, megatron_padding = 0;
+  double ours_padding = 0, baseline_padding = 0;
   for (int seed = 0; seed < kCases; ++seed) {
     const Case c = random_case(static_cast<std::uint64_t>(seed));
     SCOPED_TRACE(str_cat("case ", seed));
@@ -144,17 +144,17 @@ TEST(LayoutProperty, RandomModelsSatisfyEveryInvariant) {
       input.bucket_size = c.options.bucket_size;
       input.data_parallel_size = dp;
       input.pad_for_high_nccl_busbw = c.options.pad_buckets_for_high_nccl_busbw;
-      const auto megatron = compute_megatron_layer_wise_layout(input);
+      const auto baseline = compute_lpt_floor_layer_wise_layout(input);
       ASSERT_EQ(
-          layout_test::check_shard_aligned(c.params, megatron, ids, dp,
+          layout_test::check_shard_aligned(c.params, baseline, ids, dp,
                                            input.pad_for_high_nccl_busbw, input.bucket_size, false),
           "");
       const auto ours_pad = layout_test::padding_elements(c.params, layout);
-      const auto base_pad = layout_test::padding_elements(c.params, megatron);
+      const auto base_pad = layout_test::padding_elements(c.params, baseline);
       better += ours_pad < base_pad;
       worse += ours_pad > base_pad;
       ours_padding += static_cast<double>(ours_pad) / static_cast<double>(layout.numel());
-      megatron_padding += static_cast<double>(base_pad) / static_cast<double>(megatron.numel());
+      baseline_padding += static_cast<double>(base_pad) / static_cast<double>(baseline.numel());
       // Determinism: the same input gives the same layout.
       EXPECT_EQ(compute_layer_wise_layout(input), layout);
     }
@@ -162,9 +162,9 @@ TEST(LayoutProperty, RandomModelsSatisfyEveryInvariant) {
   }
   std::printf(
       "[layout property] %d shard-aligned buffers: ours better %d, worse %d; mean padding "
-      "fraction ours %.4f vs megatron %.4f\n",
+      "fraction ours %.4f vs lpt-floor %.4f\n",
       shard_aligned_buffers, better, worse, ours_padding / shard_aligned_buffers,
-      megatron_padding / shard_aligned_buffers);
+      baseline_padding / shard_aligned_buffers);
   EXPECT_GT(shard_aligned_buffers, 200);
 }
 

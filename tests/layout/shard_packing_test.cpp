@@ -69,7 +69,7 @@ TEST(ShardPacking, ReachesLowerBoundOnRandomPerfectInstances) {
   EXPECT_GE(reached, trials * 8 / 10);
 }
 
-TEST(ShardPacking, NeverWorseThanMegatronGreedy) {
+TEST(ShardPacking, NeverWorseThanCappedNsGreedy) {
   std::mt19937_64 rng(11);
   for (int t = 0; t < 200; ++t) {
     const int bins = 1 + static_cast<int>(rng() % 12);

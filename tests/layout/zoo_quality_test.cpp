@@ -1,5 +1,5 @@
 // Quality of the layer-wise layout on every bundled model: every invariant holds and padding is
-// never worse than Megatron-LM's size-matching layout (baseline_layouts.hpp).
+// never worse than the LPT + padding-floor baseline (baseline_layouts.hpp).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -25,7 +25,7 @@ LayoutOptions layer_wise_options(int dp) {
 
 class ZooQuality : public ::testing::TestWithParam<std::tuple<std::string, int>> {};
 
-TEST_P(ZooQuality, LayerWiseNoWorseThanMegatronAndValid) {
+TEST_P(ZooQuality, LayerWiseNoWorseThanLptFloorAndValid) {
   const auto& [name, dp] = GetParam();
   const ParamList params = bundled_model_spec(name).params;
   const LayoutOptions options = layer_wise_options(dp);
@@ -33,8 +33,8 @@ TEST_P(ZooQuality, LayerWiseNoWorseThanMegatronAndValid) {
   const FullParamLayout ours = compute_full_param_layout(params, options);
   ASSERT_NO_THROW(validate_full_layout(params, ours, options));
 
-  // Megatron baseline: the same buffers, shard-aligned ones laid out by Megatron's algorithm.
-  FullParamLayout megatron = ours;
+  // Baseline: the same buffers, shard-aligned ones laid out by the LPT-floor baseline.
+  FullParamLayout baseline = ours;
   std::int64_t floor_padded = 0;  // lower bound on the padded size of any shard-aligned layout
   for (const auto& [key, group] : group_params_for_buffers(params, options)) {
     const PerBufferParamLayout& our_buffer = ours.layouts.at(key);
@@ -49,7 +49,7 @@ TEST_P(ZooQuality, LayerWiseNoWorseThanMegatronAndValid) {
     input.param_indices = group.param_indices;
     input.bucket_size = options.bucket_size;
     input.data_parallel_size = key.is_expert_parallel ? options.expert_dp() : dp;
-    megatron.layouts[key] = compute_megatron_layer_wise_layout(input);
+    baseline.layouts[key] = compute_lpt_floor_layer_wise_layout(input);
     // (validate_layout is not applied to the baseline: it also checks properties specific to our
     // algorithm, such as "no bucket opens with a param that fits the previous bucket's padding".)
 
@@ -68,15 +68,15 @@ TEST_P(ZooQuality, LayerWiseNoWorseThanMegatronAndValid) {
   }
 
   const LayoutStats our_stats = compute_layout_stats(params, ours, options);
-  const LayoutStats megatron_stats = compute_layout_stats(params, megatron, options);
-  EXPECT_EQ(our_stats.numel_unpadded, megatron_stats.numel_unpadded);
-  EXPECT_LE(our_stats.padding_fraction, megatron_stats.padding_fraction + kPaddingEpsilon)
-      << name << " dp " << dp << ": ours " << our_stats.padding_fraction << " megatron "
-      << megatron_stats.padding_fraction;
+  const LayoutStats baseline_stats = compute_layout_stats(params, baseline, options);
+  EXPECT_EQ(our_stats.numel_unpadded, baseline_stats.numel_unpadded);
+  EXPECT_LE(our_stats.padding_fraction, baseline_stats.padding_fraction + kPaddingEpsilon)
+      << name << " dp " << dp << ": ours " << our_stats.padding_fraction << " lpt-floor "
+      << baseline_stats.padding_fraction;
   EXPECT_GE(our_stats.numel_padded, floor_padded);
   EXPECT_GE(our_stats.ns_cost_max_over_mean, 1.0);
   RecordProperty("padding_ours", std::to_string(our_stats.padding_fraction));
-  RecordProperty("padding_megatron", std::to_string(megatron_stats.padding_fraction));
+  RecordProperty("padding_lpt_floor", std::to_string(baseline_stats.padding_fraction));
 }
 
 INSTANTIATE_TEST_SUITE_P(BundledModels, ZooQuality,

@@ -1,14 +1,18 @@
-// BLAS wrappers, gradient statistics and main <-> model precision copies.
+// BLAS wrappers, gradient statistics, main <-> model precision copies and the AdamW element
+// loop on every ISA level.
 #include <gtest/gtest.h>
 
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <random>
 #include <vector>
 
 #include "optim/reference_math.hpp"
 #include "shardwise/core/blas.hpp"
+#include "shardwise/core/cpu_isa.hpp"
 #include "shardwise/core/error.hpp"
+#include "shardwise/optim/adamw.hpp"
 #include "shardwise/optim/grad_stats.hpp"
 #include "shardwise/optim/mixed_precision.hpp"
 
@@ -146,6 +150,41 @@ TEST(MixedPrecision, TensorViewDispatch) {
   std::vector<std::uint8_t> bytes(3);
   EXPECT_THROW(copy_main_to_model(main, TensorView{bytes.data(), 3, DType::kFloat8E4M3}),
                InvalidArgument);
+}
+
+// The torch.optim.AdamW element update written out in the test, one element at a time.
+void reference_adamw(const AdamWStepScalars& s, float& p, float g, float& m, float& v) {
+  m = s.beta1 * m + s.one_minus_beta1 * g;
+  v = s.beta2 * v + s.one_minus_beta2 * (g * g);
+  const float denom = std::sqrt(v) * s.inv_sqrt_bias2 + s.eps;
+  p = p * s.decay - s.step_size * (m / denom);
+}
+
+TEST(AdamWKernel, EveryIsaLevelGivesTheScalarBits) {
+  const AdamWStepScalars s = AdamWStepScalars::make(3e-3, 0.1, 0.9, 0.95, 1e-8, 7);
+  std::mt19937 gen(9);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  // 16-wide vectors, 8-wide, 4-wide and the scalar tail all get elements.
+  const std::size_t n = 16 * 5 + 8 + 4 + 3;
+  std::vector<float> p0(n), g(n), m0(n), v0(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    p0[i] = normal(gen), g[i] = normal(gen) * 1e-2f, m0[i] = normal(gen) * 1e-3f;
+    v0[i] = std::fabs(normal(gen)) * 1e-5f;
+  }
+  g[3] = 0.0f, v0[3] = 0.0f;  // denominator eps only
+  std::vector<float> want_p = p0, want_m = m0, want_v = v0;
+  for (std::size_t i = 0; i < n; ++i) reference_adamw(s, want_p[i], g[i], want_m[i], want_v[i]);
+  for (IsaLevel level : supported_isa_levels()) {
+    ScopedIsaLevel forced(level);
+    std::vector<float> p = p0, m = m0, v = v0;
+    adamw_update(s, p, g, m, v);
+    for (std::size_t i = 0; i < n; ++i) {
+      ASSERT_EQ(std::bit_cast<std::uint32_t>(p[i]), std::bit_cast<std::uint32_t>(want_p[i]))
+          << isa_level_name(level) << " element " << i;
+      ASSERT_EQ(std::bit_cast<std::uint32_t>(m[i]), std::bit_cast<std::uint32_t>(want_m[i]));
+      ASSERT_EQ(std::bit_cast<std::uint32_t>(v[i]), std::bit_cast<std::uint32_t>(want_v[i]));
+    }
+  }
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include "shardwise/train/token_file_dataset.hpp"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <filesystem>
 #include <fstream>
@@ -23,6 +24,24 @@ class TokenFiles : public test::ScratchDirTest {
 template <typename Fn>
 std::string error_of(Fn&& fn) {
   return test::error_message_of(std::forward<Fn>(fn));
+}
+
+// Data that is not a regular file is refused before it is opened: /dev/zero would be read
+// forever, opening a FIFO blocks until a writer comes, and a directory reads as empty.
+TEST_F(TokenFiles, NonRegularFilesAreRefusedNamingWhatTheyAre) {
+  fs::create_directories(dir_ / "a_directory");
+  ASSERT_EQ(::mkfifo(path("a_fifo").c_str(), 0600), 0);
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {path("a_directory"), "is a directory"},
+      {path("a_fifo"), "is a FIFO (named pipe)"},
+      {"/dev/zero", "is a character device"},
+      {path("missing"), "does not exist"}};
+  for (const auto& [file, why] : cases) {
+    for (auto reader : {read_text_tokens, read_bin_tokens}) {
+      const std::string m = error_of([&] { reader(file); });
+      EXPECT_NE(m.find(str_cat("data file '", file, "' ", why)), std::string::npos) << m;
+    }
+  }
 }
 
 TEST_F(TokenFiles, TextIsByteLevel) {

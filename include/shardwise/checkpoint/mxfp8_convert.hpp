@@ -48,7 +48,7 @@ inline constexpr std::string_view kMxfp8MetaTensorPrefix = "shardwise.mxfp8.tens
 inline constexpr std::string_view kMxfp8ScaleSuffix = "_scale";
 
 // Names of tensors that stay in high precision unless --include asks for them: embeddings, the
-// output projection and normalisation weights. ECMAScript regex, searched anywhere in the name.
+// output projection and normalisation weights. RE2 regex, searched anywhere in the name.
 inline constexpr std::string_view kMxfp8DefaultExcludePattern =
     "embed|wte|wpe|lm_head|output_layer|norm|(^|[._])ln";
 
@@ -58,7 +58,8 @@ using ConvertProgress = std::function<void(std::uint64_t done, std::uint64_t tot
 struct Mxfp8ConvertOptions {
   Mxfp8ScaleRule rule = Mxfp8ScaleRule::kCeil;
   Mxfp8ScaleLayout layout = Mxfp8ScaleLayout::kRowMajor;
-  // Selection (ECMAScript regexes, matched with regex_search). A tensor is converted when it is
+  // Selection (RE2 regexes, searched anywhere in the name: the ECMAScript subset without
+  // backreferences or lookaround, matched in linear time). A tensor is converted when it is
   // 2-D fp32/bf16/fp16, matches one of `include` (every name when empty) and matches none of
   // `exclude`. kMxfp8DefaultExcludePattern is added to `exclude` when `include` is empty.
   std::vector<std::string> include;

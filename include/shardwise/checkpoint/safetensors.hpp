@@ -16,11 +16,15 @@
 // added (so every tensor is naturally aligned in the file and in a memory map of it); the header
 // lists them in that same layout order.
 //
-// What this reader accepts: any file that follows the format (header length up to 100 MB,
-// whitespace around the header JSON, tensors in any order in the header). Everything is checked
-// before use and the first violation is reported as a FormatError naming the file and, where
-// there is one, the tensor. Tensor entries with keys other than dtype/shape/data_offsets, and
-// duplicate keys at any level of the header, are rejected.
+// What this reader accepts: any file that follows the format (header length up to 100 MB, tensors
+// in any order in the header). The header must be strict JSON that starts with '{' and is padded
+// only with trailing spaces: a byte-order mark, a NUL byte or other padding is rejected, as are
+// JSON nested deeper than the format's 3 levels, tensor names over 64 KiB and shapes whose
+// non-zero dimensions multiply past int64. Everything is checked before use and the first
+// violation is reported as a FormatError naming the file and, where there is one, the tensor
+// (escaped and shortened: see core/message_text.hpp). Tensor entries with keys other than
+// dtype/shape/data_offsets, and duplicate keys at any level of the header, are rejected. Time is
+// linear in the header size (plus a sort by offset).
 #pragma once
 
 #include <cstddef>
@@ -32,6 +36,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "shardwise/core/dtype.hpp"
@@ -41,6 +46,9 @@ namespace shardwise {
 
 // Largest header the reader accepts (the limit of the reference implementation).
 inline constexpr std::uint64_t kSafetensorsMaxHeaderBytes = 100'000'000;
+// Longest tensor name the reader accepts and the writer writes (names are quoted in messages and
+// matched by patterns; nothing real comes close).
+inline constexpr std::size_t kSafetensorsMaxNameBytes = 64 * 1024;
 
 // One tensor entry of a header, with its byte range relative to the data area.
 struct SafetensorsTensorInfo {
@@ -192,6 +200,7 @@ class SafetensorsWriter {
   std::vector<const Entry*> layout_order() const;
 
   std::vector<Entry> entries_;
+  std::unordered_set<std::string> names_;  // of entries_, for O(1) duplicate checks
   std::map<std::string, std::string> metadata_;
 };
 

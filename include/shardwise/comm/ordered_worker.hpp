@@ -37,7 +37,9 @@ WorkPtr finished_work(std::exception_ptr error = nullptr);
 class OrderedWorker {
  public:
   explicit OrderedWorker(std::string name);
-  // Runs what is still queued, then joins the thread.
+  // Lets the running operation finish, then joins the thread. Operations still queued do not run
+  // (they may wait for a peer that is gone, and shutdown must not hang on them): their Work
+  // fails with a CommError saying the group shut down.
   ~OrderedWorker();
   OrderedWorker(const OrderedWorker&) = delete;
   OrderedWorker& operator=(const OrderedWorker&) = delete;
@@ -45,16 +47,21 @@ class OrderedWorker {
   // Queues `op`; the returned work completes when `op` returned (or threw: wait() rethrows).
   WorkPtr submit(std::function<void()> op);
   // Queues `op` without a Work of its own, for operations whose completion is reported elsewhere
-  // (a posted non-blocking request): `op` must catch its own errors.
-  void post(std::function<void()> op);
+  // (a posted non-blocking request): `op` must catch its own errors. `cancel` is called instead
+  // of `op` when the worker shuts down before running it.
+  void post(std::function<void()> op, std::function<void(std::exception_ptr)> cancel);
 
  private:
+  struct Task {
+    std::function<void()> run;
+    std::function<void(std::exception_ptr)> cancel;
+  };
   void run();
 
   std::string name_;
   std::mutex mutex_;
   std::condition_variable queue_cv_;
-  std::deque<std::function<void()>> queue_;
+  std::deque<Task> queue_;
   bool stopping_ = false;
   std::thread thread_;
 };

@@ -22,14 +22,13 @@ TrafficVolume all_gather_v_traffic(std::int64_t own_bytes, std::int64_t total_by
                                    int group_size);
 TrafficVolume broadcast_traffic(std::int64_t bytes, int group_size, int rank, int root);
 
-// Called by a group's worker thread right before it runs an operation; record() made later on
-// the same thread adds the time since then to busy_seconds of the recorded kind.
-void mark_operation_start();
-
 // Thread-safe per-kind accumulator behind ProcessGroup::traffic().
 class TrafficRecorder {
  public:
-  void record(CollectiveKind kind, TrafficVolume volume);
+  // `busy_seconds`: how long the operation ran (collectives: on the group's worker; send/recv:
+  // from posting the request to its completion), measured by the caller: the thread that
+  // records is not always the one that ran the operation.
+  void record(CollectiveKind kind, TrafficVolume volume, double busy_seconds = 0);
   // Every kind is present (zero when unused), so callers can use at().
   TrafficCounters snapshot() const;
   void reset();

@@ -1,7 +1,6 @@
-// The ddp section of a training config. It is the DDP layer's own DistributedDataParallelConfig
-// (shardwise/ddp/ddp_config.hpp; one type, so the trainer hands config.ddp straight to the DDP
-// wrapper); this header adds what the config layer needs on top. The bucket size rule lives with
-// the struct: DistributedDataParallelConfig::resolved_bucket_size(dp).
+// Settings of DistributedDataParallel (Megatron's DistributedDataParallelConfig) and the ddp
+// section of a training config: one type, so the trainer hands config.ddp straight to the DDP
+// wrapper. It lives in the config layer, below ddp/, which uses it.
 //
 // YAML keys of the section: grad_reduce_in_fp32, overlap_grad_reduce, overlap_param_gather,
 // align_param_gather, use_distributed_optimizer, bucket_size, average_in_collective,
@@ -9,13 +8,60 @@
 // use_legacy_param_sync: the all_gather_v comparison path), num_buckets_per_group.
 #pragma once
 
-#include "shardwise/ddp/ddp_config.hpp"
+#include <cstdint>
+#include <optional>
+
+#include "shardwise/layout/layout_options.hpp"
 
 namespace shardwise {
 
-// The checks of DistributedDataParallelConfig::validate() as ConfigErrors that name the key
-// ("ddp.bucket_size must be >= 1"), so a bad file fails at load time.
-void validate_ddp_section(const DistributedDataParallelConfig& config);
+struct DistributedDataParallelConfig {
+  // Reduce gradients in fp32 (grad buffers are fp32 whatever the param dtype).
+  bool grad_reduce_in_fp32 = true;
+  // Dispatch a bucket group's collective as soon as all its grads are ready (during backward)
+  // instead of at finish_grad_sync().
+  bool overlap_grad_reduce = false;
+  // Dispatch param all-gathers asynchronously; the forward pass calls finish_param_sync(group)
+  // before it uses a group's params, which also dispatches the next group's gather.
+  bool overlap_param_gather = false;
+  // With overlap_param_gather: start_param_sync() dispatches every group's gather at once
+  // instead of only the first (the rest follow the forward pass).
+  bool align_param_gather = false;
+  // Reduce-scatter grads into each rank's shard and all-gather params (DistributedOptimizer and
+  // LayerWiseDistributedOptimizer); all-reduce grads otherwise.
+  bool use_distributed_optimizer = false;
+  // Approximate elements per bucket; nullopt = resolved by resolved_bucket_size().
+  std::optional<std::int64_t> bucket_size;
+  // Average in the collective (ReduceOp::kAvg) instead of pre-scaling by 1/dp and summing.
+  bool average_in_collective = false;
+  bool pad_buckets_for_high_nccl_busbw = false;
+  // The loss is already summed per token and normalised by the caller: no gradient scaling.
+  bool per_token_loss = false;
+  // Seed 002's baseline: grads all-reduced over the whole buffer, params synced by an
+  // all_gather_v of each rank's owned params (flatten / gather / unflatten).
+  bool use_legacy_param_sync = false;
+  // Consecutive buckets (in backprop order, within one buffer) per bucket group when
+  // overlap_grad_reduce is on. Without overlap every buffer forms a single bucket group.
+  int num_buckets_per_group = 1;
+
+  // Megatron's default: max(40M, 1M * dp) elements with overlap_grad_reduce, a single bucket
+  // (nullopt) without. An explicit bucket_size wins.
+  std::optional<std::int64_t> resolved_bucket_size(int data_parallel_size) const;
+
+  // Whether grads are reduce-scattered (true) or all-reduced (false).
+  bool reduce_scatter_grads() const { return use_distributed_optimizer && !use_legacy_param_sync; }
+
+  // The one validator of these settings, used by the config loader and the DDP wrapper alike.
+  // Throws ConfigError naming the key ("ddp.bucket_size must be >= 1"): bucket_size < 1,
+  // num_buckets_per_group < 1, align_param_gather without overlap_param_gather,
+  // overlap_param_gather without the distributed optimizer, per_token_loss together with
+  // average_in_collective.
+  void validate() const;
+
+  // LayoutOptions the layout algorithms need for this config (bucket size resolved for dp).
+  LayoutOptions layout_options(LayoutAlgorithm algorithm, int data_parallel_size,
+                               std::optional<int> expert_data_parallel_size = std::nullopt) const;
+};
 
 // Field-by-field equality over every key of the section.
 bool same_ddp_settings(const DistributedDataParallelConfig& a,

@@ -85,6 +85,9 @@ struct TrainLoopConfig {
   LrSchedule lr_schedule = LrSchedule::kCosine;
   std::int64_t eval_interval = 50;  // 0: no evaluation
   std::int64_t seed = 1234;
+  // Steps whose loss or grad norm is NaN/inf that may be skipped (no update applied, as Megatron
+  // does) before the run stops; 0: the first such step stops the run.
+  std::int64_t skip_nonfinite_steps = 0;
 
   bool operator==(const TrainLoopConfig&) const = default;
 };

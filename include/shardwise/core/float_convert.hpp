@@ -1,10 +1,13 @@
-// Scalar conversions between fp32 and the 16-bit float formats, round-to-nearest-even.
-// Header-only so hot loops inline them (the compiler vectorises loops over these).
+// Conversions between fp32 and the 16-bit float formats, round-to-nearest-even: scalar
+// (header-only, inline) and bulk (vectorised for the CPU at run time, see cpu_isa.hpp). The bulk
+// routines give exactly the bits of the scalar ones; every layer converts arrays through them.
 #pragma once
 
 #include <bit>
 #include <cstdint>
 #include <cstring>
+
+#include "shardwise/core/tensor_view.hpp"
 
 namespace shardwise {
 
@@ -58,5 +61,16 @@ inline fp16_bits float_to_fp16(float f) {
   v += 0xfffu + ((v >> 13) & 1u);
   return static_cast<fp16_bits>(sign | (v >> 13));
 }
+
+// Bulk conversions of n elements (n >= 0; src and dst must not overlap).
+void bf16_to_float_n(const bf16_bits* src, float* dst, std::int64_t n);
+void fp16_to_float_n(const fp16_bits* src, float* dst, std::int64_t n);
+void float_to_bf16_n(const float* src, bf16_bits* dst, std::int64_t n);
+void float_to_fp16_n(const float* src, fp16_bits* dst, std::int64_t n);
+
+// Converts src into dst element by element; each side fp32, bf16 or fp16 (equal dtypes copy).
+// A 16-bit -> 16-bit conversion goes through fp32 (exact for the widening step). Throws
+// InvalidArgument naming `what` for another dtype, ShapeError when the element counts differ.
+void convert_floats(TensorView src, TensorView dst, std::string_view what = "convert_floats");
 
 }  // namespace shardwise

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "shardwise/comm/process_group.hpp"
-#include "shardwise/ddp/ddp_config.hpp"
+#include "shardwise/config/ddp_config.hpp"
 #include "shardwise/ddp/param_and_grad_buffer.hpp"
 
 namespace shardwise {

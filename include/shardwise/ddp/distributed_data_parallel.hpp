@@ -17,7 +17,7 @@
 
 #include "shardwise/comm/process_group.hpp"
 #include "shardwise/ddp/bucket_group.hpp"
-#include "shardwise/ddp/ddp_config.hpp"
+#include "shardwise/config/ddp_config.hpp"
 #include "shardwise/ddp/param_and_grad_buffer.hpp"
 #include "shardwise/layout/param_info.hpp"
 #include "shardwise/layout/param_layout.hpp"

@@ -47,11 +47,11 @@ std::int64_t lpt_shard_units(std::vector<std::int64_t> units, int bins, std::int
 
 // Packs items into `bins` bins minimising the shard size: longest-processing-time first, then
 // bounded improvement moves/swaps out of the fullest bin, also trying the NS-ordered capped greedy
-// of Megatron-LM; keeps the best. Deterministic; work is bounded by item/bin counts, never time.
+// below; keeps the best. Deterministic; work is bounded by item/bin counts, never time.
 ShardPacking pack_into_shards(const std::vector<PackItem>& items, int bins,
                               std::int64_t divisor_units);
 
-// Megatron-LM's packing: items by NS cost (descending) onto the least-loaded bin whose load stays
+// Capped greedy by Newton–Schulz cost: items by NS cost (descending) onto the least-loaded bin whose load stays
 // within cap_factor x the mean load, else onto the least-loaded bin.
 ShardPacking pack_capped_greedy_by_ns(const std::vector<PackItem>& items, int bins,
                                       std::int64_t divisor_units, double cap_factor = 1.3);

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "shardwise/layout/param_info.hpp"
@@ -56,6 +57,10 @@ class GptModel {
   // After forward: per sequence, whether every counted target is the argmax prediction (with
   // teacher forcing this equals greedy-decoding exact match).
   std::vector<bool> exact_match() const;
+
+  // After forward: the model's next-token distribution (softmax of the logits, vocab_size
+  // values) at position t of sequence b. Valid until the next forward.
+  std::span<const Scalar> probabilities(int b, int t) const;
 
  private:
   struct Activations;

@@ -14,6 +14,7 @@
 // updates are the same either way (bitwise).
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 
@@ -25,14 +26,33 @@
 
 namespace shardwise::optim {
 
+// A caller-supplied child optimizer (seed 001 hands the constructor the optimizers to chain).
+// `selects` picks the managed params this child updates — every managed param must be picked by
+// exactly one child — and `make` builds the child over the ones this rank owns: one ParamGroup
+// per managed bucket group (named "bucket_group_<g>", forward order) of fp32 main-param views.
+// Any Optimizer works.
+struct LayerWiseChild {
+  std::function<bool(const ParamInfo&)> selects;
+  std::function<std::unique_ptr<Optimizer>(std::vector<ParamGroup>)> make;
+};
+// Run once on its child right after the child is built (seed 001's init_state_fn_list), e.g. to
+// create or load optimizer state.
+using InitStateFn = std::function<void(Optimizer&)>;
+
 class LayerWiseDistributedOptimizer : public Optimizer {
  public:
-  // Manages the buffers `manages` accepts. Muon steps the owned params that
+  // Convenience: manages the buffers `manages` accepts. Muon steps the owned params that
   // is_managed_by_layer_wise_optimizer accepts; AdamW the other owned params.
   // overlap_param_gather_with_optimizer_step needs the buffer path (InvalidArgument on legacy).
   LayerWiseDistributedOptimizer(DistributedDataParallel& ddp, BufferSelector manages,
                                 MuonOptions muon, AdamWOptions adamw,
                                 bool overlap_param_gather_with_optimizer_step = false);
+  // Caller-supplied children, stepped in order; init_state_fn_list is empty or has one function
+  // per child. InvalidArgument when a managed param is selected by no child or by several.
+  // set_lr sets every child's lr. Params are gathered after all children have stepped.
+  LayerWiseDistributedOptimizer(DistributedDataParallel& ddp, BufferSelector manages,
+                                std::vector<LayerWiseChild> children,
+                                std::vector<InitStateFn> init_state_fn_list = {});
 
   std::string_view kind() const override { return "layer_wise"; }
   bool step_with_ready_grads() override;
@@ -48,6 +68,8 @@ class LayerWiseDistributedOptimizer : public Optimizer {
   // The managed bucket groups in the order step_with_ready_grads updates (and, with the overlap,
   // dispatches) them: forward order.
   std::vector<int> step_order() const;
+  // The chained children, in step order.
+  const std::vector<std::unique_ptr<Optimizer>>& children() const { return children_; }
 
   // Param sync after a step: buffer all-gather of the managed groups, or the legacy copy path.
   void sync_params();
@@ -55,9 +77,15 @@ class LayerWiseDistributedOptimizer : public Optimizer {
   void broadcast_params();
 
  private:
+  LayerWiseDistributedOptimizer(DistributedDataParallel& ddp, BufferSelector manages,
+                                bool overlap_param_gather_with_optimizer_step);
   static std::map<ParamId, int> compute_owners(const DistributedDataParallel& ddp,
                                                const BufferSelector& manages, bool legacy);
   std::vector<OwnedSlice> local_params() const;
+  void build_children(std::vector<LayerWiseChild> children,
+                      const std::vector<InitStateFn>& init_state_fn_list);
+  // Index of the child that selects `param` (exactly one does, checked at construction).
+  std::size_t child_of(ParamId param) const;
 
   DistributedDataParallel& ddp_;
   BufferSelector manages_;
@@ -66,9 +94,12 @@ class LayerWiseDistributedOptimizer : public Optimizer {
   std::map<ParamId, int> owners_;
   std::vector<OwnedSlice> slices_;
   std::vector<BucketGroupMainParams> by_group_;
-  // Param group i of each holds its share of the owned params of by_group_[i].
-  std::unique_ptr<Muon> muon_;
-  std::unique_ptr<AdamW> adamw_;
+  // Param group i of each child holds its share of the owned params of by_group_[i].
+  std::vector<std::unique_ptr<Optimizer>> children_;
+  std::vector<std::function<bool(const ParamInfo&)>> selects_;
+  // Set on the convenience path, which steps one bucket group at a time (the overlap needs it).
+  Muon* muon_ = nullptr;
+  AdamW* adamw_ = nullptr;
   double muon_lr_ratio_ = 1.0;  // Muon lr / AdamW lr, so one schedule drives both
 };
 

@@ -3,20 +3,8 @@
 // tensor-parallel slices - bf16, or MXFP8 in persistent buffers whose addresses never change, so
 // CUDA-graph captures on the inference side stay valid from one refit to the next.
 //
-// Megatron tensor-parallel rules per weight kind (matched on the end of the param name, so both
-// this repository's names and Megatron-Core's linear_* names work):
-//   column-parallel, split along dim 0 (the output features):
-//     attention QKV weight and bias (*qkv.weight / *qkv.bias) with stride 3: the fused [q; k; v]
-//       rows are split block-wise so each TP rank gets the q, k and v rows of its own heads;
-//     MLP fc1 weight and bias (*fc1.weight / *fc1.bias);
-//     word embeddings and the output layer, along the vocabulary (*word_embeddings.weight,
-//       *output_layer.weight);
-//   row-parallel, split along dim 1 (the input features): attention proj and MLP fc2 weights
-//     (*proj.weight, *fc2.weight);
-//   replicated on every TP rank: everything else (proj / fc2 biases, layernorms, position
-//     embeddings).
-// MXFP8 on the inference side: the 2-D weights except embeddings and the output layer (their rows
-// are looked up, not multiplied, and stay bf16).
+// The weights arrive in Megatron's tensor-parallel layout (tp_rules.hpp); the 2-D non-embedding
+// weights as MXFP8 in the MXFP8 modes.
 #pragma once
 
 #include <cstdint>
@@ -31,41 +19,10 @@
 #include "shardwise/reshard/reshard_executor.hpp"
 #include "shardwise/reshard/reshard_plan.hpp"
 #include "shardwise/reshard/sharding_spec.hpp"
+#include "shardwise/reshard/tp_rules.hpp"
 
 namespace shardwise {
 
-enum class TpKind { kColumnParallel, kRowParallel, kReplicated };
-// "column", "row", "replicated"
-const char* tp_kind_name(TpKind kind);
-
-struct TpRule {
-  TpKind kind = TpKind::kReplicated;
-  int partition_dim = 0;  // the split dimension (column: 0, row: 1); unused when replicated
-  int stride = 1;         // block interleave of the split dim (fused QKV: 3)
-  bool operator==(const TpRule&) const = default;
-};
-
-// "column(dim 0, stride 3)", "row(dim 1)", "replicated"
-std::string to_string(const TpRule& rule);
-
-// The Megatron rule for a param (see the header comment). Throws InvalidArgument naming the param
-// when its shape cannot carry the rule (e.g. a 1-D "proj.weight").
-TpRule megatron_tp_rule(const std::string& name, const std::vector<std::int64_t>& shape);
-
-// Whether the inference side stores this param as MXFP8: 2-D and not an embedding / output layer.
-bool is_mxfp8_refit_candidate(const std::string& name, const std::vector<std::int64_t>& shape);
-
-// The spec of `rule` over the TP ranks [first_rank, first_rank + tp): split params give TP rank t
-// its slice (stride blocks in order), replicated params are held whole by every TP rank. Throws
-// InvalidArgument naming the param when tp x stride does not divide the split dimension.
-ShardingSpec tp_sharding(const std::string& name, const std::vector<std::int64_t>& shape,
-                         const TpRule& rule, int tp, int first_rank = 0);
-
-// The shape of one TP rank's local tensor (the split dimension divided by tp).
-std::vector<std::int64_t> tp_local_shape(const std::vector<std::int64_t>& shape, const TpRule& rule,
-                                         int tp);
-
-// ---------------------------------------------------------------------------------------------
 // Refit between a training group and an inference group sharing one process group.
 
 enum class RefitMode {

@@ -1,5 +1,5 @@
 // Offline tensor-parallel export: cuts whole tensors (e.g. a checkpoint's model.safetensors) into
-// each TP rank's slice by the Megatron rules of refit.hpp, optionally converting the 2-D weights
+// each TP rank's slice by the Megatron rules of tp_rules.hpp, optionally converting the 2-D weights
 // to MXFP8. Pure functions over memory; `shardwise reshard` does the file I/O.
 //
 // The slicing here is plain index arithmetic (no boxes, no planner), so it doubles as the
@@ -19,7 +19,7 @@
 
 #include "shardwise/core/dtype.hpp"
 #include "shardwise/core/mxfp8.hpp"
-#include "shardwise/reshard/refit.hpp"
+#include "shardwise/reshard/tp_rules.hpp"
 
 namespace shardwise {
 

@@ -12,6 +12,10 @@ namespace shardwise {
 
 enum class Split { kTrain, kValidation };
 
+// What evaluation measures (see train/eval_report.hpp): exact match of whole answers, or
+// language-model figures (perplexity, bits per byte).
+enum class EvalKind { kExactMatch, kLanguageModel };
+
 class TokenDataset {
  public:
   virtual ~TokenDataset() = default;
@@ -25,6 +29,9 @@ class TokenDataset {
   // Number of validation samples an evaluation uses.
   virtual std::int64_t validation_size() const = 0;
   virtual std::string describe() const = 0;
+  virtual EvalKind eval_kind() const { return EvalKind::kExactMatch; }
+  // Whether each token is one byte of text (then loss in bits is bits per byte).
+  virtual bool byte_level() const { return false; }
 };
 
 }  // namespace shardwise

@@ -31,6 +31,10 @@ class TokenFileDataset final : public TokenDataset {
             std::int32_t* targets) const override;
   std::int64_t validation_size() const override { return validation_samples_; }
   std::string describe() const override { return description_; }
+  EvalKind eval_kind() const override { return EvalKind::kLanguageModel; }
+  // A vocabulary of at most 256 is read as bytes (text files; .bin files written by
+  // scripts/prepare_fortunes.py); subword tokenizers have far larger vocabularies.
+  bool byte_level() const override { return vocab_size_ <= 256; }
 
  private:
   std::vector<std::int32_t> train_, val_;

@@ -29,12 +29,18 @@ struct StepMetrics {
   // Bucket groups whose grad collective had been dispatched before the trainer entered
   // finish_grad_sync (during backward: overlap_grad_reduce); the rest are dispatched there.
   int groups_dispatched_in_backward = 0;
+  // The loss or grad norm was not finite: no update was applied (training.skip_nonfinite_steps).
+  bool skipped = false;
 };
 
 struct EvalMetrics {
   std::int64_t step = 0;
   double eval_loss = 0;
   double accuracy = 0;  // exact match over held-out samples
+  // Language-model data only (see train/eval_report.hpp): exp(eval_loss), and eval_loss in bits
+  // when tokens are bytes.
+  std::optional<double> perplexity;
+  std::optional<double> bits_per_byte;
 };
 
 struct TrainingSummary {

@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 #include <memory>
 #include <set>
 
@@ -219,6 +220,128 @@ TEST(LayerWiseOwnership, EveryParamHasExactlyOneOwnerAndBroadcastReachesEveryRan
       }
     }
   }
+}
+
+// Runs three steps of the optimizer `make` builds over a fresh all-layer-wise DDP of the test
+// model (same values and grads on every call) and returns the params afterwards.
+std::vector<std::vector<float>> params_after_steps(
+    const std::function<std::unique_ptr<Optimizer>(DistributedDataParallel&)>& make) {
+  const ProcessGroupPtr world = init_mpi_world();
+  const ParallelGroups groups = make_parallel_groups(world, ParallelSizes{});
+  const ParamList params = test_model();
+  DistributedDataParallelConfig config;
+  config.bucket_size = 3000;
+  auto ddps = wrap_with_ddp({params}, OptimizerMode::kLayerWise, config,
+                            DataParallelGroups::from(groups), /*all_layer_wise=*/true);
+  DistributedDataParallel& ddp = *ddps.front();
+  for (ParamId id = 0; id < params.size(); ++id) {
+    float* v = ddp.param(id).as<float>();
+    for (std::int64_t i = 0; i < params[id].numel(); ++i) v[i] = dyadic(1000 + id, i);
+  }
+  std::unique_ptr<Optimizer> optimizer = make(ddp);
+  for (int step = 0; step < 3; ++step) {
+    ddp.zero_grad_buffer();
+    for (ParamId id = params.size(); id-- > 0;) {
+      float* g = ddp.main_grad(id).as<float>();
+      for (std::int64_t i = 0; i < params[id].numel(); ++i) g[i] = dyadic(step * 100 + id, i);
+      ddp.register_grad_ready(id);
+    }
+    ddp.finish_grad_sync();
+    EXPECT_TRUE(optimizer->step().stepped);
+  }
+  std::vector<std::vector<float>> out;
+  for (ParamId id = 0; id < params.size(); ++id) {
+    const float* v = ddp.param(id).as<float>();
+    out.emplace_back(v, v + params[id].numel());
+  }
+  return out;
+}
+
+const BufferSelector kAllBuffers = [](const BufferKey&) { return true; };
+
+TEST(LayerWiseCallerOptimizers, MuonAndAdamWGivenByTheCallerMatchTheConveniencePath) {
+  const auto convenience = params_after_steps([](DistributedDataParallel& ddp) {
+    return std::make_unique<LayerWiseDistributedOptimizer>(ddp, kAllBuffers, muon_options(),
+                                                           adamw_options());
+  });
+  std::vector<std::string> initialised;
+  const auto given = params_after_steps([&](DistributedDataParallel& ddp) {
+    std::vector<LayerWiseChild> children;
+    children.push_back({[](const ParamInfo& p) { return is_managed_by_layer_wise_optimizer(p); },
+                        [](std::vector<ParamGroup> g) {
+                          return std::make_unique<Muon>(std::move(g), muon_options());
+                        }});
+    children.push_back({[](const ParamInfo& p) { return !is_managed_by_layer_wise_optimizer(p); },
+                        [](std::vector<ParamGroup> g) {
+                          return std::make_unique<AdamW>(std::move(g), adamw_options());
+                        }});
+    std::vector<InitStateFn> init;
+    for (int c = 0; c < 2; ++c) {
+      init.push_back([&](Optimizer& child) { initialised.emplace_back(child.kind()); });
+    }
+    auto optimizer = std::make_unique<LayerWiseDistributedOptimizer>(
+        ddp, kAllBuffers, std::move(children), std::move(init));
+    EXPECT_EQ(optimizer->children().size(), 2u);
+    return optimizer;
+  });
+  EXPECT_EQ(initialised, (std::vector<std::string>{"muon", "adamw"}));
+  ASSERT_EQ(given.size(), convenience.size());
+  for (std::size_t id = 0; id < given.size(); ++id) EXPECT_EQ(given[id], convenience[id]) << id;
+}
+
+TEST(LayerWiseCallerOptimizers, AnyOptimizerOverTheManagedParams) {
+  // One AdamW over every param: each rank updates what it owns, the gather spreads it, so every
+  // rank ends with what a single-process AdamW computes from the same grads.
+  const auto got = params_after_steps([](DistributedDataParallel& ddp) {
+    std::vector<LayerWiseChild> children{
+        {[](const ParamInfo&) { return true; },
+         [](std::vector<ParamGroup> g) {
+           return std::make_unique<AdamW>(std::move(g), adamw_options());
+         }}};
+    return std::make_unique<LayerWiseDistributedOptimizer>(ddp, kAllBuffers, std::move(children));
+  });
+  const ParamList params = test_model();
+  Reference ref = make_reference(params, OptimizerMode::kDistributed);  // AdamW everywhere
+  for (ParamId id = 0; id < params.size(); ++id) {
+    for (std::int64_t i = 0; i < params[id].numel(); ++i) ref.values[id][i] = dyadic(1000 + id, i);
+  }
+  for (int step = 0; step < 3; ++step) {
+    for (ParamId id = 0; id < params.size(); ++id) {
+      for (std::int64_t i = 0; i < params[id].numel(); ++i) {
+        ref.grads[id][i] = dyadic(step * 100 + id, i);
+      }
+    }
+    ASSERT_TRUE(ref.optimizer->step().stepped);
+  }
+  for (ParamId id = 0; id < params.size(); ++id) EXPECT_EQ(got[id], ref.values[id]) << id;
+}
+
+TEST(LayerWiseCallerOptimizers, BadChildrenAreRejected) {
+  const ProcessGroupPtr world = init_mpi_world();
+  const ParallelGroups groups = make_parallel_groups(world, ParallelSizes{});
+  auto ddps = wrap_with_ddp({test_model()}, OptimizerMode::kLayerWise, {},
+                            DataParallelGroups::from(groups), /*all_layer_wise=*/true);
+  const auto adamw = [](std::vector<ParamGroup> g) {
+    return std::make_unique<AdamW>(std::move(g), adamw_options());
+  };
+  const auto matrices = [](const ParamInfo& p) { return p.shape.size() == 2; };
+  // Norms and biases are selected by no child.
+  EXPECT_THROW(LayerWiseDistributedOptimizer(*ddps.front(), kAllBuffers, {{matrices, adamw}}),
+               InvalidArgument);
+  // Matrices selected twice.
+  EXPECT_THROW(LayerWiseDistributedOptimizer(
+                   *ddps.front(), kAllBuffers,
+                   {{matrices, adamw}, {[](const ParamInfo&) { return true; }, adamw}}),
+               InvalidArgument);
+  // One init function for two children.
+  const auto rest = [](const ParamInfo& p) { return p.shape.size() != 2; };
+  EXPECT_THROW(LayerWiseDistributedOptimizer(*ddps.front(), kAllBuffers,
+                                             {{matrices, adamw}, {rest, adamw}},
+                                             {[](Optimizer&) {}}),
+               InvalidArgument);
+  EXPECT_THROW(
+      LayerWiseDistributedOptimizer(*ddps.front(), kAllBuffers, std::vector<LayerWiseChild>{}),
+      InvalidArgument);
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-#include "shardwise/ddp/ddp_config.hpp"
+#include "shardwise/config/ddp_config.hpp"
 
 #include <algorithm>
 
@@ -14,17 +14,20 @@ std::optional<std::int64_t> DistributedDataParallelConfig::resolved_bucket_size(
 }
 
 void DistributedDataParallelConfig::validate() const {
-  SW_REQUIRE(!bucket_size || *bucket_size >= 1, InvalidArgument,
-             "ddp config: bucket_size must be >= 1, got ", bucket_size.value_or(0));
-  SW_REQUIRE(num_buckets_per_group >= 1, InvalidArgument,
-             "ddp config: num_buckets_per_group must be >= 1, got ", num_buckets_per_group);
-  SW_REQUIRE(!align_param_gather || overlap_param_gather, InvalidArgument,
-             "ddp config: align_param_gather requires overlap_param_gather");
-  SW_REQUIRE(!overlap_param_gather || use_distributed_optimizer, InvalidArgument,
-             "ddp config: overlap_param_gather requires use_distributed_optimizer");
-  SW_REQUIRE(!(per_token_loss && average_in_collective), InvalidArgument,
-             "ddp config: per_token_loss and average_in_collective cannot both be set (the loss "
-             "is already normalised by the token count)");
+  if (bucket_size) {
+    SW_REQUIRE(*bucket_size >= 1, ConfigError, "ddp.bucket_size must be >= 1 (got ", *bucket_size,
+               ")");
+  }
+  SW_REQUIRE(num_buckets_per_group >= 1, ConfigError,
+             "ddp.num_buckets_per_group must be >= 1 (got ", num_buckets_per_group, ")");
+  SW_REQUIRE(!align_param_gather || overlap_param_gather, ConfigError,
+             "ddp.align_param_gather needs ddp.overlap_param_gather");
+  SW_REQUIRE(!overlap_param_gather || use_distributed_optimizer, ConfigError,
+             "ddp.overlap_param_gather needs a distributed optimizer "
+             "(ddp.use_distributed_optimizer; optimizer.kind layer-wise or distributed)");
+  SW_REQUIRE(!(per_token_loss && average_in_collective), ConfigError,
+             "ddp.per_token_loss and ddp.average_in_collective cannot both be set (the loss is "
+             "already normalised by the token count)");
 }
 
 LayoutOptions DistributedDataParallelConfig::layout_options(

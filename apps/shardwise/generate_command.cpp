@@ -1,0 +1,80 @@
+// `shardwise generate --checkpoint DIR --prompt TEXT [--tokens N --temperature T --top-k K
+// --seed S]`: samples text from a byte-level model trained by `shardwise train --save DIR`, to see
+// what it learnt. DIR is a checkpoint root (its latest step; --step S for another) or a step
+// directory. Prints the prompt followed by the sampled bytes. One process, no MPI.
+#include <cstdio>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "command_registry.hpp"
+#include "shardwise/core/error.hpp"
+#include "shardwise/train/checkpoint_gpt.hpp"
+#include "shardwise/train/text_generation.hpp"
+
+namespace shardwise::cli {
+namespace {
+
+struct GenerateArgs {
+  std::string checkpoint;
+  std::int64_t step = -1;
+  std::string prompt;
+  int tokens = 200;
+  SamplingOptions sampling;
+};
+
+// Each byte of the prompt is one token; the model must know every one of them.
+std::vector<std::int32_t> prompt_tokens(const std::string& prompt, int vocab) {
+  SW_REQUIRE(!prompt.empty(), InvalidArgument, "--prompt: empty (give at least one character)");
+  std::vector<std::int32_t> tokens;
+  for (std::size_t i = 0; i < prompt.size(); ++i) {
+    const int byte = static_cast<unsigned char>(prompt[i]);
+    SW_REQUIRE(byte < vocab, InvalidArgument, "--prompt: byte ", byte, " at position ", i,
+               " is outside the model's vocabulary of ", vocab, " (bytes 0..", vocab - 1, ")");
+    tokens.push_back(byte);
+  }
+  return tokens;
+}
+
+int run_generate(const GenerateArgs& args) {
+  TokenSampler{args.sampling};  // bad --temperature / --top-k fail before any file is read
+  std::optional<std::int64_t> step;
+  if (args.step >= 0) step = args.step;
+  CheckpointGpt loaded = load_gpt_checkpoint(args.checkpoint, step);
+  const int vocab = loaded.config.vocab_size;
+  SW_REQUIRE(vocab <= 256, InvalidArgument, "checkpoint '", loaded.directory.string(),
+             "': vocabulary of ", vocab, " tokens is not byte-level; generate reads and "
+             "writes text as bytes (train on text or byte-level .bin data)");
+  const std::vector<std::int32_t> prompt = prompt_tokens(args.prompt, vocab);
+  const std::vector<std::int32_t> generated =
+      generate_tokens(*loaded.model, prompt, args.tokens, args.sampling);
+  std::string text = args.prompt;
+  for (std::int32_t t : generated) text.push_back(static_cast<char>(t));
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  std::fputc('\n', stdout);
+  return 0;
+}
+
+const bool registered = register_command(
+    "generate", "Sample text from a trained byte-level model (a `train --save` checkpoint)",
+    [](CLI::App& app) {
+      auto args = std::make_shared<GenerateArgs>();
+      app.add_option("--checkpoint", args->checkpoint,
+                     "Checkpoint root (latest step) or step directory")
+          ->required();
+      app.add_option("--step", args->step, "With a checkpoint root: use step S")
+          ->check(CLI::NonNegativeNumber);
+      app.add_option("--prompt", args->prompt, "Text to continue (one token per byte)")->required();
+      app.add_option("--tokens", args->tokens, "Bytes to generate (default 200)")
+          ->check(CLI::NonNegativeNumber);
+      app.add_option("--temperature", args->sampling.temperature,
+                     "Sampling temperature; 0 = greedy (default 0.8)");
+      app.add_option("--top-k", args->sampling.top_k,
+                     "Sample among the K most likely bytes only; 0 = all (default)");
+      app.add_option("--seed", args->sampling.seed, "Random seed (default 0)");
+      return [args] { return run_generate(*args); };
+    });
+
+}  // namespace
+}  // namespace shardwise::cli

@@ -1,0 +1,42 @@
+// One writer per checkpoint root. Two jobs saving into the same --save DIR would interleave their
+// steps and move `latest` back and forth; a job takes this lock before its first save and holds it
+// until it ends, and a second job is refused with the owner's host and pid.
+//
+// The lock is flock(2) on DIR/.lock (released by the kernel when the holder exits, however it
+// exits, so a crash never leaves a stale lock); the file's content - "host pid start-time" - is
+// only there to name the owner in the message. Taking the lock also removes what a killed save
+// left behind (hidden .step-N.staging.* and .step-N.pruned directories, .latest.tmp.* files):
+// no other writer can be using them while we hold the lock.
+#pragma once
+
+#include <filesystem>
+#include <string>
+
+namespace shardwise {
+
+inline constexpr std::string_view kCheckpointLockFile = ".lock";
+
+class CheckpointRootLock {
+ public:
+  // Creates `root` when missing, takes the lock without waiting and cleans up leftovers. Throws
+  // IoError naming the root and the current owner when another process holds it.
+  explicit CheckpointRootLock(const std::filesystem::path& root);
+  ~CheckpointRootLock();
+  CheckpointRootLock(const CheckpointRootLock&) = delete;
+  CheckpointRootLock& operator=(const CheckpointRootLock&) = delete;
+
+  const std::filesystem::path& root() const { return root_; }
+  // Leftover entries removed when the lock was taken.
+  int removed_leftovers() const { return removed_; }
+
+ private:
+  std::filesystem::path root_;
+  int fd_ = -1;
+  int removed_ = 0;
+};
+
+// Removes leftovers of interrupted saves in `root` (see above); returns how many. Only safe while
+// holding the root's lock.
+int remove_interrupted_save_leftovers(const std::filesystem::path& root);
+
+}  // namespace shardwise

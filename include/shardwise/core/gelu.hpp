@@ -1,0 +1,27 @@
+// GELU with the tanh approximation (GPT-2) on fp32 arrays, vectorised for the CPU at run time
+// (cpu_isa.hpp). libm's tanhf is a scalar call and was a third of a training step's CPU time;
+// these use a branch-free tanh (Cephes' tanhf/expf polynomials) that stays within a few ulp of
+// libm and gives the same bits on every ISA level.
+//   gelu(x)  = 0.5 x (1 + tanh(k (x + c x^3))),  k = sqrt(2/pi), c = 0.044715
+#pragma once
+
+#include <cstdint>
+
+namespace shardwise {
+
+inline constexpr float kGeluTanhK = 0.7978845608028654f;  // sqrt(2/pi)
+inline constexpr float kGeluTanhC = 0.044715f;
+
+// The scalar form of the vectorised tanh (what every lane computes). NaN stays NaN, +-Inf -> +-1.
+float tanh_approx(float x);
+
+// y[i] = tanh_approx(x[i]).
+void tanh_approx_n(const float* x, float* y, std::int64_t n);
+
+// y[i] = gelu(x[i]). x and y may be the same array.
+void gelu_tanh_forward(const float* x, float* y, std::int64_t n);
+
+// d[i] *= gelu'(x[i]), in place.
+void gelu_tanh_backward(const float* x, float* d, std::int64_t n);
+
+}  // namespace shardwise

@@ -1,0 +1,21 @@
+// Quoting untrusted text (tensor names, JSON values, file contents) in error messages: the CLI
+// prints a message as one line on a terminal, so a name holding "\n" or an ANSI escape sequence
+// must not reach it raw, and a megabyte-long value must not be copied whole into a message.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+namespace shardwise {
+
+// Default cap, in bytes of the input, for a quoted untrusted value.
+inline constexpr std::size_t kMessageQuoteLimit = 64;
+
+// `text` made safe for a one-line message: C0/C1 control characters, DEL, backslash and bytes
+// that are not valid UTF-8 are written as escapes (\n, \t, \\, \x1b, \u0085, ...); printable
+// UTF-8 passes unchanged. Only the first `max_bytes` bytes of the input are kept (never cutting a
+// UTF-8 sequence); when more follow, "...(N bytes)" with the full length is appended.
+std::string printable(std::string_view text, std::size_t max_bytes = kMessageQuoteLimit);
+
+}  // namespace shardwise

@@ -1,0 +1,31 @@
+// A trained GPT read back from a training checkpoint for inference (`shardwise generate`): the
+// architecture from the manifest's config, the weights from model.safetensors. No optimizer
+// state and no process group are involved; the model owns its storage.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "shardwise/model/gpt_model.hpp"
+
+namespace shardwise {
+
+struct CheckpointGpt {
+  std::filesystem::path directory;  // the step directory read
+  std::int64_t step = 0;
+  GptConfig config;
+  std::vector<std::vector<float>> values, grads;  // per parameter, bound to the model
+  std::unique_ptr<GptModel<float>> model;
+};
+
+// `path`: a checkpoint root (its latest step, or step `step`) or a step directory, as in
+// resolve_checkpoint_directory. The context length is the learned position table's length, or
+// model.seq_len with rotary positions. Throws IoError/FormatError/ShapeError naming the file and
+// the tensor when the checkpoint does not hold the model its config describes.
+CheckpointGpt load_gpt_checkpoint(const std::filesystem::path& path,
+                                  std::optional<std::int64_t> step = {});
+
+}  // namespace shardwise

@@ -1,0 +1,119 @@
+#include "shardwise/checkpoint/checkpoint_root_lock.hpp"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <ctime>
+
+#include "shardwise/core/error.hpp"
+#include "shardwise/core/logging.hpp"
+
+namespace shardwise {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string quoted(const fs::path& p) { return str_cat("'", p.string(), "'"); }
+
+std::string host_name() {
+  char buf[256] = {};
+  if (::gethostname(buf, sizeof buf - 1) != 0) return "unknown-host";
+  return buf;
+}
+
+// "host pid start-time" of the current owner, as it wrote it (bounded, printable).
+std::string read_owner(int fd) {
+  char buf[256] = {};
+  const ssize_t n = ::pread(fd, buf, sizeof buf - 1, 0);
+  std::string owner = n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : std::string();
+  while (!owner.empty() && (owner.back() == '\n' || owner.back() == ' ')) owner.pop_back();
+  for (char& c : owner) {
+    if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) >= 0x7f) c = '?';
+  }
+  return owner.empty() ? std::string("unknown (no owner recorded)") : owner;
+}
+
+void write_owner(int fd) {
+  const std::time_t now = std::time(nullptr);
+  std::tm utc{};
+  char since[32] = "?";
+  if (::gmtime_r(&now, &utc) != nullptr) std::strftime(since, sizeof since, "%FT%TZ", &utc);
+  const std::string text = str_cat("host ", host_name(), " pid ", ::getpid(), " since ", since, "\n");
+  if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, text.data(), text.size(), 0) < 0) {
+    log::warning("could not record the lock owner in the checkpoint lock file: ",
+                 std::strerror(errno));
+  }
+}
+
+// ".step-0000100.staging.<pid>.<tag>.<n>", ".step-0000100.pruned", ".latest.tmp.<...>".
+bool is_interrupted_save_leftover(const std::string& name) {
+  auto starts = [&](std::string_view p) { return name.compare(0, p.size(), p) == 0; };
+  if (starts(".latest.tmp.")) return true;
+  if (!starts(".step-")) return false;
+  return name.find(".staging.") != std::string::npos ||
+         (name.size() > 7 && name.compare(name.size() - 7, 7, ".pruned") == 0);
+}
+
+}  // namespace
+
+int remove_interrupted_save_leftovers(const fs::path& root) {
+  int removed = 0;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(root, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (!is_interrupted_save_leftover(name)) continue;
+    std::error_code remove_error;
+    fs::remove_all(entry.path(), remove_error);
+    if (remove_error) {
+      log::warning("could not remove ", quoted(entry.path()),
+                   " (left by an interrupted checkpoint save): ", remove_error.message());
+    } else {
+      ++removed;
+    }
+  }
+  return removed;
+}
+
+CheckpointRootLock::CheckpointRootLock(const fs::path& root) : root_(root) {
+  std::error_code ec;
+  fs::create_directories(root, ec);
+  SW_REQUIRE(fs::is_directory(root), IoError, "checkpoint directory ", quoted(root),
+             " cannot be created", ec ? str_cat(": ", ec.message()) : std::string());
+  const fs::path file = root / kCheckpointLockFile;
+  fd_ = ::open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+  SW_REQUIRE(fd_ >= 0, IoError, "cannot open checkpoint lock file ", quoted(file), ": ",
+             std::strerror(errno));
+  int rc;
+  do {
+    rc = ::flock(fd_, LOCK_EX | LOCK_NB);
+  } while (rc != 0 && errno == EINTR);
+  if (rc != 0) {
+    const int error = errno;
+    const std::string owner = read_owner(fd_);
+    ::close(fd_);
+    fd_ = -1;
+    SW_REQUIRE(error != EWOULDBLOCK, IoError, "checkpoint directory ", quoted(root),
+               " is in use by another job (", owner, ", holding ", quoted(file),
+               "); two jobs saving into one directory would interleave their checkpoints: use "
+               "another --save directory or wait for that job to end");
+    throw IoError(str_cat("cannot lock checkpoint directory ", quoted(root), " (", quoted(file),
+                          "): ", std::strerror(error)));
+  }
+  write_owner(fd_);
+  removed_ = remove_interrupted_save_leftovers(root);
+}
+
+CheckpointRootLock::~CheckpointRootLock() {
+  if (fd_ < 0) return;
+  // The file stays (removing it would race with a job opening it); the lock goes with the fd.
+  if (::ftruncate(fd_, 0) != 0) {
+    // Best effort: a stale owner line is harmless, flock is what counts.
+  }
+  ::close(fd_);
+}
+
+}  // namespace shardwise

@@ -1,0 +1,89 @@
+#include "shardwise/train/checkpoint_gpt.hpp"
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "shardwise/checkpoint/checkpoint.hpp"
+#include "shardwise/checkpoint/safetensors.hpp"
+#include "shardwise/core/error.hpp"
+
+namespace shardwise {
+
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+const json& model_section(const json& manifest, const fs::path& dir) {
+  const fs::path file = dir / kCheckpointManifestFile;
+  SW_REQUIRE(manifest.contains("config") && manifest["config"].is_object() &&
+                 manifest["config"].contains("model") && manifest["config"]["model"].is_object(),
+             FormatError, "checkpoint manifest '", file.string(),
+             "' has no \"config\".\"model\" section (not written by `shardwise train`?)");
+  return manifest["config"]["model"];
+}
+
+template <typename T>
+T model_field(const json& model, const char* key, const fs::path& dir) {
+  try {
+    return model.at(key).get<T>();
+  } catch (const json::exception&) {
+    throw FormatError(str_cat("checkpoint manifest '", (dir / kCheckpointManifestFile).string(),
+                              "': config.model.", key, " is missing or of the wrong type"));
+  }
+}
+
+// Sizes the weights determine (vocabulary, learned context length) come from the weights;
+// the rest from the config the run was trained with.
+GptConfig config_from(const json& model, const SafetensorsFile& weights, const fs::path& dir) {
+  GptConfig g;
+  g.num_layers = model_field<int>(model, "layers", dir);
+  g.hidden = model_field<int>(model, "hidden", dir);
+  g.num_heads = model_field<int>(model, "heads", dir);
+  g.ffn_hidden = model_field<int>(model, "ffn", dir);
+  g.rope = model_field<std::string>(model, "position", dir) == "rope";
+  g.tied_embeddings = model_field<bool>(model, "tied_embeddings", dir);
+  const auto& embedding = weights.info("embedding.word_embeddings.weight");
+  SW_REQUIRE(embedding.shape.size() == 2, ShapeError, "'", weights.path().string(),
+             "': embedding.word_embeddings.weight is not a matrix");
+  g.vocab_size = static_cast<int>(embedding.shape[0]);
+  g.seq_len = g.rope
+                  ? model_field<int>(model, "seq_len", dir)
+                  : static_cast<int>(weights.info("embedding.position_embeddings.weight").shape[0]);
+  g.validate();
+  return g;
+}
+
+std::string shape_string(const std::vector<std::int64_t>& shape) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) out += str_cat(i ? ", " : "", shape[i]);
+  return out + "]";
+}
+
+}  // namespace
+
+CheckpointGpt load_gpt_checkpoint(const fs::path& path, std::optional<std::int64_t> step) {
+  CheckpointGpt out;
+  out.directory = resolve_checkpoint_directory(path, step);
+  const json manifest = read_checkpoint_manifest(out.directory);
+  out.step = manifest.at("step").get<std::int64_t>();
+  const SafetensorsFile weights = SafetensorsFile::open(out.directory / kCheckpointModelFile);
+  out.config = config_from(model_section(manifest, out.directory), weights, out.directory);
+  out.model = std::make_unique<GptModel<float>>(out.config);
+  std::vector<float*> values, grads;
+  for (const ParamInfo& p : out.model->params()) {
+    const SafetensorsTensorInfo& info = weights.info(p.name);
+    SW_REQUIRE(info.dtype == DType::kFloat32 && info.shape == p.shape, ShapeError, "'",
+               weights.path().string(), "': tensor '", p.name, "' is ", dtype_name(info.dtype), " ",
+               shape_string(info.shape), ", but the checkpoint's config gives fp32 ",
+               shape_string(p.shape));
+    auto& v = out.values.emplace_back(static_cast<std::size_t>(p.numel()));
+    weights.read_range(p.name, 0, p.numel(), v.data());
+    values.push_back(v.data());
+    grads.push_back(out.grads.emplace_back(static_cast<std::size_t>(p.numel())).data());
+  }
+  out.model->bind(std::move(values), std::move(grads));
+  return out;
+}
+
+}  // namespace shardwise

@@ -1,0 +1,99 @@
+#include "trainer_guards.hpp"
+
+#include <cmath>
+#include <cstdlib>
+#include <exception>
+
+#include "shardwise/core/error.hpp"
+#include "shardwise/core/logging.hpp"
+#include "shardwise/train/memory_estimate.hpp"
+#include "shardwise/train/nonfinite_steps.hpp"
+#include "shardwise/train/output_preflight.hpp"
+
+namespace shardwise::train_detail {
+namespace {
+
+std::string broadcast_text(ProcessGroup& group, std::string text, int root) {
+  std::int64_t size = static_cast<std::int64_t>(text.size());
+  group.broadcast(TensorView{&size, 1, DType::kInt64}, root)->wait();
+  text.resize(static_cast<std::size_t>(size));
+  if (size > 0) group.broadcast(TensorView{text.data(), size, DType::kUInt8}, root)->wait();
+  return text;
+}
+
+// Ranks sharing this host, as the launcher reports it (memory is per host, not per rank).
+int ranks_on_this_host(int world_size) {
+  for (const char* name : {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"}) {
+    if (const char* value = std::getenv(name)) {
+      const int n = std::atoi(value);
+      if (n > 0) return std::min(n, world_size);
+    }
+  }
+  return 1;
+}
+
+}  // namespace
+
+std::unique_ptr<CheckpointRootLock> prepare_outputs(ProcessGroup& world, const OutputPaths& paths,
+                                                    bool verbose) {
+  std::unique_ptr<CheckpointRootLock> lock;
+  std::string failure;
+  if (world.rank() == 0) {
+    try {
+      if (!paths.log_jsonl.empty()) preflight_output_file(paths.log_jsonl, "--log-jsonl");
+      if (!paths.plot.empty()) preflight_output_file(paths.plot, "--plot");
+      if (!paths.save_dir.empty()) {
+        preflight_output_directory(paths.save_dir, "--save");
+        lock = std::make_unique<CheckpointRootLock>(paths.save_dir);
+        if (verbose && lock->removed_leftovers() > 0) {
+          log::info("removed ", lock->removed_leftovers(), " leftover(s) of interrupted saves in '",
+                    paths.save_dir, "'");
+        }
+      }
+    } catch (const Error& e) {
+      failure = e.what();
+      if (failure.empty()) failure = "output check failed";
+    }
+  }
+  failure = broadcast_text(world, failure, 0);
+  if (!failure.empty()) throw IoError(failure);
+  return lock;
+}
+
+void require_memory(ProcessGroup& world, const GptConfig& model, const TrainingConfig& config,
+                    int optimizer_shards) {
+  const MemoryEstimate estimate =
+      estimate_training_memory(model, config.training.micro_batch_size,
+                               config.data.eval_samples, optimizer_shards);
+  std::exception_ptr failure;
+  try {
+    require_memory_fits(estimate, ranks_on_this_host(world.size()), available_memory_bytes());
+  } catch (const ConfigError&) {
+    failure = std::current_exception();
+  }
+  const bool everyone_fits = all_ranks_agree(world, failure == nullptr);
+  if (failure) std::rethrow_exception(failure);
+  SW_REQUIRE(everyone_fits, ConfigError,
+             "another rank found too little memory for this run on its host (see its message)");
+}
+
+void require_finite_weights(ProcessGroup& group, const std::vector<ModelTensor>& model,
+                            std::int64_t step) {
+  std::string bad;
+  for (const ModelTensor& t : model) {
+    if (t.values.dtype != DType::kFloat32 || !bad.empty()) continue;
+    const float* v = t.values.as<float>();
+    for (std::int64_t i = 0; i < t.values.numel; ++i) {
+      if (!std::isfinite(v[i])) {
+        bad = str_cat("'", t.name, "' element ", i, " is ", v[i]);
+        break;
+      }
+    }
+  }
+  const bool finite = all_ranks_agree(group, bad.empty());
+  SW_REQUIRE(finite, NonFiniteTrainingError, "step ", step, ": the weights are not finite (",
+             bad.empty() ? std::string("on another rank") : bad,
+             "); stopping without saving a checkpoint from this state");
+}
+
+}  // namespace shardwise::train_detail

@@ -1,0 +1,37 @@
+// Internal to the trainer: the checks run_training makes before it starts (output paths, the
+// --save root's lock, memory) and before it saves (finite weights). Each is collective over the
+// group it is given, so a failure on one rank stops every rank instead of leaving the others
+// waiting in the next collective.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "shardwise/checkpoint/checkpoint.hpp"
+#include "shardwise/checkpoint/checkpoint_root_lock.hpp"
+#include "shardwise/comm/process_group.hpp"
+#include "shardwise/config/training_config.hpp"
+#include "shardwise/model/gpt_config.hpp"
+
+namespace shardwise::train_detail {
+
+struct OutputPaths {
+  std::string save_dir, log_jsonl, plot;
+};
+
+// Rank 0 (which writes all of them) preflights every output path and takes the save root's lock
+// (nullptr when there is no save_dir, and on other ranks). Throws IoError on every rank when
+// rank 0 failed, with rank 0's message.
+std::unique_ptr<CheckpointRootLock> prepare_outputs(ProcessGroup& world, const OutputPaths& paths,
+                                                    bool verbose);
+
+// Refuses (ConfigError, on every rank) a model that cannot fit in this host's available memory.
+void require_memory(ProcessGroup& world, const GptConfig& model, const TrainingConfig& config,
+                    int optimizer_shards);
+
+// Throws NonFiniteTrainingError on every rank when a weight is NaN or infinite on any rank.
+void require_finite_weights(ProcessGroup& group, const std::vector<ModelTensor>& model,
+                            std::int64_t step);
+
+}  // namespace shardwise::train_detail

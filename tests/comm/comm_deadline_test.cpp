@@ -1,0 +1,128 @@
+// The watchdog's clock: back-off schedule, polling until done or the deadline, the CPU a long wait
+// costs, and the message printed when a wait times out.
+#include "shardwise/comm/comm_deadline.hpp"
+
+#include <gtest/gtest.h>
+#include <time.h>
+
+#include <chrono>
+#include <limits>
+
+#include "shardwise/core/error.hpp"
+
+namespace shardwise {
+namespace {
+
+using std::chrono::microseconds;
+using std::chrono::milliseconds;
+using std::chrono::nanoseconds;
+using Clock = std::chrono::steady_clock;
+
+double thread_cpu_seconds() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
+TEST(PollBackoff, SpinsFirstThenSleepsAGrowingSliceCappedAtOneMillisecond) {
+  for (int polls = 0; polls < PollBackoff::kSpinPolls; ++polls) {
+    EXPECT_EQ(PollBackoff::sleep_after(polls, milliseconds(50)).count(), 0) << polls;
+  }
+  const int later = PollBackoff::kSpinPolls;
+  EXPECT_EQ(PollBackoff::sleep_after(later, microseconds(1)), microseconds(2));     // floor
+  EXPECT_EQ(PollBackoff::sleep_after(later, microseconds(800)), microseconds(100));  // 1/8
+  EXPECT_EQ(PollBackoff::sleep_after(later, milliseconds(4)), microseconds(500));
+  EXPECT_EQ(PollBackoff::sleep_after(later, milliseconds(8)), milliseconds(1));  // cap reached
+  EXPECT_EQ(PollBackoff::sleep_after(later + 1000, std::chrono::hours(5)), milliseconds(1));
+  // Never longer than an eighth of the wait once past the floor: completion is noticed late by
+  // at most ~12%.
+  for (auto waited = microseconds(16); waited < milliseconds(100); waited *= 2) {
+    EXPECT_LE(PollBackoff::sleep_after(later, waited), nanoseconds(waited) / 8) << waited.count();
+  }
+}
+
+TEST(PollUntil, ReturnsTrueAsSoonAsDoneWithoutSleepingForQuickOperations) {
+  int calls = 0;
+  const auto start = Clock::now();
+  EXPECT_TRUE(poll_until([&] { return ++calls == 10; }, std::chrono::seconds(5)));
+  EXPECT_EQ(calls, 10);
+  EXPECT_LT(Clock::now() - start, milliseconds(100));  // within the spin phase: no sleep at all
+}
+
+TEST(PollUntil, NoticesCompletionSoonAfterItHappens) {
+  const auto start = Clock::now();
+  const auto ready_at = start + milliseconds(40);
+  Clock::time_point seen;
+  EXPECT_TRUE(poll_until(
+      [&] {
+        seen = Clock::now();
+        return seen >= ready_at;
+      },
+      std::chrono::seconds(10)));
+  // Sleeps are at most 1 ms (5 ms allows for a loaded machine's scheduling).
+  EXPECT_LT(seen - ready_at, milliseconds(5) + milliseconds(20));
+}
+
+TEST(PollUntil, GivesUpAtTheDeadlineWithoutBurningTheCore) {
+  int calls = 0;
+  const double cpu_before = thread_cpu_seconds();
+  const auto start = Clock::now();
+  EXPECT_FALSE(poll_until([&] { return ++calls < 0; }, milliseconds(400)));
+  const double wall = std::chrono::duration<double>(Clock::now() - start).count();
+  const double cpu = thread_cpu_seconds() - cpu_before;
+  EXPECT_GE(wall, 0.4);
+  EXPECT_LT(wall, 0.4 + 0.5);  // the last sleep is cut at the deadline
+  // Spinning would poll millions of times and use the whole core; polling about once per
+  // millisecond uses a few percent of it.
+  EXPECT_LT(calls, 2000) << "polls in 0.4 s";
+  EXPECT_LT(cpu, 0.1 * wall) << "CPU seconds spent waiting " << cpu << " of " << wall;
+  EXPECT_GE(calls, 64);
+}
+
+TEST(PollUntil, ATimeoutOfZeroStillPollsOnce) {
+  int calls = 0;
+  EXPECT_TRUE(poll_until([&] { return ++calls == 1; }, nanoseconds(0)));
+  EXPECT_FALSE(poll_until([&] { return false; }, nanoseconds(0)));
+}
+
+TEST(CommTimeout, ValidationNamesTheSetting) {
+  EXPECT_NO_THROW(validate_comm_timeout(0.5, "x"));
+  EXPECT_NO_THROW(validate_comm_timeout(kDefaultCommTimeoutSeconds, "x"));
+  for (double bad : {0.0, -1.0, 2e9, std::numeric_limits<double>::infinity(),
+                     std::numeric_limits<double>::quiet_NaN()}) {
+    try {
+      validate_comm_timeout(bad, "--comm-timeout");
+      FAIL() << bad << " accepted";
+    } catch (const InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find("--comm-timeout"), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST(CommTimeoutMessage, CollectiveNamesOpGroupRanksAndSequence) {
+  CommWaitDescription wait{"all_reduce", "dp[0,2,4]", 1, {0, 2, 4}, 17, -1};
+  EXPECT_EQ(comm_timeout_message(wait, 3.04, 3),
+            "comm watchdog: rank 1 of group dp[0,2,4] (world ranks 0,2,4): all_reduce #17 has "
+            "not completed after 3.0 s (comm_timeout 3.0 s); waiting for one or more of group "
+            "ranks 0,2 (world ranks 0,4); a collective cannot tell which: the ranks that print no "
+            "message for all_reduce #17 of this group did not arrive");
+}
+
+TEST(CommTimeoutMessage, PointToPointNamesThePeer) {
+  CommWaitDescription recv{"recv", "pp[1,3]", 0, {1, 3}, 4, 1};
+  EXPECT_EQ(comm_timeout_message(recv, 600.2, 600),
+            "comm watchdog: rank 0 of group pp[1,3] (world ranks 1,3): recv #4 from rank 1 has "
+            "not completed after 600.2 s (comm_timeout 600.0 s); waiting for group rank 1 (world "
+            "rank 3)");
+  CommWaitDescription send{"send", "world", 1, {0, 1}, 9, 0};
+  EXPECT_NE(comm_timeout_message(send, 1, 1).find("send #9 to rank 0"), std::string::npos);
+  CommWaitDescription ring{"reduce_scatter", "world", 2, {0, 1, 2, 3}, 3, 1};
+  EXPECT_NE(comm_timeout_message(ring, 1, 1).find("reduce_scatter #3 has not completed after 1.0 s "
+                                                  "(comm_timeout 1.0 s); waiting for group rank 1 "
+                                                  "(world rank 1), its neighbour in the ring"),
+            std::string::npos)
+      << comm_timeout_message(ring, 1, 1);
+}
+
+}  // namespace
+}  // namespace shardwise
