@@ -11,6 +11,7 @@ all-gather of fp32 params; torch DDP's ring all-reduce moves the same 2(dp-1)/dp
 """
 
 import argparse
+import gc
 import os
 import socket
 import statistics
@@ -67,12 +68,15 @@ def worker(args):
         return model, ddp, sw.make_optimizer(ddp, lr=1e-3, clip_grad=0)
 
     runs = {kind: make(kind) for kind in ("torch", "distributed", "layer-wise")}
+    probe = runs["distributed"][1]
     n_params = sum(p.numel() for p in runs["torch"][0].parameters())
     times = {kind: [] for kind in runs}
     sent = {kind: 0 for kind in runs}
     step = 0
     for block in range(args.blocks + 1):  # block 0 warms up
         for kind, (model, ddp, opt) in runs.items():
+            if kind != "torch":
+                ddp.finish_param_sync()  # count only what this block's steps sent
             before = ddp.engine.bytes_communicated()[0] if kind != "torch" else 0
             for _ in range(args.steps):
                 tokens, targets = (torch.from_numpy(a) for a in
@@ -89,6 +93,7 @@ def worker(args):
                     times[kind].append(elapsed)
                 step += 1
             if kind != "torch" and block > 0:
+                ddp.finish_param_sync()
                 sent[kind] += ddp.engine.bytes_communicated()[0] - before
     measured = args.blocks * args.steps
     formula = 2 * (dp - 1) / dp * n_params * 4
@@ -110,7 +115,13 @@ def worker(args):
                   f"{per_step / formula:>6.3f}{note}")
         print(f"    (N = {n_params} params, {measured} timed steps per engine, median over steps, "
               f"slowest rank; torch median on rank 0 {torch_ms:.2f} ms)", flush=True)
+    # Tear torch's side down while every rank is still here: a gloo process group destroyed at
+    # interpreter exit can wait forever on a peer that has already left (seen at dp=4).
+    dist.barrier()
+    del runs
+    gc.collect()
     dist.destroy_process_group()
+    sw.all_reduce_mean(probe, 0.0)  # and leave MPI together
 
 
 if __name__ == "__main__":

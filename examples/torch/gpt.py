@@ -19,11 +19,11 @@ import torch.nn.functional as F
 
 
 class Attention(torch.nn.Module):
-    def __init__(self, hidden, heads):
+    def __init__(self, hidden, heads, device):
         super().__init__()
         self.heads = heads
-        self.qkv = torch.nn.Linear(hidden, 3 * hidden)
-        self.proj = torch.nn.Linear(hidden, hidden)
+        self.qkv = torch.nn.Linear(hidden, 3 * hidden, device=device)
+        self.proj = torch.nn.Linear(hidden, hidden, device=device)
         # Muon orthogonalises Q, K and V as separate matrices.
         self.qkv.weight.qkv_split = (hidden, hidden, hidden)
 
@@ -38,22 +38,22 @@ class Attention(torch.nn.Module):
 
 
 class Mlp(torch.nn.Module):
-    def __init__(self, hidden, ffn):
+    def __init__(self, hidden, ffn, device):
         super().__init__()
-        self.fc1 = torch.nn.Linear(hidden, ffn)
-        self.fc2 = torch.nn.Linear(ffn, hidden)
+        self.fc1 = torch.nn.Linear(hidden, ffn, device=device)
+        self.fc2 = torch.nn.Linear(ffn, hidden, device=device)
 
     def forward(self, x):
         return self.fc2(F.gelu(self.fc1(x), approximate="tanh"))
 
 
 class Block(torch.nn.Module):
-    def __init__(self, hidden, heads, ffn):
+    def __init__(self, hidden, heads, ffn, device):
         super().__init__()
-        self.input_layernorm = torch.nn.LayerNorm(hidden, eps=1e-5)
-        self.attention = Attention(hidden, heads)
-        self.post_attention_layernorm = torch.nn.LayerNorm(hidden, eps=1e-5)
-        self.mlp = Mlp(hidden, ffn)
+        self.input_layernorm = torch.nn.LayerNorm(hidden, eps=1e-5, device=device)
+        self.attention = Attention(hidden, heads, device)
+        self.post_attention_layernorm = torch.nn.LayerNorm(hidden, eps=1e-5, device=device)
+        self.mlp = Mlp(hidden, ffn, device)
 
     def forward(self, x):
         x = x + self.attention(self.input_layernorm(x))
@@ -61,10 +61,10 @@ class Block(torch.nn.Module):
 
 
 class Embedding(torch.nn.Module):
-    def __init__(self, vocab, hidden, seq_len):
+    def __init__(self, vocab, hidden, seq_len, device):
         super().__init__()
-        self.word_embeddings = torch.nn.Embedding(vocab, hidden)
-        self.position_embeddings = torch.nn.Embedding(seq_len, hidden)
+        self.word_embeddings = torch.nn.Embedding(vocab, hidden, device=device)
+        self.position_embeddings = torch.nn.Embedding(seq_len, hidden, device=device)
         self.position_embeddings.weight.use_muon = False
 
     def forward(self, tokens):
@@ -74,21 +74,27 @@ class Embedding(torch.nn.Module):
 
 class GPT(torch.nn.Module):
     def __init__(self, vocab, seq_len, layers=2, hidden=64, heads=4, ffn=256,
-                 tied_embeddings=True, init_std=0.02, seed=1234):
+                 tied_embeddings=True, init_std=0.02, seed=1234, device=None):
+        """device="meta" builds the model without storage: initialise it with
+        init_parameters() once shardwise has placed the params in its buffer."""
         super().__init__()
-        self.embedding = Embedding(vocab, hidden, seq_len)
+        self.embedding = Embedding(vocab, hidden, seq_len, device)
         self.embedding.word_embeddings.weight.shared_embedding = tied_embeddings
-        self.layers = torch.nn.ModuleList(Block(hidden, heads, ffn) for _ in range(layers))
-        self.final_layernorm = torch.nn.LayerNorm(hidden, eps=1e-5)
+        self.layers = torch.nn.ModuleList(Block(hidden, heads, ffn, device)
+                                          for _ in range(layers))
+        self.final_layernorm = torch.nn.LayerNorm(hidden, eps=1e-5, device=device)
         self.output_layer = None
         if not tied_embeddings:
-            self.output_layer = torch.nn.Linear(hidden, vocab, bias=False)
+            self.output_layer = torch.nn.Linear(hidden, vocab, bias=False, device=device)
             self.output_layer.weight.is_embedding_or_output_parameter = True
-        self._init(init_std, layers, seed)
+        self.init_std, self.num_layers = init_std, layers
+        if device != "meta":
+            self.init_parameters(seed)
 
-    def _init(self, std, layers, seed):
+    def init_parameters(self, seed):
         # GPT-2 style: N(0, std) weights, residual projections scaled by 1/sqrt(2 layers), zero
-        # biases, unit norms.
+        # biases, unit norms. Deterministic in `seed`, so every rank draws the same values.
+        std, layers = self.init_std, self.num_layers
         g = torch.Generator().manual_seed(seed)
         with torch.no_grad():
             for name, p in self.named_parameters():

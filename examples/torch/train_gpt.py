@@ -43,6 +43,10 @@ def parse_args():
     p.add_argument("--save-interval", type=int, default=0)
     p.add_argument("--load", default="", help="resume from a checkpoint root or step directory")
     p.add_argument("--log-jsonl", default="", help="rank 0: one JSON object per step")
+    p.add_argument("--layers", type=int, default=2)
+    p.add_argument("--hidden", type=int, default=64)
+    p.add_argument("--heads", type=int, default=4)
+    p.add_argument("--ffn", type=int, default=256)
     return p.parse_args()
 
 
@@ -81,8 +85,11 @@ def main():
     torch.set_num_threads(1)
     rss_after_imports = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     data = SyntheticTask("addition", 3, args.seed, 256)
-    model = GPT(data.vocab_size, data.seq_len, seed=args.seed)
+    # Built on the meta device: the weights only ever exist in shardwise's param buffer.
+    model = GPT(data.vocab_size, data.seq_len, layers=args.layers, hidden=args.hidden,
+                heads=args.heads, ffn=args.ffn, device="meta")
     ddp = sw.DistributedDataParallel(model, bucket_size=args.bucket_size, optimizer=args.kind)
+    model.init_parameters(args.seed)
     opt = sw.make_optimizer(ddp, lr=args.lr, muon_lr=args.muon_lr, weight_decay=0.01,
                             clip_grad=1.0)
     dp, rank = ddp.engine.dp_size, sw.rank
@@ -90,7 +97,8 @@ def main():
     global_batch = mbs * dp
     n_params = sum(p.numel() for p in model.parameters())
     log(f"train_gpt: {data.describe()}")
-    log(f"model: GPT 2 layers, hidden 64, vocab {data.vocab_size}, seq {data.seq_len} "
+    log(f"model: GPT {args.layers} layers, hidden {args.hidden}, vocab {data.vocab_size}, "
+        f"seq {data.seq_len} "
         f"({n_params} parameters); dp={dp}, optimizer={ddp.kind}, global batch {global_batch}")
 
     start, consumed = 0, 0
@@ -138,17 +146,16 @@ def main():
     eval_loss, acc = evaluate(model, ddp, data, dp, rank)
     log(f"final: held-out loss {eval_loss:.6g}, exact-match accuracy {acc * 100:.4g}% "
         f"({args.steps - start} steps in {train_seconds:.1f} s)")
-    report_memory(ddp, opt, rss_after_imports)
+    report_memory(ddp, rss_after_imports)
     if metrics:
         metrics.close()
 
 
-def report_memory(ddp, opt, rss_after_imports_kib):
+def report_memory(ddp, rss_after_imports_kib):
     """Peak RSS of this rank against what the training state itself needs."""
-    state_floats = sum(len(v) for fields in opt.state_dict()["state"].values()
-                       for v in fields.values())
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # before anything below allocates
+    state_floats = ddp.engine.state_numel()
     buffers = ddp.engine.buffer_bytes()
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     log(f"memory (rank 0): peak RSS {peak / 1024:.1f} MiB, of which {rss_after_imports_kib / 1024:.1f}"
         f" MiB before the model existed (Python + torch + MPI); param+grad buffers "
         f"{buffers / 2**20:.3f} MiB, optimizer state {state_floats * 4 / 2**20:.3f} MiB; growth "

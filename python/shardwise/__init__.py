@@ -7,7 +7,7 @@
   and optimizers over MPI.
 """
 
-from . import _core
+from . import _core  # noqa: F401  (loads the extension: fails early when it is missing)
 from ._core import Error
 
 __version__ = "0.1.0"

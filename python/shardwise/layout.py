@@ -14,7 +14,7 @@ counts of a fused QKV weight, used to balance Newton-Schulz work) and ``name`` (
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Tuple
 
 from . import _core
 from ._dtypes import dtype_name, public_dtype

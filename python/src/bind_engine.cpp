@@ -17,12 +17,13 @@ namespace py = pybind11;
 namespace shardwise::python {
 namespace {
 
-// numpy has no bfloat16: bf16 buffers travel as uint16 and Python reinterprets them.
+// numpy has no bfloat16: bf16 buffers travel as int16 (which torch.from_numpy accepts, unlike
+// uint16) and Python reinterprets them.
 py::dtype numpy_dtype(DType dtype) {
   switch (dtype) {
     case DType::kFloat32: return py::dtype::of<float>();
     case DType::kFloat16: return py::dtype("float16");
-    case DType::kBFloat16: return py::dtype::of<std::uint16_t>();
+    case DType::kBFloat16: return py::dtype::of<std::int16_t>();
     default: break;
   }
   throw InvalidArgument(str_cat("no numpy view for ", dtype_name(dtype), " buffers"));
@@ -72,6 +73,36 @@ py::dict step_result(const optim::StepResult& r) {
   out["stepped"] = r.stepped;
   out["grad_norm"] = r.grad_norm;
   out["clip_coeff"] = r.clip_coeff;
+  return out;
+}
+
+// Optimizer state as {param: {field: float32 array}}: numpy arrays, not lists of Python floats
+// (a list costs ~8x the memory of the state it holds).
+py::dict state_to_python(const optim::OptimizerState& state) {
+  py::dict out;
+  for (const auto& [name, fields] : state) {
+    py::dict entry;
+    for (const auto& [field, values] : fields) {
+      py::array_t<float> a(static_cast<py::ssize_t>(values.size()));
+      std::copy(values.begin(), values.end(), a.mutable_data());
+      entry[py::str(field)] = a;
+    }
+    out[py::str(name)] = entry;
+  }
+  return out;
+}
+
+optim::OptimizerState state_from_python(const py::dict& state) {
+  optim::OptimizerState out;
+  for (const auto& [name, fields] : state) {
+    optim::ParamState& entry = out[name.cast<std::string>()];
+    for (const auto& [field, values] : fields.cast<py::dict>()) {
+      const auto a = py::array_t<float, py::array::c_style | py::array::forcecast>::ensure(values);
+      SW_REQUIRE(a && a.ndim() == 1, InvalidArgument, "optimizer state '", name.cast<std::string>(),
+                 "' field '", field.cast<std::string>(), "': expected a 1-D float array");
+      entry[field.cast<std::string>()].assign(a.data(), a.data() + a.size());
+    }
+  }
   return out;
 }
 
@@ -147,9 +178,17 @@ void bind_optimizer(py::class_<Engine>& c) {
              return step_result(r);
            })
       .def("set_lr", [](Engine& e, double lr) { e.optimizer().set_lr(lr); })
-      .def("state_dict", [](const Engine& e) { return e.optimizer().state_dict(); })
+      .def("state_dict", [](const Engine& e) { return state_to_python(e.optimizer().state_dict()); })
+      .def("state_numel",
+           [](const Engine& e) {
+             std::int64_t n = 0;
+             for (const auto& [name, fields] : e.optimizer().state_dict()) {
+               for (const auto& [field, values] : fields) n += static_cast<std::int64_t>(values.size());
+             }
+             return n;
+           })
       .def("load_state_dict",
-           [](Engine& e, const optim::OptimizerState& s) { e.optimizer().load_state_dict(s); });
+           [](Engine& e, const py::dict& s) { e.optimizer().load_state_dict(state_from_python(s)); });
 }
 
 void bind_checkpoints(py::class_<Engine>& c) {

@@ -81,6 +81,18 @@ def test_other_optimizers_match_cli(cli, optimizer):
     check_equal(layout, expected_buffers(cli, "llama3-8b", 4, 50_000_000, cli_optimizer), params)
 
 
+def test_expert_dp_and_high_nccl_busbw_match_cli(cli):
+    spec = json.loads(cli("model-spec", "--arch", "mixtral-8x7b"))
+    params = [MegatronLikeParam(p) for p in spec["params"]]
+    assert any(getattr(p, "allreduce", True) is False for p in params)
+    layout = compute_full_param_layout(params, 8, bucket_size=30_000_000, expert_dp=2,
+                                       high_nccl_busbw=True)
+    report = json.loads(cli("layout", "--model", "mixtral-8x7b", "--dp", 8, "--expert-dp", 2,
+                            "--bucket-size", 30_000_000, "--high-nccl-busbw", "--format", "json"))
+    assert {b["num_shards"] for b in report["buffers"]} == {2, 8}
+    check_equal(layout, report["buffers"], params)
+
+
 def test_torch_parameters_are_keys_and_attributes_route_buffers():
     emb = torch.nn.Parameter(torch.zeros(100, 16))
     emb.is_embedding_or_output_parameter = True

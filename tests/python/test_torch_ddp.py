@@ -2,7 +2,6 @@
 there exactly as autograd computes them, the optimizers match independent torch references, and
 bad input raises naming the param."""
 
-import numpy as np
 import pytest
 import torch
 
@@ -167,6 +166,14 @@ def test_optimizer_state_dict_round_trip():
         assert torch.equal(p.detach(), again[n]), n
 
 
+class OnCuda(torch.nn.Parameter):
+    """A param that reports a CUDA device (this CPU-only torch cannot allocate one)."""
+
+    @property
+    def device(self):
+        return torch.device("cuda", 0)
+
+
 class Holder(torch.nn.Module):
     def __init__(self, **params):
         super().__init__()
@@ -182,8 +189,8 @@ def test_bad_params_raise_naming_the_param():
         sw.DistributedDataParallel(Holder(w=torch.nn.Parameter(torch.randn(4, 6).t())))
     with pytest.raises(ValueError, match="'w' has unsupported dtype torch.float64"):
         sw.DistributedDataParallel(Holder(w=torch.nn.Parameter(torch.randn(4, dtype=torch.float64))))
-    with pytest.raises(ValueError, match="'w' is on meta"):
-        sw.DistributedDataParallel(Holder(w=torch.nn.Parameter(torch.empty(4, device="meta"))))
+    with pytest.raises(ValueError, match="'w' is on cuda:0"):
+        sw.DistributedDataParallel(Holder(w=OnCuda(torch.zeros(4))))
     base = torch.randn(10)
     with pytest.raises(ValueError, match="'a' and 'b' share storage"):
         sw.DistributedDataParallel(Holder(a=torch.nn.Parameter(base),
@@ -246,3 +253,51 @@ def test_gradient_accumulation_with_no_sync_equals_one_big_batch():
     ref(tokens, targets).backward()
     for (name, p), (_, r) in zip(model.named_parameters(), ref.named_parameters()):
         torch.testing.assert_close(p.main_grad, r.grad, rtol=1e-6, atol=1e-7, msg=name)
+
+
+def test_meta_params_are_materialised_in_the_buffer():
+    model = torch.nn.Sequential(torch.nn.Linear(6, 8, device="meta"),
+                                torch.nn.Linear(8, 6, bias=False, device="meta"))
+    model[1].weight.use_muon = False
+    ddp = sw.DistributedDataParallel(model, optimizer="ddp")
+    for i, (name, p) in enumerate(model.named_parameters()):
+        assert p.device.type == "cpu" and bool((p == 0).all()), name
+        assert p.data_ptr() == array_address(ddp.engine.param_array(i)), name
+    assert model[1].weight.use_muon is False  # attributes carry over
+    with torch.no_grad():
+        for p in model.parameters():
+            p.normal_()  # initialised in place, in the buffer
+    opt = sw.make_optimizer(ddp, lr=0.1, clip_grad=0)
+    before = model[0].weight.detach().clone()
+    model(torch.ones(3, 6)).square().sum().backward()
+    opt.step()
+    assert not torch.equal(before, model[0].weight.detach())
+
+
+def test_bf16_params_step_from_fp32_main_params():
+    # kind=distributed keeps fp32 main params and fp32 grads and writes bf16 (RNE) back: the same
+    # as torch.optim.AdamW on an fp32 master copy fed with the bf16 model's grads.
+    model, ref = TinyNet(seed=9).to(torch.bfloat16), TinyNet(seed=9).to(torch.bfloat16)
+    ddp = sw.DistributedDataParallel(model, optimizer="distributed", bucket_size=500)
+    opt = sw.make_optimizer(ddp, lr=1e-2, clip_grad=0)
+    master = [p.detach().float().clone().requires_grad_() for p in ref.parameters()]
+    ref_opt = torch.optim.AdamW(master, lr=1e-2, weight_decay=0.01)
+    for step in range(5):
+        opt.zero_grad()
+        ref.zero_grad()
+        model(*batch(step, 8)).backward()
+        ref(*batch(step, 8)).backward()
+        for m, p in zip(master, ref.parameters()):
+            m.grad = p.grad.float()
+        opt.step()
+        ref_opt.step()
+        with torch.no_grad():
+            for m, p in zip(master, ref.parameters()):
+                p.copy_(m)
+    for (name, p), (_, r) in zip(model.named_parameters(), ref.named_parameters()):
+        assert p.dtype == torch.bfloat16 and p.main_grad.dtype == torch.float32, name
+        torch.testing.assert_close(p.detach().float(), r.detach().float(), rtol=2 ** -7, atol=1e-6,
+                                   msg=name)
+    with pytest.raises(Exception, match="needs fp32 params.*'head.bias'|fp32 params.*head"):
+        sw.make_optimizer(sw.DistributedDataParallel(TinyNet(seed=9).to(torch.bfloat16),
+                                                     optimizer="ddp"), kind="ddp")

@@ -1,5 +1,5 @@
 """Torch <-> engine tensor plumbing: checks on the params a module hands over, and torch views of
-the engine's numpy buffer views (bf16 travels as uint16, which numpy can hold)."""
+the engine's numpy buffer views (bf16 travels as int16 bits: numpy has no bfloat16)."""
 
 import numpy as np
 import torch
@@ -10,18 +10,30 @@ SUPPORTED_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 def tensor_over(array, dtype=None):
     """A torch tensor sharing `array`'s memory (bf16 when the array holds bf16 bits)."""
     t = torch.from_numpy(array)
-    if array.dtype == np.uint16:
+    if array.dtype == np.int16:
         t = t.view(torch.bfloat16)
     if dtype is not None and t.dtype != dtype:
         raise ValueError(f"engine buffer is {t.dtype}, param is {dtype}")
     return t
 
 
+def materialize(module, param, value):
+    """A CPU Parameter over `value` replacing the meta-device `param` wherever `module` holds it
+    (a meta tensor cannot take CPU storage in place). Attributes set on `param` carry over."""
+    new = torch.nn.Parameter(value, requires_grad=param.requires_grad)
+    new.__dict__.update(param.__dict__)
+    for m in module.modules():
+        for key, p in m._parameters.items():
+            if p is param:
+                m._parameters[key] = new
+    return new
+
+
 def check_params(named):
     """ValueError naming the param for anything the engine cannot hold."""
     spans = []
     for name, p in named:
-        if p.device.type != "cpu":
+        if p.device.type not in ("cpu", "meta"):
             raise ValueError(f"param '{name}' is on {p.device}: shardwise.torch trains CPU tensors "
                              f"(its buffers live in host memory)")
         if p.is_sparse:
@@ -32,7 +44,7 @@ def check_params(named):
         if not p.is_contiguous():
             raise ValueError(f"param '{name}' is not contiguous (shape {tuple(p.shape)}, strides "
                              f"{p.stride()}): make it contiguous before wrapping")
-        if p.numel() > 0:
+        if p.numel() > 0 and p.device.type == "cpu":
             start = p.data_ptr()
             spans.append((start, start + p.numel() * p.element_size(), name))
     # Two distinct params over the same memory (one a view of the other) cannot both become

@@ -8,7 +8,7 @@ import torch
 
 from .. import _core
 from .. import layout as _layout
-from ._tensors import check_params, tensor_over
+from ._tensors import check_params, materialize, tensor_over
 
 _DEFAULT_KIND = "layer-wise"
 
@@ -21,6 +21,9 @@ class DistributedDataParallel:
     A hook on each param's gradient accumulator adds ``param.grad`` into ``main_grad``, drops
     ``param.grad`` and marks the param ready; a bucket's reduce-scatter (or all-reduce) is
     dispatched as soon as its last grad is ready (with ``overlap_grad_reduce``).
+
+    Params on the meta device are materialised as zeros in the buffer (initialise them after
+    wrapping): a model built on "meta" never holds a second copy of its weights.
 
     The buffer layout depends on the optimizer, so `optimizer` names the kind the optimizer will
     be (``make_optimizer`` re-lays the buffers out when it asks for another kind before
@@ -65,10 +68,14 @@ class DistributedDataParallel:
         engine = _core.Engine(self._infos, options)
         self._ptrs = []
         with torch.no_grad():
-            for i, (_, p) in enumerate(self._params):
+            for i, (name, p) in enumerate(self._params):
                 value = tensor_over(engine.param_array(i), p.dtype)
-                value.copy_(p.detach())
-                p.data = value  # the param now lives in the buffer; its old storage is freed
+                if p.device.type == "meta":
+                    p = materialize(self.module, p, value)
+                    self._params[i] = (name, p)
+                else:
+                    value.copy_(p.detach())
+                    p.data = value  # the param now lives in the buffer; its old storage is freed
                 p.main_grad = tensor_over(engine.grad_array(i))
                 self._ptrs.append(p.data_ptr())
         self.engine = engine  # the previous engine (if any) goes once nothing views it
@@ -167,7 +174,7 @@ class DistributedDataParallel:
                 raise ValueError(f"param '{n}' was added to the module after it was wrapped by "
                                  f"shardwise DistributedDataParallel; wrap the final module")
         present = {n for n, _ in current}
-        for (n, p), ptr in zip(self._params, self._ptrs):
+        for n, _ in self._params:
             if n not in present:
                 raise ValueError(f"param '{n}' was removed from the module (or frozen) after it "
                                  f"was wrapped by shardwise DistributedDataParallel")
