@@ -1,4 +1,6 @@
-// Plain DDP layout: params back to back in backprop order, no padding anywhere.
+// Plain DDP layout: params back to back in backprop order, no padding anywhere. Its buffers are
+// all-reduced whole, never split across ranks, so a bucket has one shard whatever dp is (naming
+// dp shards here made the buffer demand buckets divisible by dp, which unpadded buckets rarely are).
 #include "layout_input.hpp"
 
 namespace shardwise {
@@ -6,7 +8,7 @@ namespace shardwise {
 PerBufferParamLayout compute_default_layout(const BufferLayoutInput& input) {
   const auto order = layout_detail::backprop_params(input, "default");
   PerBufferParamLayout layout;
-  layout.num_shards = input.data_parallel_size;
+  layout.num_shards = 1;
   std::int64_t bucket_start = 0;
   std::int64_t cursor = 0;
   int bucket = 0;

@@ -74,7 +74,10 @@ struct BufferCheck {
 void check_buffer_fields(const BufferCheck& c) {
   const PerBufferParamLayout& layout = c.layout;
   const std::string& where = c.where;
-  SW_CHECK(layout.num_shards == c.dp, where, ": num_shards ", layout.num_shards, " != dp ", c.dp);
+  // A plain DDP buffer is all-reduced whole (one shard); the others are split across the dp ranks.
+  const int expected_shards = c.kind == LayoutKind::kDefault ? 1 : c.dp;
+  SW_CHECK(layout.num_shards == expected_shards, where, ": num_shards ", layout.num_shards,
+           " != ", expected_shards);
   SW_CHECK(layout.shard_aligned == (c.kind == LayoutKind::kShardAligned), where,
            ": shard_aligned flag does not match the layout algorithm");
   SW_CHECK(layout.param_indices.size() == layout.param_index_map.size(), where, ": ",

@@ -83,10 +83,12 @@ TEST(TrainingConfig, ExampleFilesLoad) {
   expected.comm_overlap.bucket_size = 16384;
   EXPECT_EQ(to_yaml(example), to_yaml(expected));  // every key, readable on failure
   const auto text = load_training_config(kExamples / "text.yaml");
-  EXPECT_EQ(text.data.source, DataSource::kText);
-  EXPECT_EQ(text.data.path, "examples/data/tiny_corpus.txt");
+  EXPECT_EQ(text.data.source, DataSource::kBin);
+  EXPECT_EQ(text.data.path, "data/fortunes/train.bin");
+  EXPECT_EQ(text.data.val_path, "data/fortunes/val.bin");
+  EXPECT_EQ(text.model.vocab, 256);
   EXPECT_EQ(text.model.position, PositionEmbedding::kRope);
-  EXPECT_EQ(text.training.steps, 300);
+  EXPECT_EQ(text.training.steps, 500);
 }
 
 TEST(TrainingConfig, UnknownKeysListTheValidKeysOfTheirSection) {

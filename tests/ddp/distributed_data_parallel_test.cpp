@@ -8,6 +8,7 @@
 
 #include "ddp_test_support.hpp"
 #include "fake_process_group.hpp"
+#include "shardwise/layout/layout_algorithms.hpp"
 
 namespace shardwise {
 namespace {
@@ -469,6 +470,43 @@ TEST(LegacyOwners, PingPongDealsDenseAndExpertParamsSeparately) {
   const std::map<ParamId, int> owner = ping_pong_owner_map(params, full, 2, 1);
   // Dense by numel ascending (p0..p3) dealt 0,1,1,0; both experts to the single expert rank.
   EXPECT_EQ(owner, (std::map<ParamId, int>{{0, 0}, {1, 1}, {2, 1}, {3, 0}, {4, 0}, {5, 0}}));
+}
+
+}  // namespace
+}  // namespace shardwise
+
+namespace shardwise {
+namespace {
+
+// Plain DDP (and the legacy layer-wise path) all-reduce whole buckets, so the default layout's
+// unpadded buckets need not divide by dp: a 4-rank job over params of 3..10 elements (buckets of
+// 13, 9 and 5 elements here) must build and all-reduce every bucket whole.
+TEST(GradSync, AllReduceModesAcceptBucketsThatDpDoesNotDivide) {
+  for (const bool legacy : {false, true}) {
+    SCOPED_TRACE(legacy ? "legacy" : "ddp");
+    DistributedDataParallelConfig c;
+    c.overlap_grad_reduce = true;
+    c.use_distributed_optimizer = false;
+    c.use_legacy_param_sync = legacy;
+    c.bucket_size = 8;
+    auto dp = std::make_shared<FakeProcessGroup>(2, 4, "dp");
+    const ParamList params = eight_params();
+    FullParamLayout layout =
+        compute_full_param_layout(params, c.layout_options(LayoutAlgorithm::kDefault, 4, 4));
+    const PerBufferParamLayout& buffer = layout.layouts.at(kDenseKey);
+    EXPECT_EQ(buffer.num_shards, 1);
+    ASSERT_TRUE(std::any_of(buffer.bucket_indices.begin(), buffer.bucket_indices.end(),
+                            [](const BucketRange& b) { return b.numel() % 4 != 0; }));
+    DistributedDataParallel ddp(params, std::move(layout), c, DataParallelGroups{dp, nullptr});
+    for (ParamId p = 0; p < 8; ++p) ddp.register_grad_ready(p);
+    ddp.finish_grad_sync();
+    std::int64_t total = 0;
+    for (const RecordedCall& call : dp->calls) {
+      EXPECT_EQ(call.kind, CollectiveKind::kAllReduce);
+      total += call.input_numel;
+    }
+    EXPECT_EQ(total, ddp.buffer(kDenseKey).numel());
+  }
 }
 
 }  // namespace
