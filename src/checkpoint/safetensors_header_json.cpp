@@ -92,8 +92,8 @@ class BoundedHeaderBuilder final : public nlohmann::json_sax<Json> {
 
   HeaderEntries& entries_;
   const std::string& where_;
-  int depth_ = 0;             // containers open, the root object included
-  std::vector<Json*> open_;   // the open containers below the root
+  int depth_ = 0;            // containers open, the root object included
+  std::vector<Json*> open_;  // the open containers below the root
   std::string key_;
 };
 
@@ -111,8 +111,8 @@ std::string_view checked_framing(std::string_view header, const std::string& whe
          " (it must be JSON padded only with trailing spaces)");
   }
   if (header.front() != '{') {
-    fail("header must be a JSON object starting with '{', found '",
-         printable(header.substr(0, 1)), "' (no leading whitespace or byte-order mark)");
+    fail("header must be a JSON object starting with '{', found '", printable(header.substr(0, 1)),
+         "' (no leading whitespace or byte-order mark)");
   }
   const std::size_t last = header.find_last_not_of(' ');
   return header.substr(0, last + 1);
@@ -126,7 +126,8 @@ HeaderEntries parse_header_entries(std::string_view header, const std::string& w
   BoundedHeaderBuilder builder(entries, where);
   Json::sax_parse(json.begin(), json.end(), &builder);
   if (json.back() != '}') {
-    throw FormatError(str_cat(where, "header is padded with '", printable(json.substr(json.size() - 1)),
+    throw FormatError(str_cat(where, "header is padded with '",
+                              printable(json.substr(json.size() - 1)),
                               "' after its JSON object (only trailing spaces are allowed)"));
   }
   // Duplicate top-level keys, found by sorting (a hash set would copy every name).
@@ -134,11 +135,11 @@ HeaderEntries parse_header_entries(std::string_view header, const std::string& w
   names.reserve(entries.size());
   for (const auto& entry : entries) names.push_back(&entry.first);
   std::sort(names.begin(), names.end(), [](auto* a, auto* b) { return *a < *b; });
-  const auto twice = std::adjacent_find(names.begin(), names.end(),
-                                        [](auto* a, auto* b) { return *a == *b; });
+  const auto twice =
+      std::adjacent_find(names.begin(), names.end(), [](auto* a, auto* b) { return *a == *b; });
   if (twice != names.end()) {
-    throw FormatError(str_cat(where, "header has the key '", printable(**twice),
-                              "' more than once"));
+    throw FormatError(
+        str_cat(where, "header has the key '", printable(**twice), "' more than once"));
   }
   return entries;
 }

@@ -90,24 +90,26 @@ void SafetensorsWriter::add_entry(Entry entry) {
 void SafetensorsWriter::add(std::string name, DType dtype, std::vector<std::int64_t> shape,
                             const void* data) {
   const std::uint64_t nbytes = checked_nbytes(name, dtype, shape);
-  SW_REQUIRE(data != nullptr || nbytes == 0, InvalidArgument, "safetensors tensor '", printable(name),
-             "': null data for ", nbytes, " bytes");
+  SW_REQUIRE(data != nullptr || nbytes == 0, InvalidArgument, "safetensors tensor '",
+             printable(name), "': null data for ", nbytes, " bytes");
   add_entry({std::move(name), dtype, std::move(shape), nbytes, data, nullptr});
 }
 
 void SafetensorsWriter::add(std::string name, DType dtype, std::vector<std::int64_t> shape,
                             std::span<const std::byte> bytes) {
   const std::uint64_t nbytes = checked_nbytes(name, dtype, shape);
-  SW_REQUIRE(bytes.size() == nbytes, ShapeError, "safetensors tensor '", printable(name), "': ", bytes.size(),
-             " bytes given but the shape of ", dtype_safetensors_name(dtype), " needs ", nbytes);
+  SW_REQUIRE(bytes.size() == nbytes, ShapeError, "safetensors tensor '", printable(name),
+             "': ", bytes.size(), " bytes given but the shape of ", dtype_safetensors_name(dtype),
+             " needs ", nbytes);
   add(std::move(name), dtype, std::move(shape), static_cast<const void*>(bytes.data()));
 }
 
 void SafetensorsWriter::add(std::string name, std::vector<std::int64_t> shape,
                             const TensorView& view) {
   const std::uint64_t nbytes = checked_nbytes(name, view.dtype, shape);
-  SW_REQUIRE(nbytes == view.nbytes(), ShapeError, "safetensors tensor '", printable(name), "': shape of ",
-             nbytes / dtype_size(view.dtype), " elements given for a view of ", view.numel);
+  SW_REQUIRE(nbytes == view.nbytes(), ShapeError, "safetensors tensor '", printable(name),
+             "': shape of ", nbytes / dtype_size(view.dtype), " elements given for a view of ",
+             view.numel);
   add(std::move(name), view.dtype, std::move(shape), static_cast<const void*>(view.data));
 }
 
@@ -191,8 +193,9 @@ void SafetensorsWriter::write_atomic(const std::filesystem::path& path) const {
       }
       CountingChunkSink chunks(sink, e->name, e->nbytes);
       e->producer(chunks);
-      SW_REQUIRE(chunks.remaining() == 0, InvalidArgument, "safetensors tensor '", printable(e->name),
-                 "': producer wrote ", e->nbytes - chunks.remaining(), " of ", e->nbytes, " bytes");
+      SW_REQUIRE(chunks.remaining() == 0, InvalidArgument, "safetensors tensor '",
+                 printable(e->name), "': producer wrote ", e->nbytes - chunks.remaining(), " of ",
+                 e->nbytes, " bytes");
     }
   });
 }
