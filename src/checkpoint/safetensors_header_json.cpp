@@ -4,8 +4,8 @@
 // object looks keys up linearly, which made a 1M-tensor header quadratic).
 #include "safetensors_header_json.hpp"
 
-#include <algorithm>
 #include <cstring>
+#include <unordered_set>
 
 #include "shardwise/checkpoint/safetensors.hpp"
 #include "shardwise/core/error.hpp"
@@ -130,16 +130,14 @@ HeaderEntries parse_header_entries(std::string_view header, const std::string& w
                               printable(json.substr(json.size() - 1)),
                               "' after its JSON object (only trailing spaces are allowed)"));
   }
-  // Duplicate top-level keys, found by sorting (a hash set would copy every name).
-  std::vector<const std::string*> names;
+  // Duplicate top-level keys, by hashing views of the names (entries no longer move).
+  std::unordered_set<std::string_view> names;
   names.reserve(entries.size());
-  for (const auto& entry : entries) names.push_back(&entry.first);
-  std::sort(names.begin(), names.end(), [](auto* a, auto* b) { return *a < *b; });
-  const auto twice =
-      std::adjacent_find(names.begin(), names.end(), [](auto* a, auto* b) { return *a == *b; });
-  if (twice != names.end()) {
-    throw FormatError(
-        str_cat(where, "header has the key '", printable(**twice), "' more than once"));
+  for (const auto& entry : entries) {
+    if (!names.insert(entry.first).second) {
+      throw FormatError(
+          str_cat(where, "header has the key '", printable(entry.first), "' more than once"));
+    }
   }
   return entries;
 }
