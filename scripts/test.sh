@@ -8,7 +8,7 @@ source scripts/env.sh
 
 scripts/build.sh release
 (cd build && ctest --output-on-failure --timeout 900)
-scripts/fuzz.sh 30  # libFuzzer on the safetensors, model-spec and config parsers (tests/fuzz)
+scripts/fuzz.sh 20  # libFuzzer on the safetensors, model-spec and config parsers (tests/fuzz)
 
 scripts/build.sh asan
 (cd build-asan && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -L unit --timeout 900)
