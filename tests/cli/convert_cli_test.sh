@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # CLI test for `shardwise convert`: writes a small checkpoint with numpy, converts it to MXFP8 and
 # back, and checks the files with an independent numpy reader (header, dtypes, shapes, metadata,
-# values within the MXFP8 error bound), plus exit code 2 and one error line for bad inputs.
+# values within the MXFP8 error bound), plus exit code 2 and one error line for bad inputs,
+# generated hostile files (nested JSON, control characters, NUL/BOM, over-long names, empty
+# tensors with 2^62 dimensions through convert and reshard) and the output preflight.
 # Usage: convert_cli_test.sh PATH/TO/shardwise
 set -euo pipefail
 
