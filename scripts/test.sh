@@ -16,6 +16,7 @@ if ! (cd build && ctest -N -R '^python$' | grep -q 'Total Tests: 1'); then
   exit 1
 fi
 (cd build && ctest --output-on-failure --timeout 900)
+scripts/fuzz.sh 20  # libFuzzer on the safetensors, model-spec and config parsers (tests/fuzz)
 
 scripts/build.sh asan
 (cd build-asan && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -L 'unit|mpi_np2' --timeout 900)

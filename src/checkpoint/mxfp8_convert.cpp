@@ -2,6 +2,8 @@
 // for SafetensorsWriter, and the shardwise.mxfp8 metadata that makes the conversion reversible.
 #include "shardwise/checkpoint/mxfp8_convert.hpp"
 
+#include <re2/re2.h>
+
 #include <algorithm>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -13,8 +15,6 @@
 #include "shardwise/checkpoint/safetensors.hpp"
 #include "shardwise/core/error.hpp"
 #include "shardwise/core/message_text.hpp"
-
-#include <re2/re2.h>
 
 namespace shardwise {
 namespace {
@@ -214,8 +214,8 @@ Mxfp8Pair checked_pair(const SafetensorsFile& file, const std::string& name,
   SW_REQUIRE(file.contains(name), FormatError, where, " is listed in ", kMxfp8MetaTensors,
              " but not in the file");
   const std::string scale_name = str_cat(name, kMxfp8ScaleSuffix);
-  SW_REQUIRE(file.contains(scale_name), FormatError, where, ": scale tensor '", printable(scale_name),
-             "' is missing");
+  SW_REQUIRE(file.contains(scale_name), FormatError, where, ": scale tensor '",
+             printable(scale_name), "' is missing");
   require_mxfp8_dims(where, pair.rows, pair.cols);
   pair.data = &file.info(name);
   pair.scale = &file.info(scale_name);
@@ -225,9 +225,9 @@ Mxfp8Pair checked_pair(const SafetensorsFile& file, const std::string& name,
              dtype_safetensors_name(pair.data->dtype), " with ", pair.data->shape.size(), " dims");
   const Mxfp8Geometry g = mxfp8_geometry(pair.rows, pair.cols, layout);
   SW_REQUIRE(pair.scale->dtype == DType::kFloat8E8M0 && pair.scale->numel() == g.scale_bytes,
-             FormatError, where, ": scale tensor '", printable(scale_name), "' must be F8_E8M0 with ",
-             g.scale_bytes, " elements, found ", dtype_safetensors_name(pair.scale->dtype),
-             " with ", pair.scale->numel());
+             FormatError, where, ": scale tensor '", printable(scale_name),
+             "' must be F8_E8M0 with ", g.scale_bytes, " elements, found ",
+             dtype_safetensors_name(pair.scale->dtype), " with ", pair.scale->numel());
   return pair;
 }
 
@@ -307,13 +307,15 @@ std::string_view mxfp8_scale_layout_name(Mxfp8ScaleLayout layout) {
 Mxfp8ScaleRule parse_mxfp8_scale_rule(std::string_view name) {
   if (name == "ceil") return Mxfp8ScaleRule::kCeil;
   if (name == "floor") return Mxfp8ScaleRule::kFloor;
-  throw InvalidArgument(str_cat("unknown MXFP8 scale rule '", printable(name), "' (valid: ceil, floor)"));
+  throw InvalidArgument(
+      str_cat("unknown MXFP8 scale rule '", printable(name), "' (valid: ceil, floor)"));
 }
 
 Mxfp8ScaleLayout parse_mxfp8_scale_layout(std::string_view name) {
   if (name == "2d" || name == "row-major") return Mxfp8ScaleLayout::kRowMajor;
   if (name == "swizzled" || name == "swizzled128x4") return Mxfp8ScaleLayout::kSwizzled128x4;
-  throw InvalidArgument(str_cat("unknown MXFP8 scale layout '", printable(name), "' (valid: 2d, swizzled)"));
+  throw InvalidArgument(
+      str_cat("unknown MXFP8 scale layout '", printable(name), "' (valid: 2d, swizzled)"));
 }
 
 ConvertSummary convert_safetensors_to_mxfp8(const fs::path& in, const fs::path& out,
@@ -427,8 +429,9 @@ ConvertSummary convert_safetensors_from_mxfp8(const fs::path& in, const fs::path
     scale_owner.emplace(pair.scale->name, name);
   }
   for (const auto& [scale, owner] : scale_owner) {
-    SW_REQUIRE(!pairs.contains(scale), FormatError, in.string(), ": '", printable(scale), "' is listed in ",
-               kMxfp8MetaTensors, " and is also the scale of '", printable(owner), "'");
+    SW_REQUIRE(!pairs.contains(scale), FormatError, in.string(), ": '", printable(scale),
+               "' is listed in ", kMxfp8MetaTensors, " and is also the scale of '",
+               printable(owner), "'");
   }
 
   ConvertSummary summary;

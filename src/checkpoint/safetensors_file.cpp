@@ -125,9 +125,9 @@ bool SafetensorsFile::contains(std::string_view name) const {
 const SafetensorsTensorInfo& SafetensorsFile::info(std::string_view name) const {
   const auto it = index_.find(std::string(name));
   if (it == index_.end()) {
-    throw FormatError(str_cat("safetensors file '", printable(path_.string(), 4096), "' has no tensor '",
-                              printable(name),
-                              "' (it holds ", tensors_.size(), " tensors)"));
+    throw FormatError(str_cat("safetensors file '", printable(path_.string(), 4096),
+                              "' has no tensor '", printable(name), "' (it holds ", tensors_.size(),
+                              " tensors)"));
   }
   return tensors_[it->second];
 }
@@ -143,9 +143,9 @@ void SafetensorsFile::read_range(std::string_view name, std::int64_t element_off
   const std::int64_t numel = i.numel();
   SW_REQUIRE(element_offset >= 0 && count >= 0 && element_offset <= numel &&
                  count <= numel - element_offset,
-             InvalidArgument, "safetensors file '", printable(path_.string(), 4096), "': range [", element_offset,
-             ", ", element_offset + count, ") is outside tensor '", printable(name), "' of ", numel,
-             " elements");
+             InvalidArgument, "safetensors file '", printable(path_.string(), 4096), "': range [",
+             element_offset, ", ", element_offset + count, ") is outside tensor '", printable(name),
+             "' of ", numel, " elements");
   if (count == 0) return;
   SW_REQUIRE(dst != nullptr, InvalidArgument, "read_range of tensor '", printable(name),
              "' into a null destination");
@@ -158,8 +158,9 @@ void SafetensorsFile::read_range(std::string_view name, std::int64_t element_off
 void SafetensorsFile::read_range(std::string_view name, std::int64_t element_offset,
                                  TensorView dst) const {
   const SafetensorsTensorInfo& i = info(name);
-  SW_REQUIRE(dst.dtype == i.dtype, ShapeError, "safetensors file '", printable(path_.string(), 4096),
-             "': tensor '", printable(name), "' is ", dtype_safetensors_name(i.dtype), " but the destination is ",
+  SW_REQUIRE(dst.dtype == i.dtype, ShapeError, "safetensors file '",
+             printable(path_.string(), 4096), "': tensor '", printable(name), "' is ",
+             dtype_safetensors_name(i.dtype), " but the destination is ",
              dtype_safetensors_name(dst.dtype));
   read_range(name, element_offset, dst.numel, dst.data);
 }

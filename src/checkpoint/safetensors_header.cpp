@@ -42,7 +42,8 @@ class HeaderErrors {
 std::uint64_t read_unsigned(const Json& value, const HeaderErrors& errors, std::string_view tensor,
                             std::string_view field) {
   if (!value.is_number_unsigned()) {
-    errors.fail_tensor(tensor, field, " must hold non-negative integers, found ", quoted_json(value));
+    errors.fail_tensor(tensor, field, " must hold non-negative integers, found ",
+                       quoted_json(value));
   }
   return value.get<std::uint64_t>();
 }
@@ -55,7 +56,8 @@ DType parse_dtype(const std::string& name, const Json& dtype, const HeaderErrors
   const auto parsed = parse_safetensors_dtype(text);
   if (!parsed) {
     std::string known;
-    for (DType d : kAllDTypes) known += str_cat(known.empty() ? "" : ", ", dtype_safetensors_name(d));
+    for (DType d : kAllDTypes)
+      known += str_cat(known.empty() ? "" : ", ", dtype_safetensors_name(d));
     errors.fail_tensor(name, "unknown dtype '", printable(text), "' (known: ", known, ")");
   }
   return *parsed;
@@ -78,8 +80,8 @@ std::uint64_t parse_shape(const Json& shape, SafetensorsTensorInfo& info,
     const std::uint64_t d = read_unsigned(dim, errors, name, "shape");
     if (d > kMax) errors.fail_tensor(name, "shape dimension ", d, " is too large");
     has_zero_dim = has_zero_dim || d == 0;
-    if (d != 0 && (__builtin_mul_overflow(nonzero_product, d, &nonzero_product) ||
-                   nonzero_product > kMax)) {
+    if (d != 0 &&
+        (__builtin_mul_overflow(nonzero_product, d, &nonzero_product) || nonzero_product > kMax)) {
       errors.fail_tensor(name, "shape ", quoted_json(shape),
                          " has too many elements (its non-zero dimensions multiply past int64)");
     }
@@ -184,8 +186,8 @@ SafetensorsHeader parse_safetensors_header(std::string_view header_json, std::ui
   for (const SafetensorsTensorInfo& t : header.tensors) {
     if (t.data_begin < position) {
       errors.fail_tensor(t.name, "bytes [", t.data_begin, ", ", t.data_end, ") overlap tensor '",
-                         printable(previous->name), "' [", previous->data_begin, ", ", previous->data_end,
-                         ")");
+                         printable(previous->name), "' [", previous->data_begin, ", ",
+                         previous->data_end, ")");
     }
     if (t.data_begin > position) {
       if (previous == nullptr) {
@@ -193,9 +195,8 @@ SafetensorsHeader parse_safetensors_header(std::string_view header_json, std::ui
                            " unused bytes at the start of the data area");
       }
       errors.fail_tensor(t.name, "gap of ", t.data_begin - position,
-                         " unused bytes between tensor '",
-                         printable(previous->name), "' (ends at ", position,
-                         ") and this tensor (begins at ", t.data_begin, ")");
+                         " unused bytes between tensor '", printable(previous->name), "' (ends at ",
+                         position, ") and this tensor (begins at ", t.data_begin, ")");
     }
     position = t.data_end;
     previous = &t;

@@ -4,8 +4,8 @@
 // object looks keys up linearly, which made a 1M-tensor header quadratic).
 #include "safetensors_header_json.hpp"
 
-#include <algorithm>
 #include <cstring>
+#include <unordered_set>
 
 #include "shardwise/checkpoint/safetensors.hpp"
 #include "shardwise/core/error.hpp"
@@ -92,8 +92,8 @@ class BoundedHeaderBuilder final : public nlohmann::json_sax<Json> {
 
   HeaderEntries& entries_;
   const std::string& where_;
-  int depth_ = 0;             // containers open, the root object included
-  std::vector<Json*> open_;   // the open containers below the root
+  int depth_ = 0;            // containers open, the root object included
+  std::vector<Json*> open_;  // the open containers below the root
   std::string key_;
 };
 
@@ -111,8 +111,8 @@ std::string_view checked_framing(std::string_view header, const std::string& whe
          " (it must be JSON padded only with trailing spaces)");
   }
   if (header.front() != '{') {
-    fail("header must be a JSON object starting with '{', found '",
-         printable(header.substr(0, 1)), "' (no leading whitespace or byte-order mark)");
+    fail("header must be a JSON object starting with '{', found '", printable(header.substr(0, 1)),
+         "' (no leading whitespace or byte-order mark)");
   }
   const std::size_t last = header.find_last_not_of(' ');
   return header.substr(0, last + 1);
@@ -126,19 +126,18 @@ HeaderEntries parse_header_entries(std::string_view header, const std::string& w
   BoundedHeaderBuilder builder(entries, where);
   Json::sax_parse(json.begin(), json.end(), &builder);
   if (json.back() != '}') {
-    throw FormatError(str_cat(where, "header is padded with '", printable(json.substr(json.size() - 1)),
+    throw FormatError(str_cat(where, "header is padded with '",
+                              printable(json.substr(json.size() - 1)),
                               "' after its JSON object (only trailing spaces are allowed)"));
   }
-  // Duplicate top-level keys, found by sorting (a hash set would copy every name).
-  std::vector<const std::string*> names;
+  // Duplicate top-level keys, by hashing views of the names (entries no longer move).
+  std::unordered_set<std::string_view> names;
   names.reserve(entries.size());
-  for (const auto& entry : entries) names.push_back(&entry.first);
-  std::sort(names.begin(), names.end(), [](auto* a, auto* b) { return *a < *b; });
-  const auto twice = std::adjacent_find(names.begin(), names.end(),
-                                        [](auto* a, auto* b) { return *a == *b; });
-  if (twice != names.end()) {
-    throw FormatError(str_cat(where, "header has the key '", printable(**twice),
-                              "' more than once"));
+  for (const auto& entry : entries) {
+    if (!names.insert(entry.first).second) {
+      throw FormatError(
+          str_cat(where, "header has the key '", printable(entry.first), "' more than once"));
+    }
   }
   return entries;
 }

@@ -81,33 +81,34 @@ void SafetensorsWriter::add_entry(Entry entry) {
              "safetensors tensor name of ", entry.name.size(), " bytes exceeds the limit of ",
              kSafetensorsMaxNameBytes, " bytes: '", printable(entry.name), "'");
   // A hash set keeps adding n tensors O(n) (a scan per add made 40k tensors take 40 s).
-  SW_REQUIRE(!names_.contains(entry.name), InvalidArgument, "safetensors tensor '",
+  SW_REQUIRE(names_.insert(entry.name).second, InvalidArgument, "safetensors tensor '",
              printable(entry.name), "' added twice");
-  names_.insert(entry.name);
   entries_.push_back(std::move(entry));
 }
 
 void SafetensorsWriter::add(std::string name, DType dtype, std::vector<std::int64_t> shape,
                             const void* data) {
   const std::uint64_t nbytes = checked_nbytes(name, dtype, shape);
-  SW_REQUIRE(data != nullptr || nbytes == 0, InvalidArgument, "safetensors tensor '", printable(name),
-             "': null data for ", nbytes, " bytes");
+  SW_REQUIRE(data != nullptr || nbytes == 0, InvalidArgument, "safetensors tensor '",
+             printable(name), "': null data for ", nbytes, " bytes");
   add_entry({std::move(name), dtype, std::move(shape), nbytes, data, nullptr});
 }
 
 void SafetensorsWriter::add(std::string name, DType dtype, std::vector<std::int64_t> shape,
                             std::span<const std::byte> bytes) {
   const std::uint64_t nbytes = checked_nbytes(name, dtype, shape);
-  SW_REQUIRE(bytes.size() == nbytes, ShapeError, "safetensors tensor '", printable(name), "': ", bytes.size(),
-             " bytes given but the shape of ", dtype_safetensors_name(dtype), " needs ", nbytes);
+  SW_REQUIRE(bytes.size() == nbytes, ShapeError, "safetensors tensor '", printable(name),
+             "': ", bytes.size(), " bytes given but the shape of ", dtype_safetensors_name(dtype),
+             " needs ", nbytes);
   add(std::move(name), dtype, std::move(shape), static_cast<const void*>(bytes.data()));
 }
 
 void SafetensorsWriter::add(std::string name, std::vector<std::int64_t> shape,
                             const TensorView& view) {
   const std::uint64_t nbytes = checked_nbytes(name, view.dtype, shape);
-  SW_REQUIRE(nbytes == view.nbytes(), ShapeError, "safetensors tensor '", printable(name), "': shape of ",
-             nbytes / dtype_size(view.dtype), " elements given for a view of ", view.numel);
+  SW_REQUIRE(nbytes == view.nbytes(), ShapeError, "safetensors tensor '", printable(name),
+             "': shape of ", nbytes / dtype_size(view.dtype), " elements given for a view of ",
+             view.numel);
   add(std::move(name), view.dtype, std::move(shape), static_cast<const void*>(view.data));
 }
 
@@ -191,8 +192,9 @@ void SafetensorsWriter::write_atomic(const std::filesystem::path& path) const {
       }
       CountingChunkSink chunks(sink, e->name, e->nbytes);
       e->producer(chunks);
-      SW_REQUIRE(chunks.remaining() == 0, InvalidArgument, "safetensors tensor '", printable(e->name),
-                 "': producer wrote ", e->nbytes - chunks.remaining(), " of ", e->nbytes, " bytes");
+      SW_REQUIRE(chunks.remaining() == 0, InvalidArgument, "safetensors tensor '",
+                 printable(e->name), "': producer wrote ", e->nbytes - chunks.remaining(), " of ",
+                 e->nbytes, " bytes");
     }
   });
 }

@@ -131,8 +131,9 @@ nlohmann::ordered_json to_json(const CommOverlapResolution& r) {
   out["tp_comm_overlap"] = r.tp_comm_overlap;
   out["tp_comm_overlap_cfg_source"] = r.tp_comm_overlap_cfg_source;
   nlohmann::ordered_json backend = nlohmann::ordered_json::object();
-  for (const auto& [key, value] : r.tp_comm_overlap_backend_cfg) {
-    std::visit([&](const auto& v) { backend[key] = v; }, value);
+  // No structured binding here: clang 14 (the fuzz build) cannot capture one in a lambda.
+  for (const auto& entry : r.tp_comm_overlap_backend_cfg) {
+    std::visit([&](const auto& v) { backend[entry.first] = v; }, entry.second);
   }
   out["tp_comm_overlap_backend_cfg"] = backend;
   out["tp_comm_bootstrap_backend"] = optional(r.tp_comm_bootstrap_backend);

@@ -51,10 +51,18 @@ std::string printable(std::string_view text, std::size_t max_bytes) {
     if (c < 0x80) {
       if (at + 1 > max_bytes) break;
       switch (c) {
-        case '\n': out += "\\n"; break;
-        case '\r': out += "\\r"; break;
-        case '\t': out += "\\t"; break;
-        case '\\': out += "\\\\"; break;
+        case '\n':
+          out += "\\n";
+          break;
+        case '\r':
+          out += "\\r";
+          break;
+        case '\t':
+          out += "\\t";
+          break;
+        case '\\':
+          out += "\\\\";
+          break;
         default:
           if (c < 0x20 || c == 0x7F) {
             append_hex_escape(out, "\\x%02x", c);

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # CLI test for `shardwise convert`: writes a small checkpoint with numpy, converts it to MXFP8 and
 # back, and checks the files with an independent numpy reader (header, dtypes, shapes, metadata,
-# values within the MXFP8 error bound), plus exit code 2 and one error line for bad inputs.
+# values within the MXFP8 error bound), plus exit code 2 and one error line for bad inputs,
+# generated hostile files (nested JSON, control characters, NUL/BOM, over-long names, empty
+# tensors with 2^62 dimensions through convert and reshard) and the output preflight.
 # Usage: convert_cli_test.sh PATH/TO/shardwise
 set -euo pipefail
 
@@ -243,6 +245,90 @@ rc=0
   fail "missing output argument: expected exit 2, got $rc"
 [[ -e "$work/x.safetensors" ]] && fail "a failed conversion left $work/x.safetensors"
 cmp -s "$work/in.safetensors" "$work/in_copy.safetensors" || fail "output-is-input modified the input"
+
+# 6. Hostile files (generated here): each crashed, hung or was accepted before the hardening.
+"$python" - "$work" <<'PY'
+import json, struct, sys
+work = sys.argv[1]
+def raw(path, header_bytes, data=b""):
+    with open(work + "/" + path, "wb") as f:
+        f.write(struct.pack("<Q", len(header_bytes)) + header_bytes + data)
+def header(obj):
+    text = json.dumps(obj, separators=(",", ":")).encode()
+    return text + b" " * (-len(text) % 8)
+one = {"dtype": "U8", "shape": [1], "data_offsets": [0, 1]}
+# 100k nested arrays in __metadata__ (the error path printed them recursively: SIGSEGV).
+raw("nested.safetensors", b'{"__metadata__":{"k":' + b"[" * 100000 + b"]" * 100000 + b"}}", b"")
+# A name with a newline and an ANSI clear-screen sequence, and an unknown dtype.
+raw("ansi.safetensors", header({"evil\n\x1b[2J\x1b[Hname": {"dtype": "XX", "shape": [1],
+                                                          "data_offsets": [0, 1]}}), b"\0")
+raw("nul.safetensors", header({"t": one}).rstrip(b" ") + b"\0" + b'{"x":1}', b"\0")
+raw("bom.safetensors", b"\xef\xbb\xbf" + header({"t": one}), b"\0")
+raw("longname.safetensors", header({"n" * 65537: one}), b"\0")
+# 60,000-character name: std::regex '(.)*' overflowed the stack from ~13,800.
+raw("name60k.safetensors", header({"w" * 60000: one}), b"\0")
+# Empty tensors with a 2^62 dimension: convert spun in the quantizer, reshard --tp 2 in slicing.
+huge = 4611686018427387904
+raw("hugedim.safetensors", header({
+    "layers.0.mlp.fc1.weight": {"dtype": "BF16", "shape": [huge, 0], "data_offsets": [0, 0]},
+    "layers.0.mlp.fc2.weight": {"dtype": "BF16", "shape": [huge, 0], "data_offsets": [0, 0]},
+}))
+PY
+expect_exit2 "nested JSON header" convert --to mxfp8 "$work/nested.safetensors" "$work/x.safetensors"
+expect_exit2 "control characters in a name" convert --to mxfp8 "$work/ansi.safetensors" "$work/x.safetensors"
+if grep -q $'\x1b' "$work/err"; then fail "raw ESC byte reached stderr"; fi
+grep -qF 'evil\n\x1b[2J\x1b[Hname' "$work/err" && echo "ok: the name is printed escaped" ||
+  fail "name not escaped: $(cat -v "$work/err")"
+expect_exit2 "NUL in header" convert --to mxfp8 "$work/nul.safetensors" "$work/x.safetensors"
+expect_exit2 "BOM header" convert --to mxfp8 "$work/bom.safetensors" "$work/x.safetensors"
+expect_exit2 "name over 64 KiB" convert --to mxfp8 "$work/longname.safetensors" "$work/x.safetensors"
+expect_exit2 "RE2-invalid pattern" convert --to mxfp8 "$work/in.safetensors" "$work/x.safetensors" --include '(a)\1'
+rc=0
+timeout 60 "$shardwise" convert --to mxfp8 "$work/name60k.safetensors" "$work/n.safetensors" \
+  --include '(.)*' >"$work/out" 2>"$work/err" || rc=$?
+[[ $rc -eq 0 ]] && echo "ok: '(.)*' on a 60,000-character name" ||
+  fail "'(.)*' on a long name: exit $rc $(head -c 300 "$work/err")"
+rc=0
+timeout 60 "$shardwise" convert --to mxfp8 "$work/hugedim.safetensors" "$work/h.safetensors" \
+  --include fc >"$work/out" 2>"$work/err" || rc=$?
+[[ $rc -eq 0 ]] && grep -q "converted 2 tensors" "$work/out" &&
+  echo "ok: empty [2^62, 0] tensors convert at once" ||
+  fail "convert of empty [2^62, 0] tensors: exit $rc $(head -c 300 "$work/err")"
+rc=0
+timeout 60 "$shardwise" reshard --checkpoint "$work/hugedim.safetensors" --tp 2 \
+  --out "$work/hugedim_tp2" >"$work/out" 2>"$work/err" || rc=$?
+if [[ $rc -eq 0 ]] && "$python" - "$work" <<'PY'
+import json, struct, sys
+blob = open(sys.argv[1] + "/hugedim_tp2/tp-rank-01-of-02.safetensors", "rb").read()
+(n,) = struct.unpack("<Q", blob[:8])
+h = json.loads(blob[8:8 + n])  # numpy cannot shape a [2^62, 0] BF16 array
+assert h["layers.0.mlp.fc1.weight"]["shape"] == [2305843009213693952, 0], h
+assert h["layers.0.mlp.fc2.weight"]["shape"] == [4611686018427387904, 0], h
+assert len(blob) == 8 + n, len(blob)
+PY
+then echo "ok: reshard --tp 2 of empty [2^62, 0] tensors"
+else fail "reshard of empty [2^62, 0] tensors: exit $rc $(head -c 300 "$work/err")"; fi
+
+# 7. Outputs are checked before any work: with a broken input and an output in a missing
+#    directory, the error names the output (the input is never read).
+expect_exit2 "convert output directory missing" convert --to mxfp8 "$work/garbage.safetensors" "$work/no/such/dir/x.safetensors"
+grep -q "no/such/dir" "$work/err" || fail "convert preflight does not name the output: $(cat "$work/err")"
+mkdir -p "$work/outdir"
+expect_exit2 "convert output is a directory" convert --to mxfp8 "$work/garbage.safetensors" "$work/outdir"
+grep -q "is a directory" "$work/err" || fail "convert to a directory: $(cat "$work/err")"
+printf 'x' >"$work/plainfile"
+expect_exit2 "reshard --out under a file" reshard --checkpoint "$work/garbage.safetensors" --tp 2 --out "$work/plainfile/tp"
+grep -q "plainfile" "$work/err" || fail "reshard preflight does not name --out: $(cat "$work/err")"
+if [[ $(id -u) -ne 0 ]]; then  # root writes through permission bits
+  mkdir -p "$work/readonly" && chmod 555 "$work/readonly"
+  expect_exit2 "convert into a read-only directory" convert --to mxfp8 "$work/garbage.safetensors" "$work/readonly/x.safetensors"
+  grep -q "cannot create files in" "$work/err" || fail "read-only output: $(cat "$work/err")"
+  expect_exit2 "reshard into a read-only directory" reshard --checkpoint "$work/garbage.safetensors" --tp 2 --out "$work/readonly/tp"
+  chmod 755 "$work/readonly"
+elif [[ -d /proc/self ]]; then  # a directory nobody can create files in
+  expect_exit2 "convert into /proc" convert --to mxfp8 "$work/garbage.safetensors" /proc/self/x.safetensors
+  grep -q "cannot create files in /proc/self" "$work/err" || fail "unwritable output: $(cat "$work/err")"
+fi
 
 if [[ $failures -gt 0 ]]; then
   echo "$failures failure(s)" >&2

@@ -22,14 +22,18 @@ TEST(MessageText, ControlCharactersAreEscaped) {
   EXPECT_EQ(printable("x\x1b[2J\x1b[Hy"), "x\\x1b[2J\\x1b[Hy");  // ANSI clear screen
   EXPECT_EQ(printable("nul\0end"s), "nul\\x00end");
   EXPECT_EQ(printable("del\x7f"), "del\\x7f");
-  EXPECT_EQ(printable("csi\xc2\x9b" "2J"), "csi\\u009b2J");  // C1 control U+009B
+  EXPECT_EQ(printable("csi\xc2\x9b"
+                      "2J"),
+            "csi\\u009b2J");  // C1 control U+009B
 }
 
 TEST(MessageText, InvalidUtf8BytesAreEscaped) {
-  EXPECT_EQ(printable("a\xff" "b"), "a\\xffb");
-  EXPECT_EQ(printable("\xc0\xaf"), "\\xc0\\xaf");              // overlong '/'
-  EXPECT_EQ(printable("\xed\xa0\x80"), "\\xed\\xa0\\x80");     // surrogate U+D800
-  EXPECT_EQ(printable("\xe2\x82"), "\\xe2\\x82");              // truncated sequence
+  EXPECT_EQ(printable("a\xff"
+                      "b"),
+            "a\\xffb");
+  EXPECT_EQ(printable("\xc0\xaf"), "\\xc0\\xaf");           // overlong '/'
+  EXPECT_EQ(printable("\xed\xa0\x80"), "\\xed\\xa0\\x80");  // surrogate U+D800
+  EXPECT_EQ(printable("\xe2\x82"), "\\xe2\\x82");           // truncated sequence
 }
 
 TEST(MessageText, LongTextIsTruncatedWithItsLength) {

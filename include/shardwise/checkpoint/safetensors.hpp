@@ -40,6 +40,7 @@
 #include <vector>
 
 #include "shardwise/core/dtype.hpp"
+#include "shardwise/core/message_text.hpp"
 #include "shardwise/core/tensor_view.hpp"
 
 namespace shardwise {
@@ -77,10 +78,10 @@ struct SafetensorsTensorView {
   // not aligned for T (use read_range to copy out of an unaligned file instead).
   template <typename T>
   const T* as() const {
-    SW_CHECK(sizeof(T) == dtype_size(info->dtype), "tensor '", info->name, "' of ",
+    SW_CHECK(sizeof(T) == dtype_size(info->dtype), "tensor '", printable(info->name), "' of ",
              dtype_name(info->dtype), " read as ", sizeof(T), "-byte elements");
-    SW_CHECK(reinterpret_cast<std::uintptr_t>(data) % alignof(T) == 0, "tensor '", info->name,
-             "' is not aligned to ", alignof(T), " bytes in its file");
+    SW_CHECK(reinterpret_cast<std::uintptr_t>(data) % alignof(T) == 0, "tensor '",
+             printable(info->name), "' is not aligned to ", alignof(T), " bytes in its file");
     return reinterpret_cast<const T*>(data);
   }
 };
