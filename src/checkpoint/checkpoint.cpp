@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <exception>
 #include <fstream>
+#include <map>
 #include <mutex>
 #include <set>
 #include <sstream>
@@ -274,6 +275,19 @@ void validate_manifest_fields(const json& m, const fs::path& directory, const fs
   }
 }
 
+// A rank file records its rank, the data-parallel size and the step it was saved at; a file from
+// another save (copied in by hand, or a manifest edited to another size) disagrees.
+void check_rank_file_metadata(const SafetensorsFile& file, const fs::path& path,
+                              const std::map<std::string, std::string>& expected) {
+  for (const auto& [key, value] : expected) {
+    const auto it = file.metadata().find(key);
+    if (it == file.metadata().end()) continue;  // files from save_state_dict_to_file lack them
+    SW_REQUIRE(it->second == value, FormatError, "checkpoint file ", quoted(path), " was saved with ",
+               key, " ", it->second.substr(0, 64), " but the manifest makes it ", value,
+               ": the file belongs to another checkpoint");
+  }
+}
+
 // A file name from the manifest: a plain name inside the step directory.
 fs::path file_in(const fs::path& dir, const std::string& name, const fs::path& manifest) {
   SW_REQUIRE(!name.empty() && name.find('/') == std::string::npos && name != "." && name != "..",
@@ -512,12 +526,17 @@ LoadedCheckpoint load_checkpoint(const fs::path& directory, const std::vector<Mo
                "' but this run uses '", optimizer_kind,
                "': loading across optimizer kinds is not supported (a different data-parallel "
                "size or bucket size is)");
-    // Every listed file must be there and well formed, whichever of them this rank needs.
-    for (const auto& name : m.at("optimizer_files").get<std::vector<std::string>>()) {
-      const fs::path file = file_in(directory, name, manifest_file);
+    // Every listed file must be there, well formed and written for this checkpoint, whichever
+    // of them this rank needs.
+    const auto files = m.at("optimizer_files").get<std::vector<std::string>>();
+    for (std::size_t r = 0; r < files.size(); ++r) {
+      const fs::path file = file_in(directory, files[r], manifest_file);
       SW_REQUIRE(fs::exists(file), IoError, "checkpoint file ", quoted(file),
                  " is missing (listed in ", quoted(manifest_file), ")");
-      SafetensorsFile::open(file);
+      check_rank_file_metadata(SafetensorsFile::open(file), file,
+                               {{"rank", std::to_string(r)},
+                                {"data_parallel_size", std::to_string(files.size())},
+                                {"step", std::to_string(out.step)}});
     }
     std::string model_name;
     try {

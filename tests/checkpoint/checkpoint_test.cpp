@@ -442,6 +442,21 @@ TEST_F(BadManifest, RankFileNamedForAnotherSize) {
   EXPECT_MENTIONS(load_error(), "expected 'optimizer-rank-00000-of-00001.safetensors'");
 }
 
+TEST_F(BadManifest, RankFileFromAnotherSaveIsRefused) {
+  // Another save's rank file (step 2) copied over this checkpoint's (step 1).
+  TinyModel other(kSpec, 3);
+  other.step(1);
+  other.step(2);
+  const fs::path elsewhere = fresh_dir("bad-other");
+  const fs::path other_dir =
+      save_checkpoint(request(elsewhere, 2), other.tensors(), *other.optimizer, group_);
+  fs::copy_file(other_dir / rank_file_, dir_ / rank_file_, fs::copy_options::overwrite_existing);
+  fs::remove_all(elsewhere);
+  const std::string m = load_error();
+  EXPECT_MENTIONS(m, rank_file_);
+  EXPECT_MENTIONS(m, "was saved with step 2 but the manifest makes it 1");
+}
+
 TEST_F(BadManifest, ValidManifestStillLoads) {
   edit_manifest([](nlohmann::json&) {});
   EXPECT_EQ(load_error(), "(no error)");
