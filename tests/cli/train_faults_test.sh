@@ -5,7 +5,7 @@
 # Cases: an impossible model size, data files that are not regular files, --config a directory,
 # duplicate YAML keys, non-finite training (lr=1e6) with and without training.skip_nonfinite_steps,
 # unusable output paths (missing directory; read-only and full tmpfs where the test may mount one),
-# a metrics log that fills its disk mid-run, two jobs on one --save root, leftovers of a killed
+# a metrics log that fills its disk mid-run, refit's --json in a missing directory, two jobs on one --save root, leftovers of a killed
 # save, and damaged checkpoint manifests.
 set -euo pipefail
 
@@ -80,6 +80,8 @@ expect_error jsonl_missing_dir "does not exist" \
   "$shardwise" train "${tiny[@]}" training.steps=2 --log-jsonl "$work/no/such/dir/m.jsonl"
 expect_error plot_is_directory "it is a directory" \
   "$shardwise" train "${tiny[@]}" training.steps=2 --plot "$work/a_directory"
+expect_error refit_json_missing_dir "--json '$work/no/r.json' is not writable" \
+  "$shardwise" refit --config "$root/examples/refit.yaml" --json "$work/no/r.json"
 if mkdir -p "$work/full" "$work/ro" "$work/small" &&
    mount -t tmpfs -o size=64k tmpfs "$work/full" 2>/dev/null; then
   mounts+=("$work/full")
