@@ -40,7 +40,8 @@ class OutputChecks : public test::ScratchDirTest {
 };
 
 TEST_F(OutputChecks, MissingDirectoryAndDirectoryAsFileAreRefusedNamingTheOption) {
-  std::string m = error_message_of([&] { preflight_output_file(dir_ / "no" / "m.jsonl", "--log-jsonl"); });
+  std::string m =
+      error_message_of([&] { preflight_output_file(dir_ / "no" / "m.jsonl", "--log-jsonl"); });
   EXPECT_CONTAINS(m, "--log-jsonl '" + (dir_ / "no" / "m.jsonl").string() + "' is not writable");
   EXPECT_CONTAINS(m, "does not exist");
   m = error_message_of([&] { preflight_output_file(dir_, "--plot"); });
@@ -59,7 +60,8 @@ TEST_F(OutputChecks, UsablePathsPassAndLeaveNoTrace) {
   EXPECT_TRUE(fs::is_empty(dir_ / "a" / "b"));
   EXPECT_FALSE(fs::exists(dir_ / "m.jsonl"));
   write_all(dir_ / "kept", "old content");
-  EXPECT_EQ(error_message_of([&] { preflight_output_file(dir_ / "kept", "--plot"); }), "(no error)");
+  EXPECT_EQ(error_message_of([&] { preflight_output_file(dir_ / "kept", "--plot"); }),
+            "(no error)");
   EXPECT_EQ(read_all(dir_ / "kept"), "old content");
   EXPECT_EQ(error_message_of([&] { preflight_output_file("/dev/null", "--log-jsonl"); }),
             "(no error)");

@@ -26,14 +26,17 @@ TEST_F(TrainerGuards, OutputsArePreflightedAndTheSaveRootStaysLocked) {
   FakeProcessGroup world(0, 1);
   auto lock = prepare_outputs(world, {path("ckpt"), path("m.jsonl"), path("loss.svg")}, false);
   ASSERT_NE(lock, nullptr);
-  EXPECT_CONTAINS(error_message_of([&] { prepare_outputs(world, {path("ckpt"), "", ""}, false); }),
+  EXPECT_CONTAINS(error_message_of([&] {
+                    prepare_outputs(world, {path("ckpt"), "", ""}, false);
+                  }),
                   "is in use by another job");
   lock.reset();
   EXPECT_NE(prepare_outputs(world, {path("ckpt"), "", ""}, false), nullptr);
   EXPECT_EQ(prepare_outputs(world, {"", "", ""}, false), nullptr);
-  EXPECT_CONTAINS(
-      error_message_of([&] { prepare_outputs(world, {"", path("no/m.jsonl"), ""}, false); }),
-      "--log-jsonl '" + path("no/m.jsonl") + "' is not writable");
+  EXPECT_CONTAINS(error_message_of([&] {
+                    prepare_outputs(world, {"", path("no/m.jsonl"), ""}, false);
+                  }),
+                  "--log-jsonl '" + path("no/m.jsonl") + "' is not writable");
 }
 
 TEST_F(TrainerGuards, ImpossibleModelIsRefused) {
