@@ -50,7 +50,7 @@ std::unique_ptr<CheckpointRootLock> prepare_outputs(ProcessGroup& world, const O
                     paths.save_dir, "'");
         }
       }
-    } catch (const Error& e) {
+    } catch (const std::exception& e) {  // std::filesystem errors too: every rank must hear
       failure = e.what();
       if (failure.empty()) failure = "output check failed";
     }
