@@ -88,8 +88,10 @@ if mkdir -p "$work/full" "$work/ro" "$work/small" &&
   mount -t tmpfs -o size=64k,ro tmpfs "$work/ro" && mounts+=("$work/ro")
   mount -t tmpfs -o size=16k tmpfs "$work/small" && mounts+=("$work/small")
   head -c 1M /dev/zero >"$work/full/filler" 2>/dev/null || true
-  expect_error save_full_disk "No space left on device" \
+  expect_error save_full_disk "--save '$work/full/ckpt' is not writable" \
     "$shardwise" train "${tiny[@]}" training.steps=2 --save "$work/full/ckpt"
+  grep -qF "No space left on device" "$work/save_full_disk.err" ||
+    fail "save_full_disk: the message does not say the disk is full"
   expect_error save_read_only "--save '$work/ro/ckpt'" \
     "$shardwise" train "${tiny[@]}" training.steps=2 --save "$work/ro/ckpt"
   expect_error jsonl_read_only "Read-only file system" \
