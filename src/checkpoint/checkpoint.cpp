@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <exception>
 #include <fstream>
+#include <map>
 #include <mutex>
 #include <set>
 #include <sstream>
@@ -208,6 +209,24 @@ T manifest_get(const json& m, const char* key, const fs::path& file) {
   }
 }
 
+// Text from a file, fit for a message: at most `max` bytes, control bytes as \xNN (a name holding
+// an escape sequence must not reach the terminal).
+std::string printable(std::string_view text, std::size_t max = 256) {
+  std::string out;
+  for (const char c : text.substr(0, max)) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (byte >= 0x20 && byte != 0x7f) {
+      out += c;
+    } else {
+      char hex[8];
+      std::snprintf(hex, sizeof hex, "\\x%02x", byte);
+      out += hex;
+    }
+  }
+  if (text.size() > max) out += "...";
+  return out;
+}
+
 // Bounds no real run reaches; beyond them a value is damage, and would start an endless run or
 // overflow the sample index arithmetic.
 constexpr std::int64_t kMaxCheckpointStep = 1'000'000'000'000;
@@ -222,9 +241,8 @@ std::int64_t manifest_integer(const json& value, const std::string& field, std::
       (value.is_number_unsigned()
            ? value.get<std::uint64_t>() <= static_cast<std::uint64_t>(high)
            : value.get<std::int64_t>() >= low && value.get<std::int64_t>() <= high);
-  SW_REQUIRE(in_range, FormatError, "checkpoint manifest ", quoted(file), ": \"", field,
-             "\" is ", value.dump().substr(0, 64), "; expected an integer in [", low, ", ", high,
-             "]");
+  SW_REQUIRE(in_range, FormatError, "checkpoint manifest ", quoted(file), ": \"", field, "\" is ",
+             value.dump().substr(0, 64), "; expected an integer in [", low, ", ", high, "]");
   return value.get<std::int64_t>();
 }
 
@@ -240,8 +258,8 @@ std::optional<std::int64_t> step_of_directory_name(const fs::path& directory) {
 void validate_manifest_fields(const json& m, const fs::path& directory, const fs::path& file) {
   const std::int64_t step = manifest_integer(m.at("step"), "step", 0, kMaxCheckpointStep, file);
   if (const auto named = step_of_directory_name(directory)) {
-    SW_REQUIRE(*named == step, FormatError, "checkpoint manifest ", quoted(file),
-               ": \"step\" is ", step, " but its directory is named for step ", *named);
+    SW_REQUIRE(*named == step, FormatError, "checkpoint manifest ", quoted(file), ": \"step\" is ",
+               step, " but its directory is named for step ", *named);
   }
   const json& trainer = m.at("trainer");
   SW_REQUIRE(trainer.is_object() && trainer.contains("consumed_samples"), FormatError,
@@ -250,8 +268,8 @@ void validate_manifest_fields(const json& m, const fs::path& directory, const fs
   manifest_integer(trainer.at("consumed_samples"), "trainer.consumed_samples", 0,
                    kMaxConsumedSamples, file);
   if (trainer.contains("next_step")) {
-    const std::int64_t next = manifest_integer(trainer.at("next_step"), "trainer.next_step", 0,
-                                               kMaxCheckpointStep, file);
+    const std::int64_t next =
+        manifest_integer(trainer.at("next_step"), "trainer.next_step", 0, kMaxCheckpointStep, file);
     SW_REQUIRE(next == step, FormatError, "checkpoint manifest ", quoted(file),
                ": \"trainer.next_step\" (", next, ") differs from \"step\" (", step, ")");
   }
@@ -267,18 +285,31 @@ void validate_manifest_fields(const json& m, const fs::path& directory, const fs
              files.size(), " rank file(s)");
   for (int r = 0; r < size; ++r) {
     const std::string expected = optimizer_rank_file_name(r, size);
-    SW_REQUIRE(files[static_cast<std::size_t>(r)] == expected, FormatError,
-               "checkpoint manifest ", quoted(file), ": \"optimizer_files\"[", r, "] is '",
-               files[static_cast<std::size_t>(r)].substr(0, 256), "', expected '", expected,
+    SW_REQUIRE(files[static_cast<std::size_t>(r)] == expected, FormatError, "checkpoint manifest ",
+               quoted(file), ": \"optimizer_files\"[", r, "] is '",
+               printable(files[static_cast<std::size_t>(r)]), "', expected '", expected,
                "' for data_parallel_size ", size);
+  }
+}
+
+// A rank file records its rank, the data-parallel size and the step it was saved at; a file from
+// another save (copied in by hand, or a manifest edited to another size) disagrees.
+void check_rank_file_metadata(const SafetensorsFile& file, const fs::path& path,
+                              const std::map<std::string, std::string>& expected) {
+  for (const auto& [key, value] : expected) {
+    const auto it = file.metadata().find(key);
+    if (it == file.metadata().end()) continue;  // files from save_state_dict_to_file lack them
+    SW_REQUIRE(it->second == value, FormatError, "checkpoint file ", quoted(path),
+               " was saved with ", key, " ", printable(it->second, 64),
+               " but the manifest makes it ", value, ": the file belongs to another checkpoint");
   }
 }
 
 // A file name from the manifest: a plain name inside the step directory.
 fs::path file_in(const fs::path& dir, const std::string& name, const fs::path& manifest) {
   SW_REQUIRE(!name.empty() && name.find('/') == std::string::npos && name != "." && name != "..",
-             FormatError, "checkpoint manifest ", quoted(manifest), " names file '", name,
-             "', which is not a plain file name");
+             FormatError, "checkpoint manifest ", quoted(manifest), " names file '",
+             printable(name), "', which is not a plain file name");
   return dir / name;
 }
 
@@ -536,16 +567,21 @@ LoadedCheckpoint load_checkpoint(const fs::path& directory, const std::vector<Mo
     }
     const auto saved_kind = m.at("optimizer_kind").get<std::string>();
     SW_REQUIRE(optimizer_kind.empty() || saved_kind == optimizer_kind, InvalidArgument,
-               "checkpoint ", quoted(directory), " was saved with optimizer kind '", saved_kind,
-               "' but this run uses '", optimizer_kind,
+               "checkpoint ", quoted(directory), " was saved with optimizer kind '",
+               printable(saved_kind), "' but this run uses '", optimizer_kind,
                "': loading across optimizer kinds is not supported (a different data-parallel "
                "size or bucket size is)");
-    // Every listed file must be there and well formed, whichever of them this rank needs.
-    for (const auto& name : m.at("optimizer_files").get<std::vector<std::string>>()) {
-      const fs::path file = file_in(directory, name, manifest_file);
+    // Every listed file must be there, well formed and written for this checkpoint, whichever
+    // of them this rank needs.
+    const auto files = m.at("optimizer_files").get<std::vector<std::string>>();
+    for (std::size_t r = 0; r < files.size(); ++r) {
+      const fs::path file = file_in(directory, files[r], manifest_file);
       SW_REQUIRE(fs::exists(file), IoError, "checkpoint file ", quoted(file),
                  " is missing (listed in ", quoted(manifest_file), ")");
-      SafetensorsFile::open(file);
+      check_rank_file_metadata(SafetensorsFile::open(file), file,
+                               {{"rank", std::to_string(r)},
+                                {"data_parallel_size", std::to_string(files.size())},
+                                {"step", std::to_string(out.step)}});
     }
     std::string model_name;
     try {

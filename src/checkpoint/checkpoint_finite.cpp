@@ -32,15 +32,19 @@ std::optional<std::int64_t> scan_half(const unsigned char* bytes, std::int64_t c
 std::optional<std::int64_t> first_non_finite(const void* data, std::int64_t count, DType dtype) {
   const auto* bytes = static_cast<const unsigned char*>(data);
   switch (dtype) {
-    case DType::kFloat32: return scan_real<float>(bytes, count);
-    case DType::kBFloat16: return scan_half(bytes, count, 0x7f80);
-    case DType::kFloat16: return scan_half(bytes, count, 0x7c00);
+    case DType::kFloat32:
+      return scan_real<float>(bytes, count);
+    case DType::kBFloat16:
+      return scan_half(bytes, count, 0x7f80);
+    case DType::kFloat16:
+      return scan_half(bytes, count, 0x7c00);
     case DType::kFloat8E4M3:  // no infinities; NaN is 0x7f / 0xff
       for (std::int64_t i = 0; i < count; ++i) {
         if ((bytes[i] & 0x7f) == 0x7f) return i;
       }
       return std::nullopt;
-    default: return std::nullopt;
+    default:
+      return std::nullopt;
   }
 }
 

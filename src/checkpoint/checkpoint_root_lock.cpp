@@ -42,7 +42,8 @@ void write_owner(int fd) {
   std::tm utc{};
   char since[32] = "?";
   if (::gmtime_r(&now, &utc) != nullptr) std::strftime(since, sizeof since, "%FT%TZ", &utc);
-  const std::string text = str_cat("host ", host_name(), " pid ", ::getpid(), " since ", since, "\n");
+  const std::string text =
+      str_cat("host ", host_name(), " pid ", ::getpid(), " since ", since, "\n");
   if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, text.data(), text.size(), 0) < 0) {
     log::warning("could not record the lock owner in the checkpoint lock file: ",
                  std::strerror(errno));

@@ -1,10 +1,9 @@
 #include "shardwise/checkpoint/checkpoint_shards.hpp"
 
-#include "checkpoint_finite.hpp"
-
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
+#include "checkpoint_finite.hpp"
 #include "shardwise/checkpoint/safetensors.hpp"
 #include "shardwise/core/error.hpp"
 #include "shardwise/optim/chained_optimizer.hpp"
@@ -249,8 +248,8 @@ void load_optimizer_shards(optim::Optimizer& optimizer, const std::vector<SavedS
                      str_cat("needed for elements [", lo, ", ", hi, ") of param '", shard.param,
                              "'"));
         file.read_range(name, lo - src->start, hi - lo, dst + (lo - shard.start));
-        const auto bad = checkpoint_detail::first_non_finite(dst + (lo - shard.start), hi - lo,
-                                                             DType::kFloat32);
+        const auto bad =
+            checkpoint_detail::first_non_finite(dst + (lo - shard.start), hi - lo, DType::kFloat32);
         SW_REQUIRE(!bad, FormatError, "checkpoint file ", quoted(src->file), ": tensor '", name,
                    "' holds a non-finite value (NaN or inf) at element ",
                    lo - src->start + bad.value_or(0), "; the checkpoint is damaged");

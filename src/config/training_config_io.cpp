@@ -146,8 +146,8 @@ std::string read_config_text(const std::filesystem::path& path) {
   const auto status = std::filesystem::status(path, ec);
   SW_REQUIRE(!ec && std::filesystem::exists(status), IoError, "cannot open config file ",
              path.string(), ": it does not exist");
-  SW_REQUIRE(std::filesystem::is_regular_file(status) || std::filesystem::is_fifo(status),
-             IoError, "config file ", path.string(), " is ",
+  SW_REQUIRE(std::filesystem::is_regular_file(status) || std::filesystem::is_fifo(status), IoError,
+             "config file ", path.string(), " is ",
              std::filesystem::is_directory(status) ? "a directory" : "not a regular file",
              "; pass a YAML file");
   std::ifstream in(path, std::ios::binary);

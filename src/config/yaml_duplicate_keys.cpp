@@ -47,8 +47,8 @@ void check_no_duplicate_keys(const YAML::Node& root, std::string_view what) {
         const std::string key = key_text(entry.first);
         const auto [it, fresh] = seen.emplace(key, entry.first);
         SW_REQUIRE(fresh, ConfigError, prefix, "key '", child_path(path, key),
-                   "' is given twice (lines ", line_of(it->second), " and ",
-                   line_of(entry.first), "); YAML keys must be unique");
+                   "' is given twice (lines ", line_of(it->second), " and ", line_of(entry.first),
+                   "); YAML keys must be unique");
         pending.emplace_back(entry.second, child_path(path, key));
       }
     } else if (node.IsSequence()) {

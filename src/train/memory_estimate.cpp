@@ -17,9 +17,9 @@ constexpr int kEvalBatch = 64;  // the trainer's evaluation batch
 // Elements of every parameter of the reference GPT (see GptModel::register_params).
 double parameter_count(const GptConfig& m) {
   const double v = m.vocab_size, h = m.hidden, f = m.ffn_hidden;
-  const double per_layer = 4 * h            // two layer norms
-                           + 3 * h * h + 3 * h  // qkv
-                           + h * h + h          // attention projection
+  const double per_layer = 4 * h                     // two layer norms
+                           + 3 * h * h + 3 * h       // qkv
+                           + h * h + h               // attention projection
                            + f * h + f + h * f + h;  // mlp
   double count = v * h + m.num_layers * per_layer + 2 * h;
   if (!m.rope) count += double(m.seq_len) * h;
@@ -30,15 +30,15 @@ double parameter_count(const GptConfig& m) {
 // Floats one forward keeps for backward at `batch` samples, plus backward's largest temporaries.
 double activation_floats(const GptConfig& m, double batch) {
   const double n = batch * m.seq_len, h = m.hidden, f = m.ffn_hidden, v = m.vocab_size;
-  const double per_layer = 8 * n * h + 4 * n + 2 * n * f +
-                           batch * m.num_heads * double(m.seq_len) * m.seq_len;
+  const double per_layer =
+      8 * n * h + 4 * n + 2 * n * f + batch * m.num_heads * double(m.seq_len) * m.seq_len;
   return m.num_layers * per_layer + 2 * n * h + 2 * n + 2 * n * v + 3 * n * std::max(3 * h, f);
 }
 
 }  // namespace
 
-MemoryEstimate estimate_training_memory(const GptConfig& model, int micro_batch,
-                                        int eval_samples, int optimizer_shards) {
+MemoryEstimate estimate_training_memory(const GptConfig& model, int micro_batch, int eval_samples,
+                                        int optimizer_shards) {
   MemoryEstimate e;
   e.parameter_count = parameter_count(model);
   e.parameters = e.parameter_count * kFloatBytes;

@@ -20,8 +20,8 @@ MetricsLog::~MetricsLog() {
 void MetricsLog::fail(const char* what, int error) {
   if (file_ != nullptr) std::fclose(file_);
   file_ = nullptr;
-  throw IoError(str_cat(what, " metrics file '", path_, "': ",
-                        error != 0 ? std::strerror(error) : "write failed",
+  throw IoError(str_cat(what, " metrics file '", path_,
+                        "': ", error != 0 ? std::strerror(error) : "write failed",
                         " (the metrics log is incomplete)"));
 }
 
@@ -42,8 +42,8 @@ void MetricsLog::close() {
   const int flush_error = errno;
   const bool closed = std::fclose(file) == 0;
   if (!flushed || !closed) {
-    throw IoError(str_cat("cannot write metrics file '", path_, "': ",
-                          std::strerror(flushed ? errno : flush_error),
+    throw IoError(str_cat("cannot write metrics file '", path_,
+                          "': ", std::strerror(flushed ? errno : flush_error),
                           " (the metrics log is incomplete)"));
   }
 }

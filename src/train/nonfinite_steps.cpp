@@ -15,9 +15,8 @@ bool all_ranks_agree(ProcessGroup& group, bool local_ok) {
 bool NonFiniteSteps::skip_step(ProcessGroup& group, std::int64_t step, double loss,
                                double grad_norm) {
   if (all_ranks_agree(group, std::isfinite(loss) && std::isfinite(grad_norm))) return false;
-  const std::string what =
-      str_cat("step ", step, ": non-finite training state (loss ", loss, ", grad norm ", grad_norm,
-              " on rank ", group.rank(), ")");
+  const std::string what = str_cat("step ", step, ": non-finite training state (loss ", loss,
+                                   ", grad norm ", grad_norm, " on rank ", group.rank(), ")");
   if (skipped_ >= allowed_) {
     throw NonFiniteTrainingError(str_cat(
         what, "; stopping: no update was applied and no checkpoint is saved from this state (",

@@ -24,8 +24,9 @@ namespace {
 void probe_directory(const fs::path& dir, std::string_view option, const fs::path& shown) {
   const fs::path probe = dir / str_cat(".shardwise-write-probe.", ::getpid());
   const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0) refuse(option, shown, str_cat("cannot create a file in ", dir.string(), ": ",
-                                            std::strerror(errno)));
+  if (fd < 0)
+    refuse(option, shown,
+           str_cat("cannot create a file in ", dir.string(), ": ", std::strerror(errno)));
   // A few KiB: on a full filesystem creating an empty file can still succeed.
   const std::string bytes(4096, '\n');
   const ssize_t n = ::write(fd, bytes.data(), bytes.size());
@@ -33,8 +34,9 @@ void probe_directory(const fs::path& dir, std::string_view option, const fs::pat
   const bool closed = ::close(fd) == 0;
   ::unlink(probe.c_str());
   if (n != static_cast<ssize_t>(bytes.size())) {
-    refuse(option, shown, str_cat("writing to ", dir.string(), " fails: ",
-                                  n < 0 ? std::strerror(write_error) : "short write"));
+    refuse(option, shown,
+           str_cat("writing to ", dir.string(),
+                   " fails: ", n < 0 ? std::strerror(write_error) : "short write"));
   }
   if (!closed) refuse(option, shown, str_cat("closing a file in ", dir.string(), " fails"));
 }
@@ -69,8 +71,9 @@ void preflight_output_directory(const fs::path& dir, std::string_view option) {
   SW_REQUIRE(!dir.empty(), IoError, option, ": empty directory name");
   fs::create_directories(dir, ec);
   if (!fs::is_directory(dir)) {
-    refuse(option, dir, ec ? str_cat("cannot create it: ", ec.message())
-                           : std::string("it exists and is not a directory"));
+    refuse(option, dir,
+           ec ? str_cat("cannot create it: ", ec.message())
+              : std::string("it exists and is not a directory"));
   }
   probe_directory(dir, option, dir);
 }

@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <limits>
 #include <cstdio>
+#include <limits>
 #include <memory>
 #include <nlohmann/json.hpp>
 
@@ -205,12 +205,12 @@ TrainingSummary run_training(const TrainingConfig& input_config, const ProcessGr
   const ProcessGroupPtr& dp_group = groups.data_parallel;
   const int dp = dp_group->size(), rank = dp_group->rank();
   const bool is_rank0 = world->rank() == 0;
-  const std::string jsonl = !options.log_jsonl.empty() ? options.log_jsonl
-                                                       : config.logging.jsonl_path;
+  const std::string jsonl =
+      !options.log_jsonl.empty() ? options.log_jsonl : config.logging.jsonl_path;
   const std::string plot = !options.plot.empty() ? options.plot : config.logging.plot_path;
   // Before any work: every output writable, the --save root ours alone (held until we return).
-  const auto save_root_lock = train_detail::prepare_outputs(
-      *world, {options.save_dir, jsonl, plot}, is_rank0 && !options.quiet);
+  const auto save_root_lock = train_detail::prepare_outputs(*world, {options.save_dir, jsonl, plot},
+                                                            is_rank0 && !options.quiet);
 
   const auto dataset = make_dataset(config);
   const GptConfig model_config = gpt_config(config, *dataset);

@@ -50,7 +50,7 @@ std::unique_ptr<CheckpointRootLock> prepare_outputs(ProcessGroup& world, const O
                     paths.save_dir, "'");
         }
       }
-    } catch (const Error& e) {
+    } catch (const std::exception& e) {  // std::filesystem errors too: every rank must hear
       failure = e.what();
       if (failure.empty()) failure = "output check failed";
     }
@@ -62,9 +62,8 @@ std::unique_ptr<CheckpointRootLock> prepare_outputs(ProcessGroup& world, const O
 
 void require_memory(ProcessGroup& world, const GptConfig& model, const TrainingConfig& config,
                     int optimizer_shards) {
-  const MemoryEstimate estimate =
-      estimate_training_memory(model, config.training.micro_batch_size,
-                               config.data.eval_samples, optimizer_shards);
+  const MemoryEstimate estimate = estimate_training_memory(
+      model, config.training.micro_batch_size, config.data.eval_samples, optimizer_shards);
   std::exception_ptr failure;
   try {
     require_memory_fits(estimate, ranks_on_this_host(world.size()), available_memory_bytes());

@@ -1,6 +1,8 @@
 // The --save root lock: one job at a time per root (flock, so a crashed holder never leaves a
 // stale lock), the owner named in the refusal, and leftovers of killed saves removed by the next
 // job that takes the lock - and nothing else removed.
+#include "shardwise/checkpoint/checkpoint_root_lock.hpp"
+
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -9,7 +11,6 @@
 #include <optional>
 
 #include "scratch_dir.hpp"
-#include "shardwise/checkpoint/checkpoint_root_lock.hpp"
 
 namespace shardwise {
 namespace {

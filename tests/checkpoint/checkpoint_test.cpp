@@ -2,6 +2,8 @@
 // directory protocol with a world of one (save, resolve, keep-last), every bad-checkpoint case
 // (each error names the file and the tensor, and leaves the files as they were), and a save
 // killed with SIGKILL at several moments, after which the previous checkpoint still loads.
+#include "shardwise/checkpoint/checkpoint.hpp"
+
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -9,16 +11,15 @@
 
 #include <chrono>
 #include <cmath>
-#include <functional>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <random>
 #include <thread>
 
 #include "ddp/fake_process_group.hpp"
-#include "shardwise/checkpoint/checkpoint.hpp"
 #include "shardwise/checkpoint/checkpoint_shards.hpp"
 #include "shardwise/checkpoint/safetensors.hpp"
 #include "shardwise/core/atomic_file.hpp"
@@ -424,9 +425,8 @@ TEST_F(BadManifest, NegativeConsumedSamples) {
 }
 
 TEST_F(BadManifest, HugeConsumedSamples) {
-  edit_manifest([](nlohmann::json& m) {
-    m["trainer"]["consumed_samples"] = std::int64_t{1} << 62;
-  });
+  edit_manifest(
+      [](nlohmann::json& m) { m["trainer"]["consumed_samples"] = std::int64_t{1} << 62; });
   EXPECT_MENTIONS(load_error(), "\"trainer.consumed_samples\" is 4611686018427387904");
 }
 
@@ -446,6 +446,28 @@ TEST_F(BadManifest, RankFileNamedForAnotherSize) {
     m["optimizer_files"][0] = "optimizer-rank-00000-of-00002.safetensors";
   });
   EXPECT_MENTIONS(load_error(), "expected 'optimizer-rank-00000-of-00001.safetensors'");
+}
+
+TEST_F(BadManifest, RankFileFromAnotherSaveIsRefused) {
+  // Another save's rank file (step 2) copied over this checkpoint's (step 1).
+  TinyModel other(kSpec, 3);
+  other.step(1);
+  other.step(2);
+  const fs::path elsewhere = fresh_dir("bad-other");
+  const fs::path other_dir =
+      save_checkpoint(request(elsewhere, 2), other.tensors(), *other.optimizer, group_);
+  fs::copy_file(other_dir / rank_file_, dir_ / rank_file_, fs::copy_options::overwrite_existing);
+  fs::remove_all(elsewhere);
+  const std::string m = load_error();
+  EXPECT_MENTIONS(m, rank_file_);
+  EXPECT_MENTIONS(m, "was saved with step 2 but the manifest makes it 1");
+}
+
+TEST_F(BadManifest, ControlCharactersInNamesAreEscapedInTheMessage) {
+  edit_manifest([](nlohmann::json& m) { m["optimizer_files"][0] = "x\n\x1b[2Jy"; });
+  const std::string m = load_error();
+  EXPECT_MENTIONS(m, "is 'x\\x0a\\x1b[2Jy'");
+  EXPECT_EQ(m.find('\x1b'), std::string::npos) << m;
 }
 
 TEST_F(BadManifest, ValidManifestStillLoads) {
@@ -485,7 +507,8 @@ TEST_F(BadCheckpoint, InfinityInOptimizerState) {
   poison_tensor(dir_ / rank_file_, "layers.0.weight/exp_avg", 11, INFINITY);
   const std::string m = load_error();
   EXPECT_MENTIONS(m, rank_file_);
-  EXPECT_MENTIONS(m, "'layers.0.weight/exp_avg' holds a non-finite value (NaN or inf) at element 11");
+  EXPECT_MENTIONS(m,
+                  "'layers.0.weight/exp_avg' holds a non-finite value (NaN or inf) at element 11");
 }
 
 // A save killed by SIGKILL at any stage leaves `latest` naming a complete checkpoint: the

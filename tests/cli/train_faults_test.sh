@@ -5,7 +5,7 @@
 # Cases: an impossible model size, data files that are not regular files, --config a directory,
 # duplicate YAML keys, non-finite training (lr=1e6) with and without training.skip_nonfinite_steps,
 # unusable output paths (missing directory; read-only and full tmpfs where the test may mount one),
-# a metrics log that fills its disk mid-run, two jobs on one --save root, leftovers of a killed
+# a metrics log that fills its disk mid-run, refit's --json in a missing directory, two jobs on one --save root, leftovers of a killed
 # save, and damaged checkpoint manifests.
 set -euo pipefail
 
@@ -80,14 +80,18 @@ expect_error jsonl_missing_dir "does not exist" \
   "$shardwise" train "${tiny[@]}" training.steps=2 --log-jsonl "$work/no/such/dir/m.jsonl"
 expect_error plot_is_directory "it is a directory" \
   "$shardwise" train "${tiny[@]}" training.steps=2 --plot "$work/a_directory"
+expect_error refit_json_missing_dir "--json '$work/no/r.json' is not writable" \
+  "$shardwise" refit --config "$root/examples/refit.yaml" --json "$work/no/r.json"
 if mkdir -p "$work/full" "$work/ro" "$work/small" &&
    mount -t tmpfs -o size=64k tmpfs "$work/full" 2>/dev/null; then
   mounts+=("$work/full")
   mount -t tmpfs -o size=64k,ro tmpfs "$work/ro" && mounts+=("$work/ro")
   mount -t tmpfs -o size=16k tmpfs "$work/small" && mounts+=("$work/small")
   head -c 1M /dev/zero >"$work/full/filler" 2>/dev/null || true
-  expect_error save_full_disk "No space left on device" \
+  expect_error save_full_disk "--save '$work/full/ckpt' is not writable" \
     "$shardwise" train "${tiny[@]}" training.steps=2 --save "$work/full/ckpt"
+  grep -qF "No space left on device" "$work/save_full_disk.err" ||
+    fail "save_full_disk: the message does not say the disk is full"
   expect_error save_read_only "--save '$work/ro/ckpt'" \
     "$shardwise" train "${tiny[@]}" training.steps=2 --save "$work/ro/ckpt"
   expect_error jsonl_read_only "Read-only file system" \

@@ -273,8 +273,8 @@ TEST(TrainingConfig, DuplicateKeysAreErrorsWhereverTheyAre) {
                     "proj_fprop: null}"}),
       "override 'comm_overlap.tp_comm_overlap_cfg={proj_fprop");
   // An override replacing a key of the file is not a duplicate.
-  EXPECT_EQ(
-      parse_training_config("training: {steps: 50}", {"training.steps=70"}).training.steps, 70);
+  EXPECT_EQ(parse_training_config("training: {steps: 50}", {"training.steps=70"}).training.steps,
+            70);
 }
 
 TEST(TrainingConfig, ConfigPathThatIsADirectoryOrDeviceIsRefused) {
@@ -283,8 +283,8 @@ TEST(TrainingConfig, ConfigPathThatIsADirectoryOrDeviceIsRefused) {
     load_training_config(dir);
     ADD_FAILURE() << "a directory was loaded as a config";
   } catch (const IoError& e) {
-    EXPECT_ERROR_CONTAINS(std::string(e.what()), str_cat("config file ", dir.string(),
-                                                         " is a directory"));
+    EXPECT_ERROR_CONTAINS(std::string(e.what()),
+                          str_cat("config file ", dir.string(), " is a directory"));
   }
   try {
     load_training_config("/dev/zero");
@@ -302,9 +302,9 @@ TEST(TrainingConfig, ConfigPathThatIsADirectoryOrDeviceIsRefused) {
 
 TEST(TrainingConfig, SkipNonFiniteStepsDefaultsToZeroAndIsValidated) {
   EXPECT_EQ(parse_training_config("").training.skip_nonfinite_steps, 0);
-  EXPECT_EQ(parse_training_config("training: {skip_nonfinite_steps: 3}")
-                .training.skip_nonfinite_steps,
-            3);
+  EXPECT_EQ(
+      parse_training_config("training: {skip_nonfinite_steps: 3}").training.skip_nonfinite_steps,
+      3);
   EXPECT_ERROR_CONTAINS(error_of("training: {skip_nonfinite_steps: -1}"),
                         "training.skip_nonfinite_steps must be >= 0 (got -1)");
 }

@@ -76,8 +76,7 @@ TEST(MemoryEstimate, SmallModelFitsAndMemAvailableIsRead) {
   EXPECT_GT(*available, 1 << 20);
   const MemoryEstimate e = estimate_training_memory(GptConfig{}, 8, 256, 1);
   EXPECT_EQ(test::error_message_of([&] { require_memory_fits(e, 4, available); }), "(no error)");
-  EXPECT_EQ(test::error_message_of([&] { require_memory_fits(e, 4, std::nullopt); }),
-            "(no error)");
+  EXPECT_EQ(test::error_message_of([&] { require_memory_fits(e, 4, std::nullopt); }), "(no error)");
   EXPECT_EQ(format_bytes(1536), "1.5 KiB");
   EXPECT_EQ(format_bytes(3.0 * (1ull << 40)), "3.0 TiB");
 }

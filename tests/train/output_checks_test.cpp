@@ -1,6 +1,6 @@
 // Output handling of the trainer: preflight of output paths (missing directory, a directory as
-// the file, a full filesystem, a read-only mount), the JSONL metrics log that reports a failed
-// write instead of truncating silently, and the non-finite step policy.
+// the file, a full filesystem, a read-only mount) and the JSONL metrics log that reports a failed
+// write instead of truncating silently.
 #include <gtest/gtest.h>
 #include <sys/mount.h>
 #include <unistd.h>
@@ -8,10 +8,8 @@
 #include <cmath>
 #include <fstream>
 
-#include "ddp/fake_process_group.hpp"
 #include "scratch_dir.hpp"
 #include "shardwise/train/metrics_log.hpp"
-#include "shardwise/train/nonfinite_steps.hpp"
 #include "shardwise/train/output_preflight.hpp"
 
 namespace shardwise {
@@ -42,7 +40,8 @@ class OutputChecks : public test::ScratchDirTest {
 };
 
 TEST_F(OutputChecks, MissingDirectoryAndDirectoryAsFileAreRefusedNamingTheOption) {
-  std::string m = error_message_of([&] { preflight_output_file(dir_ / "no" / "m.jsonl", "--log-jsonl"); });
+  std::string m =
+      error_message_of([&] { preflight_output_file(dir_ / "no" / "m.jsonl", "--log-jsonl"); });
   EXPECT_CONTAINS(m, "--log-jsonl '" + (dir_ / "no" / "m.jsonl").string() + "' is not writable");
   EXPECT_CONTAINS(m, "does not exist");
   m = error_message_of([&] { preflight_output_file(dir_, "--plot"); });
@@ -61,7 +60,8 @@ TEST_F(OutputChecks, UsablePathsPassAndLeaveNoTrace) {
   EXPECT_TRUE(fs::is_empty(dir_ / "a" / "b"));
   EXPECT_FALSE(fs::exists(dir_ / "m.jsonl"));
   write_all(dir_ / "kept", "old content");
-  EXPECT_EQ(error_message_of([&] { preflight_output_file(dir_ / "kept", "--plot"); }), "(no error)");
+  EXPECT_EQ(error_message_of([&] { preflight_output_file(dir_ / "kept", "--plot"); }),
+            "(no error)");
   EXPECT_EQ(read_all(dir_ / "kept"), "old content");
   EXPECT_EQ(error_message_of([&] { preflight_output_file("/dev/null", "--log-jsonl"); }),
             "(no error)");
@@ -103,29 +103,6 @@ TEST_F(OutputChecks, MetricsLogWritesWholeLinesAndReportsAFullDisk) {
   MetricsLog full("/dev/full", true);
   const std::string m = error_message_of([&] { full.write({{"step", 1}}); });
   EXPECT_CONTAINS(m, "cannot write metrics file '/dev/full': No space left on device");
-}
-
-TEST(NonFiniteSteps, SkipsUpToTheAllowanceThenStopsNamingTheStep) {
-  testing_support::FakeProcessGroup group(0, 1);
-  NonFiniteSteps none(0);
-  EXPECT_FALSE(none.skip_step(group, 1, 2.0, 1.0));
-  std::string m = error_message_of([&] { none.skip_step(group, 2, NAN, 1.0); });
-  EXPECT_CONTAINS(m, "step 2: non-finite training state (loss nan");
-  EXPECT_CONTAINS(m, "no checkpoint is saved");
-  EXPECT_CONTAINS(m, "training.skip_nonfinite_steps=0");
-
-  NonFiniteSteps two(2);
-  EXPECT_TRUE(two.skip_step(group, 3, 1.0, INFINITY));
-  EXPECT_FALSE(two.skip_step(group, 4, 1.0, 1.0));
-  EXPECT_TRUE(two.skip_step(group, 5, NAN, NAN));
-  EXPECT_EQ(two.skipped(), 2);
-  try {
-    two.skip_step(group, 6, -INFINITY, 1.0);
-    ADD_FAILURE() << "a third non-finite step was accepted";
-  } catch (const NonFiniteTrainingError& e) {
-    EXPECT_CONTAINS(std::string(e.what()), "step 6:");
-    EXPECT_CONTAINS(std::string(e.what()), "2 step(s) skipped before");
-  }
 }
 
 }  // namespace

@@ -26,8 +26,8 @@ struct MemoryEstimate {
 // fp32 training of `model` at micro-batch `micro_batch` (evaluation batches count too: the
 // trainer evaluates up to 64 samples at once); `optimizer_shards` is the data-parallel size the
 // optimizer state is sharded over (1 for plain DDP, where every rank keeps all of it).
-MemoryEstimate estimate_training_memory(const GptConfig& model, int micro_batch,
-                                        int eval_samples, int optimizer_shards);
+MemoryEstimate estimate_training_memory(const GptConfig& model, int micro_batch, int eval_samples,
+                                        int optimizer_shards);
 
 // MemAvailable from /proc/meminfo in bytes, or nullopt when it cannot be read.
 std::optional<double> available_memory_bytes();

@@ -87,7 +87,11 @@ struct TrainerOptions {
 };
 
 // Runs the whole training job on this rank. Every rank of `world` must call it with the same
-// config. Throws shardwise::Error for bad input.
+// config. Throws shardwise::Error for bad input. Before any work it checks that every output path
+// is writable, that the model fits in available memory (train/memory_estimate.hpp) and takes the
+// save_dir's lock (checkpoint/checkpoint_root_lock.hpp) for the whole run; a NaN/inf loss or grad
+// norm skips the step (training.skip_nonfinite_steps) or throws NonFiniteTrainingError, and a
+// checkpoint is never saved from non-finite weights. Every rank reaches the same outcome.
 TrainingSummary run_training(const TrainingConfig& config, const ProcessGroupPtr& world,
                              const TrainerOptions& options = {});
 
