@@ -11,37 +11,13 @@ bool reduce_scatters(optim::OptimizerMode mode) {
   return mode == optim::OptimizerMode::kLayerWise || mode == optim::OptimizerMode::kDistributed;
 }
 
-// wrap_with_ddp for one chunk. For the all-reduce modes (ddp, legacy-layer-wise) the default
-// layout names dp shards per bucket without padding to them, and the buffer then insists every
-// bucket divide by dp although an all-reduce never splits a bucket; a torch model's sizes rarely
-// divide (a 17-token vocabulary is enough). Those buffers are declared unsharded (num_shards 1)
-// instead, which is what an all-reduce does with them.
+// wrap_with_ddp for one chunk (the layout, config and buffers the CLI's trainer uses).
 std::unique_ptr<DistributedDataParallel> wrap(ParamList params, optim::OptimizerMode mode,
                                               DistributedDataParallelConfig config,
                                               const DataParallelGroups& groups,
                                               bool all_layer_wise) {
-  if (reduce_scatters(mode)) {
-    auto ddps = optim::wrap_with_ddp({std::move(params)}, mode, config, groups, all_layer_wise);
-    return std::move(ddps.front());
-  }
-  // The config wrap_with_ddp uses for these modes.
-  config.use_distributed_optimizer = false;
-  config.use_legacy_param_sync = mode == optim::OptimizerMode::kLegacyLayerWise;
-  config.overlap_param_gather = false;
-  config.align_param_gather = false;
-  const int dp = groups.data_parallel->size();
-  const int expert_dp =
-      (groups.expert_data_parallel ? groups.expert_data_parallel : groups.data_parallel)->size();
-  LayoutOptions options = config.layout_options(LayoutAlgorithm::kDefault, dp, expert_dp);
-  options.all_layer_wise = all_layer_wise;
-  FullParamLayout layout = compute_full_param_layout(params, options);
-  for (auto& [key, buffer] : layout.layouts) {
-    for (const BucketRange& bucket : buffer.bucket_indices) {
-      if (bucket.numel() % buffer.num_shards != 0) buffer.num_shards = 1;
-    }
-  }
-  return std::make_unique<DistributedDataParallel>(std::move(params), std::move(layout), config,
-                                                   groups);
+  auto ddps = optim::wrap_with_ddp({std::move(params)}, mode, config, groups, all_layer_wise);
+  return std::move(ddps.front());
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include "shardwise/checkpoint/safetensors.hpp"
 #include "shardwise/core/atomic_file.hpp"
 #include "shardwise/core/error.hpp"
+#include "shardwise/core/message_text.hpp"
 #include "shardwise/core/logging.hpp"
 
 namespace shardwise {
@@ -207,24 +208,6 @@ T manifest_get(const json& m, const char* key, const fs::path& file) {
     throw FormatError(
         str_cat("checkpoint manifest ", quoted(file), ": \"", key, "\" is malformed: ", e.what()));
   }
-}
-
-// Text from a file, fit for a message: at most `max` bytes, control bytes as \xNN (a name holding
-// an escape sequence must not reach the terminal).
-std::string printable(std::string_view text, std::size_t max = 256) {
-  std::string out;
-  for (const char c : text.substr(0, max)) {
-    const auto byte = static_cast<unsigned char>(c);
-    if (byte >= 0x20 && byte != 0x7f) {
-      out += c;
-    } else {
-      char hex[8];
-      std::snprintf(hex, sizeof hex, "\\x%02x", byte);
-      out += hex;
-    }
-  }
-  if (text.size() > max) out += "...";
-  return out;
 }
 
 // Bounds no real run reaches; beyond them a value is damage, and would start an endless run or
