@@ -466,7 +466,7 @@ TEST_F(BadManifest, RankFileFromAnotherSaveIsRefused) {
 TEST_F(BadManifest, ControlCharactersInNamesAreEscapedInTheMessage) {
   edit_manifest([](nlohmann::json& m) { m["optimizer_files"][0] = "x\n\x1b[2Jy"; });
   const std::string m = load_error();
-  EXPECT_MENTIONS(m, "is 'x\\x0a\\x1b[2Jy'");
+  EXPECT_MENTIONS(m, "is 'x\\n\\x1b[2Jy'");
   EXPECT_EQ(m.find('\x1b'), std::string::npos) << m;
 }
 
