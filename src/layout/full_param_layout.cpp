@@ -18,6 +18,7 @@ FullParamLayout compute_full_param_layout(const ParamList& params, const LayoutO
     input.data_parallel_size = options.num_shards_for(
         options.algorithm == LayoutAlgorithm::kLayerWise && key.is_layer_wise, group_dp);
     input.pad_for_high_nccl_busbw = options.pad_buckets_for_high_nccl_busbw;
+    input.overlap_aware_cuts = options.overlap_aware_cuts;
     PerBufferParamLayout layout;
     if (options.algorithm == LayoutAlgorithm::kDefault) {
       layout = compute_default_layout(input);

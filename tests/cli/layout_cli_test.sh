@@ -221,6 +221,10 @@ mem = {c["shard_group_size"]: c["param_grad_bytes"] + c["optimizer_state_bytes"]
        for c in choice["candidates"]}
 assert mem[choice["chosen"]] <= min(mem.values()) * 1.01, mem
 PY
+# Overlap-aware cuts (off by default) give a valid layout with the cost block.
+"$shardwise" layout --model moe-tiny --dp 8 --bucket-size 5000 --overlap-aware-cuts --format json \
+  >"$work/oac.json" && check_layout_json "$work/oac.json" 8 && check_cost_json "$work/oac.json" 8 8 &&
+  echo "ok: overlap-aware cuts" || fail "overlap-aware cuts"
 expect_exit2 "shard group not dividing dp" layout --model gpt-tiny --dp 8 --shard-group-size 3
 expect_exit2 "shard group not a number" layout --model gpt-tiny --dp 8 --shard-group-size four
 grep -q "layer_wise_shard_group_size 3" <("$shardwise" layout --model gpt-tiny --dp 8 --shard-group-size 3 2>&1 || true) ||

@@ -104,6 +104,7 @@ Case random_case(std::uint64_t seed) {
     }
     c.options.layer_wise_shard_group_size = divisors[rng() % divisors.size()];
   }
+  c.options.overlap_aware_cuts = rng() % 4 == 0;
   return c;
 }
 
@@ -162,6 +163,7 @@ TEST(LayoutProperty, RandomModelsSatisfyEveryInvariant) {
       input.bucket_size = c.options.bucket_size;
       input.data_parallel_size = dp;
       input.pad_for_high_nccl_busbw = c.options.pad_buckets_for_high_nccl_busbw;
+      input.overlap_aware_cuts = c.options.overlap_aware_cuts;
       const auto baseline = compute_lpt_floor_layer_wise_layout(input);
       ASSERT_EQ(
           layout_test::check_shard_aligned(c.params, baseline, ids, dp,

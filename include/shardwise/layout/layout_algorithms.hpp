@@ -19,6 +19,9 @@ struct BufferLayoutInput {
   std::optional<std::int64_t> bucket_size;  // nullopt = single bucket
   int data_parallel_size = 1;               // dp (or expert dp) of this buffer
   bool pad_for_high_nccl_busbw = false;
+  // Layer-wise layout: weigh the last bucket's (non-overlappable) reduce-scatter against padding
+  // when cutting buckets (see LayoutOptions::overlap_aware_cuts).
+  bool overlap_aware_cuts = false;
 };
 
 // Plain DDP: contiguous, no padding; a bucket closes once it holds >= bucket_size elements.
