@@ -451,10 +451,12 @@ std::vector<PlannedBucket> split_last_bucket(const std::vector<BackpropParam>& o
   const std::vector<PlannedBucket> plain = best;
   std::int64_t plain_numel = 0;
   for (const PlannedBucket& b : plain) plain_numel += planner.bucket_numel(b);
-  const double padding_limit = static_cast<double>(planner.padding(plain)) +
+  const double padding_limit = static_cast<double>(planner.padding(plain)) +  // the 0.5-point cap
                                kMaxPaddingRise * static_cast<double>(plain_numel);
   // Re-plan from the last bucket's start, and the whole buffer, with smaller bucket sizes.
-  for (const std::size_t from : {tail_begin, std::size_t{0}}) {
+  std::vector<std::size_t> starts{tail_begin};
+  if (tail_begin != 0) starts.push_back(0);
+  for (const std::size_t from : starts) {
     const std::int64_t numel = planner.numel_between(from, order.size());
     const auto kept = static_cast<std::ptrdiff_t>(from == 0 ? 0 : plain.size() - 1);
     for (const int k : kTailSplits) {

@@ -40,6 +40,8 @@ PerBufferParamLayout compute_dist_opt_layout(const BufferLayoutInput& input);
 // join it; ends are chosen where the bucket packs best), shards balanced by numel and by
 // Newton–Schulz cost across the whole buffer. per_bucket_numel_unpadded is the sum of the
 // bucket's param numels. Deterministic; never pads more than cutting where Megatron-LM does.
+// With overlap_aware_cuts the cuts also weigh the last bucket's exposed reduce-scatter (up to
+// half a point more padding; see layer_wise_layout.cpp).
 PerBufferParamLayout compute_layer_wise_layout(const BufferLayoutInput& input);
 
 // Groups params by BufferKey and runs the algorithm each buffer needs (see LayoutAlgorithm).
