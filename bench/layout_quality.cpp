@@ -14,7 +14,9 @@
 // large matrices each fill a bucket alone, and 1G elements, where buckets hold many params.
 // A last table sets one shard group (S = dp) against the shard group size `auto` picks
 // (shard_group_choice.hpp) at dp 64, 256 and 1024: padding, per-rank param + grad buffer and
-// optimizer-state bytes, and per-rank comm bytes per step (layout_cost.hpp).
+// optimizer-state bytes, and per-rank comm bytes per step (layout_cost.hpp). Another sets the
+// plain cut search against overlap-aware cuts (LayoutOptions::overlap_aware_cuts) at dp 8, 64
+// and 256: padding and exposed (last-bucket) reduce-scatter bytes of the layer-wise buffers.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -157,6 +159,53 @@ void shard_group_table() {
   }
 }
 
+// Layer-wise buffers only: buckets, padding fraction and exposed reduce-scatter bytes per rank.
+struct LayerWiseFigures {
+  std::size_t buckets = 0;
+  double padding = 0.0;
+  double exposed_gb = 0.0;
+};
+
+LayerWiseFigures layer_wise_figures(const ParamList& params, const LayoutOptions& options) {
+  const FullParamLayout layout = compute_full_param_layout(params, options);
+  BufferCost total;
+  LayerWiseFigures out;
+  for (const auto& [key, cost] : compute_layout_cost(layout, options).buffers) {
+    if (!key.is_layer_wise) continue;
+    total += cost;
+    out.buckets += layout.layouts.at(key).bucket_indices.size();
+  }
+  out.padding = total.numel_padded > 0 ? static_cast<double>(total.padding_numel()) /
+                                             static_cast<double>(total.numel_padded)
+                                       : 0.0;
+  out.exposed_gb = static_cast<double>(total.exposed_rs_bytes) / 1e9;
+  return out;
+}
+
+void overlap_table() {
+  std::printf(
+      "\noverlap-aware cuts, bucket size max(40M, 1M*dp), layer-wise buffers: buckets, padding, "
+      "exposed last-bucket reduce-scatter GB per rank\n");
+  std::printf("%-13s %5s | %7s %9s %10s | %7s %9s %10s | %8s\n", "model", "dp", "buckets",
+              "padding", "exposed", "buckets", "padding", "exposed", "exposed x");
+  for (const auto& name : bundled_model_names()) {
+    const ModelSpec spec = bundled_model_spec(name);
+    for (const int dp : {8, 64, 256}) {
+      LayoutOptions options;
+      options.data_parallel_size = dp;
+      options.bucket_size = std::max<std::int64_t>(40'000'000, 1'000'000LL * dp);
+      const LayerWiseFigures plain = layer_wise_figures(spec.params, options);
+      options.overlap_aware_cuts = true;
+      const LayerWiseFigures aware = layer_wise_figures(spec.params, options);
+      std::printf("%-13s %5d | %7zu %9s %10.3f | %7zu %9s %10.3f | %8.2f\n", name.c_str(), dp,
+                  plain.buckets, percent(plain.padding).c_str(), plain.exposed_gb, aware.buckets,
+                  percent(aware.padding).c_str(), aware.exposed_gb,
+                  aware.exposed_gb > 0 ? plain.exposed_gb / aware.exposed_gb : 1.0);
+      std::fflush(stdout);
+    }
+  }
+}
+
 int run() {
   std::printf(
       "Layer-wise layout quality: padding fraction (and its floor) and Newton-Schulz max/mean "
@@ -168,6 +217,7 @@ int run() {
   quality_table("bucket size 1G elements (buckets hold many params, so packing decides)",
                 [](int) { return std::int64_t{1'000'000'000}; });
   shard_group_table();
+  overlap_table();
 
   // Layout time at scale: DeepSeek-V3-sized spec at dp 1024 (expert dp 1024 too), target < 1 s.
   const ModelSpec deepseek = bundled_model_spec("deepseek-v3");

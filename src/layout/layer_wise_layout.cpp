@@ -429,7 +429,8 @@ class LayerWisePlanner {
 // 1 / kExposedWeight exposed elements; a plan whose padding exceeds the plain plan's by more than
 // kMaxPaddingRise of the buffer is not taken. Candidates re-plan the last bucket's params, and
 // the whole buffer, with a bucket size of 1/k of them (k in kTailSplits; never below
-// bucket_size) under both cut policies; the least objective wins, the plain plan among equals.
+// bucket_size) under both cut policies; a candidate with fewer buckets than the plain plan is
+// not taken; the least objective wins, the plain plan among equals.
 constexpr double kExposedWeight = 1.0 / 8.0;
 constexpr double kMaxPaddingRise = 0.005;
 constexpr int kTailSplits[] = {2, 3, 4, 6, 8, 12, 16};
@@ -467,6 +468,9 @@ std::vector<PlannedBucket> split_last_bucket(const std::vector<BackpropParam>& o
         std::vector<PlannedBucket> candidate(plain.begin(), plain.begin() + kept);
         for (PlannedBucket& b : split.plan_from(from, policy)) candidate.push_back(std::move(b));
         const double score = overlap_objective(planner, candidate, input.data_parallel_size);
+        // Only the last bucket is counted, so fewer (bigger) earlier buckets would look free
+        // while they overlap less: a candidate must keep at least the plain plan's buckets.
+        if (candidate.size() < plain.size()) continue;
         if (static_cast<double>(planner.padding(candidate)) > padding_limit) continue;
         if (score < best_score) {
           best_score = score;
