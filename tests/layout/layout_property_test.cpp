@@ -142,7 +142,8 @@ TEST(LayoutProperty, RandomModelsSatisfyEveryInvariant) {
           key.is_expert_parallel ? c.options.expert_dp() : c.options.data_parallel_size;
       // Element-sharded buffers keep the whole DP group; shard-aligned ones use the shard group.
       const int dp = layout.shard_aligned ? c.options.num_shards_for(true, group_dp) : group_dp;
-      EXPECT_EQ(layout.num_shards, c.options.algorithm == LayoutAlgorithm::kDefault ? group_dp : dp);
+      // Plain DDP buffers are all-reduced whole: one shard.
+      EXPECT_EQ(layout.num_shards, c.options.algorithm == LayoutAlgorithm::kDefault ? 1 : dp);
       if (c.options.layer_wise_shard_group_size && layout.shard_aligned) {
         EXPECT_EQ(group_dp % dp, 0) << key.to_string();
         if (!key.is_expert_parallel) {
