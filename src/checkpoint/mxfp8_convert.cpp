@@ -333,14 +333,14 @@ void add_quantized(SafetensorsWriter& writer, const SafetensorsFile& file,
                    const SafetensorsTensorInfo& info, const Mxfp8ConvertOptions& options,
                    const std::shared_ptr<ProgressCounter>& progress, const fs::path& in) {
   const std::string scale_name = str_cat(info.name, kMxfp8ScaleSuffix);
-  SW_REQUIRE(info.name.find(',') == std::string::npos, InvalidArgument, in.string(),
-             ": tensor '", printable(info.name), "' has a comma in its name, which the ",
-             kMxfp8MetaTensors, " list cannot hold; --exclude it");
+  SW_REQUIRE(info.name.find(',') == std::string::npos, InvalidArgument, in.string(), ": tensor '",
+             printable(info.name), "' has a comma in its name, which the ", kMxfp8MetaTensors,
+             " list cannot hold; --exclude it");
   SW_REQUIRE(!file.contains(scale_name), InvalidArgument, in.string(), ": tensor '",
              printable(info.name), "' would get the scale tensor '", printable(scale_name),
              "', but the file already has a tensor of that name");
-  require_mxfp8_dims(str_cat(in.string(), ": tensor '", printable(info.name), "'"),
-                     info.shape[0], info.shape[1]);
+  require_mxfp8_dims(str_cat(in.string(), ": tensor '", printable(info.name), "'"), info.shape[0],
+                     info.shape[1]);
   const Mxfp8Geometry g = mxfp8_geometry(info.shape[0], info.shape[1], options.layout);
   // The data producer runs first (equal element sizes keep insertion order) and leaves
   // the scales here for the scale producer; should the order ever differ, the scale
@@ -358,8 +358,7 @@ void add_quantized(SafetensorsWriter& writer, const SafetensorsFile& file,
                         s.write((*scales)->data(), (*scales)->size());
                         scales->reset();
                       });
-  writer.set_metadata(str_cat(kMxfp8MetaTensorPrefix, info.name),
-                      tensor_metadata_json(info, g));
+  writer.set_metadata(str_cat(kMxfp8MetaTensorPrefix, info.name), tensor_metadata_json(info, g));
 }
 
 // The file-level MXFP8 metadata: block size, scale rule and layout, and the converted tensors.

@@ -12,10 +12,10 @@ std::unique_ptr<TokenDataset> make_dataset(const TrainingConfig& c) {
   const auto seed = static_cast<std::uint64_t>(c.training.seed);
   switch (c.data.source) {
     case DataSource::kSynthetic:
-      return std::make_unique<SyntheticTaskDataset>(
-          c.data.task == SyntheticTask::kAddition ? SyntheticTaskKind::kAddition
-                                                  : SyntheticTaskKind::kSort,
-          c.data.digits, seed, c.data.eval_samples);
+      return std::make_unique<SyntheticTaskDataset>(c.data.task == SyntheticTask::kAddition
+                                                        ? SyntheticTaskKind::kAddition
+                                                        : SyntheticTaskKind::kSort,
+                                                    c.data.digits, seed, c.data.eval_samples);
     case DataSource::kText:
     case DataSource::kBin: {
       const bool text = c.data.source == DataSource::kText;
@@ -26,8 +26,7 @@ std::unique_ptr<TokenDataset> make_dataset(const TrainingConfig& c) {
       if (!c.data.val_path.empty()) val = read(c.data.val_path);
       return std::make_unique<TokenFileDataset>(
           read(c.data.path), std::move(val), c.model.seq_len, text ? 256 : c.model.vocab, seed,
-          c.data.eval_samples,
-          str_cat(text ? "text file '" : "token file '", c.data.path, "'"));
+          c.data.eval_samples, str_cat(text ? "text file '" : "token file '", c.data.path, "'"));
     }
   }
   throw InvalidArgument("unknown data.source");
@@ -35,9 +34,8 @@ std::unique_ptr<TokenDataset> make_dataset(const TrainingConfig& c) {
 
 GptConfig gpt_config(const TrainingConfig& c, const TokenDataset& data) {
   GptConfig g;
-  SW_REQUIRE(c.model.vocab == 0 || c.model.vocab >= data.vocab_size(), ConfigError,
-             "model.vocab (", c.model.vocab, ") is smaller than the data's vocabulary (",
-             data.vocab_size(), ")");
+  SW_REQUIRE(c.model.vocab == 0 || c.model.vocab >= data.vocab_size(), ConfigError, "model.vocab (",
+             c.model.vocab, ") is smaller than the data's vocabulary (", data.vocab_size(), ")");
   g.vocab_size = c.model.vocab > 0 ? c.model.vocab : data.vocab_size();
   g.seq_len = data.seq_len();
   g.num_layers = c.model.layers;
@@ -78,9 +76,9 @@ void build_ddp_and_optimizer(TrainingModel& m, const RunContext& run) {
   model.bind(std::move(values), std::move(grads));
   model.init_parameters(static_cast<std::uint64_t>(run.config.model.seed));
   const OptimizerChoice choice = optimizer_choice(run.config.optimizer);
-  m.optimizer = optim::make_optimizer(
-      m.mode, {&ddp}, choice.muon, choice.adamw, run.groups.data_parallel,
-      run.config.optimizer.overlap_param_gather_with_optimizer_step);
+  m.optimizer =
+      optim::make_optimizer(m.mode, {&ddp}, choice.muon, choice.adamw, run.groups.data_parallel,
+                            run.config.optimizer.overlap_param_gather_with_optimizer_step);
   m.optimizer->set_step_options({run.config.optimizer.clip_grad, false});
   if (ddp.config().overlap_param_gather) {
     // Forward waits for a param's all-gather only when it first reads that param.

@@ -25,11 +25,13 @@ nlohmann::ordered_json run_description(const TrainingModel& m, const RunContext&
   const TrainingConfig& config = run.config;
   return {{"world_size", run.world_size},
           {"global_batch", run.global_batch},
-          {"rng", {{"model_seed", config.model.seed},
-                   {"data_seed", config.training.seed},
-                   {"note", "training is deterministic: the model is initialised from "
-                            "model_seed once and samples are a function of data_seed "
-                            "and the sample index (trainer.consumed_samples)"}}},
+          {"rng",
+           {{"model_seed", config.model.seed},
+            {"data_seed", config.training.seed},
+            {"note",
+             "training is deterministic: the model is initialised from "
+             "model_seed once and samples are a function of data_seed "
+             "and the sample index (trainer.consumed_samples)"}}},
           {"layouts", layouts_summary(m.ddp())},
           {"config", to_json(config)}};
 }

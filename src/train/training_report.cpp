@@ -36,12 +36,12 @@ void announce_run(const RunContext& run, const TrainingModel& m, const TrainingS
             ", global batch ", run.global_batch, " = ", c.training.micro_batch_size, " x ",
             c.training.grad_accumulation, " x ", run.dp);
   log::info("resolved overlap: overlap_grad_reduce=", ddp.overlap_grad_reduce,
-            " overlap_param_gather=", ddp.overlap_param_gather, " bucket_size=",
-            ddp.bucket_size ? std::to_string(*ddp.bucket_size) : "none",
+            " overlap_param_gather=", ddp.overlap_param_gather,
+            " bucket_size=", ddp.bucket_size ? std::to_string(*ddp.bucket_size) : "none",
             " align_param_gather=", ddp.align_param_gather,
             " overlap_param_gather_with_optimizer_step=",
-            c.optimizer.overlap_param_gather_with_optimizer_step, " bucket_groups=",
-            m.ddp().bucket_groups().size());
+            c.optimizer.overlap_param_gather_with_optimizer_step,
+            " bucket_groups=", m.ddp().bucket_groups().size());
   for (const auto& w : run.resolution.warnings) log::warning(w);
 }
 
@@ -72,7 +72,8 @@ void TrainingReport::step(const StepMetrics& s) {
                   {"groups_dispatched_in_backward", s.groups_dispatched_in_backward},
                   {"skipped", s.skipped}});
   if (!run_.verbose) return;
-  const std::int64_t steps = run_.config.training.steps, interval = run_.config.logging.log_interval;
+  const std::int64_t steps = run_.config.training.steps,
+                     interval = run_.config.logging.log_interval;
   const std::string status = str_cat("loss ", s.loss, " | grad_norm ", s.grad_norm, " | lr ", s.lr,
                                      " | ", static_cast<long long>(s.tokens_per_s), " tok/s | ",
                                      s.step_ms, " ms | ", comm_hidden_text(s.comm_hidden_fraction));
@@ -103,9 +104,9 @@ void TrainingReport::finish(const TrainingSummary& summary, const TrainingModel&
     PlotSeries train{"train loss", {}}, eval{"held-out loss", {}, /*markers=*/true};
     for (const auto& s : summary.steps) train.points.emplace_back(s.step, s.loss);
     for (const auto& e : summary.evals) eval.points.emplace_back(e.step, e.eval_loss);
-    write_loss_plot(run_.plot, {train, eval},
-                    str_cat("shardwise train: ", optim::optimizer_mode_name(m.mode), ", dp=",
-                            run_.dp));
+    write_loss_plot(
+        run_.plot, {train, eval},
+        str_cat("shardwise train: ", optim::optimizer_mode_name(m.mode), ", dp=", run_.dp));
   }
   if (!run_.verbose) return;
   log::info("done: ", run_.config.training.steps, " steps in ", summary.wall_seconds,

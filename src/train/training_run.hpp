@@ -95,9 +95,9 @@ EvalMetrics evaluate_held_out(GptModel<float>& model, const TokenDataset& data,
 
 // One optimizer step: which samples, at which learning rate.
 struct StepPlan {
-  std::int64_t step = 0;           // 0-based; the metrics report step + 1
+  std::int64_t step = 0;  // 0-based; the metrics report step + 1
   double lr = 0;
-  std::int64_t first_sample = 0;   // consumed samples before this step
+  std::int64_t first_sample = 0;  // consumed samples before this step
   int micro_batch_size = 1, grad_accumulation = 1;
 };
 // Runs forward/backward over the micro-batches, the grad sync and the optimizer step. A

@@ -17,7 +17,8 @@ TrainingConfig tiny_config(const std::string& optimizer) {
   return parse_training_config(str_cat(R"(
 model: {layers: 2, hidden: 32, heads: 4, ffn: 64}
 data: {source: synthetic, task: addition, digits: 2, eval_samples: 50}
-optimizer: {kind: )", optimizer, R"(, lr: 0.003, min_lr: 0.0003}
+optimizer: {kind: )",
+                                       optimizer, R"(, lr: 0.003, min_lr: 0.0003}
 training: {steps: 4, micro_batch_size: 4, grad_accumulation: 2, warmup_steps: 1}
 comm_overlap: {bucket_size: 4096}
 logging: {progress: false}
