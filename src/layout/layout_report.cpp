@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "shardwise/core/error.hpp"
+#include "shardwise/core/xml_text.hpp"
 #include "shardwise/layout/layout_cost.hpp"
 
 namespace shardwise {
@@ -76,21 +77,6 @@ void for_shown_rows(std::size_t n, int max_rows, const std::function<void(std::s
   for (std::size_t i = 0; i < head; ++i) row(i);
   gap(n - head - tail);
   for (std::size_t i = n - tail; i < n; ++i) row(i);
-}
-
-std::string xml_escape(const std::string& text) {
-  std::string out;
-  for (const char c : text) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&apos;"; break;
-      default: out += c;
-    }
-  }
-  return out;
 }
 
 // The kind of a param is its name without layer / expert numbers ("attn.qkv.weight"), so every
