@@ -28,7 +28,7 @@
 #include "shardwise/core/atomic_file.hpp"
 #include "shardwise/core/error.hpp"
 #include "shardwise/core/float_convert.hpp"
-#include "shardwise/reshard/refit.hpp"
+#include "shardwise/reshard/refit_verification.hpp"
 #include "shardwise/reshard/tp_export.hpp"
 #include "shardwise/train/output_preflight.hpp"
 #include "shardwise/train/trainer.hpp"
