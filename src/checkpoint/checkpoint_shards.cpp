@@ -5,6 +5,7 @@
 
 #include "checkpoint_finite.hpp"
 #include "shardwise/checkpoint/safetensors.hpp"
+#include "shardwise/core/shape.hpp"
 #include "shardwise/core/error.hpp"
 #include "shardwise/optim/chained_optimizer.hpp"
 #include "shardwise/optim/distributed_optimizer.hpp"
@@ -62,12 +63,6 @@ void collect_shards(const optim::Optimizer& optimizer, std::vector<OptimizerShar
       out.push_back(std::move(shard));
     }
   }
-}
-
-std::int64_t shape_numel(const std::vector<std::int64_t>& shape) {
-  std::int64_t n = 1;
-  for (auto d : shape) n *= d;
-  return n;
 }
 
 // Whole params keep their shape (readable as such from Python); partial runs are 1-D.

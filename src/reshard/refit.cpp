@@ -7,18 +7,13 @@
 #include <string_view>
 #include <utility>
 
+#include "shardwise/core/shape.hpp"
 #include "shardwise/core/error.hpp"
 #include "shardwise/core/float_convert.hpp"
 #include "shardwise/reshard/tp_export.hpp"
 
 namespace shardwise {
 namespace {
-
-std::int64_t product(const std::vector<std::int64_t>& shape) {
-  std::int64_t n = 1;
-  for (std::int64_t d : shape) n *= d;
-  return n;
-}
 
 void check_float_param(TensorView src, const std::string& name) {
   SW_REQUIRE(src.dtype == DType::kFloat32 || src.dtype == DType::kBFloat16 ||
@@ -93,7 +88,7 @@ InferenceTensor allocate_inference_tensor(const RefitParam& p, int tp, bool mxfp
     t.quantized = Mxfp8Tensor::allocate(t.local_shape[0], t.local_shape[1]);
     t.quantized.rule = scale_rule;
   } else {
-    t.bf16.assign(static_cast<std::size_t>(product(t.local_shape)), 0);
+    t.bf16.assign(static_cast<std::size_t>(shape_numel(t.local_shape)), 0);
   }
   return t;
 }
@@ -127,8 +122,8 @@ void add_destination_views(InferenceTensor& t, const std::vector<Box>& boxes,
     }
     offset += n;
   }
-  SW_CHECK(offset == product(t.local_shape), "refit: boxes of ", t.name, " cover ", offset, " of ",
-           product(t.local_shape), " local elements");
+  SW_CHECK(offset == shape_numel(t.local_shape), "refit: boxes of ", t.name, " cover ", offset,
+           " of ", shape_numel(t.local_shape), " local elements");
 }
 
 }  // namespace
@@ -155,7 +150,7 @@ RefitEngine::RefitEngine(ProcessGroupPtr group, std::vector<RefitParam> params,
   const std::set<std::string> convertible = mxfp8_param_names(params_, mode_);
   if (is_train_rank()) {
     for (const RefitParam& p : params_)
-      staging_.emplace_back(static_cast<std::size_t>(product(p.shape)));
+      staging_.emplace_back(static_cast<std::size_t>(shape_numel(p.shape)));
   }
   if (is_inference_rank()) {
     // Allocate everything first, then take views: the views point into heap buffers that stay
@@ -197,9 +192,9 @@ RefitStats RefitEngine::refit(const std::map<std::string, TensorView>& full_valu
       const auto it = full_values.find(p.name);
       SW_REQUIRE(it != full_values.end(), InvalidArgument, "refit: training rank ", group_->rank(),
                  " has no value for param ", p.name);
-      SW_REQUIRE(it->second.numel == product(p.shape), InvalidArgument, "refit: param ", p.name,
+      SW_REQUIRE(it->second.numel == shape_numel(p.shape), InvalidArgument, "refit: param ", p.name,
                  " has ", it->second.numel, " elements on training rank ", group_->rank(),
-                 ", its shape ", to_string(p.shape), " needs ", product(p.shape));
+                 ", its shape ", to_string(p.shape), " needs ", shape_numel(p.shape));
       convert_to_bf16(it->second, staging_[i].data(), p.name);
       sources[p.name].push_back(SourceShard::plain(
           {staging_[i].data(), static_cast<std::int64_t>(staging_[i].size()), DType::kBFloat16}));
@@ -214,7 +209,7 @@ RefitStats RefitEngine::refit(const std::map<std::string, TensorView>& full_valu
   const double seconds = seconds_since(t0);
 
   std::int64_t delivered = 0;
-  for (const InferenceTensor& t : weights_) delivered += product(t.local_shape);
+  for (const InferenceTensor& t : weights_) delivered += shape_numel(t.local_shape);
   std::int64_t sums[2] = {stats.local.bytes_sent, delivered};
   group_->all_reduce({sums, 2, DType::kInt64}, ReduceOp::kSum)->wait();
   std::int64_t nanos[2] = {static_cast<std::int64_t>(seconds * 1e9),

@@ -2,18 +2,13 @@
 
 #include <cstring>
 
+#include "shardwise/core/shape.hpp"
 #include "shardwise/core/error.hpp"
 #include "shardwise/core/float_convert.hpp"
 #include "shardwise/reshard/tp_export.hpp"
 
 namespace shardwise {
 namespace {
-
-std::int64_t product(const std::vector<std::int64_t>& shape) {
-  std::int64_t n = 1;
-  for (std::int64_t d : shape) n *= d;
-  return n;
-}
 
 // Row-major multi-index of flat element `index` of `shape`, as "[i, j]".
 std::string index_text(std::int64_t index, const std::vector<std::int64_t>& shape) {
@@ -62,8 +57,9 @@ std::map<std::string, std::vector<float>> send_reference_weights(
       const auto it = values.find(p.name);
       SW_REQUIRE(it != values.end(), InvalidArgument, "refit reference: no value for param ",
                  p.name, " on rank ", me);
-      SW_REQUIRE(it->second.numel == product(p.shape), InvalidArgument, "refit reference: param ",
-                 p.name, " has ", it->second.numel, " elements, shape ", to_string(p.shape));
+      SW_REQUIRE(it->second.numel == shape_numel(p.shape), InvalidArgument,
+                 "refit reference: param ", p.name, " has ", it->second.numel, " elements, shape ",
+                 to_string(p.shape));
       full.push_back(to_fp32(it->second, p.name));
     }
     std::vector<WorkPtr> sends;
@@ -78,7 +74,7 @@ std::map<std::string, std::vector<float>> send_reference_weights(
     std::vector<WorkPtr> recvs;
     for (const RefitParam& p : params) {
       std::vector<float>& v = received[p.name];
-      v.resize(static_cast<std::size_t>(product(p.shape)));
+      v.resize(static_cast<std::size_t>(shape_numel(p.shape)));
     }
     // Same order as the sends (the params' order), so messages of one tag meet in order.
     for (const RefitParam& p : params) {
@@ -105,7 +101,7 @@ RefitVerification verify_refit(const std::vector<InferenceTensor>& weights,
       mismatch(str_cat("param ", t.name, ": no reference value"));
       continue;
     }
-    if (static_cast<std::int64_t>(it->second.size()) != product(t.global_shape)) {
+    if (static_cast<std::int64_t>(it->second.size()) != shape_numel(t.global_shape)) {
       mismatch(str_cat("param ", t.name, ": reference has ", it->second.size(), " elements, shape ",
                        to_string(t.global_shape)));
       continue;

@@ -8,30 +8,10 @@ set -euo pipefail
 
 shardwise=${1:?usage: text_corpus_cli_test.sh SHARDWISE_BINARY REPO_ROOT}
 root=${2:?usage: text_corpus_cli_test.sh SHARDWISE_BINARY REPO_ROOT}
-python=/usr/bin/python3
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
 export OPENBLAS_NUM_THREADS=1
-work=$(mktemp -d "${TMPDIR:-/tmp}/shardwise_text_cli.XXXXXX")
-trap "rm -rf \"$work\"" EXIT
-failures=0
-
-fail() {
-  echo "FAIL: $*" >&2
-  failures=$((failures + 1))
-}
-
-# expect_rc CODE NAME COMMAND...: runs COMMAND with stdout/stderr in $work/NAME.{out,err}.
-expect_rc() {
-  local want=$1 name=$2
-  shift 2
-  local rc=0
-  "$@" >"$work/$name.out" 2>"$work/$name.err" || rc=$?
-  if [[ $rc -ne $want ]]; then
-    fail "$name: exit code $rc, expected $want"
-    sed 's/^/    /' "$work/$name.out" "$work/$name.err" | tail -20 >&2
-    return 1
-  fi
-}
+cli_test_init text_cli
 
 # --- a fortune directory: 60 distinct texts over two files, 10 of them repeated ---------------
 mkdir -p "$work/fortunes"
@@ -142,8 +122,4 @@ for name in gen_missing gen_oov gen_empty gen_bad_step gen_bad_temp gen_bad_top_
   [[ $(wc -l <"$work/$name.err") -eq 1 ]] || fail "$name: expected one stderr line"
 done
 
-if ((failures > 0)); then
-  echo "$failures failure(s)" >&2
-  exit 1
-fi
-echo "text corpus CLI test: all checks passed"
+cli_test_finish "text corpus CLI test: all checks passed"

@@ -5,14 +5,9 @@
 set -euo pipefail
 shardwise=$(realpath "${1:?usage: usability_cli_test.sh SHARDWISE_BINARY REPO_ROOT}")
 repo=$(realpath "${2:?usage: usability_cli_test.sh SHARDWISE_BINARY REPO_ROOT}")
-work=$(mktemp -d "${TMPDIR:-/tmp}/shardwise_usability_cli.XXXXXX")
-trap 'rm -rf "$work"' EXIT
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+cli_test_init usability_cli
 cd "$repo"
-failures=0
-fail() {
-  echo "FAIL: $*" >&2
-  failures=$((failures + 1))
-}
 # run NAME CMD...: runs CMD with stdout/stderr to $work/NAME.{out,err}; its exit code in $rc.
 run() {
   local name=$1
@@ -101,8 +96,4 @@ run deepseek env PATH=/usr/bin:/bin "$work/repo/examples/models/deepseek-v3.sh"
 [[ $rc -eq 0 && -s "$work/repo/examples/models/deepseek-v3.json" ]] ||
   fail "deepseek-v3.sh without arguments: exit $rc: $(cat "$work/deepseek.err")"
 
-if [[ $failures -ne 0 ]]; then
-  echo "$failures failure(s)" >&2
-  exit 1
-fi
-echo "all usability CLI tests passed"
+cli_test_finish "all usability CLI tests passed"
