@@ -111,9 +111,7 @@ void load_model_file(const fs::path& path, const std::vector<ModelTensor>& model
                " has tensor '", info.name,
                "', which this model does not have: the checkpoint is of a different model");
   }
-  // Non-finite weights are damage: checked in the file before anything is copied. Every byte is
-  // about to be read, so the whole file is read ahead.
-  file.prefetch();
+  // Non-finite weights are damage: checked in the file before anything is copied.
   for (const ModelTensor& t : model) {
     const SafetensorsTensorInfo& info = file.info(t.name);
     const auto bad =

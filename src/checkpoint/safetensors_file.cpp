@@ -144,13 +144,6 @@ void SafetensorsFile::unmap() noexcept {
   data_ = nullptr;
 }
 
-void SafetensorsFile::prefetch() const noexcept {
-  if (mapping_ == nullptr) return;
-  // Errors are ignored: a hint that fails only leaves reads as they were.
-  (void)::madvise(mapping_, mapping_bytes_, MADV_SEQUENTIAL);
-  (void)::madvise(mapping_, mapping_bytes_, MADV_WILLNEED);
-}
-
 bool SafetensorsFile::contains(std::string_view name) const {
   return index_.find(std::string(name)) != index_.end();
 }

@@ -118,11 +118,6 @@ class SafetensorsFile {
   // Same into a view; dst's dtype must match the tensor's and dst.numel is the count.
   void read_range(std::string_view name, std::int64_t element_offset, TensorView dst) const;
 
-  // Starts reading the whole file into the page cache in the background (madvise WILLNEED +
-  // SEQUENTIAL), for a caller about to touch all of it through tensor(): on a cold cache the
-  // mapping then does not fault in one small read-around window at a time. Only a hint.
-  void prefetch() const noexcept;
-
   std::uint64_t header_bytes() const { return header_bytes_; }  // N
   std::uint64_t data_bytes() const { return data_bytes_; }
   std::uint64_t file_bytes() const { return 8 + header_bytes_ + data_bytes_; }
