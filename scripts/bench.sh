@@ -31,7 +31,7 @@ echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$log"
 step "collectives, 2 ranks, 16 MiB" "$run" 2 -- "$bin/bench_comm_collectives" --numel 4194304 --iters 10
 step "collectives, 4 ranks, 64 MiB" "$run" 4 -- "$bin/bench_comm_collectives" --numel 16777216 --iters 5
 step "DDP step, 2 ranks" "$run" 2 -- "$bin/bench_ddp_step" --mode overlap --iters 5
-step "checkpoint save/load" "$run" 1 -- "$bin/bench_checkpoint_io" "${BENCH_DIR:-/tmp}" 128 3
+step "checkpoint save/load" "$run" 1 -- "$bin/bench_checkpoint_io" "${BENCH_DIR:-/tmp}" 128 5
 step "MXFP8 codec" "$bin/bench_mxfp8_codec" --figures-only
 step "AdamW step" "$bin/bench_adamw_step" --figures-only
 step "reshard, 4 ranks" "$run" 4 -- "$bin/bench_reshard_throughput" --rows 4096 --cols 4096 --params 2 --iters 5
