@@ -12,6 +12,7 @@
 #include "shardwise/layout/layout_stats.hpp"
 #include "shardwise/layout/model_spec.hpp"
 #include "shardwise/layout/model_zoo.hpp"
+#include "shardwise/layout/shard_group_choice.hpp"
 
 namespace shardwise::cli {
 namespace {
@@ -21,9 +22,11 @@ struct LayoutArgs {
   int dp = 0;
   std::optional<int> expert_dp;
   std::string bucket_size = "megatron";
+  std::string shard_group_size;  // empty = dp (one group)
   std::string optimizer = "layer-wise";
   bool all_layer_wise = false;
   bool high_nccl_busbw = false;
+  bool overlap_aware_cuts = false;
   std::string grad_reduce_fp32 = "true";
   std::string format = "text";
   std::string svg;
@@ -81,6 +84,21 @@ std::optional<std::int64_t> parse_bucket_size(const std::string& value, int dp) 
   return size;
 }
 
+// "" = dp (one shard group), "auto" = chosen by the cost model, else a divisor of dp.
+std::optional<int> parse_shard_group_size(const std::string& value) {
+  if (value.empty() || value == "auto") return std::nullopt;
+  std::size_t used = 0;
+  int size = 0;
+  try {
+    size = std::stoi(value, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  SW_REQUIRE(used == value.size(), InvalidArgument,
+             "--shard-group-size: expected a divisor of --dp or 'auto', got '", value, "'");
+  return size;
+}
+
 int run_layout(const LayoutArgs& args) {
   LayoutOptions options;
   options.algorithm = parse_optimizer(args.optimizer);
@@ -93,15 +111,23 @@ int run_layout(const LayoutArgs& args) {
   options.grad_reduce_in_fp32 = parse_bool(args.grad_reduce_fp32, "--grad-reduce-fp32");
   options.pad_buckets_for_high_nccl_busbw = args.high_nccl_busbw;
   options.all_layer_wise = args.all_layer_wise;
+  options.overlap_aware_cuts = args.overlap_aware_cuts;
+  options.layer_wise_shard_group_size = parse_shard_group_size(args.shard_group_size);
   SW_REQUIRE(args.format == "text" || args.format == "json", InvalidArgument,
              "--format: expected text or json, got '", args.format, "'");
   options.validate();
 
   const ModelSpec spec = load_model(args.model);
+  std::optional<ShardGroupChoice> choice;
+  if (args.shard_group_size == "auto") {
+    choice = choose_shard_group_size(spec.params, options);
+    options.layer_wise_shard_group_size = choice->shard_group_size;
+  }
   const FullParamLayout layout = compute_full_param_layout(spec.params, options);
   validate_full_layout(spec.params, layout, options);
   const LayoutStats stats = compute_layout_stats(spec.params, layout, options);
-  const LayoutReportInput report{spec.name, &spec.params, &layout, &options, &stats};
+  const LayoutReportInput report{spec.name, &spec.params, &layout, &options, &stats,
+                                 choice ? &*choice : nullptr};
 
   if (!args.svg.empty()) write_file_atomically(args.svg, render_layout_svg(report));
   const std::string text =
@@ -125,9 +151,15 @@ const bool registered = register_command(
       app.add_option("--bucket-size", args->bucket_size,
                      "Elements per bucket, 'none' (one bucket per buffer) or 'megatron' "
                      "(default: max(40M, 1M*dp), as Megatron with overlapped grad reduce)");
+      app.add_option("--shard-group-size", args->shard_group_size,
+                     "Layer-wise shard group size S (a divisor of --dp; default --dp, one group) "
+                     "or 'auto' (least per-rank memory, then least comm; prints the table)");
       app.add_option("--optimizer", args->optimizer, "layer-wise (default), distributed or none");
       app.add_flag("--all-layer-wise", args->all_layer_wise,
                    "Shard-align every buffer, not only the Muon-managed ones");
+      app.add_flag("--overlap-aware-cuts", args->overlap_aware_cuts,
+                   "Cut layer-wise buckets by padding plus the last bucket's exposed "
+                   "reduce-scatter bytes");
       app.add_flag("--high-nccl-busbw", args->high_nccl_busbw,
                    "Pad bucket ends to lcm(dp, 128, 2^16) for high NCCL bus bandwidth");
       app.add_option("--grad-reduce-fp32", args->grad_reduce_fp32,

@@ -7,6 +7,7 @@
 
 #include "command_registry.hpp"
 #include "shardwise/core/error.hpp"
+#include "shardwise/core/message_text.hpp"
 
 namespace shardwise::cli {
 
@@ -48,10 +49,10 @@ int main(int argc, char** argv) {
       if (sub->parsed()) return run();
     }
   } catch (const Error& e) {
-    std::fprintf(stderr, "shardwise: error: %s\n", e.what());
+    std::fprintf(stderr, "shardwise: error: %s\n", one_line(e.what()).c_str());
     return 2;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "shardwise: internal error: %s\n", e.what());
+    std::fprintf(stderr, "shardwise: internal error: %s\n", one_line(e.what()).c_str());
     return 1;
   }
   return 0;

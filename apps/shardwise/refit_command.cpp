@@ -12,7 +12,6 @@
 // "verified N tensors, all bit-exact", 1 naming the first mismatch, 2 for bad input.
 #include <algorithm>
 #include <cstdio>
-#include <cstring>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -29,7 +28,7 @@
 #include "shardwise/core/atomic_file.hpp"
 #include "shardwise/core/error.hpp"
 #include "shardwise/core/float_convert.hpp"
-#include "shardwise/reshard/refit.hpp"
+#include "shardwise/reshard/refit_verification.hpp"
 #include "shardwise/reshard/tp_export.hpp"
 #include "shardwise/train/output_preflight.hpp"
 #include "shardwise/train/trainer.hpp"
@@ -65,24 +64,12 @@ struct ModelWeights {
 };
 
 std::vector<float> to_fp32(const void* data, std::int64_t n, DType dtype, const std::string& name) {
+  SW_REQUIRE(dtype == DType::kFloat32 || dtype == DType::kBFloat16 || dtype == DType::kFloat16,
+             InvalidArgument, "refit: param ", name, " has dtype ",
+             dtype_name(dtype), "; expected fp32, bf16 or fp16");
   std::vector<float> out(static_cast<std::size_t>(n));
-  const auto* bytes = static_cast<const std::uint8_t*>(data);
-  for (std::int64_t i = 0; i < n; ++i) {
-    if (dtype == DType::kFloat32) {
-      std::memcpy(&out[static_cast<std::size_t>(i)], bytes + 4 * i, 4);
-      continue;
-    }
-    std::uint16_t h;
-    std::memcpy(&h, bytes + 2 * i, 2);
-    if (dtype == DType::kBFloat16) {
-      out[static_cast<std::size_t>(i)] = bf16_to_float(h);
-    } else if (dtype == DType::kFloat16) {
-      out[static_cast<std::size_t>(i)] = fp16_to_float(h);
-    } else {
-      throw InvalidArgument(str_cat("refit: param ", name, " has dtype ", dtype_name(dtype),
-                                    "; expected fp32, bf16 or fp16"));
-    }
-  }
+  convert_floats(TensorView{const_cast<void*>(data), n, dtype},
+                 TensorView{out.data(), n, DType::kFloat32}, name);
   return out;
 }
 

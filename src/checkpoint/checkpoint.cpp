@@ -358,105 +358,141 @@ std::string optimizer_rank_file_name(int rank, int size) {
   return buf;
 }
 
-fs::path save_checkpoint(const CheckpointSaveRequest& request,
-                         const std::vector<ModelTensor>& model,
-                         const optim::Optimizer& optimizer, ProcessGroup& group) {
-  const int rank = group.rank(), size = group.size();
-  const std::string step_name = step_directory_name(request.step);
-  const fs::path final_dir = request.root / step_name;
-  const std::string failed_prefix =
-      str_cat("checkpoint save of step ", request.step, " to ", quoted(request.root),
-              " failed; nothing was published (the previous checkpoint stays the latest)");
+namespace {
 
-  // 1. Rank 0 creates the staging directory and tells the others where it is.
+// What every phase of one save needs to know.
+struct SaveJob {
+  const CheckpointSaveRequest& request;
+  ProcessGroup& group;
+  int rank, size;
+  std::string step_name;
+  fs::path final_dir;
+  std::string failed_prefix;  // how every failure message starts
+};
+
+SaveJob save_job(const CheckpointSaveRequest& request, ProcessGroup& group) {
+  const std::string step_name = step_directory_name(request.step);
+  return SaveJob{request, group, group.rank(), group.size(), step_name, request.root / step_name,
+                 str_cat("checkpoint save of step ", request.step, " to ", quoted(request.root),
+                         " failed; nothing was published (the previous checkpoint stays the "
+                         "latest)")};
+}
+
+// 1. Rank 0 creates the staging directory and tells the others where it is.
+fs::path stage_directory(const SaveJob& job) {
   std::string staged_name;
   std::exception_ptr failure;
-  if (rank == 0) {
+  if (job.rank == 0) {
     try {
-      fs::create_directories(request.root);
-      staged_name = create_temp_directory_next_to(final_dir).string();
+      fs::create_directories(job.request.root);
+      staged_name = create_temp_directory_next_to(job.final_dir).string();
     } catch (...) {
       failure = std::current_exception();
     }
   }
-  const fs::path staged = broadcast_string(group, staged_name, 0);
+  const fs::path staged = broadcast_string(job.group, staged_name, 0);
   if (staged.empty()) {
-    throw IoError(str_cat(failed_prefix, ": ",
-                          rank == 0 ? describe(failure)
-                                    : "rank 0 could not create the staging directory"));
+    throw IoError(str_cat(job.failed_prefix, ": ",
+                          job.rank == 0 ? describe(failure)
+                                        : "rank 0 could not create the staging directory"));
   }
+  return staged;
+}
 
-  // 2. Every rank writes its own file (rank 0 the model too); then all agree on the outcome.
-  const bool replicated = optimizer_state_is_replicated(optimizer);
+// 2. Every rank writes its own file (rank 0 the model too); then all agree on the outcome.
+void write_rank_files(const SaveJob& job, const fs::path& staged,
+                      const std::vector<ModelTensor>& model, const optim::Optimizer& optimizer,
+                      bool replicated) {
+  std::exception_ptr failure;
   try {
-    fault_point("staged", rank);
+    fault_point("staged", job.rank);
     // Rank 0 writes the model file on a second thread while it writes its own file: each file's
     // fsync then overlaps the other's writes (the save is bound by the disk, not the CPU).
     std::future<void> model_written;
-    if (rank == 0) {
+    if (job.rank == 0) {
       model_written = std::async(std::launch::async, [&] {
-        write_model_file(staged / kCheckpointModelFile, model, request.step);
+        write_model_file(staged / kCheckpointModelFile, model, job.request.step);
       });
     }
     std::exception_ptr shard_failure;
     try {
-      write_optimizer_shard_file(optimizer, staged / optimizer_rank_file_name(rank, size),
-                                 {{"rank", std::to_string(rank)},
-                                  {"data_parallel_size", std::to_string(size)},
-                                  {"step", std::to_string(request.step)}},
-                                 !replicated || rank == 0);
+      write_optimizer_shard_file(optimizer, staged / optimizer_rank_file_name(job.rank, job.size),
+                                 {{"rank", std::to_string(job.rank)},
+                                  {"data_parallel_size", std::to_string(job.size)},
+                                  {"step", std::to_string(job.request.step)}},
+                                 !replicated || job.rank == 0);
     } catch (...) {
       shard_failure = std::current_exception();
     }
-    if (rank == 0) {
+    if (job.rank == 0) {
       model_written.get();  // joins the writer; rethrows its failure first
-      fault_point("model_file_written", rank);
+      fault_point("model_file_written", job.rank);
     }
     if (shard_failure) std::rethrow_exception(shard_failure);
-    fault_point("rank_file_written", rank);
+    fault_point("rank_file_written", job.rank);
   } catch (...) {
     failure = std::current_exception();
   }
-  std::vector<int> failed = ranks_with_flag(group, failure != nullptr);
-  if (!failed.empty()) {
-    std::error_code ec;
-    if (rank == 0) fs::remove_all(staged, ec);  // every rank is done writing by now
-    throw IoError(str_cat(failed_prefix, ": writing failed on rank(s) ", rank_list(failed),
-                          failure ? str_cat(": ", describe(failure)) : std::string()));
-  }
+  const std::vector<int> failed = ranks_with_flag(job.group, failure != nullptr);
+  if (failed.empty()) return;
+  std::error_code ec;
+  if (job.rank == 0) fs::remove_all(staged, ec);  // every rank is done writing by now
+  throw IoError(str_cat(job.failed_prefix, ": writing failed on rank(s) ", rank_list(failed),
+                        failure ? str_cat(": ", describe(failure)) : std::string()));
+}
 
-  // 3. Rank 0 writes the manifest, renames the directory into place and moves `latest`.
-  if (rank == 0) {
-    bool committed = false;
-    try {
-      const ordered_json manifest = build_manifest(request, staged, size, model, replicated);
-      write_file_atomic(staged / kCheckpointManifestFile, manifest.dump(1) + "\n");
-      fault_point("before_commit", rank);
-      commit_directory(staged, final_dir, /*replace_existing=*/true);
-      committed = true;
-      fault_point("committed", rank);
-      replace_pointer_file(request.root / kCheckpointLatestFile, step_name);
-      fault_point("published", rank);
-    } catch (...) {
-      failure = std::current_exception();
-      std::error_code ec;
-      if (!committed) fs::remove_all(staged, ec);
-    }
-    if (!failure && request.keep_last > 0) {
-      try {
-        prune_old_checkpoints(request.root, request.keep_last, step_name);
-      } catch (const std::exception& e) {
-        log::warning("keep-last: pruning old checkpoints in ", quoted(request.root),
-                     " failed: ", e.what());
-      }
-    }
+// 3. Rank 0 writes the manifest, renames the directory into place and moves `latest`; a
+// failure removes the staging directory unless it was already committed.
+std::exception_ptr commit_on_rank0(const SaveJob& job, const fs::path& staged,
+                                   const std::vector<ModelTensor>& model, bool replicated) {
+  bool committed = false;
+  try {
+    const ordered_json manifest = build_manifest(job.request, staged, job.size, model, replicated);
+    write_file_atomic(staged / kCheckpointManifestFile, manifest.dump(1) + "\n");
+    fault_point("before_commit", job.rank);
+    commit_directory(staged, job.final_dir, /*replace_existing=*/true);
+    committed = true;
+    fault_point("committed", job.rank);
+    replace_pointer_file(job.request.root / kCheckpointLatestFile, job.step_name);
+    fault_point("published", job.rank);
+  } catch (...) {
+    std::error_code ec;
+    if (!committed) fs::remove_all(staged, ec);
+    return std::current_exception();
   }
-  failed = ranks_with_flag(group, failure != nullptr);
-  if (!failed.empty()) {
-    throw IoError(str_cat(failed_prefix, ": publishing failed on rank 0",
+  return nullptr;
+}
+
+// keep_last: a failed prune leaves extra checkpoints, never a broken one, so it only warns.
+void prune_after_publish(const SaveJob& job) {
+  if (job.request.keep_last <= 0) return;
+  try {
+    prune_old_checkpoints(job.request.root, job.request.keep_last, job.step_name);
+  } catch (const std::exception& e) {
+    log::warning("keep-last: pruning old checkpoints in ", quoted(job.request.root),
+                 " failed: ", e.what());
+  }
+}
+
+}  // namespace
+
+fs::path save_checkpoint(const CheckpointSaveRequest& request,
+                         const std::vector<ModelTensor>& model,
+                         const optim::Optimizer& optimizer, ProcessGroup& group) {
+  const SaveJob job = save_job(request, group);
+  const fs::path staged = stage_directory(job);
+  const bool replicated = optimizer_state_is_replicated(optimizer);
+  write_rank_files(job, staged, model, optimizer, replicated);
+  std::exception_ptr failure;
+  if (job.rank == 0) {
+    failure = commit_on_rank0(job, staged, model, replicated);
+    if (!failure) prune_after_publish(job);
+  }
+  if (!ranks_with_flag(group, failure != nullptr).empty()) {
+    throw IoError(str_cat(job.failed_prefix, ": publishing failed on rank 0",
                           failure ? str_cat(": ", describe(failure)) : std::string()));
   }
-  return final_dir;
+  return job.final_dir;
 }
 
 json read_checkpoint_manifest(const fs::path& directory) {

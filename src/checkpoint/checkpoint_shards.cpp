@@ -209,17 +209,58 @@ std::vector<SavedShard> read_shard_file_index(const fs::path& path) {
   return out;
 }
 
+namespace {
+
+using SavedShardsByParam = std::map<std::string, std::vector<const SavedShard*>>;
+
+// The saved shards of each param, in element order.
+SavedShardsByParam saved_shards_by_param(const std::vector<SavedShard>& saved) {
+  SavedShardsByParam out;
+  for (const SavedShard& s : saved) out[s.param].push_back(&s);
+  for (auto& [param, list] : out) {
+    std::sort(list.begin(), list.end(),
+              [](const SavedShard* a, const SavedShard* b) { return a->start < b->start; });
+  }
+  return out;
+}
+
+// Copies elements [shard.start, shard.end) of `field` into dst from every saved shard
+// overlapping them (the saved layout may cut the param differently from this one); every element
+// must be covered and finite.
+void fill_from_saved_shards(FileCache& files, const OptimizerShard& shard,
+                            const std::vector<const SavedShard*>& sources,
+                            const std::string& field, float* dst, const std::string& what) {
+  std::int64_t covered = 0;
+  for (const SavedShard* src : sources) {
+    const std::int64_t lo = std::max(shard.start, src->start);
+    const std::int64_t hi = std::min(shard.end, src->end);
+    if (lo >= hi) continue;
+    const SafetensorsFile& file = files.get(src->file);
+    const std::string name = shard_tensor_name(shard.param, field);
+    check_tensor(file, name, src->end - src->start,
+                 str_cat("needed for elements [", lo, ", ", hi, ") of param '", shard.param, "'"));
+    file.read_range(name, lo - src->start, hi - lo, dst + (lo - shard.start));
+    const auto bad =
+        checkpoint_detail::first_non_finite(dst + (lo - shard.start), hi - lo, DType::kFloat32);
+    SW_REQUIRE(!bad, FormatError, "checkpoint file ", quoted(src->file), ": tensor '", name,
+               "' holds a non-finite value (NaN or inf) at element ",
+               lo - src->start + bad.value_or(0), "; the checkpoint is damaged");
+    covered += hi - lo;
+  }
+  SW_REQUIRE(covered == shard.count(), FormatError, what, ": the saved shards of param '",
+             shard.param, "' cover ", covered, " of the ", shard.count(),
+             " elements this rank needs ([", shard.start, ", ", shard.end, ")) of field '", field,
+             "'");
+}
+
+}  // namespace
+
 void load_optimizer_shards(optim::Optimizer& optimizer, const std::vector<SavedShard>& saved,
                            const std::string& what) {
   const std::vector<OptimizerShard> shards = optimizer_shards(optimizer);
   // The freshly built optimizer's state dict names every field it needs, at the right sizes.
   optim::OptimizerState state = optimizer.state_dict();
-  std::map<std::string, std::vector<const SavedShard*>> saved_of;
-  for (const SavedShard& s : saved) saved_of[s.param].push_back(&s);
-  for (auto& [param, list] : saved_of) {
-    std::sort(list.begin(), list.end(),
-              [](const SavedShard* a, const SavedShard* b) { return a->start < b->start; });
-  }
+  const SavedShardsByParam saved_of = saved_shards_by_param(saved);
   FileCache files;
   // Main params are staged and written only once everything was read and accepted, so a bad
   // checkpoint leaves the optimizer as it was.
@@ -236,30 +277,8 @@ void load_optimizer_shards(optim::Optimizer& optimizer, const std::vector<SavedS
                  ": param '", shard.param, "' has shape ", json(src->shape).dump(),
                  " but the model's is ", json(shard.shape).dump());
     }
-    // Copies elements [start, end) of `field` into dst from every saved shard overlapping them.
     auto fill = [&](const std::string& field, float* dst) {
-      std::int64_t covered = 0;
-      for (const SavedShard* src : sources) {
-        const std::int64_t lo = std::max(shard.start, src->start);
-        const std::int64_t hi = std::min(shard.end, src->end);
-        if (lo >= hi) continue;
-        const SafetensorsFile& file = files.get(src->file);
-        const std::string name = shard_tensor_name(shard.param, field);
-        check_tensor(file, name, src->end - src->start,
-                     str_cat("needed for elements [", lo, ", ", hi, ") of param '", shard.param,
-                             "'"));
-        file.read_range(name, lo - src->start, hi - lo, dst + (lo - shard.start));
-        const auto bad =
-            checkpoint_detail::first_non_finite(dst + (lo - shard.start), hi - lo, DType::kFloat32);
-        SW_REQUIRE(!bad, FormatError, "checkpoint file ", quoted(src->file), ": tensor '", name,
-                   "' holds a non-finite value (NaN or inf) at element ",
-                   lo - src->start + bad.value_or(0), "; the checkpoint is damaged");
-        covered += hi - lo;
-      }
-      SW_REQUIRE(covered == shard.count(), FormatError, what, ": the saved shards of param '",
-                 shard.param, "' cover ", covered, " of the ", shard.count(),
-                 " elements this rank needs ([", shard.start, ", ", shard.end, ")) of field '",
-                 field, "'");
+      fill_from_saved_shards(files, shard, sources, field, dst, what);
     };
     main_values[si].resize(static_cast<std::size_t>(shard.count()));
     fill(std::string(kMainParamField), main_values[si].data());

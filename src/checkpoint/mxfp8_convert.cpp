@@ -68,6 +68,14 @@ class ProgressCounter {
   std::uint64_t done_ = 0;
 };
 
+// One counter over every tensor byte of `file` (each is read once, converted or copied).
+std::shared_ptr<ProgressCounter> progress_over(const SafetensorsFile& file,
+                                               ConvertProgress callback) {
+  std::uint64_t total = 0;
+  for (const SafetensorsTensorInfo& info : file.tensors()) total += info.nbytes();
+  return std::make_shared<ProgressCounter>(std::move(callback), total);
+}
+
 // Elements [offset, offset + count) of a tensor as a view: straight from the mapping when the
 // bytes are aligned for the dtype (always, for files shardwise writes), else copied to scratch.
 TensorView input_chunk(const SafetensorsFile& file, const SafetensorsTensorInfo& info,
@@ -318,6 +326,99 @@ Mxfp8ScaleLayout parse_mxfp8_scale_layout(std::string_view name) {
       str_cat("unknown MXFP8 scale layout '", printable(name), "' (valid: 2d, swizzled)"));
 }
 
+namespace {
+
+// Adds `info` as MXFP8: its E4M3 data, its E8M0 scale tensor and its per-tensor metadata.
+void add_quantized(SafetensorsWriter& writer, const SafetensorsFile& file,
+                   const SafetensorsTensorInfo& info, const Mxfp8ConvertOptions& options,
+                   const std::shared_ptr<ProgressCounter>& progress, const fs::path& in) {
+  const std::string scale_name = str_cat(info.name, kMxfp8ScaleSuffix);
+  SW_REQUIRE(info.name.find(',') == std::string::npos, InvalidArgument, in.string(), ": tensor '",
+             printable(info.name), "' has a comma in its name, which the ", kMxfp8MetaTensors,
+             " list cannot hold; --exclude it");
+  SW_REQUIRE(!file.contains(scale_name), InvalidArgument, in.string(), ": tensor '",
+             printable(info.name), "' would get the scale tensor '", printable(scale_name),
+             "', but the file already has a tensor of that name");
+  require_mxfp8_dims(str_cat(in.string(), ": tensor '", printable(info.name), "'"), info.shape[0],
+                     info.shape[1]);
+  const Mxfp8Geometry g = mxfp8_geometry(info.shape[0], info.shape[1], options.layout);
+  // The data producer runs first (equal element sizes keep insertion order) and leaves
+  // the scales here for the scale producer; should the order ever differ, the scale
+  // producer quantizes again on its own.
+  auto scales = std::make_shared<std::optional<std::vector<std::uint8_t>>>();
+  writer.add_streamed(info.name, DType::kFloat8E4M3, info.shape,
+                      [&file, &info, &options, progress, scales](SafetensorsChunkSink& s) {
+                        *scales = quantize_streamed(file, info, options, &s, progress.get());
+                      });
+  writer.add_streamed(scale_name, DType::kFloat8E8M0, scale_shape(g, options.layout),
+                      [&file, &info, &options, scales](SafetensorsChunkSink& s) {
+                        if (!scales->has_value()) {
+                          *scales = quantize_streamed(file, info, options, nullptr, nullptr);
+                        }
+                        s.write((*scales)->data(), (*scales)->size());
+                        scales->reset();
+                      });
+  writer.set_metadata(str_cat(kMxfp8MetaTensorPrefix, info.name), tensor_metadata_json(info, g));
+}
+
+// The file-level MXFP8 metadata: block size, scale rule and layout, and the converted tensors.
+void set_mxfp8_file_metadata(SafetensorsWriter& writer, const Mxfp8ConvertOptions& options,
+                             const std::vector<std::string>& converted) {
+  std::string list;
+  for (const std::string& name : converted) list += (list.empty() ? "" : ",") + name;
+  writer.set_metadata(std::string(kMxfp8MetaBlockSize), std::to_string(kMxfp8BlockSize));
+  writer.set_metadata(std::string(kMxfp8MetaScaleRule),
+                      std::string(mxfp8_scale_rule_name(options.rule)));
+  writer.set_metadata(std::string(kMxfp8MetaScaleLayout),
+                      std::string(mxfp8_scale_layout_name(options.layout)));
+  writer.set_metadata(std::string(kMxfp8MetaTensors), list);
+}
+
+// The file-level MXFP8 metadata a restore needs: the tensor list must be there, the block size
+// must be ours; returns the scale layout.
+Mxfp8ScaleLayout mxfp8_file_layout(const SafetensorsFile& file, const fs::path& in) {
+  const auto& meta = file.metadata();
+  SW_REQUIRE(meta.contains(std::string(kMxfp8MetaTensors)), FormatError, in.string(),
+             ": not an MXFP8 checkpoint (no ", kMxfp8MetaTensors, " in __metadata__)");
+  const auto block = meta.find(std::string(kMxfp8MetaBlockSize));
+  SW_REQUIRE(block != meta.end() && block->second == std::to_string(kMxfp8BlockSize), FormatError,
+             in.string(), ": ", kMxfp8MetaBlockSize, " must be \"", kMxfp8BlockSize, "\"");
+  const auto layout_entry = meta.find(std::string(kMxfp8MetaScaleLayout));
+  SW_REQUIRE(layout_entry != meta.end(), FormatError, in.string(), ": no ", kMxfp8MetaScaleLayout,
+             " in __metadata__");
+  try {
+    return parse_mxfp8_scale_layout(layout_entry->second);
+  } catch (const InvalidArgument& e) {
+    throw FormatError(str_cat(in.string(), ": ", kMxfp8MetaScaleLayout, ": ", e.what()));
+  }
+}
+
+// The listed data tensors with their checked scale tensors, and each scale's owner.
+struct Mxfp8Pairs {
+  std::map<std::string, Mxfp8Pair, std::less<>> pairs;
+  std::map<std::string, std::string, std::less<>> scale_owner;
+};
+
+Mxfp8Pairs mxfp8_pairs(const SafetensorsFile& file, const fs::path& in, Mxfp8ScaleLayout layout) {
+  Mxfp8Pairs out;
+  const std::string& list = file.metadata().find(std::string(kMxfp8MetaTensors))->second;
+  for (const std::string& name : split_names(list)) {
+    SW_REQUIRE(!out.pairs.contains(name), FormatError, in.string(), ": tensor '", printable(name),
+               "' is listed twice in ", kMxfp8MetaTensors);
+    const Mxfp8Pair pair = checked_pair(file, name, layout);
+    out.pairs.emplace(name, pair);
+    out.scale_owner.emplace(pair.scale->name, name);
+  }
+  for (const auto& [scale, owner] : out.scale_owner) {
+    SW_REQUIRE(!out.pairs.contains(scale), FormatError, in.string(), ": '", printable(scale),
+               "' is listed in ", kMxfp8MetaTensors, " and is also the scale of '",
+               printable(owner), "'");
+  }
+  return out;
+}
+
+}  // namespace
+
 ConvertSummary convert_safetensors_to_mxfp8(const fs::path& in, const fs::path& out,
                                             const Mxfp8ConvertOptions& options) {
   const Mxfp8TensorFilter filter(options.include, options.exclude);
@@ -329,13 +430,10 @@ ConvertSummary convert_safetensors_to_mxfp8(const fs::path& in, const fs::path& 
 
   ConvertSummary summary;
   summary.bytes_in = file.file_bytes();
-  std::uint64_t total = 0;
-  for (const SafetensorsTensorInfo& info : file.tensors()) total += info.nbytes();
-  auto progress = std::make_shared<ProgressCounter>(options.progress, total);
+  const auto progress = progress_over(file, options.progress);
 
   SafetensorsWriter writer;
   for (const auto& [key, value] : file.metadata()) writer.set_metadata(key, value);
-  std::string converted_list;
   for (const SafetensorsTensorInfo& info : file.tensors()) {
     switch (filter.classify(info.name, info.dtype, info.shape)) {
       case Mxfp8Selection::kNotTwoD:
@@ -346,51 +444,16 @@ ConvertSummary convert_safetensors_to_mxfp8(const fs::path& in, const fs::path& 
         break;
       case Mxfp8Selection::kNotSelected:
         break;
-      case Mxfp8Selection::kConvert: {
-        const std::string scale_name = str_cat(info.name, kMxfp8ScaleSuffix);
-        SW_REQUIRE(info.name.find(',') == std::string::npos, InvalidArgument, in.string(),
-                   ": tensor '", printable(info.name), "' has a comma in its name, which the ",
-                   kMxfp8MetaTensors, " list cannot hold; --exclude it");
-        SW_REQUIRE(!file.contains(scale_name), InvalidArgument, in.string(), ": tensor '",
-                   printable(info.name), "' would get the scale tensor '", printable(scale_name),
-                   "', but the file already has a tensor of that name");
-        require_mxfp8_dims(str_cat(in.string(), ": tensor '", printable(info.name), "'"),
-                           info.shape[0], info.shape[1]);
-        const Mxfp8Geometry g = mxfp8_geometry(info.shape[0], info.shape[1], options.layout);
-        // The data producer runs first (equal element sizes keep insertion order) and leaves
-        // the scales here for the scale producer; should the order ever differ, the scale
-        // producer quantizes again on its own.
-        auto scales = std::make_shared<std::optional<std::vector<std::uint8_t>>>();
-        writer.add_streamed(info.name, DType::kFloat8E4M3, info.shape,
-                            [&file, &info, &options, progress, scales](SafetensorsChunkSink& s) {
-                              *scales = quantize_streamed(file, info, options, &s, progress.get());
-                            });
-        writer.add_streamed(scale_name, DType::kFloat8E8M0, scale_shape(g, options.layout),
-                            [&file, &info, &options, scales](SafetensorsChunkSink& s) {
-                              if (!scales->has_value()) {
-                                *scales = quantize_streamed(file, info, options, nullptr, nullptr);
-                              }
-                              s.write((*scales)->data(), (*scales)->size());
-                              scales->reset();
-                            });
-        writer.set_metadata(str_cat(kMxfp8MetaTensorPrefix, info.name),
-                            tensor_metadata_json(info, g));
-        if (!converted_list.empty()) converted_list += ',';
-        converted_list += info.name;
+      case Mxfp8Selection::kConvert:
+        add_quantized(writer, file, info, options, progress, in);
         summary.converted_names.push_back(info.name);
         ++summary.converted;
         continue;
-      }
     }
     add_copied(writer, file, info, progress);
     ++summary.copied;
   }
-  writer.set_metadata(std::string(kMxfp8MetaBlockSize), std::to_string(kMxfp8BlockSize));
-  writer.set_metadata(std::string(kMxfp8MetaScaleRule),
-                      std::string(mxfp8_scale_rule_name(options.rule)));
-  writer.set_metadata(std::string(kMxfp8MetaScaleLayout),
-                      std::string(mxfp8_scale_layout_name(options.layout)));
-  writer.set_metadata(std::string(kMxfp8MetaTensors), converted_list);
+  set_mxfp8_file_metadata(writer, options, summary.converted_names);
   summary.bytes_out = writer.file_bytes();
   writer.write_atomic(out);
   return summary;
@@ -403,42 +466,13 @@ ConvertSummary convert_safetensors_from_mxfp8(const fs::path& in, const fs::path
   require_distinct_paths(in, out);
   const SafetensorsFile file = SafetensorsFile::open(in);
   const auto& meta = file.metadata();
-  const auto list = meta.find(std::string(kMxfp8MetaTensors));
-  SW_REQUIRE(list != meta.end(), FormatError, in.string(), ": not an MXFP8 checkpoint (no ",
-             kMxfp8MetaTensors, " in __metadata__)");
-  const auto block = meta.find(std::string(kMxfp8MetaBlockSize));
-  SW_REQUIRE(block != meta.end() && block->second == std::to_string(kMxfp8BlockSize), FormatError,
-             in.string(), ": ", kMxfp8MetaBlockSize, " must be \"", kMxfp8BlockSize, "\"");
-  const auto layout_entry = meta.find(std::string(kMxfp8MetaScaleLayout));
-  SW_REQUIRE(layout_entry != meta.end(), FormatError, in.string(), ": no ", kMxfp8MetaScaleLayout,
-             " in __metadata__");
-  Mxfp8ScaleLayout layout{};
-  try {
-    layout = parse_mxfp8_scale_layout(layout_entry->second);
-  } catch (const InvalidArgument& e) {
-    throw FormatError(str_cat(in.string(), ": ", kMxfp8MetaScaleLayout, ": ", e.what()));
-  }
-
-  std::map<std::string, Mxfp8Pair, std::less<>> pairs;
-  std::map<std::string, std::string, std::less<>> scale_owner;
-  for (const std::string& name : split_names(list->second)) {
-    SW_REQUIRE(!pairs.contains(name), FormatError, in.string(), ": tensor '", printable(name),
-               "' is listed twice in ", kMxfp8MetaTensors);
-    const Mxfp8Pair pair = checked_pair(file, name, layout);
-    pairs.emplace(name, pair);
-    scale_owner.emplace(pair.scale->name, name);
-  }
-  for (const auto& [scale, owner] : scale_owner) {
-    SW_REQUIRE(!pairs.contains(scale), FormatError, in.string(), ": '", printable(scale),
-               "' is listed in ", kMxfp8MetaTensors, " and is also the scale of '",
-               printable(owner), "'");
-  }
+  const Mxfp8ScaleLayout layout = mxfp8_file_layout(file, in);
+  const Mxfp8Pairs mx = mxfp8_pairs(file, in, layout);
+  const auto& [pairs, scale_owner] = mx;
 
   ConvertSummary summary;
   summary.bytes_in = file.file_bytes();
-  std::uint64_t total = 0;
-  for (const SafetensorsTensorInfo& info : file.tensors()) total += info.nbytes();
-  auto progress = std::make_shared<ProgressCounter>(options.progress, total);
+  const auto progress = progress_over(file, options.progress);
 
   SafetensorsWriter writer;
   for (const auto& [key, value] : meta) {

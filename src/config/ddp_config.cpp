@@ -1,10 +1,28 @@
 #include "shardwise/config/ddp_config.hpp"
 
 #include <algorithm>
+#include <cctype>
+#include <string>
 
 #include "shardwise/core/error.hpp"
 
 namespace shardwise {
+namespace {
+
+// The shard group size as a number: nullopt for "dp" and "auto"; throws for anything else that
+// is not a positive integer.
+std::optional<int> explicit_shard_group_size(const std::string& value) {
+  if (value == "dp" || value == "auto") return std::nullopt;
+  const bool digits = !value.empty() && value.size() <= 9 &&
+                      std::all_of(value.begin(), value.end(),
+                                  [](unsigned char c) { return std::isdigit(c) != 0; });
+  SW_REQUIRE(digits && std::stoi(value) >= 1, ConfigError,
+             "ddp.layer_wise_shard_group_size must be dp, auto or a positive integer (got '",
+             value, "')");
+  return std::stoi(value);
+}
+
+}  // namespace
 
 std::optional<std::int64_t> DistributedDataParallelConfig::resolved_bucket_size(
     int data_parallel_size) const {
@@ -28,11 +46,24 @@ void DistributedDataParallelConfig::validate() const {
   SW_REQUIRE(!(per_token_loss && average_in_collective), ConfigError,
              "ddp.per_token_loss and ddp.average_in_collective cannot both be set (the loss is "
              "already normalised by the token count)");
+  explicit_shard_group_size(layer_wise_shard_group_size);
+}
+
+void DistributedDataParallelConfig::validate_for_data_parallel_size(int data_parallel_size) const {
+  const std::optional<int> s = explicit_shard_group_size(layer_wise_shard_group_size);
+  SW_REQUIRE(!s || data_parallel_size % *s == 0, ConfigError, "ddp.layer_wise_shard_group_size ",
+             *s, " does not divide the data-parallel size ", data_parallel_size);
+  SW_REQUIRE(layer_wise_shard_group_size == "dp" || (s && *s == data_parallel_size), ConfigError,
+             "ddp.layer_wise_shard_group_size = ", layer_wise_shard_group_size,
+             " at dp ", data_parallel_size,
+             ": runtime support for layer_wise_shard_group_size < dp is not built yet "
+             "(use dp, or `shardwise layout --shard-group-size` to study layouts)");
 }
 
 LayoutOptions DistributedDataParallelConfig::layout_options(
     LayoutAlgorithm algorithm, int data_parallel_size,
     std::optional<int> expert_data_parallel_size) const {
+  validate_for_data_parallel_size(data_parallel_size);
   LayoutOptions options;
   options.algorithm = algorithm;
   options.data_parallel_size = data_parallel_size;

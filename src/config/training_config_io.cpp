@@ -78,6 +78,7 @@ const std::vector<FieldSpec<DistributedDataParallelConfig>>& ddp_fields() {
       field("per_token_loss", &C::per_token_loss),
       field("use_legacy_layer_wise_sync", &C::use_legacy_param_sync),
       field("num_buckets_per_group", &C::num_buckets_per_group),
+      field("layer_wise_shard_group_size", &C::layer_wise_shard_group_size),
   };
   return fields;
 }

@@ -5,6 +5,8 @@
 #include <mutex>
 #include <string>
 
+#include "shardwise/core/message_text.hpp"
+
 namespace shardwise::log {
 
 namespace {
@@ -41,7 +43,8 @@ void write(Level lvl, const std::string& message) {
   // stderr often share a pipe) or of other ranks.
   std::string line;
   if (g_world > 1) line = str_cat("[rank ", g_rank.load(), "/", g_world.load(), "] ");
-  line += str_cat(level_tag(lvl), message, "\n");
+  // Errors and warnings often quote input: keep them one line with no escape sequences.
+  line += str_cat(level_tag(lvl), important ? one_line(message) : message, "\n");
   std::lock_guard<std::mutex> lock(g_mutex);
   FILE* out = important ? stderr : stdout;
   std::fwrite(line.data(), 1, line.size(), out);

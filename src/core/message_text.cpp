@@ -1,5 +1,8 @@
 #include "shardwise/core/message_text.hpp"
 
+#include "shardwise/core/error.hpp"
+
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 
@@ -86,6 +89,28 @@ std::string printable(std::string_view text, std::size_t max_bytes) {
     at += length;
   }
   if (at < text.size()) out += "...(" + std::to_string(text.size()) + " bytes)";
+  return out;
+}
+
+}  // namespace shardwise
+
+namespace shardwise {
+
+std::string one_line(std::string_view message, std::size_t max_bytes) {
+  std::string out;
+  out.reserve(std::min(message.size(), max_bytes) + 16);
+  for (const char c : message.substr(0, max_bytes)) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (byte >= 0x20 && byte != 0x7f) {
+      out += c;
+      continue;
+    }
+    static constexpr char kHex[] = "0123456789abcdef";
+    out += "\\x";
+    out += kHex[byte >> 4];
+    out += kHex[byte & 0xf];
+  }
+  if (message.size() > max_bytes) out += str_cat("...(", message.size(), " bytes)");
   return out;
 }
 

@@ -13,9 +13,12 @@ FullParamLayout compute_full_param_layout(const ParamList& params, const LayoutO
     input.buffer_params = std::move(group.params);
     input.param_indices = std::move(group.param_indices);
     input.bucket_size = options.bucket_size;
-    input.data_parallel_size =
-        key.is_expert_parallel ? options.expert_dp() : options.data_parallel_size;
+    const int group_dp = key.is_expert_parallel ? options.expert_dp() : options.data_parallel_size;
+    // Layer-wise buffers are laid out for their shard group (S shards), the rest for all of dp.
+    input.data_parallel_size = options.num_shards_for(
+        options.algorithm == LayoutAlgorithm::kLayerWise && key.is_layer_wise, group_dp);
     input.pad_for_high_nccl_busbw = options.pad_buckets_for_high_nccl_busbw;
+    input.overlap_aware_cuts = options.overlap_aware_cuts;
     PerBufferParamLayout layout;
     if (options.algorithm == LayoutAlgorithm::kDefault) {
       layout = compute_default_layout(input);

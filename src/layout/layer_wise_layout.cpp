@@ -90,8 +90,15 @@ class LayerWisePlanner {
   }
 
   std::vector<PlannedBucket> plan(CutPolicy policy) const {
+    std::vector<PlannedBucket> buckets = plan_from(0, policy);
+    assign_bins_to_ranks(buckets);
+    return buckets;
+  }
+
+  // Buckets from backprop position `start` to the end, without ranks assigned to their bins.
+  std::vector<PlannedBucket> plan_from(std::size_t start, CutPolicy policy) const {
     std::vector<PlannedBucket> buckets;
-    std::size_t a = 0;
+    std::size_t a = start;
     while (a < order_.size()) {
       PlannedBucket bucket;
       bucket.begin = a;
@@ -107,8 +114,11 @@ class LayerWisePlanner {
       a = bucket.end;
       buckets.push_back(std::move(bucket));
     }
-    assign_bins_to_ranks(buckets);
     return buckets;
+  }
+
+  std::int64_t bucket_numel(const PlannedBucket& bucket) const {
+    return dp_ * bucket.packing.shard_units * kParamStartAlignment;
   }
 
   std::int64_t padding(const std::vector<PlannedBucket>& buckets) const {
@@ -118,6 +128,43 @@ class LayerWisePlanner {
                (prefix_numel_[b.end] - prefix_numel_[b.begin]);
     }
     return total;
+  }
+
+  std::int64_t numel_between(std::size_t begin, std::size_t end) const {
+    return prefix_numel_[end] - prefix_numel_[begin];
+  }
+
+  // Bins of each bucket go to ranks so the costliest bin lands on the rank with the least
+  // accumulated Newton–Schulz work over the buffer so far. A shared embedding's bucket is the
+  // exception: its one param goes to shard 0, as in Megatron-LM, so the rank that owns a tied
+  // embedding does not depend on the rest of the model (its NS work still counts for rank 0).
+  void assign_bins_to_ranks(std::vector<PlannedBucket>& buckets) const {
+    std::vector<double> accumulated(static_cast<std::size_t>(dp_), 0.0);
+    std::vector<std::size_t> bins(static_cast<std::size_t>(dp_));
+    std::vector<std::size_t> ranks(static_cast<std::size_t>(dp_));
+    for (PlannedBucket& bucket : buckets) {
+      const auto& ns = bucket.packing.ns_costs;
+      const bool shared = order_[bucket.begin].shared_embedding;
+      std::iota(bins.begin(), bins.end(), std::size_t{0});
+      std::iota(ranks.begin(), ranks.end(), std::size_t{0});
+      if (shared) {
+        // The bin holding the embedding first, matched with rank 0.
+        std::stable_partition(bins.begin(), bins.end(), [&](std::size_t bin) {
+          return static_cast<int>(bin) == bucket.packing.bin_of[0];
+        });
+      } else {
+        std::stable_sort(bins.begin(), bins.end(),
+                         [&](std::size_t x, std::size_t y) { return ns[x] > ns[y]; });
+        std::stable_sort(ranks.begin(), ranks.end(), [&](std::size_t x, std::size_t y) {
+          return accumulated[x] < accumulated[y];
+        });
+      }
+      bucket.rank_of_bin.assign(static_cast<std::size_t>(dp_), 0);
+      for (std::size_t i = 0; i < bins.size(); ++i) {
+        bucket.rank_of_bin[bins[i]] = static_cast<int>(ranks[i]);
+        accumulated[ranks[i]] += ns[bins[i]];
+      }
+    }
   }
 
  private:
@@ -363,39 +410,6 @@ class LayerWisePlanner {
     return absorbed;
   }
 
-  // Bins of each bucket go to ranks so the costliest bin lands on the rank with the least
-  // accumulated Newton–Schulz work over the buffer so far. A shared embedding's bucket is the
-  // exception: its one param goes to shard 0, as in Megatron-LM, so the rank that owns a tied
-  // embedding does not depend on the rest of the model (its NS work still counts for rank 0).
-  void assign_bins_to_ranks(std::vector<PlannedBucket>& buckets) const {
-    std::vector<double> accumulated(static_cast<std::size_t>(dp_), 0.0);
-    std::vector<std::size_t> bins(static_cast<std::size_t>(dp_));
-    std::vector<std::size_t> ranks(static_cast<std::size_t>(dp_));
-    for (PlannedBucket& bucket : buckets) {
-      const auto& ns = bucket.packing.ns_costs;
-      const bool shared = order_[bucket.begin].shared_embedding;
-      std::iota(bins.begin(), bins.end(), std::size_t{0});
-      std::iota(ranks.begin(), ranks.end(), std::size_t{0});
-      if (shared) {
-        // The bin holding the embedding first, matched with rank 0.
-        std::stable_partition(bins.begin(), bins.end(), [&](std::size_t bin) {
-          return static_cast<int>(bin) == bucket.packing.bin_of[0];
-        });
-      } else {
-        std::stable_sort(bins.begin(), bins.end(),
-                         [&](std::size_t x, std::size_t y) { return ns[x] > ns[y]; });
-        std::stable_sort(ranks.begin(), ranks.end(), [&](std::size_t x, std::size_t y) {
-          return accumulated[x] < accumulated[y];
-        });
-      }
-      bucket.rank_of_bin.assign(static_cast<std::size_t>(dp_), 0);
-      for (std::size_t i = 0; i < bins.size(); ++i) {
-        bucket.rank_of_bin[bins[i]] = static_cast<int>(ranks[i]);
-        accumulated[ranks[i]] += ns[bins[i]];
-      }
-    }
-  }
-
   const ParamList& params_;
   const std::vector<BackpropParam>& order_;
   int dp_;
@@ -408,6 +422,67 @@ class LayerWisePlanner {
 
 }  // namespace
 
+// Overlap-aware cuts (BufferLayoutInput::overlap_aware_cuts): the last-dispatched bucket's
+// reduce-scatter cannot overlap with backward. The objective is
+//   padding elements + kExposedWeight * (S-1)/S * elements of the last bucket,
+// i.e. one padding element (held on every rank and sent every step) costs as much as
+// 1 / kExposedWeight exposed elements; a plan whose padding exceeds the plain plan's by more than
+// kMaxPaddingRise of the buffer is not taken. Candidates re-plan the last bucket's params, and
+// the whole buffer, with a bucket size of 1/k of them (k in kTailSplits; never below
+// bucket_size) under both cut policies; a candidate with fewer buckets than the plain plan is
+// not taken; the least objective wins, the plain plan among equals.
+constexpr double kExposedWeight = 1.0 / 8.0;
+constexpr double kMaxPaddingRise = 0.005;
+constexpr int kTailSplits[] = {2, 3, 4, 6, 8, 12, 16};
+
+double overlap_objective(const LayerWisePlanner& planner, const std::vector<PlannedBucket>& plan,
+                         int shards) {
+  const double last = static_cast<double>(planner.bucket_numel(plan.back()));
+  return static_cast<double>(planner.padding(plan)) +
+         kExposedWeight * last * static_cast<double>(shards - 1) / static_cast<double>(shards);
+}
+
+std::vector<PlannedBucket> split_last_bucket(const std::vector<BackpropParam>& order,
+                                             const BufferLayoutInput& input,
+                                             const LayerWisePlanner& planner,
+                                             std::vector<PlannedBucket> best) {
+  if (best.empty() || order[best.back().begin].shared_embedding) return best;
+  const std::size_t tail_begin = best.back().begin;
+  double best_score = overlap_objective(planner, best, input.data_parallel_size);
+  const std::vector<PlannedBucket> plain = best;
+  std::int64_t plain_numel = 0;
+  for (const PlannedBucket& b : plain) plain_numel += planner.bucket_numel(b);
+  const double padding_limit = static_cast<double>(planner.padding(plain)) +  // the 0.5-point cap
+                               kMaxPaddingRise * static_cast<double>(plain_numel);
+  // Re-plan from the last bucket's start, and the whole buffer, with smaller bucket sizes.
+  std::vector<std::size_t> starts{tail_begin};
+  if (tail_begin != 0) starts.push_back(0);
+  for (const std::size_t from : starts) {
+    const std::int64_t numel = planner.numel_between(from, order.size());
+    const auto kept = static_cast<std::ptrdiff_t>(from == 0 ? 0 : plain.size() - 1);
+    for (const int k : kTailSplits) {
+      BufferLayoutInput split_input = input;
+      split_input.bucket_size = std::max(*input.bucket_size, (numel + k - 1) / k);
+      const LayerWisePlanner split(order, split_input);
+      for (const CutPolicy policy : {CutPolicy::kBestPacking, CutPolicy::kFirstReach}) {
+        std::vector<PlannedBucket> candidate(plain.begin(), plain.begin() + kept);
+        for (PlannedBucket& b : split.plan_from(from, policy)) candidate.push_back(std::move(b));
+        const double score = overlap_objective(planner, candidate, input.data_parallel_size);
+        // Only the last bucket is counted, so fewer (bigger) earlier buckets would look free
+        // while they overlap less: a candidate must keep at least the plain plan's buckets.
+        if (candidate.size() < plain.size()) continue;
+        if (static_cast<double>(planner.padding(candidate)) > padding_limit) continue;
+        if (score < best_score) {
+          best_score = score;
+          best = std::move(candidate);
+        }
+      }
+    }
+  }
+  planner.assign_bins_to_ranks(best);
+  return best;
+}
+
 PerBufferParamLayout compute_layer_wise_layout(const BufferLayoutInput& input) {
   const auto order = layout_detail::backprop_params(input, "layer-wise");
   const LayerWisePlanner planner(order, input);
@@ -415,6 +490,8 @@ PerBufferParamLayout compute_layer_wise_layout(const BufferLayoutInput& input) {
   if (input.bucket_size) {
     std::vector<PlannedBucket> first_reach = planner.plan(CutPolicy::kFirstReach);
     if (planner.padding(first_reach) < planner.padding(buckets)) buckets = std::move(first_reach);
+    if (input.overlap_aware_cuts)
+      buckets = split_last_bucket(order, input, planner, std::move(buckets));
   }
   PerBufferParamLayout layout =
       layout_detail::emit_shard_aligned_layout(order, buckets, input.data_parallel_size);

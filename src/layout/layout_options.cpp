@@ -1,5 +1,7 @@
 #include "shardwise/layout/layout_options.hpp"
 
+#include <numeric>
+
 #include "shardwise/core/error.hpp"
 
 namespace shardwise {
@@ -13,6 +15,22 @@ void LayoutOptions::validate() const {
   SW_REQUIRE(!bucket_size || *bucket_size >= 1, InvalidArgument,
              "layout options: bucket_size must be >= 1 (or unset for one bucket), got ",
              bucket_size.value_or(0));
+  if (layer_wise_shard_group_size) {
+    const int s = *layer_wise_shard_group_size;
+    SW_REQUIRE(s >= 1 && data_parallel_size % s == 0, InvalidArgument,
+               "layout options: layer_wise_shard_group_size ", s,
+               " must be >= 1 and divide data_parallel_size ", data_parallel_size);
+  }
+}
+
+int LayoutOptions::num_shards_for(bool layer_wise, int group_dp) const {
+  // S = dp is the single-group layout for every buffer, also for an expert DP size that does not
+  // divide dp.
+  if (!layer_wise || !layer_wise_shard_group_size ||
+      *layer_wise_shard_group_size == data_parallel_size) {
+    return group_dp;
+  }
+  return std::gcd(*layer_wise_shard_group_size, group_dp);
 }
 
 }  // namespace shardwise

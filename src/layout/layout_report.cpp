@@ -9,6 +9,8 @@
 #include <nlohmann/json.hpp>
 
 #include "shardwise/core/error.hpp"
+#include "shardwise/core/xml_text.hpp"
+#include "shardwise/layout/layout_cost.hpp"
 
 namespace shardwise {
 namespace {
@@ -75,21 +77,6 @@ void for_shown_rows(std::size_t n, int max_rows, const std::function<void(std::s
   for (std::size_t i = 0; i < head; ++i) row(i);
   gap(n - head - tail);
   for (std::size_t i = n - tail; i < n; ++i) row(i);
-}
-
-std::string xml_escape(const std::string& text) {
-  std::string out;
-  for (const char c : text) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&apos;"; break;
-      default: out += c;
-    }
-  }
-  return out;
 }
 
 // The kind of a param is its name without layer / expert numbers ("attn.qkv.weight"), so every
@@ -159,6 +146,45 @@ void append_buffer_text(std::string& out, int index, const BufferKey& key,
                        pad_left(percent(padding_fraction(real, bucket.numel())), 12), "\n");
       },
       [&](std::size_t hidden) { out += str_cat("  ... ", hidden, " more buckets ...\n"); });
+}
+
+// Per-rank bytes of one buffer (or the total) for the chosen shard group size.
+std::string cost_text(const BufferCost& cost) {
+  return str_cat("per rank: param ", grouped(cost.param_bytes), " B, grad ",
+                 grouped(cost.grad_bytes), " B, optimizer state ",
+                 grouped(cost.optimizer_state_bytes), " B; comm ", grouped(cost.comm_bytes),
+                 " B/step (exposed last-bucket reduce-scatter ", grouped(cost.exposed_rs_bytes),
+                 " B); padding ", grouped(cost.padding_numel()), " elements\n");
+}
+
+OrderedJson cost_json(const BufferCost& cost) {
+  OrderedJson out;
+  out["replicas"] = cost.replicas;
+  out["padding_numel"] = cost.padding_numel();
+  out["param_bytes"] = cost.param_bytes;
+  out["grad_bytes"] = cost.grad_bytes;
+  out["optimizer_state_bytes"] = cost.optimizer_state_bytes;
+  out["memory_bytes"] = cost.memory_bytes();
+  out["comm_bytes"] = cost.comm_bytes;
+  out["exposed_rs_bytes"] = cost.exposed_rs_bytes;
+  return out;
+}
+
+OrderedJson choice_json(const ShardGroupChoice& choice) {
+  OrderedJson out;
+  out["chosen"] = choice.shard_group_size;
+  OrderedJson rows = OrderedJson::array();
+  for (const ShardGroupCandidate& c : choice.table) {
+    OrderedJson row;
+    row["shard_group_size"] = c.shard_group_size;
+    row["padding_fraction"] = c.padding_fraction;
+    row["param_grad_bytes"] = c.param_grad_bytes;
+    row["optimizer_state_bytes"] = c.optimizer_state_bytes;
+    row["comm_bytes"] = c.comm_bytes;
+    rows.push_back(std::move(row));
+  }
+  out["candidates"] = std::move(rows);
+  return out;
 }
 
 // Per-rank numel and Newton-Schulz cost; with rows elided, min / max / mean rows follow.
@@ -379,9 +405,12 @@ std::string render_layout_json(const LayoutReportInput& input) {
   root["optimizer"] = layout_algorithm_name(options.algorithm);
   root["dp"] = options.data_parallel_size;
   root["expert_dp"] = options.expert_dp();
+  root["shard_group_size"] = options.shard_group_size();
   root["bucket_size"] = options.bucket_size ? OrderedJson(*options.bucket_size) : OrderedJson();
 
+  const LayoutCost cost = compute_layout_cost(*input.layout, options);
   OrderedJson buffers = OrderedJson::array();
+  std::size_t buffer_index = 0;
   for (const auto& [key, buffer] : input.layout->layouts) {
     OrderedJson out;
     out["param_dtype"] = std::string(dtype_name(key.param_dtype));
@@ -392,6 +421,7 @@ std::string render_layout_json(const LayoutReportInput& input) {
     out["num_shards"] = buffer.num_shards;
     out["numel"] = buffer.numel();
     out["numel_unpadded"] = buffer_unpadded(buffer);
+    out["cost"] = cost_json(cost.buffers.at(buffer_index++).second);
     OrderedJson buckets = OrderedJson::array();
     for (std::size_t b = 0; b < buffer.bucket_indices.size(); ++b) {
       OrderedJson bucket;
@@ -436,7 +466,9 @@ std::string render_layout_json(const LayoutReportInput& input) {
   totals["numel_padded"] = stats.numel_padded;
   totals["padding_fraction"] = stats.padding_fraction;
   totals["ns_cost_max_over_mean"] = stats.ns_cost_max_over_mean;
+  totals["cost"] = cost_json(cost.total);
   root["totals"] = std::move(totals);
+  if (input.shard_group_choice) root["shard_group_choice"] = choice_json(*input.shard_group_choice);
   return root.dump(1) + "\n";
 }
 
@@ -455,15 +487,20 @@ std::string render_layout_text(const LayoutReportInput& input, const TextReportO
                  ", grads reduced in ", options.grad_reduce_in_fp32 ? "fp32" : "param dtype",
                  options.pad_buckets_for_high_nccl_busbw ? ", padded for high NCCL bus bandwidth"
                                                          : "",
-                 options.all_layer_wise ? ", all buffers layer-wise" : "", "\n");
+                 options.all_layer_wise ? ", all buffers layer-wise" : "", ", shard group size ",
+                 options.shard_group_size(), "\n");
+  if (input.shard_group_choice) out += render_shard_group_table(*input.shard_group_choice);
+  const LayoutCost cost = compute_layout_cost(*input.layout, options);
   int index = 0;
   for (const auto& [key, buffer] : input.layout->layouts) {
-    append_buffer_text(out, index++, key, buffer, report);
+    append_buffer_text(out, index, key, buffer, report);
+    out += "  " + cost_text(cost.buffers.at(static_cast<std::size_t>(index++)).second);
   }
   append_rank_loads_text(out, stats, report);
   out += str_cat("\ntotals: unpadded ", grouped(stats.numel_unpadded), ", padded ",
                  grouped(stats.numel_padded), ", padding ", percent(stats.padding_fraction),
                  ", NS cost max/mean ", fixed(stats.ns_cost_max_over_mean, 4), "\n");
+  out += "totals " + cost_text(cost.total);
   return out;
 }
 

@@ -29,37 +29,14 @@ bool is_16_or_32_bit_float(DType d) {
   return d == DType::kFloat32 || d == DType::kBFloat16 || d == DType::kFloat16;
 }
 
-float load_float(const std::uint8_t* p, DType d) {
-  if (d == DType::kFloat32) {
-    float f;
-    std::memcpy(&f, p, 4);
-    return f;
-  }
-  std::uint16_t h;
-  std::memcpy(&h, p, 2);
-  return d == DType::kBFloat16 ? bf16_to_float(h) : fp16_to_float(h);
-}
-
-void store_float(float f, std::uint8_t* p, DType d) {
-  if (d == DType::kFloat32) {
-    std::memcpy(p, &f, 4);
-    return;
-  }
-  const std::uint16_t h = d == DType::kBFloat16 ? float_to_bf16(f) : float_to_fp16(f);
-  std::memcpy(p, &h, 2);
-}
-
-// Converts a row-major float array between fp32 / bf16 / fp16 (RNE through fp32, which holds
-// every bf16 and fp16 value exactly).
-std::vector<std::uint8_t> convert_floats(const std::vector<std::uint8_t>& in, DType from,
-                                         DType to) {
+// A row-major float array converted between fp32 / bf16 / fp16 by core's bulk conversion (RNE
+// through fp32, which holds every bf16 and fp16 value exactly).
+std::vector<std::uint8_t> converted_floats(std::vector<std::uint8_t>& in, DType from, DType to,
+                                           const std::string& name) {
   if (from == to) return in;
-  const std::size_t n = in.size() / dtype_size(from);
-  std::vector<std::uint8_t> out(n * dtype_size(to));
-  for (std::size_t i = 0; i < n; ++i) {
-    store_float(load_float(in.data() + i * dtype_size(from), from), out.data() + i * dtype_size(to),
-                to);
-  }
+  const auto n = static_cast<std::int64_t>(in.size() / dtype_size(from));
+  std::vector<std::uint8_t> out(static_cast<std::size_t>(n) * dtype_size(to));
+  convert_floats(TensorView{in.data(), n, from}, TensorView{out.data(), n, to}, name);
   return out;
 }
 
@@ -154,7 +131,7 @@ std::vector<ExportedTensor> export_tp_rank(const std::vector<SourceTensor>& tens
     std::vector<std::uint8_t> slice =
         extract_tp_slice(t.name, t.data, t.shape, dtype_size(t.dtype), rule, options.tp, tp_rank);
     const DType dtype = plain_dtype(t, options);
-    if (dtype != t.dtype) slice = convert_floats(slice, t.dtype, dtype);
+    if (dtype != t.dtype) slice = converted_floats(slice, t.dtype, dtype, t.name);
     if (!exports_as_mxfp8(t, options)) {
       out.push_back({t.name, dtype, local, std::move(slice)});
       continue;

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "shardwise/core/atomic_file.hpp"
+#include "shardwise/core/xml_text.hpp"
 
 namespace shardwise {
 
@@ -13,20 +14,6 @@ namespace {
 
 constexpr double kWidth = 720, kHeight = 420, kLeft = 80, kRight = 20, kTop = 40, kBottom = 50;
 constexpr const char* kColors[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd"};
-
-std::string escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '&': out += "&amp;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
-    }
-  }
-  return out;
-}
 
 // Tick label: at most 3 significant digits, no trailing zeros ("0.05", "1", "250", "1e-05").
 std::string tick_label(double value) {
@@ -144,7 +131,7 @@ void draw_series(std::ostringstream& svg, const Axes& a, const PlotSeries& s, st
     }
   }
   svg << "<text x=\"" << kLeft + a.pw - 10 << "\" y=\"" << kTop + 18 + 16 * i
-      << "\" text-anchor=\"end\" fill=\"" << color << "\">" << escape(s.label) << "</text>\n";
+      << "\" text-anchor=\"end\" fill=\"" << color << "\">" << xml_escape(s.label) << "</text>\n";
 }
 
 }  // namespace
@@ -156,7 +143,7 @@ std::string render_loss_plot_svg(const std::vector<PlotSeries>& series, const st
       << kHeight << "\" font-family=\"sans-serif\" font-size=\"12\">\n"
       << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
       << "<text x=\"" << kWidth / 2 << "\" y=\"22\" text-anchor=\"middle\" font-size=\"15\">"
-      << escape(title) << "</text>\n";
+      << xml_escape(title) << "</text>\n";
   draw_grid(svg, axes);
   for (std::size_t i = 0; i < series.size(); ++i) draw_series(svg, axes, series[i], i);
   svg << "</svg>\n";

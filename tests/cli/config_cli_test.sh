@@ -59,4 +59,14 @@ expect_exit2 "missing file" config resolve --config "$work/none.yaml"
 expect_exit2 "dp not dividing world" config resolve \
   --config "$examples/default.yaml" --world-size 4 comm_overlap.data_parallel_size=3
 
+# ddp.layer_wise_shard_group_size: shown by resolve (default dp), validated on load.
+"$shardwise" config resolve --config "$examples/default.yaml" ddp.layer_wise_shard_group_size=2 \
+  >"$work/sg.yaml" 2>"$work/sg.err" && grep -q "layer_wise_shard_group_size: \"\?2\"\?$" "$work/sg.yaml" ||
+  fail "resolve does not show ddp.layer_wise_shard_group_size: $(cat "$work/sg.err")"
+rc=0
+"$shardwise" config resolve --config "$examples/default.yaml" ddp.layer_wise_shard_group_size=two \
+  >/dev/null 2>"$work/sg.err" || rc=$?
+[[ $rc -eq 2 ]] && grep -q "ddp.layer_wise_shard_group_size must be" "$work/sg.err" ||
+  fail "bad ddp.layer_wise_shard_group_size: rc $rc, $(cat "$work/sg.err")"
+
 cli_test_finish "config CLI: all checks passed"

@@ -7,16 +7,9 @@
 # Usage: convert_cli_test.sh PATH/TO/shardwise
 set -euo pipefail
 
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 shardwise=${1:?usage: convert_cli_test.sh SHARDWISE_BINARY}
-python=/usr/bin/python3
-work=$(mktemp -d "${TMPDIR:-/tmp}/shardwise_convert_test.XXXXXX")
-trap 'rm -rf "$work"' EXIT
-failures=0
-
-fail() {
-  echo "FAIL: $*" >&2
-  failures=$((failures + 1))
-}
+cli_test_init convert_test
 
 if ! "$python" -c 'import numpy' 2>/dev/null; then
   echo "SKIP: $python has no numpy"
@@ -214,19 +207,6 @@ grep -q "lm_head" "$work/help" && echo "ok: --help documents the default pattern
   fail "--help does not document the default patterns"
 
 # 5. Bad inputs: exit 2 and one line on stderr; no output file left behind.
-expect_exit2() {
-  local name=$1
-  shift
-  local rc=0
-  "$shardwise" "$@" >"$work/out" 2>"$work/err" || rc=$?
-  if [[ $rc -ne 2 ]]; then
-    fail "$name: expected exit 2, got $rc ($(head -c 300 "$work/err"))"
-  elif [[ $(wc -l <"$work/err") -ne 1 ]] || ! grep -q . "$work/err"; then
-    fail "$name: expected one error line, got: $(cat "$work/err")"
-  else
-    echo "ok: $name -> $(cat "$work/err")"
-  fi
-}
 printf 'not a safetensors file' >"$work/garbage.safetensors"
 cp "$work/in.safetensors" "$work/in_copy.safetensors"
 expect_exit2 "missing file" convert --to mxfp8 "$work/nope.safetensors" "$work/x.safetensors"
@@ -330,8 +310,4 @@ elif [[ -d /proc/self ]]; then  # a directory nobody can create files in
   grep -q "cannot create files in /proc/self" "$work/err" || fail "unwritable output: $(cat "$work/err")"
 fi
 
-if [[ $failures -gt 0 ]]; then
-  echo "$failures failure(s)" >&2
-  exit 1
-fi
-echo "all CLI convert tests passed"
+cli_test_finish "all CLI convert tests passed"

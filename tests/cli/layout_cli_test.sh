@@ -146,4 +146,77 @@ grep -q "unknown field \"colour\"" <("$shardwise" layout --model "$work/unknown.
 grep -q "duplicate param name \"a\"" <("$shardwise" layout --model "$work/dup.json" --dp 2 2>&1 || true) ||
   fail "duplicate message does not name the param"
 
+# 5. Shard groups: layer-wise buffers over S shards, element-sharded ones over all of dp; the
+# per-rank cost block of every buffer follows the documented formula and sums to the totals.
+check_cost_json() {
+  local file=$1 dp=$2 s=$3
+  "$python" - "$file" "$dp" "$s" <<'PY'
+import json, sys
+doc = json.load(open(sys.argv[1]))
+dp, s = int(sys.argv[2]), int(sys.argv[3])
+assert doc["shard_group_size"] == s, doc["shard_group_size"]
+size = {"fp32": 4, "bf16": 2, "fp16": 2, "uint8": 1}
+keys = ("replicas", "padding_numel", "param_bytes", "grad_bytes", "optimizer_state_bytes",
+        "memory_bytes", "comm_bytes", "exposed_rs_bytes")
+total = {k: 0 for k in keys if k != "replicas"}
+for buf in doc["buffers"]:
+    c = buf["cost"]
+    S = buf["num_shards"]
+    assert S == (s if buf["layer_wise"] else dp), (S, buf["layer_wise"])
+    R = c["replicas"]
+    assert S * R == dp, (S, R)
+    n, g, p = buf["numel"], size[buf["grad_dtype"]], size[buf["param_dtype"]]
+    want = (S - 1) / S * n * g + 2 * (R - 1) / R * (n / S) * g + (S - 1) / S * n * p
+    assert abs(c["comm_bytes"] - want) <= len(buf["buckets"]), (c["comm_bytes"], want)
+    assert c["param_bytes"] == n * p and c["grad_bytes"] == n * g, c
+    assert c["padding_numel"] == n - buf["numel_unpadded"], c
+    last = buf["buckets"][-1]
+    assert c["exposed_rs_bytes"] == (last["end"] - last["start"]) // S * (S - 1) * g, c
+    for k in total:
+        total[k] += c[k]
+for k, v in total.items():
+    assert doc["totals"]["cost"][k] == v, (k, doc["totals"]["cost"][k], v)
+PY
+}
+"$shardwise" layout --model "$examples/llama3-8b.json" --dp 16 --shard-group-size 4 --format json \
+  >"$work/sg.json" && check_layout_json "$work/sg.json" 16 && check_cost_json "$work/sg.json" 16 4 &&
+  echo "ok: shard group 4 of dp 16" || fail "shard group 4 of dp 16"
+"$shardwise" layout --model "$examples/llama3-8b.json" --dp 16 --format json >"$work/sg16.json" &&
+  check_cost_json "$work/sg16.json" 16 16 && echo "ok: default shard group = dp" ||
+  fail "default shard group = dp"
+# auto: the text report shows the table it chose from, one row per divisor of dp, one marked.
+if "$shardwise" layout --model "$examples/llama3-8b.json" --dp 256 --shard-group-size auto \
+  >"$work/auto.txt" 2>"$work/err"; then
+  rows=$(grep -cE '^[* ] +[0-9]+ +[0-9.]+%' "$work/auto.txt" || true)
+  chosen=$(grep -E '^\* +[0-9]+ ' "$work/auto.txt" | awk '{print $2}')
+  if [[ $rows -ne 9 || -z $chosen ]] || ! grep -q "shard group size $chosen$" "$work/auto.txt" ||
+    ! grep -q "^totals per rank: param " "$work/auto.txt"; then
+    fail "auto text: $rows table rows, chosen '$chosen'"
+  else
+    echo "ok: auto on llama3-8b dp 256 chose S=$chosen"
+  fi
+else
+  fail "auto text: $(cat "$work/err")"
+fi
+"$shardwise" layout --model gpt-tiny --dp 64 --shard-group-size auto --format json >"$work/auto.json" &&
+  "$python" - "$work/auto.json" <<'PY' && echo "ok: auto json" || fail "auto json"
+import json, sys
+doc = json.load(open(sys.argv[1]))
+choice = doc["shard_group_choice"]
+sizes = [c["shard_group_size"] for c in choice["candidates"]]
+assert sizes == [1, 2, 4, 8, 16, 32, 64], sizes
+assert choice["chosen"] == doc["shard_group_size"] and choice["chosen"] in sizes, choice["chosen"]
+mem = {c["shard_group_size"]: c["param_grad_bytes"] + c["optimizer_state_bytes"]
+       for c in choice["candidates"]}
+assert mem[choice["chosen"]] <= min(mem.values()) * 1.01, mem
+PY
+# Overlap-aware cuts (off by default) give a valid layout with the cost block.
+"$shardwise" layout --model moe-tiny --dp 8 --bucket-size 5000 --overlap-aware-cuts --format json \
+  >"$work/oac.json" && check_layout_json "$work/oac.json" 8 && check_cost_json "$work/oac.json" 8 8 &&
+  echo "ok: overlap-aware cuts" || fail "overlap-aware cuts"
+expect_exit2 "shard group not dividing dp" layout --model gpt-tiny --dp 8 --shard-group-size 3
+expect_exit2 "shard group not a number" layout --model gpt-tiny --dp 8 --shard-group-size four
+grep -q "layer_wise_shard_group_size 3" <("$shardwise" layout --model gpt-tiny --dp 8 --shard-group-size 3 2>&1 || true) ||
+  fail "bad shard group message does not name the field"
+
 cli_test_finish "all CLI layout tests passed"

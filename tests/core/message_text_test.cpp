@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "shardwise/core/logging.hpp"
+
 #include <random>
 #include <string>
 
@@ -62,6 +64,21 @@ TEST(MessageText, RandomBytesNeverYieldControlCharacters) {
       }
     }
   }
+}
+
+TEST(MessageText, OneLineEscapesControlBytesAndKeepsTheRest) {
+  EXPECT_EQ(one_line("name 'a\nb\x1b[2J' is bad"), "name 'a\\x0ab\\x1b[2J' is bad");
+  // Already escaped text and UTF-8 pass unchanged.
+  EXPECT_EQ(one_line("is 'x\\n' \xe2\x82\xac"), "is 'x\\n' \xe2\x82\xac");
+  EXPECT_EQ(one_line(std::string(10, 'z'), 4), "zzzz...(10 bytes)");
+}
+
+// Errors and warnings go through one_line on their way to the terminal; info lines do not.
+TEST(MessageText, ErrorLogLinesCarryNoControlBytes) {
+  testing::internal::CaptureStderr();
+  log::error("tensor 'evil\n\x1b[2Jname' is bad");
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(err, "shardwise: error: tensor 'evil\\x0a\\x1b[2Jname' is bad\n");
 }
 
 }  // namespace

@@ -96,6 +96,15 @@ Case random_case(std::uint64_t seed) {
   c.options.all_layer_wise = rng() % 3 == 0;
   c.options.grad_reduce_in_fp32 = rng() % 3 != 0;
   c.options.pad_buckets_for_high_nccl_busbw = rng() % 5 == 0;
+  // Half the cases lay the layer-wise buffers out for a shard group: a random divisor S of dp.
+  if (rng() % 2 == 0) {
+    std::vector<int> divisors;
+    for (int s = 1; s <= c.options.data_parallel_size; ++s) {
+      if (c.options.data_parallel_size % s == 0) divisors.push_back(s);
+    }
+    c.options.layer_wise_shard_group_size = divisors[rng() % divisors.size()];
+  }
+  c.options.overlap_aware_cuts = rng() % 4 == 0;
   return c;
 }
 
@@ -129,7 +138,18 @@ TEST(LayoutProperty, RandomModelsSatisfyEveryInvariant) {
         ids.push_back(r.param);
       }
       std::reverse(ids.begin(), ids.end());  // forward order
-      const int dp = key.is_expert_parallel ? c.options.expert_dp() : c.options.data_parallel_size;
+      const int group_dp =
+          key.is_expert_parallel ? c.options.expert_dp() : c.options.data_parallel_size;
+      // Element-sharded buffers keep the whole DP group; shard-aligned ones use the shard group.
+      const int dp = layout.shard_aligned ? c.options.num_shards_for(true, group_dp) : group_dp;
+      // Plain DDP buffers are all-reduced whole: one shard.
+      EXPECT_EQ(layout.num_shards, c.options.algorithm == LayoutAlgorithm::kDefault ? 1 : dp);
+      if (c.options.layer_wise_shard_group_size && layout.shard_aligned) {
+        EXPECT_EQ(group_dp % dp, 0) << key.to_string();
+        if (!key.is_expert_parallel) {
+          EXPECT_EQ(dp, *c.options.layer_wise_shard_group_size);
+        }
+      }
       if (!layout.shard_aligned) continue;
       ++shard_aligned_buffers;
       ASSERT_EQ(layout_test::check_shard_aligned(c.params, layout, ids, dp,
@@ -144,6 +164,7 @@ TEST(LayoutProperty, RandomModelsSatisfyEveryInvariant) {
       input.bucket_size = c.options.bucket_size;
       input.data_parallel_size = dp;
       input.pad_for_high_nccl_busbw = c.options.pad_buckets_for_high_nccl_busbw;
+      input.overlap_aware_cuts = c.options.overlap_aware_cuts;
       const auto baseline = compute_lpt_floor_layer_wise_layout(input);
       ASSERT_EQ(
           layout_test::check_shard_aligned(c.params, baseline, ids, dp,
@@ -166,6 +187,18 @@ TEST(LayoutProperty, RandomModelsSatisfyEveryInvariant) {
       shard_aligned_buffers, better, worse, ours_padding / shard_aligned_buffers,
       baseline_padding / shard_aligned_buffers);
   EXPECT_GT(shard_aligned_buffers, 200);
+}
+
+// A shard group as large as dp is today's layout, bit for bit, on every random model.
+TEST(LayoutProperty, ShardGroupOfDpReproducesTheSingleGroupLayout) {
+  for (int seed = 0; seed < 120; ++seed) {
+    Case c = random_case(static_cast<std::uint64_t>(seed));
+    SCOPED_TRACE(str_cat("case ", seed));
+    c.options.layer_wise_shard_group_size.reset();
+    const FullParamLayout single = compute_full_param_layout(c.params, c.options);
+    c.options.layer_wise_shard_group_size = c.options.data_parallel_size;
+    EXPECT_EQ(compute_full_param_layout(c.params, c.options), single);
+  }
 }
 
 }  // namespace

@@ -5,11 +5,13 @@
 // YAML keys of the section: grad_reduce_in_fp32, overlap_grad_reduce, overlap_param_gather,
 // align_param_gather, use_distributed_optimizer, bucket_size, average_in_collective,
 // pad_buckets_for_high_nccl_busbw, per_token_loss, use_legacy_layer_wise_sync (the member
-// use_legacy_param_sync: the all_gather_v comparison path), num_buckets_per_group.
+// use_legacy_param_sync: the all_gather_v comparison path), num_buckets_per_group,
+// layer_wise_shard_group_size.
 #pragma once
 
 #include <cstdint>
 #include <optional>
+#include <string>
 
 #include "shardwise/layout/layout_options.hpp"
 
@@ -43,6 +45,10 @@ struct DistributedDataParallelConfig {
   // Consecutive buckets (in backprop order, within one buffer) per bucket group when
   // overlap_grad_reduce is on. Without overlap every buffer forms a single bucket group.
   int num_buckets_per_group = 1;
+  // Layer-wise shard group size (LayoutOptions::layer_wise_shard_group_size): "dp" (one group,
+  // the default), "auto", or a positive integer dividing dp. The layout supports S < dp; the
+  // runtime does not yet, so validate_for_data_parallel_size() refuses anything but S = dp.
+  std::string layer_wise_shard_group_size = "dp";
 
   // Megatron's default: max(40M, 1M * dp) elements with overlap_grad_reduce, a single bucket
   // (nullopt) without. An explicit bucket_size wins.
@@ -58,7 +64,12 @@ struct DistributedDataParallelConfig {
   // average_in_collective.
   void validate() const;
 
-  // LayoutOptions the layout algorithms need for this config (bucket size resolved for dp).
+  // The checks that need the run's dp: ddp.layer_wise_shard_group_size must divide dp, and until
+  // the runtime supports it must equal dp ("auto" included). Throws ConfigError naming the key.
+  void validate_for_data_parallel_size(int data_parallel_size) const;
+
+  // LayoutOptions the layout algorithms need for this config (bucket size resolved for dp);
+  // runs validate_for_data_parallel_size(dp) first.
   LayoutOptions layout_options(LayoutAlgorithm algorithm, int data_parallel_size,
                                std::optional<int> expert_data_parallel_size = std::nullopt) const;
 };

@@ -19,3 +19,18 @@ inline constexpr std::size_t kMessageQuoteLimit = 64;
 std::string printable(std::string_view text, std::size_t max_bytes = kMessageQuoteLimit);
 
 }  // namespace shardwise
+
+namespace shardwise {
+
+// Cap for a whole error or warning line (messages quote values through printable(), so only a
+// message built without it can come near this).
+inline constexpr std::size_t kMessageLineLimit = 16384;
+
+// The last line of defence before an error or warning reaches a terminal: C0 control characters
+// and DEL become \xNN so that the message stays one line and carries no escape sequence, whatever
+// a message that quoted input without printable() holds. Backslashes and UTF-8 pass unchanged (a
+// message already escaped by printable() reads the same); longer than `max_bytes`, the line is cut
+// and "...(N bytes)" appended.
+std::string one_line(std::string_view message, std::size_t max_bytes = kMessageLineLimit);
+
+}  // namespace shardwise

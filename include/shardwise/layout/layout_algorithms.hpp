@@ -19,6 +19,9 @@ struct BufferLayoutInput {
   std::optional<std::int64_t> bucket_size;  // nullopt = single bucket
   int data_parallel_size = 1;               // dp (or expert dp) of this buffer
   bool pad_for_high_nccl_busbw = false;
+  // Layer-wise layout: weigh the last bucket's (non-overlappable) reduce-scatter against padding
+  // when cutting buckets (see LayoutOptions::overlap_aware_cuts).
+  bool overlap_aware_cuts = false;
 };
 
 // Plain DDP: contiguous, no padding; a bucket closes once it holds >= bucket_size elements.
@@ -37,6 +40,8 @@ PerBufferParamLayout compute_dist_opt_layout(const BufferLayoutInput& input);
 // join it; ends are chosen where the bucket packs best), shards balanced by numel and by
 // Newton–Schulz cost across the whole buffer. per_bucket_numel_unpadded is the sum of the
 // bucket's param numels. Deterministic; never pads more than cutting where Megatron-LM does.
+// With overlap_aware_cuts the cuts also weigh the last bucket's exposed reduce-scatter (up to
+// half a point more padding; see layer_wise_layout.cpp).
 PerBufferParamLayout compute_layer_wise_layout(const BufferLayoutInput& input);
 
 // Groups params by BufferKey and runs the algorithm each buffer needs (see LayoutAlgorithm).

@@ -24,9 +24,24 @@ struct LayoutOptions {
   // With kLayerWise: put every buffer (not only Muon-managed ones) through the shard-aligned
   // layout.
   bool all_layer_wise = false;
+  // Layer-wise shard groups: the shard-aligned (layer-wise) buffers are laid out for this many
+  // shards; the DP group splits into dp / S replica groups of S consecutive ranks (rank r holds
+  // shard r % S). nullopt = dp (one group, the plain layer-wise layout). Element-sharded buffers
+  // keep full-dp sharding. Must divide dp; expert layer-wise buffers use gcd(S, expert dp) (all
+  // of expert dp when S = dp).
+  std::optional<int> layer_wise_shard_group_size;
+  // Layer-wise buffers: cut buckets by padding plus the reduce-scatter bytes of the last-dispatched
+  // bucket (which cannot overlap with backward), so a buffer that packs well as one bucket may
+  // still be cut in several. Off by default: it changes layouts.
+  bool overlap_aware_cuts = false;
 
   int expert_dp() const { return expert_data_parallel_size.value_or(data_parallel_size); }
-  // Throws InvalidArgument naming the field for dp < 1, expert dp < 1, bucket_size < 1.
+  int shard_group_size() const { return layer_wise_shard_group_size.value_or(data_parallel_size); }
+  // Shards of a buffer over a DP group of `group_dp` ranks: element-sharded buffers use the whole
+  // group, layer-wise buffers gcd(S, group_dp) (group_dp when S = dp).
+  int num_shards_for(bool layer_wise, int group_dp) const;
+  // Throws InvalidArgument naming the field for dp < 1, expert dp < 1, bucket_size < 1, or a
+  // shard group size that is < 1 or does not divide dp.
   void validate() const;
 };
 

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "shardwise/layout/layout_options.hpp"
+#include "shardwise/layout/shard_group_choice.hpp"
 #include "shardwise/layout/layout_stats.hpp"
 #include "shardwise/layout/param_info.hpp"
 #include "shardwise/layout/param_layout.hpp"
@@ -18,15 +19,22 @@ struct LayoutReportInput {
   const FullParamLayout* layout = nullptr;
   const LayoutOptions* options = nullptr;
   const LayoutStats* stats = nullptr;
+  // Set when the shard group size was chosen by `auto`: the table it chose from is shown.
+  const ShardGroupChoice* shard_group_choice = nullptr;
 };
 
-// {"model", "optimizer", "dp", "expert_dp", "bucket_size",
+// {"model", "optimizer", "dp", "expert_dp", "shard_group_size", "bucket_size",
 //  "buffers": [{"param_dtype", "grad_dtype", "expert_parallel", "layer_wise", "num_shards",
-//               "numel", "numel_unpadded",
+//               "numel", "numel_unpadded", "cost": COST,
 //               "buckets": [{"start", "end", "numel_unpadded"}],
 //               "params": [{"name", "start", "end", "bucket", "shard", "index", "param_id"}]}],
 //  "ranks": [{"rank", "numel", "ns_cost"}],
-//  "totals": {"numel_unpadded", "numel_padded", "padding_fraction", "ns_cost_max_over_mean"}}
+//  "totals": {"numel_unpadded", "numel_padded", "padding_fraction", "ns_cost_max_over_mean",
+//             "cost": COST},
+//  "shard_group_choice" (only with auto): {"chosen", "candidates": [{"shard_group_size",
+//             "padding_fraction", "param_grad_bytes", "optimizer_state_bytes", "comm_bytes"}]}}
+// COST (per rank, see layout_cost.hpp): {"replicas", "padding_numel", "param_bytes",
+//   "grad_bytes", "optimizer_state_bytes", "memory_bytes", "comm_bytes", "exposed_rs_bytes"}.
 // "shard" is the owning shard for shard-aligned buffers and null for element-sharded ones;
 // "index" is the param's index among same-dtype params (PerBufferParamLayout::param_indices) and
 // "param_id" its position in the model (forward order). Params are listed in buffer order.

@@ -1,0 +1,39 @@
+// Trainer step 1: what this rank is in the run (see training_run.hpp).
+#include "shardwise/comm/mpi_process_group.hpp"
+#include "shardwise/core/error.hpp"
+#include "training_run.hpp"
+
+namespace shardwise::train_detail {
+
+RunContext build_parallel_state(const TrainingConfig& config, const ProcessGroupPtr& world,
+                                const TrainerOptions& options) {
+  RunContext run;
+  run.config = config;
+  const ParallelConfig& parallel = run.config.parallel;
+  SW_REQUIRE(parallel.tp == 1 && parallel.pp == 1 && parallel.cp == 1, ConfigError,
+             "the reference trainer runs data parallelism only: parallel.tp, parallel.pp and "
+             "parallel.cp must be 1 (got ",
+             parallel.tp, ", ", parallel.pp, ", ", parallel.cp, ")");
+  SW_REQUIRE(config.model.dtype == DType::kFloat32, ConfigError,
+             "model.dtype: the CPU reference model trains in fp32 (got ",
+             dtype_name(config.model.dtype), ")");
+  // The communication-overlap config decides the data-parallel settings (user values win).
+  run.resolution = resolve_comm_overlap(run.config, world->size());
+  if (options.overlap_param_gather_with_optimizer_step) {
+    run.config.optimizer.overlap_param_gather_with_optimizer_step =
+        *options.overlap_param_gather_with_optimizer_step;
+  }
+  run.groups = make_parallel_groups(world, ParallelSizes{1, 1, 0, parallel.ep});
+  run.world_size = world->size();
+  run.dp = run.dp_group().size();
+  run.rank = run.dp_group().rank();
+  run.is_rank0 = world->rank() == 0;
+  run.verbose = run.is_rank0 && !options.quiet;
+  run.jsonl = !options.log_jsonl.empty() ? options.log_jsonl : run.config.logging.jsonl_path;
+  run.plot = !options.plot.empty() ? options.plot : run.config.logging.plot_path;
+  run.global_batch = std::int64_t{run.config.training.micro_batch_size} *
+                     run.config.training.grad_accumulation * run.dp;
+  return run;
+}
+
+}  // namespace shardwise::train_detail

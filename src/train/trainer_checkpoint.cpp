@@ -1,0 +1,56 @@
+// Trainer step 7: a checkpoint of the run — weights, optimizer state, data position, and enough
+// about the run (config, layouts, seeds) to explain it later.
+#include <nlohmann/json.hpp>
+
+#include "trainer_guards.hpp"
+#include "training_run.hpp"
+
+namespace shardwise::train_detail {
+namespace {
+
+nlohmann::ordered_json layouts_summary(const DistributedDataParallel& ddp) {
+  nlohmann::ordered_json out = nlohmann::ordered_json::array();
+  for (const auto& buffer : ddp.buffers()) {
+    out.push_back({{"buffer", buffer->key().to_string()},
+                   {"numel", buffer->numel()},
+                   {"numel_unpadded", buffer->numel_unpadded()},
+                   {"buckets", buffer->buckets().size()},
+                   {"num_shards", buffer->layout().num_shards},
+                   {"shard_aligned", buffer->layout().shard_aligned}});
+  }
+  return out;
+}
+
+nlohmann::ordered_json run_description(const TrainingModel& m, const RunContext& run) {
+  const TrainingConfig& config = run.config;
+  return {{"world_size", run.world_size},
+          {"global_batch", run.global_batch},
+          {"rng",
+           {{"model_seed", config.model.seed},
+            {"data_seed", config.training.seed},
+            {"note",
+             "training is deterministic: the model is initialised from "
+             "model_seed once and samples are a function of data_seed "
+             "and the sample index (trainer.consumed_samples)"}}},
+          {"layouts", layouts_summary(m.ddp())},
+          {"config", to_json(config)}};
+}
+
+}  // namespace
+
+std::string save_training_checkpoint(TrainingModel& m, const RunContext& run,
+                                     const TrainerOptions& options, std::int64_t step,
+                                     std::int64_t consumed_samples) {
+  m.ddp().finish_all_param_sync();  // every rank (rank 0 above all) must hold the current weights
+  require_finite_weights(run.dp_group(), model_tensors(m), step);
+  CheckpointSaveRequest request;
+  request.root = options.save_dir;
+  request.step = step;
+  request.consumed_samples = consumed_samples;
+  request.keep_last = options.keep_last;
+  request.optimizer_kind = std::string(optim::optimizer_mode_name(m.mode));
+  request.extra = run_description(m, run);
+  return save_checkpoint(request, model_tensors(m), *m.optimizer, run.dp_group()).string();
+}
+
+}  // namespace shardwise::train_detail

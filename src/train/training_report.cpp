@@ -1,0 +1,118 @@
+#include "training_report.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+
+#include "shardwise/core/logging.hpp"
+#include "shardwise/train/eval_report.hpp"
+#include "shardwise/train/log_format.hpp"
+#include "shardwise/train/loss_plot.hpp"
+
+namespace shardwise::train_detail {
+
+void ProgressBar::update(std::int64_t done, const std::string& status) {
+  if (!enabled_) return;
+  constexpr int kWidth = 30;
+  const int filled = static_cast<int>(kWidth * done / std::max<std::int64_t>(1, total_));
+  std::fprintf(stdout, "\r[%s%s] %lld/%lld %s", std::string(filled, '#').c_str(),
+               std::string(kWidth - filled, '.').c_str(), static_cast<long long>(done),
+               static_cast<long long>(total_), status.c_str());
+  std::fflush(stdout);
+  if (done == total_) std::fputc('\n', stdout);
+}
+
+void announce_run(const RunContext& run, const TrainingModel& m, const TrainingSummary& summary) {
+  if (!run.verbose) return;
+  const GptConfig& g = m.model_config;
+  const TrainingConfig& c = run.config;
+  const DistributedDataParallelConfig& ddp = m.ddp().config();
+  log::info("shardwise train: ", m.dataset->describe());
+  log::info("model: GPT ", g.num_layers, " layers, hidden ", g.hidden, ", heads ", g.num_heads,
+            ", ffn ", g.ffn_hidden, ", vocab ", g.vocab_size, ", seq ", m.dataset->seq_len(), " (",
+            summary.parameters, " parameters)");
+  log::info("data parallel: dp=", run.dp, ", optimizer=", optim::optimizer_mode_name(m.mode),
+            ", global batch ", run.global_batch, " = ", c.training.micro_batch_size, " x ",
+            c.training.grad_accumulation, " x ", run.dp);
+  log::info("resolved overlap: overlap_grad_reduce=", ddp.overlap_grad_reduce,
+            " overlap_param_gather=", ddp.overlap_param_gather,
+            " bucket_size=", ddp.bucket_size ? std::to_string(*ddp.bucket_size) : "none",
+            " align_param_gather=", ddp.align_param_gather,
+            " overlap_param_gather_with_optimizer_step=",
+            c.optimizer.overlap_param_gather_with_optimizer_step,
+            " bucket_groups=", m.ddp().bucket_groups().size());
+  for (const auto& w : run.resolution.warnings) log::warning(w);
+}
+
+TrainingReport::TrainingReport(const RunContext& run)
+    : run_(run),
+      metrics_(run.jsonl, run.is_rank0),
+      progress_(run.config.training.steps,
+                run.verbose && run.config.logging.progress && isatty(fileno(stdout))) {}
+
+void TrainingReport::end_progress_line() {
+  if (progress_.enabled()) std::fputc('\n', stdout);
+}
+
+void TrainingReport::resumed(const ResumePoint& point) {
+  if (!run_.verbose) return;
+  log::info("resumed from checkpoint '", point.directory, "' at step ", point.step, " (",
+            point.consumed_samples, " samples consumed)");
+}
+
+void TrainingReport::step(const StepMetrics& s) {
+  metrics_.write({{"step", s.step},
+                  {"loss", s.loss},
+                  {"grad_norm", s.grad_norm},
+                  {"lr", s.lr},
+                  {"tokens_per_s", s.tokens_per_s},
+                  {"step_ms", s.step_ms},
+                  {"comm_hidden_fraction", s.comm_hidden_fraction},
+                  {"groups_dispatched_in_backward", s.groups_dispatched_in_backward},
+                  {"skipped", s.skipped}});
+  if (!run_.verbose) return;
+  const std::int64_t steps = run_.config.training.steps,
+                     interval = run_.config.logging.log_interval;
+  const std::string status = str_cat("loss ", s.loss, " | grad_norm ", s.grad_norm, " | lr ", s.lr,
+                                     " | ", static_cast<long long>(s.tokens_per_s), " tok/s | ",
+                                     s.step_ms, " ms | ", comm_hidden_text(s.comm_hidden_fraction));
+  if (progress_.enabled()) {
+    progress_.update(s.step, status);
+  } else if (interval > 0 && (s.step % interval == 0 || s.step == steps)) {
+    log::info("step ", s.step, "/", steps, " | ", status);
+  }
+}
+
+void TrainingReport::eval(const EvalMetrics& e) {
+  metrics_.write(eval_record(e));
+  if (!run_.verbose) return;
+  end_progress_line();
+  log::info("eval step ", e.step, ": ", eval_summary(e));
+}
+
+void TrainingReport::checkpoint_saved(const std::string& directory) {
+  if (!run_.verbose) return;
+  end_progress_line();
+  log::info("saved checkpoint '", directory, "'");
+}
+
+void TrainingReport::finish(const TrainingSummary& summary, const TrainingModel& m) {
+  metrics_.close();
+  if (!run_.is_rank0) return;
+  if (!run_.plot.empty()) {
+    PlotSeries train{"train loss", {}}, eval{"held-out loss", {}, /*markers=*/true};
+    for (const auto& s : summary.steps) train.points.emplace_back(s.step, s.loss);
+    for (const auto& e : summary.evals) eval.points.emplace_back(e.step, e.eval_loss);
+    write_loss_plot(
+        run_.plot, {train, eval},
+        str_cat("shardwise train: ", optim::optimizer_mode_name(m.mode), ", dp=", run_.dp));
+  }
+  if (!run_.verbose) return;
+  log::info("done: ", run_.config.training.steps, " steps in ", summary.wall_seconds,
+            " s | final loss ", summary.final_loss, " | held-out ",
+            eval_summary(*summary.final_eval), " | ", summary.bytes_communicated,
+            " bytes communicated by rank 0");
+}
+
+}  // namespace shardwise::train_detail

@@ -1,0 +1,49 @@
+// Internal to the trainer, step 8: everything the run reports while it goes — rank 0's console
+// lines or progress bar, the JSONL metrics, and at the end the SVG loss plot. Other ranks and
+// quiet runs report nothing (the summary run_training returns is the same either way).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "shardwise/train/metrics_log.hpp"
+#include "training_run.hpp"
+
+namespace shardwise::train_detail {
+
+// A one-line bar redrawn in place: only when stdout is a terminal.
+class ProgressBar {
+ public:
+  ProgressBar(std::int64_t total, bool enabled) : total_(total), enabled_(enabled) {}
+  void update(std::int64_t done, const std::string& status);
+  bool enabled() const { return enabled_; }
+
+ private:
+  std::int64_t total_;
+  bool enabled_;
+};
+
+// The lines that say what is about to run: data, model, parallel layout, resolved overlap.
+void announce_run(const RunContext& run, const TrainingModel& m, const TrainingSummary& summary);
+
+class TrainingReport {
+ public:
+  // Opens the JSONL log (rank 0) and decides between progress bar and log lines.
+  explicit TrainingReport(const RunContext& run);
+
+  void resumed(const ResumePoint& point);
+  void step(const StepMetrics& s);
+  void eval(const EvalMetrics& e);
+  void checkpoint_saved(const std::string& directory);
+  // Closes the metrics log, writes the loss plot and the closing line.
+  void finish(const TrainingSummary& summary, const TrainingModel& m);
+
+ private:
+  void end_progress_line();
+
+  const RunContext& run_;
+  MetricsLog metrics_;
+  ProgressBar progress_;
+};
+
+}  // namespace shardwise::train_detail

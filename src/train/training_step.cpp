@@ -1,0 +1,88 @@
+// Trainer step 5: one optimizer step — micro-batches with grad accumulation (DDP dispatches each
+// bucket group's reduce-scatter as backward finishes it), the wait for the rest of the grad sync,
+// and the optimizer step, or a skipped step when the loss or grad norm is not finite.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <limits>
+
+#include "training_run.hpp"
+
+namespace shardwise::train_detail {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// Time the group spent in gradient collectives so far.
+double grad_comm_seconds(const ProcessGroup& group) {
+  double total = 0;
+  for (const auto& [kind, seconds] : group.traffic().busy_seconds) {
+    if (kind == CollectiveKind::kReduceScatter || kind == CollectiveKind::kAllReduce) {
+      total += seconds;
+    }
+  }
+  return total;
+}
+
+// Forward and backward over this rank's micro-batches; returns its mean loss.
+double accumulate_gradients(TrainingModel& m, const StepPlan& plan, int dp, int rank) {
+  DistributedDataParallel& ddp = m.ddp();
+  const int mbs = plan.micro_batch_size, accum = plan.grad_accumulation;
+  const int seq = m.dataset->seq_len();
+  std::vector<std::int32_t> tokens(static_cast<std::size_t>(mbs) * seq),
+      targets(static_cast<std::size_t>(mbs) * seq);
+  double local_loss = 0;
+  for (int micro = 0; micro < accum; ++micro) {
+    ddp.set_is_last_microbatch(micro == accum - 1);
+    const std::int64_t first = plan.first_sample + (std::int64_t{micro} * dp + rank) * mbs;
+    m.dataset->fill(Split::kTrain, first, mbs, tokens.data(), targets.data());
+    local_loss += m.model->forward(tokens.data(), targets.data(), mbs, seq) / accum;
+    m.model->backward(1.0 / accum, [&ddp](ParamId id) { ddp.register_grad_ready(id); });
+  }
+  return local_loss;
+}
+
+int groups_dispatched(const DistributedDataParallel& ddp) {
+  int n = 0;
+  for (const auto& group : ddp.bucket_groups()) n += group->grad_sync_dispatched() ? 1 : 0;
+  return n;
+}
+
+}  // namespace
+
+StepMetrics run_training_step(TrainingModel& m, ProcessGroup& dp_group, NonFiniteSteps& nonfinite,
+                              const StepPlan& plan) {
+  const auto t0 = Clock::now();
+  const int dp = dp_group.size();
+  DistributedDataParallel& ddp = m.ddp();
+  m.optimizer->set_lr(plan.lr);
+  ddp.zero_grad_buffer();
+  const double busy_before = grad_comm_seconds(dp_group);
+  const double local_loss = accumulate_gradients(m, plan, dp, dp_group.rank());
+  StepMetrics s;
+  s.step = plan.step + 1;
+  s.lr = plan.lr;
+  s.groups_dispatched_in_backward = groups_dispatched(ddp);
+  const auto t_wait = Clock::now();
+  ddp.finish_grad_sync();
+  const double exposed = seconds_since(t_wait);
+  const double comm = grad_comm_seconds(dp_group) - busy_before;
+  s.loss = optim::all_reduce_sum_exact(dp_group, local_loss) / dp;
+  // A non-finite loss never reaches the optimizer; a non-finite grad norm makes it skip the
+  // update. Either way the step is skipped (within the allowance) or the run stops here.
+  s.grad_norm = std::numeric_limits<double>::quiet_NaN();
+  if (std::isfinite(s.loss)) s.grad_norm = m.optimizer->step().grad_norm;
+  s.skipped = nonfinite.skip_step(dp_group, s.step, s.loss, s.grad_norm);
+  s.step_ms = seconds_since(t0) * 1e3;
+  const std::int64_t global_batch =
+      std::int64_t{plan.micro_batch_size} * plan.grad_accumulation * dp;
+  s.tokens_per_s = static_cast<double>(global_batch * m.dataset->seq_len()) / (s.step_ms / 1e3);
+  s.comm_hidden_fraction = comm > 0 ? std::clamp(1.0 - exposed / comm, 0.0, 1.0) : 0.0;
+  return s;
+}
+
+}  // namespace shardwise::train_detail

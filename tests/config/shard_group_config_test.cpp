@@ -1,0 +1,65 @@
+// ddp.layer_wise_shard_group_size: parsed and printed like every ddp key, validated, and refused
+// for S != dp until the runtime supports shard groups.
+#include <gtest/gtest.h>
+
+#include <functional>
+
+#include "shardwise/config/training_config.hpp"
+#include "shardwise/core/error.hpp"
+
+namespace shardwise {
+namespace {
+
+std::string error_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(ShardGroupConfig, DefaultIsOneGroupAndLaysOutAsBefore) {
+  const TrainingConfig cfg = parse_training_config("");
+  EXPECT_EQ(cfg.ddp.layer_wise_shard_group_size, "dp");
+  const LayoutOptions options = cfg.ddp.layout_options(LayoutAlgorithm::kLayerWise, 8);
+  EXPECT_FALSE(options.layer_wise_shard_group_size.has_value());
+  EXPECT_NE(to_yaml(cfg).find("layer_wise_shard_group_size: dp"), std::string::npos)
+      << to_yaml(cfg);
+}
+
+TEST(ShardGroupConfig, BadValuesNameTheKey) {
+  for (const char* bad : {"four", "0", "-2", "2.5", "99999999999"}) {
+    SCOPED_TRACE(bad);
+    const std::string message = error_of([&] {
+      parse_training_config(std::string("ddp: {layer_wise_shard_group_size: '") + bad + "'}");
+    });
+    EXPECT_NE(message.find("ddp.layer_wise_shard_group_size must be dp, auto or a positive"),
+              std::string::npos)
+        << message;
+  }
+}
+
+TEST(ShardGroupConfig, RuntimeRefusesAGroupSmallerThanDp) {
+  const TrainingConfig cfg = parse_training_config("ddp: {layer_wise_shard_group_size: 4}");
+  EXPECT_EQ(cfg.ddp.layer_wise_shard_group_size, "4");
+  EXPECT_NO_THROW(cfg.ddp.layout_options(LayoutAlgorithm::kLayerWise, 4));
+  const std::string smaller =
+      error_of([&] { cfg.ddp.layout_options(LayoutAlgorithm::kLayerWise, 8); });
+  EXPECT_NE(smaller.find("runtime support for layer_wise_shard_group_size < dp is not built yet"),
+            std::string::npos)
+      << smaller;
+  const std::string not_dividing =
+      error_of([&] { cfg.ddp.layout_options(LayoutAlgorithm::kLayerWise, 6); });
+  EXPECT_NE(not_dividing.find("ddp.layer_wise_shard_group_size 4 does not divide"),
+            std::string::npos)
+      << not_dividing;
+  const TrainingConfig automatic =
+      parse_training_config("", {"ddp.layer_wise_shard_group_size=auto"});
+  EXPECT_NE(error_of([&] { automatic.ddp.layout_options(LayoutAlgorithm::kLayerWise, 8); })
+                .find("not built yet"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace shardwise
