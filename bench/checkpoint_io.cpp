@@ -6,11 +6,14 @@
 // The checkpoint is of an AdamW optimizer over 8 fp32 tensors of model_megabytes in total, so one
 // save writes ~4x that (model.safetensors + main params + exp_avg + exp_avg_sq) plus the manifest.
 // Save = save_checkpoint (staging directory, one file per rank + model file, fsync of every file,
-// rename into place, `latest` pointer). Its baseline writes the same files' bytes with write()
-// into fresh files, fsyncs each and the directory: the cost of durability without the format or
-// the publish protocol. Load = load_checkpoint (manifest, validation of every file, model weights
-// and optimizer shards through read_range) into caller memory; its baseline read()s the same
-// files into buffers. Loads are warm (page cache). Each figure is the best of the repeats.
+// rename into place, `latest` pointer). Its limit (machine_limits.hpp) writes the same files'
+// bytes with write() into fresh files in the same parent directory, fsyncs each and the
+// directory: the cost of durability without the format or the publish protocol. Load =
+// load_checkpoint (manifest, validation of every file, model weights and optimizer shards through
+// read_range) into caller memory; its limit read()s the same files into buffers. Both are timed
+// cold: the files are dropped from the page cache (posix_fadvise DONTNEED) first; the warm pair
+// is printed too. Each figure is the best of the repeats (wall time). Prints
+//   bench: checkpoint_save ... / bench: checkpoint_load ... (see machine_limits.hpp)
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -27,6 +30,7 @@
 #include <vector>
 
 #include "bench_harness.hpp"
+#include "machine_limits.hpp"
 #include "shardwise/checkpoint/checkpoint.hpp"
 #include "shardwise/comm/mpi_process_group.hpp"
 #include "shardwise/core/atomic_file.hpp"
@@ -93,9 +97,10 @@ int main(int argc, char** argv) {
     const fs::path root = base / str_cat("bench_checkpoint_io.", ::getpid());
     const fs::path raw_dir = base / str_cat("bench_checkpoint_io_raw.", ::getpid());
     fs::create_directories(raw_dir);
-    std::vector<double> save_s, write_s, load_s, read_s;
+    std::vector<double> save_s, write_s, load_s, read_s, warm_load_s, warm_read_s;
     std::uint64_t bytes = 0;
     std::size_t file_count = 0;
+    bool cold = true;  // every checkpoint file could be dropped from the page cache
     for (int r = 0; r < repeats; ++r) {
       CheckpointSaveRequest request;
       request.root = root;
@@ -111,68 +116,42 @@ int main(int argc, char** argv) {
 
       // The same bytes, file by file, outside the timed regions.
       std::vector<std::pair<std::string, std::vector<char>>> files;
+      std::vector<fs::path> paths;
+      std::vector<std::vector<char>> buffers;
       bytes = 0;
       for (const auto& e : fs::directory_iterator(dir)) {
-        std::vector<char> content(static_cast<std::size_t>(e.file_size()));
-        const int fd = ::open(e.path().c_str(), O_RDONLY | O_CLOEXEC);
-        bench::check_syscall(fd >= 0, "cannot open", e.path());
-        std::size_t done = 0;
-        while (done < content.size()) {
-          const ssize_t n = ::read(fd, content.data() + done, content.size() - done);
-          bench::check_syscall(n > 0, "cannot read", e.path());
-          done += static_cast<std::size_t>(n);
-        }
-        ::close(fd);
-        bytes += content.size();
-        files.emplace_back(e.path().filename().string(), std::move(content));
+        paths.push_back(e.path());
+        buffers.emplace_back(static_cast<std::size_t>(e.file_size()));
+        bytes += buffers.back().size();
       }
-      const auto raw_write = [&] {
-        return seconds_of([&] {
-          for (const auto& [name, content] : files) {
-            const fs::path path = raw_dir / name;
-            const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-            bench::check_syscall(fd >= 0, "cannot create", path);
-            std::size_t done = 0;
-            while (done < content.size()) {
-              const ssize_t n = ::write(fd, content.data() + done, content.size() - done);
-              bench::check_syscall(n > 0, "cannot write", path);
-              done += static_cast<std::size_t>(n);
-            }
-            bench::check_syscall(::fsync(fd) == 0, "cannot fsync", path);
-            ::close(fd);
-          }
-          fsync_directory(raw_dir);
-        });
-      };
+      bench::read_files_seconds(paths, buffers);
+      for (std::size_t i = 0; i < paths.size(); ++i) {
+        files.emplace_back(paths[i].filename().string(), buffers[i]);
+      }
       // Alternate the order of the two writes between repeats, so neither always runs first
       // (write-back of the other's dirty pages, caches).
       if (r % 2 == 0) {
         save_s.push_back(first_save);
-        write_s.push_back(raw_write());
+        write_s.push_back(bench::write_fsync_seconds(raw_dir, files));
       } else {
-        write_s.push_back(raw_write());
+        write_s.push_back(bench::write_fsync_seconds(raw_dir, files));
         save_s.push_back(save());  // replaces the step directory (same step)
       }
-      load_s.push_back(seconds_of([&] {
-        load_checkpoint(resolve_checkpoint_directory(root), target.tensors(), *target.optimizer,
-                        *world, "ddp");
-      }));
-      std::vector<std::vector<char>> buffers;
-      for (const auto& f : files) buffers.emplace_back(f.second.size());
-      read_s.push_back(seconds_of([&] {
-        for (std::size_t i = 0; i < files.size(); ++i) {
-          const fs::path path = dir / files[i].first;
-          const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-          bench::check_syscall(fd >= 0, "cannot open", path);
-          std::size_t done = 0;
-          while (done < buffers[i].size()) {
-            const ssize_t n = ::read(fd, buffers[i].data() + done, buffers[i].size() - done);
-            bench::check_syscall(n > 0, "cannot read", path);
-            done += static_cast<std::size_t>(n);
-          }
-          ::close(fd);
-        }
-      }));
+      const auto drop = [&] {
+        for (const fs::path& path : paths) cold = bench::drop_from_page_cache(path) && cold;
+      };
+      const auto load = [&] {
+        return seconds_of([&] {
+          load_checkpoint(resolve_checkpoint_directory(root), target.tensors(), *target.optimizer,
+                          *world, "ddp");
+        });
+      };
+      drop();
+      load_s.push_back(load());
+      drop();
+      read_s.push_back(bench::read_files_seconds(paths, buffers));
+      warm_load_s.push_back(load());
+      warm_read_s.push_back(bench::read_files_seconds(paths, buffers));
       file_count = files.size();
       SW_CHECK(target.values == model.values, "loaded weights differ from the saved ones");
     }
@@ -181,13 +160,16 @@ int main(int argc, char** argv) {
 
     const double gb = static_cast<double>(bytes) / 1e9;
     std::printf("checkpoint of %lld MB of fp32 weights + AdamW state: %.1f MB in %zu files, "
-                "best of %d\n",
-                static_cast<long long>(megabytes), static_cast<double>(bytes) / 1e6,
-                file_count, repeats);
-    std::printf("  save  %8.3f GB/s   raw write+fsync %8.3f GB/s   ratio %.2f\n",
-                gb / best(save_s), gb / best(write_s), best(write_s) / best(save_s));
-    std::printf("  load  %8.3f GB/s   raw read (warm) %8.3f GB/s   ratio %.2f\n",
-                gb / best(load_s), gb / best(read_s), best(read_s) / best(load_s));
+                "best of %d; load figure %s\n",
+                static_cast<long long>(megabytes), static_cast<double>(bytes) / 1e6, file_count,
+                repeats,
+                cold ? "cold (files dropped from the page cache before load and read)"
+                     : "warm (the page cache could not be dropped)");
+    std::printf("  warm load %.3f GB/s vs warm read %.3f GB/s (ratio %.3f)\n",
+                gb / best(warm_load_s), gb / best(warm_read_s),
+                best(warm_read_s) / best(warm_load_s));
+    bench::print_figure("checkpoint_save", gb / best(save_s), gb / best(write_s), "GB/s");
+    bench::print_figure("checkpoint_load", gb / best(load_s), gb / best(read_s), "GB/s");
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_checkpoint_io: %s\n", e.what());

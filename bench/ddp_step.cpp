@@ -9,7 +9,9 @@
 //
 // compare: step time and bytes per rank of both paths and their ratios.
 // overlap: how much of the reduce-scatter time backward compute hides: time spent waiting in
-//          finish_grad_sync with overlap_grad_reduce vs the whole reduce-scatter time without.
+//          finish_grad_sync with overlap_grad_reduce vs the whole reduce-scatter time without;
+//          then `bench: ddp_step_comm_<dp>r`: that reduce-scatter's bus bandwidth vs an MPI
+//          ping-pong of one bucket's shard (machine_limits.hpp).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -19,6 +21,7 @@
 #include <vector>
 
 #include "bench_harness.hpp"
+#include "machine_limits.hpp"
 #include "shardwise/comm/mpi_process_group.hpp"
 #include "shardwise/ddp/distributed_data_parallel.hpp"
 #include "shardwise/layout/layout_algorithms.hpp"
@@ -210,6 +213,15 @@ int main(int argc, char** argv) {
           run_interleaved({{&serial_ddp, nullptr}, {&overlapped_ddp, nullptr}}, world, o);
       const StepTimes& serial = t[0];
       const StepTimes& overlapped = t[1];
+      // The figure: bus bandwidth of the step's reduce-scatters ((dp-1)/dp of the fp32 grad
+      // buffer over the non-overlapped grad wait) vs an MPI ping-pong of one bucket's shard.
+      const double limit = bench::mpi_ping_pong_gbps(
+          static_cast<std::size_t>(std::max<std::int64_t>(o.bucket / dp, 1) * 4), o.iters);
+      const double bus_gb = static_cast<double>(numel) * 4.0 * (dp - 1) / dp / 1e9;
+      if (root && dp > 1 && serial.grad_wait > 0) {
+        bench::print_figure(str_cat("ddp_step_comm_", dp, "r").c_str(), bus_gb / serial.grad_wait,
+                            limit, "GB/s");
+      }
       if (root) {
         const double comm = serial.grad_wait;  // every reduce-scatter runs inside it
         const double exposed = overlapped.grad_wait;

@@ -3,8 +3,11 @@
 // limit taken earlier would not be comparable):
 //   - STREAM-style copy (a[i] = b[i]) and triad (a[i] = b[i] + s * c[i]) bandwidth, counting
 //     the bytes read plus the bytes written, as STREAM does;
-//   - one-thread sgemm FLOP/s (OpenBLAS).
-// Every figure is single-threaded and timed in CPU time (the calling thread's, or the process's
+//   - one-thread sgemm FLOP/s (OpenBLAS);
+//   - the disk: dd-style write + fsync of given files, sequential read() of files (after dropping
+//     them from the page cache with posix_fadvise(DONTNEED) when asked);
+//   - the wire: MPI ping-pong between ranks 0 and 1.
+// Every CPU figure is single-threaded and timed in CPU time (the calling thread's, or the process's
 // for a whole training run): on an idle machine that is the wall time, and on a machine shared
 // with other jobs it leaves out the time the scheduler gave to them, which would otherwise
 // swamp both the probe and the figure.
@@ -12,12 +15,22 @@
 //   bench: <figure-name> ours=<value> limit=<value> unit=<GB/s|GF/s> ratio=<ours/limit>
 #pragma once
 
+#include <fcntl.h>
+#include <mpi.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <filesystem>
+#include <string>
+#include <thread>
+#include <utility>
 #include <vector>
+
+#include "bench_harness.hpp"
 
 #include "shardwise/core/blas.hpp"
 
@@ -125,6 +138,97 @@ inline double sgemm_gflops(std::int64_t n = 2048, int reps = 3) {
   });
   blas::set_num_threads(saved_threads);
   return 2.0 * static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(n) / s * 1e-9;
+}
+
+// Disk write limit, dd-style: each (name, bytes) is written with large write()s into a fresh
+// file in `dir`, fsync'd, then the directory is fsync'd. Returns wall seconds.
+inline double write_fsync_seconds(const std::filesystem::path& dir,
+                                  const std::vector<std::pair<std::string, std::vector<char>>>& files) {
+  return seconds_of([&] {
+    for (const auto& [name, content] : files) {
+      const std::filesystem::path path = dir / name;
+      const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+      check_syscall(fd >= 0, "cannot create", path);
+      std::size_t done = 0;
+      while (done < content.size()) {
+        const ssize_t n = ::write(fd, content.data() + done, content.size() - done);
+        check_syscall(n > 0, "cannot write", path);
+        done += static_cast<std::size_t>(n);
+      }
+      check_syscall(::fsync(fd) == 0, "cannot fsync", path);
+      ::close(fd);
+    }
+    const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    check_syscall(dfd >= 0 && ::fsync(dfd) == 0, "cannot fsync", dir);
+    ::close(dfd);
+  });
+}
+
+// Asks the kernel to drop `path`'s clean pages from the page cache (so the next read goes to the
+// disk). Returns false when that is not possible.
+inline bool drop_from_page_cache(const std::filesystem::path& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  const bool ok = ::fdatasync(fd) == 0 && ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED) == 0;
+  ::close(fd);
+  return ok;
+}
+
+// Disk/page-cache read limit: read()s each file whole into its (pre-faulted) buffer, in order.
+// Returns wall seconds.
+inline double read_files_seconds(const std::vector<std::filesystem::path>& paths,
+                                 std::vector<std::vector<char>>& buffers) {
+  return seconds_of([&] {
+    for (std::size_t i = 0; i < paths.size(); ++i) {
+      const int fd = ::open(paths[i].c_str(), O_RDONLY | O_CLOEXEC);
+      check_syscall(fd >= 0, "cannot open", paths[i]);
+      std::size_t done = 0;
+      while (done < buffers[i].size()) {
+        const ssize_t n = ::read(fd, buffers[i].data() + done, buffers[i].size() - done);
+        check_syscall(n > 0, "cannot read", paths[i]);
+        done += static_cast<std::size_t>(n);
+      }
+      ::close(fd);
+    }
+  });
+}
+
+// Blocks in MPI_Ibarrier polled with sleeps, so ranks not taking part in a measurement do not
+// take CPU from those that do (blocking MPI calls spin).
+inline void idle_mpi_barrier() {
+  MPI_Request request = MPI_REQUEST_NULL;
+  MPI_Ibarrier(MPI_COMM_WORLD, &request);
+  int done = 0;
+  while (MPI_Test(&request, &done, MPI_STATUS_IGNORE) == MPI_SUCCESS && !done) {
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+}
+
+// Wire limit: one-way MPI bandwidth between ranks 0 and 1 in GB/s, from the median ping-pong
+// round trip of `bytes` (wall time). Every rank of MPI_COMM_WORLD calls it; all get rank 0's value.
+inline double mpi_ping_pong_gbps(std::size_t bytes, int iters) {
+  int me = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &me);
+  std::vector<char> message(bytes, 1);
+  const int n = static_cast<int>(bytes);
+  std::vector<double> t;
+  for (int i = 0; i <= iters; ++i) {
+    idle_mpi_barrier();
+    const auto t0 = Clock::now();
+    if (me == 0) {
+      MPI_Send(message.data(), n, MPI_CHAR, 1, 0, MPI_COMM_WORLD);
+      MPI_Recv(message.data(), n, MPI_CHAR, 1, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    } else if (me == 1) {
+      MPI_Recv(message.data(), n, MPI_CHAR, 0, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+      MPI_Send(message.data(), n, MPI_CHAR, 0, 0, MPI_COMM_WORLD);
+    }
+    if (i > 0) t.push_back(seconds_since(t0) / 2);
+  }
+  idle_mpi_barrier();
+  std::sort(t.begin(), t.end());
+  double gbps = static_cast<double>(bytes) / t[t.size() / 2] / 1e9;
+  MPI_Bcast(&gbps, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+  return gbps;
 }
 
 inline void print_figure(const char* name, double ours, double limit, const char* unit) {

@@ -2,7 +2,9 @@
 //   for each layout change, the executor (plan + pack/unpack + tags + agreement) vs MPI_Isend /
 //   MPI_Irecv of contiguous buffers of exactly the bytes each rank's ops move, to the same peers
 //   (local tasks as one memcpy each), best of --iters;
-//   MXFP8: wire bytes and time of receiver-side conversion vs convert-on-send.
+//   MXFP8: wire bytes and time of receiver-side conversion vs convert-on-send;
+//   `bench: reshard_<p>r`: the packed-columns change's moved bytes (all ranks) per second vs an
+//   MPI ping-pong between ranks 0 and 1 of one rank's share of those bytes.
 //
 //   mpirun -np 4 bench_reshard_throughput [--rows 8192] [--cols 4096] [--params 2] [--iters 5]
 #include <mpi.h>
@@ -16,6 +18,7 @@
 #include <vector>
 
 #include "bench_harness.hpp"
+#include "machine_limits.hpp"
 #include "shardwise/comm/mpi_process_group.hpp"
 #include "shardwise/reshard/mxfp8_reshard_transform.hpp"
 #include "shardwise/reshard/reshard_executor.hpp"
@@ -178,16 +181,28 @@ int bench_main(int argc, char** argv) {
     std::printf("%-44s %10s %10s %10s %10s %8s\n", "layout change", "moved MB", "reshard s",
                 "raw MPI s", "GB/s", "ratio");
   }
+  Timed packed;  // the figure's scenario: co-located, packed columns
   for (const Scenario& s : scenarios) {
     const ReshardPlan plan = plan_reshard(requests_for(s), me);
     Buffers buffers = make_buffers(plan, me);
     const Timed r = time_reshard(*world, plan, buffers, nullptr, o.iters);
+    if (&s == &scenarios[2]) packed = r;
     const double raw = raw_mpi_seconds(plan, me, o.iters);
     if (me == 0) {
       std::printf("%-44s %10.1f %10.4f %10.4f %10.2f %8.2f\n", s.name.c_str(),
                   static_cast<double>(r.moved_bytes) / 1e6, r.seconds, raw,
                   static_cast<double>(r.moved_bytes) / r.seconds / 1e9, raw / r.seconds);
     }
+  }
+
+  // The figure: bytes moved by the packed-columns reshard (all ranks) per second vs one-way MPI
+  // ping-pong bandwidth of one rank's share of them (machine_limits.hpp).
+  const double limit = bench::mpi_ping_pong_gbps(
+      static_cast<std::size_t>(std::max<std::int64_t>(packed.moved_bytes / p, 1 << 20)), o.iters);
+  if (me == 0) {
+    bench::print_figure(str_cat("reshard_", p, "r").c_str(),
+                        static_cast<double>(packed.moved_bytes) / packed.seconds / 1e9, limit,
+                        "GB/s");
   }
 
   // MXFP8 on the disjoint layout: every byte crosses the wire.

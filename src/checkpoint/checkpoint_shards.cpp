@@ -1,6 +1,7 @@
 #include "shardwise/checkpoint/checkpoint_shards.hpp"
 
 #include <algorithm>
+#include <utility>
 #include <nlohmann/json.hpp>
 
 #include "checkpoint_finite.hpp"
@@ -295,7 +296,7 @@ void load_optimizer_shards(optim::Optimizer& optimizer, const std::vector<SavedS
       file.read_range(name, 0, 1, values.data());
     }
   }
-  optimizer.load_state_dict(state);
+  optimizer.take_state_dict(std::move(state));  // moves the vectors just read where it can
   for (std::size_t si = 0; si < shards.size(); ++si) {
     std::copy(main_values[si].begin(), main_values[si].end(), shards[si].main_param);
   }

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <bit>
 #include <cerrno>
 #include <cstring>
@@ -29,6 +30,27 @@ struct FdCloser {
     if (fd >= 0) ::close(fd);
   }
 };
+
+// Ranges from this size on are pread() into the destination: one copy from the page cache, no
+// page faults on the mapping (a fault per 4 KiB page made loads ~5x slower than read()).
+constexpr std::size_t kPreadMinBytes = std::size_t{64} << 10;
+
+void pread_fully(int fd, std::byte* dst, std::size_t nbytes, off_t offset,
+                 const std::filesystem::path& path) {
+  while (nbytes > 0) {
+    // Linux caps a single read at ~2 GiB; ask for at most 1 GiB at a time.
+    const std::size_t chunk = std::min<std::size_t>(nbytes, std::size_t{1} << 30);
+    const ssize_t n = ::pread(fd, dst, chunk, offset);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      throw IoError(str_cat("cannot read safetensors file '", printable(path.string(), 4096),
+                            "': ", n < 0 ? std::strerror(errno) : "the file shrank after it was opened"));
+    }
+    dst += n;
+    offset += n;
+    nbytes -= static_cast<std::size_t>(n);
+  }
+}
 
 }  // namespace
 
@@ -56,6 +78,7 @@ SafetensorsFile SafetensorsFile::open(const std::filesystem::path& path) {
 
   SafetensorsFile file;
   file.path_ = path;
+  file.fd_ = std::exchange(closer.fd, -1);  // the file owns it from here
   file.mapping_bytes_ = static_cast<std::size_t>(file_bytes);
   file.mapping_ = ::mmap(nullptr, file.mapping_bytes_, PROT_READ, MAP_PRIVATE, fd, 0);
   if (file.mapping_ == MAP_FAILED) {
@@ -97,6 +120,7 @@ SafetensorsFile& SafetensorsFile::operator=(SafetensorsFile&& other) noexcept {
   if (this != &other) {
     unmap();
     path_ = std::move(other.path_);
+    fd_ = std::exchange(other.fd_, -1);
     mapping_ = std::exchange(other.mapping_, nullptr);
     mapping_bytes_ = std::exchange(other.mapping_bytes_, 0);
     data_ = std::exchange(other.data_, nullptr);
@@ -113,6 +137,8 @@ SafetensorsFile::~SafetensorsFile() { unmap(); }
 
 void SafetensorsFile::unmap() noexcept {
   if (mapping_ != nullptr) ::munmap(mapping_, mapping_bytes_);
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
   mapping_ = nullptr;
   mapping_bytes_ = 0;
   data_ = nullptr;
@@ -152,7 +178,12 @@ void SafetensorsFile::read_range(std::string_view name, std::int64_t element_off
   const std::size_t size = dtype_size(i.dtype);
   const std::byte* src = data_ + i.data_begin + static_cast<std::size_t>(element_offset) * size;
   const std::size_t nbytes = static_cast<std::size_t>(count) * size;
-  std::memcpy(dst, src, nbytes);
+  if (nbytes < kPreadMinBytes) {
+    std::memcpy(dst, src, nbytes);
+    return;
+  }
+  pread_fully(fd_, static_cast<std::byte*>(dst), nbytes, static_cast<off_t>(src - data_) +
+              static_cast<off_t>(8 + header_bytes_), path_);
 }
 
 void SafetensorsFile::read_range(std::string_view name, std::int64_t element_offset,

@@ -103,7 +103,20 @@ OptimizerState AdamW::state_dict() const {
   return out;
 }
 
-void AdamW::load_state_dict(const OptimizerState& state) {
+void AdamW::take_state_dict(OptimizerState&& state) {
+  check_state_dict(state);
+  for (const ParamGroup& group : groups_) {
+    for (const OptimParam& p : group.params) {
+      ParamState& ps = state.at(p.name);
+      State& st = state_[p.name];
+      st.exp_avg = std::move(ps.at("exp_avg"));
+      st.exp_avg_sq = std::move(ps.at("exp_avg_sq"));
+      st.step = step_from_float(ps.at("step")[0], p.name, "AdamW");
+    }
+  }
+}
+
+void AdamW::check_state_dict(const OptimizerState& state) const {
   check_no_unknown_params(*this, state, "AdamW");
   // Validate everything before touching any state, so a bad dict leaves the optimizer as it was.
   for (const ParamGroup& group : groups_) {
@@ -114,6 +127,10 @@ void AdamW::load_state_dict(const OptimizerState& state) {
       step_from_float(state_field(ps, p.name, "step", 1, "AdamW")[0], p.name, "AdamW");
     }
   }
+}
+
+void AdamW::load_state_dict(const OptimizerState& state) {
+  check_state_dict(state);
   for (const ParamGroup& group : groups_) {
     for (const OptimParam& p : group.params) {
       const ParamState& ps = state.at(p.name);

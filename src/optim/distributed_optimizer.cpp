@@ -147,6 +147,10 @@ void DistributedOptimizer::load_state_dict(const OptimizerState& state) {
   adamw_->load_state_dict(state);
 }
 
+void DistributedOptimizer::take_state_dict(OptimizerState&& state) {
+  adamw_->take_state_dict(std::move(state));
+}
+
 void DistributedOptimizer::set_lr(double lr) {
   Optimizer::set_lr(lr);
   adamw_->set_lr(lr);

@@ -286,6 +286,38 @@ TEST_F(SafetensorsTest, ReadRangeCopiesOnlyTheRequestedElements) {
   }
 }
 
+// Large ranges are pread() into the destination rather than copied out of the mapping: the same
+// bytes, and a file that shrank after open() is an IoError naming it (touching the mapping past
+// the new end of the file would be SIGBUS instead).
+TEST_F(SafetensorsTest, LargeRangeReadsMatchAndAShrunkFileIsAnIoError) {
+  constexpr int kRows = 64, kCols = 4096;  // 1 MiB of fp32
+  std::vector<float> values(static_cast<std::size_t>(kRows) * kCols);
+  for (std::size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i) * 0.5f;
+  SafetensorsWriter writer;
+  writer.add("small", DType::kFloat32, {3}, values.data());
+  writer.add("big", DType::kFloat32, {kRows, kCols}, values.data());
+  const fs::path path = dir_ / "big.safetensors";
+  writer.write_atomic(path);
+  const SafetensorsFile file = SafetensorsFile::open(path);
+
+  const std::int64_t offset = 12345, count = 200000;  // ~800 KB, unaligned start
+  std::vector<float> out(static_cast<std::size_t>(count) + 2, -1.0f);
+  file.read_range("big", offset, count, out.data() + 1);
+  EXPECT_EQ(out.front(), -1.0f);
+  EXPECT_EQ(out.back(), -1.0f);
+  for (std::int64_t i = 0; i < count; ++i) {
+    ASSERT_EQ(out[static_cast<std::size_t>(i) + 1], values[static_cast<std::size_t>(offset + i)]);
+  }
+
+  fs::resize_file(path, fs::file_size(path) / 2);  // "big" (after "small") loses its second half
+  try {
+    file.read_range("big", kRows * kCols - count, count, out.data());
+    ADD_FAILURE() << "expected IoError";
+  } catch (const IoError& e) {
+    EXPECT_NE(std::string(e.what()).find("big.safetensors"), std::string::npos) << e.what();
+  }
+}
+
 TEST_F(SafetensorsTest, MissingTensorErrorNamesTensorAndFile) {
   SafetensorsWriter writer;
   const float x = 1;

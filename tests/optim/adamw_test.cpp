@@ -6,6 +6,7 @@
 #include <cmath>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "shardwise/core/error.hpp"
@@ -142,6 +143,33 @@ TEST(AdamW, StateDictRoundTripContinuesIdentically) {
   EXPECT_EQ(a.w0, b.w0);
   EXPECT_EQ(a.w1, b.w1);
   EXPECT_EQ(opt_a.state_dict(), opt_b.state_dict());
+}
+
+// take_state_dict (what a checkpoint load calls) moves the vectors in: the same state as
+// load_state_dict, and a bad dict is rejected before any param's state changes.
+TEST(AdamW, TakeStateDictLoadsLikeLoadStateDictAndRejectsBadInputUntouched) {
+  Fixture a;
+  AdamW opt_a(a.groups(), kDefaults);
+  overwrite(a.g0, random_vector(37, 900));
+  overwrite(a.g1, random_vector(12, 901));
+  opt_a.step_with_ready_grads();
+  Fixture b;
+  AdamW opt_b(b.groups(), kDefaults);
+  opt_b.take_state_dict(opt_a.state_dict());
+  EXPECT_EQ(opt_b.state_dict(), opt_a.state_dict());
+
+  Fixture c;
+  AdamW opt_c(c.groups(), kDefaults);
+  const OptimizerState before = opt_c.state_dict();
+  OptimizerState bad = opt_a.state_dict();
+  bad["w1"]["exp_avg"].pop_back();  // w0 (first) is fine, w1 is short
+  try {
+    opt_c.take_state_dict(std::move(bad));
+    ADD_FAILURE() << "no error for a short exp_avg";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("w1"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(opt_c.state_dict(), before);
 }
 
 TEST(AdamW, LoadStateDictRejectsBadInputNamingTheParam) {

@@ -110,8 +110,9 @@ class SafetensorsFile {
   SafetensorsTensorView tensor(std::string_view name) const;
 
   // Copies elements [element_offset, element_offset + count) of the (flattened) tensor to dst,
-  // touching only those bytes of the file. Throws InvalidArgument when the range is outside the
-  // tensor.
+  // touching only those bytes of the file: large ranges with pread() straight into dst (no page
+  // faults on the mapping), small ones from the mapping. Throws InvalidArgument when the range is
+  // outside the tensor, IoError when the file shrank or cannot be read.
   void read_range(std::string_view name, std::int64_t element_offset, std::int64_t count,
                   void* dst) const;
   // Same into a view; dst's dtype must match the tensor's and dst.numel is the count.
@@ -126,6 +127,7 @@ class SafetensorsFile {
   void unmap() noexcept;
 
   std::filesystem::path path_;
+  int fd_ = -1;  // kept open for read_range's preads
   void* mapping_ = nullptr;
   std::size_t mapping_bytes_ = 0;
   const std::byte* data_ = nullptr;  // start of the data area

@@ -55,6 +55,7 @@ class AdamW : public Optimizer {
   bool step_group(std::size_t index);
   OptimizerState state_dict() const override;
   void load_state_dict(const OptimizerState& state) override;
+  void take_state_dict(OptimizerState&& state) override;
 
   const AdamWOptions& defaults() const { return defaults_; }
 
@@ -66,6 +67,8 @@ class AdamW : public Optimizer {
   };
   // Zero state for params seen for the first time (e.g. added to a group after construction).
   State& state_for(const OptimParam& p);
+  // Throws naming the param and field unless `state` is complete and well-sized for every param.
+  void check_state_dict(const OptimizerState& state) const;
 
   AdamWOptions defaults_;
   // Keyed by param name, so a wrapper may narrow or regroup param_groups() between steps.

@@ -56,6 +56,7 @@ class DistributedOptimizer : public Optimizer {
   bool step_with_ready_grads() override;
   OptimizerState state_dict() const override { return adamw_->state_dict(); }
   void load_state_dict(const OptimizerState& state) override;
+  void take_state_dict(OptimizerState&& state) override;
   void set_lr(double lr) override;
 
   // The element slices this rank owns (for checkpoints: name, offset, count).

@@ -112,6 +112,9 @@ class Optimizer {
   // Restores state for every param this optimizer owns (each must be present with the right
   // sizes); entries for unknown params are an error. Throws naming the param and field.
   virtual void load_state_dict(const OptimizerState& state) = 0;
+  // Same checks and result, but may move the vectors out of `state` instead of copying them
+  // (a checkpoint load hands over the state it has just read). Default: load_state_dict.
+  virtual void take_state_dict(OptimizerState&& state) { load_state_dict(state); }
 
   std::vector<ParamGroup>& param_groups() { return groups_; }
   const std::vector<ParamGroup>& param_groups() const { return groups_; }

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Runs every benchmark that prints a `bench:` figure (multi-rank ones under scripts/run.sh, as the
+# README does) and ends with the 14 figures as one table:
+#   bench: <figure-name> ours=<value> limit=<value> unit=<GB/s|GF/s> ratio=<ours/limit>
+# Each limit is measured by a probe in the same run (bench/machine_limits.hpp). Sizes keep the
+# whole script to a few minutes on a 2-core machine.
+#
+#   scripts/bench.sh [BUILD_DIR=build]   (configure with -DSHARDWISE_BUILD_BENCH=ON first)
+# Environment: BENCH_DIR (checkpoint files; default /tmp), BENCH_LOG (full output; default a
+# temporary file, kept and named at the end).
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+build=${1:-build}
+bin=$build/bin
+run=$root/scripts/run.sh
+log=${BENCH_LOG:-$(mktemp /tmp/shardwise-bench.XXXXXX.log)}
+: >"$log"
+
+for b in comm_collectives ddp_step checkpoint_io mxfp8_codec adamw_step reshard_throughput \
+         newton_schulz train_throughput; do
+  [[ -x $bin/bench_$b ]] || { echo "scripts/bench.sh: $bin/bench_$b is missing (build with -DSHARDWISE_BUILD_BENCH=ON)" >&2; exit 2; }
+done
+
+step() {  # step "title" command...: runs one bench, its output to the terminal and the log
+  echo "== $1" | tee -a "$log"
+  shift
+  "$@" 2>&1 | tee -a "$log"
+}
+
+echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$log"
+step "collectives, 2 ranks, 16 MiB" "$run" 2 -- "$bin/bench_comm_collectives" --numel 4194304 --iters 10
+step "collectives, 4 ranks, 64 MiB" "$run" 4 -- "$bin/bench_comm_collectives" --numel 16777216 --iters 5
+step "DDP step, 2 ranks" "$run" 2 -- "$bin/bench_ddp_step" --mode overlap --iters 5
+step "checkpoint save/load" "$run" 1 -- "$bin/bench_checkpoint_io" "${BENCH_DIR:-/tmp}" 128 5
+step "MXFP8 codec" "$bin/bench_mxfp8_codec" --figures-only
+step "AdamW step" "$bin/bench_adamw_step" --figures-only
+step "reshard, 4 ranks" "$run" 4 -- "$bin/bench_reshard_throughput" --rows 4096 --cols 4096 --params 2 --iters 5
+step "Newton-Schulz" "$bin/bench_newton_schulz" --figures-only
+step "training FLOP/s" "$run" 1 -- "$bin/bench_train_throughput" --figures-only
+echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$log"
+
+echo
+echo "| figure | ours | limit | unit | ratio |"
+echo "|---|---|---|---|---|"
+expected=(reduce_scatter_2r_16MiB all_gather_2r_16MiB reduce_scatter_4r_64MiB all_gather_4r_64MiB
+          ddp_step_comm_2r checkpoint_save checkpoint_load mxfp8_quantize_bf16 mxfp8_dequantize_bf16
+          mxfp8_quantize_fp32 adamw_step reshard_4r newton_schulz_1t train_flops_3m_dp1)
+missing=0
+for name in "${expected[@]}"; do
+  line=$(grep -E "^bench: $name " "$log" | tail -1 || true)
+  if [[ -z $line ]]; then
+    echo "| $name | missing | | | |"
+    missing=1
+    continue
+  fi
+  sed -E 's/^bench: ([^ ]+) ours=([^ ]+) limit=([^ ]+) unit=([^ ]+) ratio=([^ ]+).*/| \1 | \2 | \3 | \4 | \5 |/' <<<"$line"
+done
+echo
+grep -E '^bench: ' "$log" | awk '!seen[$2]++' || true
+echo "full output: $log"
+exit $missing
