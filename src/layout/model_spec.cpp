@@ -167,7 +167,7 @@ ModelSpec parse_model_spec(std::string_view json_text, std::string_view source_n
   json root;
   try {
     root = json::parse(json_text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse errors, and numbers too large for a double
     throw FormatError(str_cat(source_name, ": malformed JSON: ", e.what()));
   }
   SW_REQUIRE(root.is_object(), FormatError, source_name,
