@@ -5,6 +5,7 @@
 #include <chrono>
 
 #include "shardwise/train/lr_schedule.hpp"
+#include "shardwise/train/nonfinite_steps.hpp"
 #include "trainer_guards.hpp"
 #include "training_report.hpp"
 #include "training_run.hpp"
@@ -77,7 +78,12 @@ TrainingSummary run_training(const TrainingConfig& input_config, const ProcessGr
   for (std::int64_t step = summary.start_step; step < steps; ++step) {
     const StepPlan plan{step, learning_rate_at(schedule, step), consumed_samples,
                         config.training.micro_batch_size, config.training.grad_accumulation};
-    summary.steps.push_back(run_training_step(m, dp_group, nonfinite, plan));
+    try {
+      summary.steps.push_back(run_training_step(m, dp_group, nonfinite, plan));
+    } catch (const NonFiniteTrainingError& e) {
+      report.stopped(step + 1, e.what());  // the log ends with the (1-based) step that stopped it
+      throw;
+    }
     consumed_samples += run.global_batch;
     const StepMetrics& s = summary.steps.back();
     report.step(s);

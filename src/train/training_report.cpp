@@ -61,6 +61,11 @@ void TrainingReport::resumed(const ResumePoint& point) {
             point.consumed_samples, " samples consumed)");
 }
 
+void TrainingReport::stopped(std::int64_t step, const std::string& reason) {
+  metrics_.write({{"step", step}, {"stopped", true}, {"error", reason}});
+  metrics_.close();
+}
+
 void TrainingReport::step(const StepMetrics& s) {
   metrics_.write({{"step", s.step},
                   {"loss", s.loss},

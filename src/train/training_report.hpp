@@ -35,6 +35,8 @@ class TrainingReport {
   void step(const StepMetrics& s);
   void eval(const EvalMetrics& e);
   void checkpoint_saved(const std::string& directory);
+  // Records (JSONL) the step at which the run stops on a non-finite state, with the reason.
+  void stopped(std::int64_t step, const std::string& reason);
   // Closes the metrics log, writes the loss plot and the closing line.
   void finish(const TrainingSummary& summary, const TrainingModel& m);
 

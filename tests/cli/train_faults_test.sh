@@ -122,7 +122,10 @@ assert len(skipped) == 3, skipped          # three skipped, the fourth stops the
 err = open(sys.argv[2]).read()
 stop = int(re.search(r"error: step (\d+): non-finite", err).group(1))
 assert stop > skipped[-1] and "3 step(s) skipped before" in err, (stop, skipped, err)
-assert all(r["step"] < stop for r in records), "a record after the stop"
+assert all(r["step"] < stop for r in records[:-1]), "a record after the stop"
+last = records[-1]                          # the log ends with the step that stopped the run
+assert last["step"] == stop and last["stopped"] is True, last
+assert "non-finite training state" in last["error"], last
 PY
 
 # --- one job per --save root; a killed save's leftovers are removed -----------------------------
