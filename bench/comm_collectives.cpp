@@ -22,10 +22,10 @@
 #include <cmath>
 #include <cstdio>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
 
+#include "machine_limits.hpp"
 #include "shardwise/comm/mpi_process_group.hpp"
 #include "shardwise/core/float_convert.hpp"
 #include "shardwise/core/logging.hpp"
@@ -77,43 +77,6 @@ double median_seconds(int iters, Fn&& fn) {
   return t[t.size() / 2];
 }
 
-// Blocks in MPI_Ibarrier polled with sleeps, so ranks not taking part in a measurement do not
-// take CPU from those that do (blocking MPI calls spin).
-void idle_barrier() {
-  MPI_Request request = MPI_REQUEST_NULL;
-  MPI_Ibarrier(MPI_COMM_WORLD, &request);
-  int done = 0;
-  while (MPI_Test(&request, &done, MPI_STATUS_IGNORE) == MPI_SUCCESS && !done) {
-    std::this_thread::sleep_for(std::chrono::microseconds(200));
-  }
-}
-
-// One-way MPI bandwidth between ranks 0 and 1 (GB/s): median ping-pong round trip of `bytes`.
-double ping_pong_gbps(std::size_t bytes, int iters) {
-  int me = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &me);
-  std::vector<char> message(bytes, 1);
-  const int n = static_cast<int>(bytes);
-  std::vector<double> t;
-  for (int i = 0; i <= iters; ++i) {
-    idle_barrier();
-    const auto t0 = Clock::now();
-    if (me == 0) {
-      MPI_Send(message.data(), n, MPI_CHAR, 1, 0, MPI_COMM_WORLD);
-      MPI_Recv(message.data(), n, MPI_CHAR, 1, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-    } else if (me == 1) {
-      MPI_Recv(message.data(), n, MPI_CHAR, 0, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-      MPI_Send(message.data(), n, MPI_CHAR, 0, 0, MPI_COMM_WORLD);
-    }
-    if (i > 0) t.push_back(std::chrono::duration<double>(Clock::now() - t0).count() / 2);
-  }
-  idle_barrier();
-  std::sort(t.begin(), t.end());
-  double gbps = static_cast<double>(bytes) / t[t.size() / 2] / 1e9;
-  MPI_Bcast(&gbps, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
-  return gbps;
-}
-
 ProcessGroupPtr group_with(const ProcessGroupPtr& world, CollectiveAlgorithm algorithm,
                            const char* name) {
   ProcessGroupPtr group = split_group(world, 0, world->rank(), name);
@@ -132,7 +95,8 @@ void print_distance(const ProcessGroupPtr& world, std::int64_t n, int iters) {
   const TensorView f{full.data(), n, DType::kFloat32};
   const TensorView s{shard.data(), n / p, DType::kFloat32};
   const std::size_t bytes = static_cast<std::size_t>(n) * sizeof(float);
-  const double limit = ping_pong_gbps(std::max<std::size_t>(bytes / p, 8u << 20), iters);
+  const double limit =
+      bench::mpi_ping_pong_gbps(std::max<std::size_t>(bytes / p, 8u << 20), iters);
   const double bus = static_cast<double>(bytes) * (p - 1) / p / 1e9;
   const double rs =
       bus / median_seconds(iters, [&] { world->reduce_scatter(s, f, ReduceOp::kSum)->wait(); });
