@@ -138,7 +138,7 @@ void shard_group_table() {
       LayoutOptions options;
       options.algorithm = LayoutAlgorithm::kLayerWise;
       options.data_parallel_size = dp;
-      options.bucket_size = std::max<std::int64_t>(40'000'000, 1'000'000LL * dp);
+      options.bucket_size = default_bucket_size(dp);
       const ShardGroupChoice choice = choose_shard_group_size(spec.params, options);
       const ShardGroupCandidate& full = choice.table.back();
       const ShardGroupCandidate& chosen = *std::find_if(
@@ -191,7 +191,7 @@ void overlap_table() {
     for (const int dp : {8, 64, 256}) {
       LayoutOptions options;
       options.data_parallel_size = dp;
-      options.bucket_size = std::max<std::int64_t>(40'000'000, 1'000'000LL * dp);
+      options.bucket_size = default_bucket_size(dp);
       const LayerWiseFigures plain = layer_wise_figures(spec.params, options);
       options.overlap_aware_cuts = true;
       const LayerWiseFigures aware = layer_wise_figures(spec.params, options);
@@ -211,7 +211,7 @@ int run() {
       "compute_lpt_floor_layer_wise_layout (LPT + padding floor); times are best of up to 3 "
       "runs.\n");
   quality_table("bucket size max(40M, 1M*dp) (Megatron's default with overlapped grad reduce)",
-                [](int dp) { return std::max<std::int64_t>(40'000'000, 1'000'000LL * dp); });
+                [](int dp) { return default_bucket_size(dp); });
   quality_table("bucket size 1G elements (buckets hold many params, so packing decides)",
                 [](int) { return std::int64_t{1'000'000'000}; });
   shard_group_table();
@@ -221,7 +221,7 @@ int run() {
   const ModelSpec deepseek = bundled_model_spec("deepseek-v3");
   LayoutOptions options;
   options.data_parallel_size = 1024;
-  options.bucket_size = std::max<std::int64_t>(40'000'000, 1'000'000LL * 1024);
+  options.bucket_size = default_bucket_size(1024);
   FullParamLayout layout;
   const double seconds =
       time_best(3, [&] { layout = compute_full_param_layout(deepseek.params, options); });

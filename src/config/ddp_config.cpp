@@ -28,7 +28,7 @@ std::optional<std::int64_t> DistributedDataParallelConfig::resolved_bucket_size(
     int data_parallel_size) const {
   if (bucket_size) return bucket_size;
   if (!overlap_grad_reduce) return std::nullopt;
-  return std::max<std::int64_t>(40'000'000, std::int64_t{1'000'000} * data_parallel_size);
+  return default_bucket_size(data_parallel_size);
 }
 
 void DistributedDataParallelConfig::validate() const {

@@ -49,7 +49,7 @@ TEST(BaselineComparison, GptLikeModelsNeverMorePaddingThanLptFloor) {
         for (int dp : {8, 64, 256}) {
           LayoutOptions options;
           options.data_parallel_size = dp;
-          options.bucket_size = std::max<std::int64_t>(40'000'000, 1'000'000LL * dp);
+          options.bucket_size = default_bucket_size(dp);
           const FullParamLayout ours = compute_full_param_layout(params, options);
           for (const auto& [key, group] : group_params_for_buffers(params, options)) {
             if (!key.is_layer_wise) continue;

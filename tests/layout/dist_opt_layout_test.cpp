@@ -13,14 +13,7 @@ namespace {
 
 using layout_test::vec;
 
-BufferLayoutInput input_for(const ParamList& params, int dp, std::optional<std::int64_t> bucket) {
-  BufferLayoutInput input;
-  input.params = &params;
-  for (ParamId id = 0; id < params.size(); ++id) input.buffer_params.push_back(id);
-  input.data_parallel_size = dp;
-  input.bucket_size = bucket;
-  return input;
-}
+using layout_test::whole_model;
 
 std::vector<BucketRange> buckets(std::initializer_list<std::pair<std::int64_t, std::int64_t>> l) {
   std::vector<BucketRange> out;
@@ -30,7 +23,7 @@ std::vector<BucketRange> buckets(std::initializer_list<std::pair<std::int64_t, s
 
 TEST(DistOptLayout, TwoParamsOneBucket) {
   ParamList params = {vec("a", 1000), vec("b", 1000)};
-  const auto layout = compute_dist_opt_layout(input_for(params, 4, std::nullopt));
+  const auto layout = compute_dist_opt_layout(whole_model(params, 4, std::nullopt));
   EXPECT_EQ(layout.bucket_indices, buckets({{0, 2048}}));
   // Backprop order: b first.
   EXPECT_EQ(layout.param_index_map[0], (ParamRange{1, 0, 1000, 0}));
@@ -42,7 +35,7 @@ TEST(DistOptLayout, TwoParamsOneBucket) {
 
 TEST(DistOptLayout, BucketClosesOncePaddedSpanReachesBucketSize) {
   ParamList params = {vec("a", 5000), vec("b", 5000), vec("c", 5000)};
-  const auto layout = compute_dist_opt_layout(input_for(params, 2, 8000));
+  const auto layout = compute_dist_opt_layout(whole_model(params, 2, 8000));
   EXPECT_EQ(layout.bucket_indices, buckets({{0, 10112}, {10112, 15232}}));
   // Unpadded counts the alignment gap inside the bucket: 5000 + 56 + 5000.
   EXPECT_EQ(layout.per_bucket_numel_unpadded, (std::vector<std::int64_t>{10056, 5000}));
@@ -54,7 +47,7 @@ TEST(DistOptLayout, SharedEmbeddingGetsItsOwnBucket) {
   // Forward: q, emb (shared), p -> backprop p, emb, q.
   ParamList params = {vec("q", 10), vec("emb", 1000), vec("p", 100)};
   params[1].shared_embedding = true;
-  const auto layout = compute_dist_opt_layout(input_for(params, 4, std::nullopt));
+  const auto layout = compute_dist_opt_layout(whole_model(params, 4, std::nullopt));
   EXPECT_EQ(layout.bucket_indices, buckets({{0, 128}, {128, 1152}, {1152, 1280}}));
   EXPECT_EQ(layout.per_bucket_numel_unpadded, (std::vector<std::int64_t>{128, 1000, 10}));
   EXPECT_EQ(layout.param_index_map[1], (ParamRange{1, 128, 1128, 1}));
@@ -64,27 +57,27 @@ TEST(DistOptLayout, SharedEmbeddingGetsItsOwnBucket) {
 TEST(DefaultLayout, NoPaddingBucketsCloseAtBucketSize) {
   ParamList params = {vec("a", 1000), vec("b", 1000), vec("c", 1000)};
   params[1].shared_embedding = true;  // plain DDP does not isolate it
-  const auto layout = compute_default_layout(input_for(params, 4, 1500));
+  const auto layout = compute_default_layout(whole_model(params, 4, 1500));
   EXPECT_EQ(layout.bucket_indices, buckets({{0, 2000}, {2000, 3000}}));
   EXPECT_EQ(layout.per_bucket_numel_unpadded, (std::vector<std::int64_t>{2000, 1000}));
   EXPECT_EQ(layout.param_index_map[2], (ParamRange{0, 2000, 3000, 1}));
-  const auto single = compute_default_layout(input_for(params, 4, std::nullopt));
+  const auto single = compute_default_layout(whole_model(params, 4, std::nullopt));
   EXPECT_EQ(single.bucket_indices, buckets({{0, 3000}}));
 }
 
 TEST(LayoutInput, RejectsBadInput) {
   ParamList params = {vec("a", 10), vec("b", 10)};
-  auto input = input_for(params, 2, 100);
+  auto input = whole_model(params, 2, 100);
   input.data_parallel_size = 0;
   EXPECT_THROW(compute_dist_opt_layout(input), InvalidArgument);
-  input = input_for(params, 2, 0);
+  input = whole_model(params, 2, 0);
   EXPECT_THROW(compute_layer_wise_layout(input), InvalidArgument);
-  input = input_for(params, 2, 100);
+  input = whole_model(params, 2, 100);
   input.buffer_params = {1, 0};  // not forward order
   EXPECT_THROW(compute_default_layout(input), InvalidArgument);
   input.buffer_params = {0, 5};
   EXPECT_THROW(compute_default_layout(input), InvalidArgument);
-  input = input_for(params, 2, 100);
+  input = whole_model(params, 2, 100);
   input.param_indices = {0};
   EXPECT_THROW(compute_dist_opt_layout(input), InvalidArgument);
   input.params = nullptr;
@@ -143,7 +136,7 @@ TEST(DistOptLayout, MatchesReferenceOnRandomBuffers) {
     const bool hb = rng() % 4 == 0;
     std::optional<std::int64_t> bucket;
     if (rng() % 5 != 0) bucket = 1 + static_cast<std::int64_t>(rng() % 20000);
-    auto input = input_for(params, dp, bucket);
+    auto input = whole_model(params, dp, bucket);
     input.pad_for_high_nccl_busbw = hb;
     const auto layout = compute_dist_opt_layout(input);
     ASSERT_EQ(layout, reference_dist_opt(params, dp, bucket, hb)) << "trial " << trial;

@@ -14,14 +14,7 @@ using layout_test::matrix;
 using layout_test::padding_elements;
 using layout_test::vec;
 
-BufferLayoutInput whole_model(const ParamList& params, int dp, std::optional<std::int64_t> bucket) {
-  BufferLayoutInput input;
-  input.params = &params;
-  for (ParamId id = 0; id < params.size(); ++id) input.buffer_params.push_back(id);
-  input.data_parallel_size = dp;
-  input.bucket_size = bucket;
-  return input;
-}
+using layout_test::whole_model;
 
 std::string check(const ParamList& params, const PerBufferParamLayout& layout,
                   const BufferLayoutInput& input) {

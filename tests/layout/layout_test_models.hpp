@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "shardwise/core/error.hpp"
+#include "shardwise/layout/layout_algorithms.hpp"
 #include "shardwise/layout/param_info.hpp"
 #include "shardwise/layout/param_layout.hpp"
 
@@ -28,6 +29,17 @@ inline ParamInfo vec(std::string name, std::int64_t n) {
   p.name = std::move(name);
   p.shape = {n};
   return p;
+}
+
+// Layout input for one buffer holding every param of `params`, split over dp ranks.
+inline BufferLayoutInput whole_model(const ParamList& params, int dp,
+                                     std::optional<std::int64_t> bucket) {
+  BufferLayoutInput input;
+  input.params = &params;
+  for (ParamId id = 0; id < params.size(); ++id) input.buffer_params.push_back(id);
+  input.data_parallel_size = dp;
+  input.bucket_size = bucket;
+  return input;
 }
 
 inline std::int64_t shape_numel(const ParamInfo& p) {

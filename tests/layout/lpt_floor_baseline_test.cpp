@@ -16,14 +16,7 @@ namespace {
 
 using layout_test::matrix;
 
-BufferLayoutInput whole_model(const ParamList& params, int dp, std::optional<std::int64_t> bucket) {
-  BufferLayoutInput input;
-  input.params = &params;
-  for (ParamId id = 0; id < params.size(); ++id) input.buffer_params.push_back(id);
-  input.data_parallel_size = dp;
-  input.bucket_size = bucket;
-  return input;
-}
+using layout_test::whole_model;
 
 TEST(LptFloorBaseline, LargestFirstOntoFirstLeastLoadedShardInPackingOrder) {
   // Forward a (128), b (64), c (192); backprop c, b, a. Largest first: c -> shard 0, a -> shard 1,
@@ -93,7 +86,7 @@ TEST(LptFloorBaseline, PaddingOnBundledModelsAtTheDefaultBucketSize) {
     LayoutOptions options;
     options.algorithm = LayoutAlgorithm::kLayerWise;
     options.data_parallel_size = c.dp;
-    options.bucket_size = std::max<std::int64_t>(40'000'000, 1'000'000LL * c.dp);
+    options.bucket_size = default_bucket_size(c.dp);
     const LayoutStats stats =
         compute_layout_stats(params, baseline_full_layout(params, options), options);
     EXPECT_NEAR(100.0 * stats.padding_fraction, c.padding_percent, 0.01) << c.model;

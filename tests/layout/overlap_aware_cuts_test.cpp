@@ -15,7 +15,7 @@ namespace {
 LayoutOptions megatron_options(int dp, bool overlap_aware) {
   LayoutOptions options;
   options.data_parallel_size = dp;
-  options.bucket_size = std::max<std::int64_t>(40'000'000, 1'000'000LL * dp);
+  options.bucket_size = default_bucket_size(dp);
   options.overlap_aware_cuts = overlap_aware;
   return options;
 }

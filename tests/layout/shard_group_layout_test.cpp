@@ -15,7 +15,7 @@ LayoutOptions megatron_options(int dp) {
   LayoutOptions options;
   options.algorithm = LayoutAlgorithm::kLayerWise;
   options.data_parallel_size = dp;
-  options.bucket_size = std::max<std::int64_t>(40'000'000, 1'000'000LL * dp);
+  options.bucket_size = default_bucket_size(dp);
   return options;
 }
 

@@ -1,6 +1,7 @@
 // Inputs of the layout algorithms: the DDP settings that influence where params go.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 
@@ -44,5 +45,11 @@ struct LayoutOptions {
   // shard group size that is < 1 or does not divide dp.
   void validate() const;
 };
+
+// Megatron's default bucket size when grads are reduced during backward: max(40M, 1M * dp)
+// elements, so that buckets grow with dp and each rank's shard stays large enough to send well.
+inline std::int64_t default_bucket_size(int data_parallel_size) {
+  return std::max<std::int64_t>(40'000'000, std::int64_t{1'000'000} * data_parallel_size);
+}
 
 }  // namespace shardwise
