@@ -10,10 +10,9 @@
 #include <vector>
 
 #include "command_registry.hpp"
-#include "output_preflight.hpp"
 #include "shardwise/checkpoint/mxfp8_convert.hpp"
 #include "shardwise/core/error.hpp"
-#include "shardwise/core/message_text.hpp"
+#include "shardwise/core/output_preflight.hpp"
 
 namespace shardwise::cli {
 namespace {
@@ -96,16 +95,9 @@ void print_summary(const char* verb, const ConvertSummary& s, const std::string&
               ratio);
 }
 
-// The output must be a writable file path before any tensor is read or converted.
-void preflight_output(const std::string& output) {
-  std::error_code ec;
-  SW_REQUIRE(!std::filesystem::is_directory(output, ec), IoError, "convert: output ",
-             printable(output, 4096), " is a directory (give a .safetensors file path)");
-  probe_output_directory(output_parent(output), "convert: output");
-}
-
 int run_convert(const ConvertArgs& args) {
-  preflight_output(args.output);
+  // The output must be a writable file path before any tensor is read or converted.
+  preflight_output_file(args.output, "convert: output");
   ProgressBar bar(wants_progress(args.input));
   if (args.to == "mxfp8") {
     Mxfp8ConvertOptions options;

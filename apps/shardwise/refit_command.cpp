@@ -30,7 +30,7 @@
 #include "shardwise/core/float_convert.hpp"
 #include "shardwise/reshard/refit_verification.hpp"
 #include "shardwise/reshard/tp_export.hpp"
-#include "shardwise/train/output_preflight.hpp"
+#include "shardwise/core/output_preflight.hpp"
 #include "shardwise/train/trainer.hpp"
 
 namespace shardwise::cli {

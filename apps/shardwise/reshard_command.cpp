@@ -14,11 +14,11 @@
 #include <vector>
 
 #include "command_registry.hpp"
-#include "output_preflight.hpp"
 #include "shardwise/checkpoint/checkpoint.hpp"
 #include "shardwise/checkpoint/safetensors.hpp"
 #include "shardwise/core/atomic_file.hpp"
 #include "shardwise/core/error.hpp"
+#include "shardwise/core/output_preflight.hpp"
 #include "shardwise/reshard/tp_export.hpp"
 
 namespace shardwise::cli {
@@ -79,11 +79,7 @@ int run_reshard(const ReshardArgs& args) {
   std::error_code ec;
   SW_REQUIRE(args.overwrite || !fs::exists(out, ec), IoError, "--out ", out.string(),
              " already exists (pass --overwrite to replace it)");
-  const fs::path parent = output_parent(out);
-  fs::create_directories(parent, ec);
-  SW_REQUIRE(fs::is_directory(parent, ec), IoError, "cannot create the parent directory ",
-             parent.string(), " of --out");
-  probe_output_directory(parent, "--out");
+  preflight_output_directory(out.has_parent_path() ? out.parent_path() : fs::path("."), "--out");
 
   const fs::path input = weights_file(args);
   const SafetensorsFile file = SafetensorsFile::open(input);

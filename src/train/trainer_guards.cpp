@@ -8,7 +8,7 @@
 #include "shardwise/core/logging.hpp"
 #include "shardwise/train/memory_estimate.hpp"
 #include "shardwise/train/nonfinite_steps.hpp"
-#include "shardwise/train/output_preflight.hpp"
+#include "shardwise/core/output_preflight.hpp"
 
 namespace shardwise::train_detail {
 namespace {

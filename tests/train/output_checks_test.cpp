@@ -10,7 +10,7 @@
 
 #include "scratch_dir.hpp"
 #include "shardwise/train/metrics_log.hpp"
-#include "shardwise/train/output_preflight.hpp"
+#include "shardwise/core/output_preflight.hpp"
 
 namespace shardwise {
 namespace {

@@ -1,4 +1,4 @@
-#include "shardwise/train/output_preflight.hpp"
+#include "shardwise/core/output_preflight.hpp"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -8,6 +8,7 @@
 #include <string>
 
 #include "shardwise/core/error.hpp"
+#include "shardwise/core/message_text.hpp"
 
 namespace shardwise {
 
@@ -16,17 +17,18 @@ namespace fs = std::filesystem;
 namespace {
 
 [[noreturn]] void refuse(std::string_view option, const fs::path& path, const std::string& why) {
-  throw IoError(str_cat(option, " '", path.string(), "' is not writable: ", why,
+  throw IoError(str_cat(option, " '", printable(path.string(), 4096), "' is not writable: ", why,
                         " (checked before starting, so no work is lost)"));
 }
 
 // Creates, fills and removes a hidden probe file in `dir`.
 void probe_directory(const fs::path& dir, std::string_view option, const fs::path& shown) {
-  const fs::path probe = dir / str_cat(".shardwise-write-probe.", ::getpid());
+  const fs::path probe = dir / str_cat(".shardwise-write-probe.", ::getpid(), ".", ::gettid());
   const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (fd < 0)
     refuse(option, shown,
-           str_cat("cannot create a file in ", dir.string(), ": ", std::strerror(errno)));
+           str_cat("cannot create files in ", printable(dir.string(), 4096), ": ",
+                   std::strerror(errno)));
   // A few KiB: on a full filesystem creating an empty file can still succeed.
   const std::string bytes(4096, '\n');
   const ssize_t n = ::write(fd, bytes.data(), bytes.size());
@@ -35,7 +37,7 @@ void probe_directory(const fs::path& dir, std::string_view option, const fs::pat
   ::unlink(probe.c_str());
   if (n != static_cast<ssize_t>(bytes.size())) {
     refuse(option, shown,
-           str_cat("writing to ", dir.string(),
+           str_cat("writing to ", printable(dir.string(), 4096),
                    " fails: ", n < 0 ? std::strerror(write_error) : "short write"));
   }
   if (!closed) refuse(option, shown, str_cat("closing a file in ", dir.string(), " fails"));
