@@ -81,6 +81,9 @@ if expect_rc 2 tp3 "$mpiexec" -np 4 --oversubscribe "$shardwise" train --config 
   grep -q "parallel.tp" "$work/tp3.err" || fail "tp3: error does not name parallel.tp"
 fi
 expect_exit2 "tp does not divide heads" config resolve --config "$config" parallel.tp=8
+if expect_rc 2 resolve3 "$shardwise" config resolve --config "$config" --world-size 3; then
+  grep -q "parallel.tp = 2" "$work/resolve3.err" || fail "resolve3: error does not name parallel.tp"
+fi
 expect_exit2 "sequence parallel without tp" train --config "$config" parallel.tp=1
 
 cli_test_finish "tp CLI: resolve, 4-rank TP training, resume at other tp, bad sizes rejected"
