@@ -2,7 +2,7 @@
 # CLI test of tensor-parallel training: examples/tp.yaml (tp = 2 x dp = 2, sequence parallel, TP
 # comm overlap asked for) resolves and trains under mpirun -np 4 (a short run: the loss falls and
 # the metrics log is complete), a checkpoint it saves resumes at tp = 1 with the same next-step
-# loss, and impossible TP sizes exit 2 naming parallel.tp.
+# loss (and a tp = 1 checkpoint at tp = 2), and impossible TP sizes exit 2 naming parallel.tp.
 # Usage: tp_cli_test.sh PATH/TO/shardwise REPO_ROOT [MPIEXEC]
 set -euo pipefail
 
@@ -73,6 +73,21 @@ PY
   done
 else
   fail "train4 saved no checkpoint at step 30"
+fi
+
+# --- and the reverse: a tp = 1 checkpoint (dp = 2) resumes at tp = 2 x dp = 2 --------------------
+if expect_rc 0 save_tp1 "$mpiexec" -np 2 --oversubscribe "$shardwise" train --config "$config"     parallel.tp=1 parallel.sequence_parallel=false training.steps=12 logging.progress=false     --save "$work/ckpt1" --save-interval 10 --log-jsonl "$work/s1.jsonl" &&
+  expect_rc 0 load_tp2 "$mpiexec" -np 4 --oversubscribe "$shardwise" train --config "$config"     training.steps=12 logging.progress=false --load "$work/ckpt1" --load-step 10     --log-jsonl "$work/l2.jsonl"; then
+  "$python" - "$work/s1.jsonl" "$work/l2.jsonl" <<'PY' || fail "load_tp2: losses"
+import json, sys
+def losses(path):
+    return {r["step"]: r["loss"] for r in map(json.loads, open(path))
+            if "loss" in r and "eval_loss" not in r and r.get("step")}
+a, b = losses(sys.argv[1]), losses(sys.argv[2])
+assert sorted(b) == [11, 12], sorted(b)
+for s in (11, 12):
+    assert abs(a[s] - b[s]) <= 1e-5 * abs(a[s]), (s, a[s], b[s])
+PY
 fi
 
 # --- impossible TP sizes: exit 2 naming the field ------------------------------------------------
