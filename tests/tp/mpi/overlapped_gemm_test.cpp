@@ -1,10 +1,10 @@
 // The overlapped TP GEMMs at np 2 and np 4 (TP group = world, and tp = 2 groups at np 4) against
 // the non-overlapped path and an fp64 reference built from the same global matrices on every
 // rank. The bound checked is the one of docs/tp_overlap.md: the overlapped result differs from
-// the none path by the order the T partial sums are added, (T-1) * u * sum_r |partial_r|, and by
-// what the BLAS changes when a GEMM has fewer rows (its kernels may accumulate the k products of
-// an element in another order), at most 2 * k * u * sum |a||b|:
-//   |overlapped - none| <= (T - 1 + 2k) * u * sum |a||b|   elementwise, k the local inner size.
+// the none path by the order the T partial sums are added, 2(T-1) * u * sum_r |partial_r|, and
+// by what the BLAS changes when a GEMM has fewer rows (its kernels may accumulate the k products
+// of an element in another order), at most 2k * u * sum |a||b|:
+//   |overlapped - none| <= 2 (T - 1 + k) * u * sum |a||b|   elementwise, k the local inner size.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -134,7 +134,7 @@ TEST(OverlappedGemm, GemmReduceScatterWithinSummationOrderBound) {
       gemm_reduce_scatter(*group, choice, input, op, {out.data(), m, n});
       for (std::size_t i = 0; i < out.size(); ++i) {
         // sum_r |partial_r| <= sum |x||w|: the bound of docs/tp_overlap.md.
-        ASSERT_NEAR(out[i], expected[i], (t - 1 + 2 * kr) * kUnitRoundoff * ref.magnitude[i])
+        ASSERT_NEAR(out[i], expected[i], 2 * (t - 1 + kr) * kUnitRoundoff * ref.magnitude[i])
             << overlap_algorithm_name(choice.algorithm) << " splits " << choice.num_splits
             << " element " << i;
       }
@@ -215,7 +215,7 @@ TEST(OverlappedGemm, ColumnParallelBackwardCombinations) {
         const auto [dx, dw] = run(dgrad, wgrad, 0.0f);
         EXPECT_EQ(dw, dw_ref) << overlap_algorithm_name(dgrad.algorithm);
         for (std::size_t i = 0; i < dx.size(); ++i) {
-          ASSERT_NEAR(dx[i], dx_ref[i], (t - 1 + 2 * n) * kUnitRoundoff * magnitude[i])
+          ASSERT_NEAR(dx[i], dx_ref[i], 2 * (t - 1 + n) * kUnitRoundoff * magnitude[i])
               << overlap_algorithm_name(dgrad.algorithm) << "/" << overlap_algorithm_name(wgrad.algorithm);
         }
       }
