@@ -49,7 +49,7 @@ double Optimizer::local_grad_sq_sum() const {
   double total = 0.0;
   for (const ParamGroup& group : groups_) {
     for (const OptimParam& p : group.params) {
-      if (p.grad == nullptr) continue;
+      if (p.grad == nullptr || !counts_in_grad_statistics(p)) continue;
       total += sum_of_squares({p.grad, static_cast<std::size_t>(p.numel())});
     }
   }
@@ -61,7 +61,7 @@ double Optimizer::local_group_grad_sq_sum(std::string_view name) const {
   for (const ParamGroup& group : groups_) {
     if (group.name != name) continue;
     for (const OptimParam& p : group.params) {
-      if (p.grad == nullptr) continue;
+      if (p.grad == nullptr || !counts_in_grad_statistics(p)) continue;
       total += sum_of_squares({p.grad, static_cast<std::size_t>(p.numel())});
     }
   }
@@ -72,7 +72,7 @@ std::int64_t Optimizer::local_grad_zero_count() const {
   std::int64_t total = 0;
   for (const ParamGroup& group : groups_) {
     for (const OptimParam& p : group.params) {
-      if (p.grad == nullptr) continue;
+      if (p.grad == nullptr || !counts_in_grad_statistics(p)) continue;
       total += optim::count_zeros({p.grad, static_cast<std::size_t>(p.numel())});
     }
   }
@@ -91,7 +91,8 @@ void Optimizer::scale_grads(float coeff) {
 std::int64_t Optimizer::local_group_param_count(std::string_view name) const {
   std::int64_t count = 0;
   for (const ParamGroup& group : groups_) {
-    if (group.name == name) count += static_cast<std::int64_t>(group.params.size());
+    if (group.name != name) continue;
+    for (const OptimParam& p : group.params) count += counts_in_grad_statistics(p) ? 1 : 0;
   }
   return count;
 }
