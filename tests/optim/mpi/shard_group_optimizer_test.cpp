@@ -9,6 +9,7 @@
 
 #include "shardwise/comm/mpi_process_group.hpp"
 #include "shardwise/core/error.hpp"
+#include "shardwise/layout/shard_group_choice.hpp"
 #include "shardwise/optim/chained_optimizer.hpp"
 #include "shardwise/optim/data_parallel_setup.hpp"
 #include "shardwise/optim/layer_wise_distributed_optimizer.hpp"
@@ -112,6 +113,25 @@ TEST(ShardGroupOptimizer, GradNormAndZeroCountCountEachElementOnce) {
   ddp.finish_grad_sync();
   EXPECT_NEAR(t.optimizer->get_grad_norm(), std::sqrt(want_sq), 1e-6 * std::sqrt(want_sq));
   EXPECT_EQ(t.optimizer->count_zeros(), want_zeros);
+}
+
+TEST(ShardGroupOptimizer, AutoLaysTheLayerWiseBuffersOutForTheCostModelsChoice) {
+  const ProcessGroupPtr world = init_mpi_world();
+  DistributedDataParallelConfig config;
+  config.bucket_size = 1500;
+  config.layer_wise_shard_group_size = "auto";
+  const auto ddps = wrap_with_ddp({small_model()}, OptimizerMode::kLayerWise, config,
+                                  DataParallelGroups{world, nullptr});
+  LayoutOptions options = config.layout_options(LayoutAlgorithm::kLayerWise, world->size());
+  const int chosen = choose_shard_group_size(small_model(), options).shard_group_size;
+  int layer_wise = 0;
+  for (const auto& b : ddps[0]->buffers()) {
+    if (!b->key().is_layer_wise) continue;
+    ++layer_wise;
+    EXPECT_EQ(b->layout().num_shards, chosen);
+    EXPECT_EQ(ddps[0]->group_for(b->key())->size(), chosen);
+  }
+  EXPECT_GT(layer_wise, 0);
 }
 
 TEST(ShardGroupOptimizer, LegacyLayerWisePathRefusesShardGroupsSmallerThanDp) {
