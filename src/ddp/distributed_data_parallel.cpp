@@ -280,16 +280,17 @@ void DistributedDataParallel::register_grad_ready(ParamId param) {
     complete_[g] = true;
     dispatch_ready_groups();
   }
-  poll_replica_reduces();
+  poll_grad_sync();
 }
 
-void DistributedDataParallel::poll_replica_reduces() {
+int DistributedDataParallel::poll_grad_sync() {
   // In index order, like the reduce-scatters: every rank of a replica group issues its
   // all-reduces in the same sequence, each as soon as its reduce-scatter has completed here.
   while (next_replica_dispatch_ < next_grad_dispatch_ &&
          groups_[static_cast<std::size_t>(next_replica_dispatch_)]->poll_replica_reduce()) {
     ++next_replica_dispatch_;
   }
+  return next_replica_dispatch_;
 }
 
 void DistributedDataParallel::dispatch_ready_groups() {

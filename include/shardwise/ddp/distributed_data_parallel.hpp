@@ -123,6 +123,10 @@ class DistributedDataParallel {
   // it, each rank's shard of every bucket (reduce-scatter) or the whole buffer (all-reduce)
   // holds the reduced, scaled gradient.
   void finish_grad_sync();
+  // Issues, without waiting, the replica all-reduces (shard groups) whose reduce-scatter has
+  // completed, in bucket-group order; register_grad_ready does this after every call. Returns
+  // how many bucket groups (from index 0) have their whole grad sync issued this iteration.
+  int poll_grad_sync();
   // Zeros every grad buffer and forgets this iteration's readiness (waits for outstanding work).
   void zero_grad_buffer();
   // Groups in the order this iteration dispatched them (for tests and tracing).
@@ -162,7 +166,6 @@ class DistributedDataParallel {
   };
   const Location& location(ParamId param) const;
   void dispatch_ready_groups();
-  void poll_replica_reduces();
   void make_buffer_groups(const BufferKey& key, const PerBufferParamLayout& layout);
   void reset_iteration();
   std::vector<int> forward_order(const std::vector<bool>& selected) const;

@@ -7,11 +7,13 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <numeric>
 #include <random>
 #include <set>
+#include <thread>
 
 #include "shardwise/comm/mpi_process_group.hpp"
 #include "shardwise/core/float_convert.hpp"
@@ -148,6 +150,22 @@ TEST_F(ShardGroupSync, ShardedReduceEqualsFullAllReduceAndReplicasAgreeBitwise) 
     }
     ddp->zero_grad_buffer();
   }
+}
+
+// The replica all-reduces are issued by polling, without finish_grad_sync: they overlap with
+// whatever the caller does after the reduce-scatters (backward, with overlap_grad_reduce).
+TEST_F(ShardGroupSync, ReplicaAllReducesAreIssuedBeforeFinishGradSync) {
+  fill_random_grads(9);
+  register_all_in_random_order(9);
+  const int groups = static_cast<int>(ddp->bucket_groups().size());
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  int issued = 0;
+  while ((issued = ddp->poll_grad_sync()) < groups && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_EQ(issued, groups);
+  ddp->finish_grad_sync();
+  EXPECT_EQ(ddp->poll_grad_sync(), 0) << "a new iteration starts with nothing issued";
 }
 
 TEST_F(ShardGroupSync, ParamGatherInTheShardGroupRebuildsEveryParam) {
