@@ -125,7 +125,8 @@ void load_model_file(const fs::path& path, const std::vector<ModelTensor>& model
 }
 
 ordered_json build_manifest(const CheckpointSaveRequest& request, const fs::path& staged,
-                            int size, const std::vector<ModelTensor>& model, bool replicated) {
+                            int size, const std::vector<ModelTensor>& model, bool replicated,
+                            int replicas) {
   ordered_json m;
   m["format"] = kCheckpointFormat;
   m["format_version"] = kCheckpointFormatVersion;
@@ -135,6 +136,9 @@ ordered_json build_manifest(const CheckpointSaveRequest& request, const fs::path
   m["data_parallel_size"] = size;
   m["optimizer_kind"] = request.optimizer_kind;
   m["optimizer_state_replicated"] = replicated;
+  // dp / S with layer-wise shard groups: the files hold each layer-wise shard once (written by
+  // the first replica); loading does not depend on it.
+  m["layer_wise_replicas"] = replicas;
   ordered_json params = ordered_json::array();
   for (const ModelTensor& t : model) {
     params.push_back({{"name", t.name}, {"shape", t.shape}, {"dtype", dtype_name(t.values.dtype)}});
@@ -420,7 +424,7 @@ void write_rank_files(const SaveJob& job, const fs::path& staged,
                                  {{"rank", std::to_string(job.rank)},
                                   {"data_parallel_size", std::to_string(job.size)},
                                   {"step", std::to_string(job.request.step)}},
-                                 !replicated || job.rank == 0);
+                                 !replicated || job.rank == 0, /*skip_replica_copies=*/true);
     } catch (...) {
       shard_failure = std::current_exception();
     }
@@ -444,10 +448,12 @@ void write_rank_files(const SaveJob& job, const fs::path& staged,
 // 3. Rank 0 writes the manifest, renames the directory into place and moves `latest`; a
 // failure removes the staging directory unless it was already committed.
 std::exception_ptr commit_on_rank0(const SaveJob& job, const fs::path& staged,
-                                   const std::vector<ModelTensor>& model, bool replicated) {
+                                   const std::vector<ModelTensor>& model, bool replicated,
+                                   int replicas) {
   bool committed = false;
   try {
-    const ordered_json manifest = build_manifest(job.request, staged, job.size, model, replicated);
+    const ordered_json manifest = build_manifest(job.request, staged, job.size, model, replicated,
+                                                 replicas);
     write_file_atomic(staged / kCheckpointManifestFile, manifest.dump(1) + "\n");
     fault_point("before_commit", job.rank);
     commit_directory(staged, job.final_dir, /*replace_existing=*/true);
@@ -485,7 +491,7 @@ fs::path save_checkpoint(const CheckpointSaveRequest& request,
   write_rank_files(job, staged, model, optimizer, replicated);
   std::exception_ptr failure;
   if (job.rank == 0) {
-    failure = commit_on_rank0(job, staged, model, replicated);
+    failure = commit_on_rank0(job, staged, model, replicated, layer_wise_replicas(optimizer));
     if (!failure) prune_after_publish(job);
   }
   if (!ranks_with_flag(group, failure != nullptr).empty()) {

@@ -29,9 +29,17 @@ const std::vector<optim::OwnedSlice>* owned_slices_of(const optim::Optimizer& op
   return nullptr;
 }
 
-void collect_shards(const optim::Optimizer& optimizer, std::vector<OptimizerShard>& out) {
+// A rank's copy of a param that the first replica of a layer-wise shard group also holds: it
+// loads it, but only the first replica writes it (each element is saved once).
+bool is_replica_copy(const optim::Optimizer& optimizer, const std::string& param) {
+  const auto* l = dynamic_cast<const optim::LayerWiseDistributedOptimizer*>(&optimizer);
+  return l != nullptr && l->is_replica_copy(param);
+}
+
+void collect_shards(const optim::Optimizer& optimizer, bool for_saving,
+                    std::vector<OptimizerShard>& out) {
   if (const auto* chained = dynamic_cast<const optim::ChainedOptimizer*>(&optimizer)) {
-    for (const auto& child : chained->children()) collect_shards(*child, out);
+    for (const auto& child : chained->children()) collect_shards(*child, for_saving, out);
     return;
   }
   std::map<std::string, const optim::OwnedSlice*> slice_of;
@@ -44,6 +52,7 @@ void collect_shards(const optim::Optimizer& optimizer, std::vector<OptimizerShar
   }
   for (const optim::ParamGroup& group : optimizer.param_groups()) {
     for (const optim::OptimParam& p : group.params) {
+      if (for_saving && is_replica_copy(optimizer, p.name)) continue;
       OptimizerShard shard;
       shard.param = p.name;
       shard.main_param = p.main_param;
@@ -106,8 +115,26 @@ void check_tensor(const SafetensorsFile& file, const std::string& name, std::int
 
 std::vector<OptimizerShard> optimizer_shards(const optim::Optimizer& optimizer) {
   std::vector<OptimizerShard> out;
-  collect_shards(optimizer, out);
+  collect_shards(optimizer, /*for_saving=*/false, out);
   return out;
+}
+
+std::vector<OptimizerShard> optimizer_shards_to_save(const optim::Optimizer& optimizer) {
+  std::vector<OptimizerShard> out;
+  collect_shards(optimizer, /*for_saving=*/true, out);
+  return out;
+}
+
+int layer_wise_replicas(const optim::Optimizer& optimizer) {
+  if (const auto* chained = dynamic_cast<const optim::ChainedOptimizer*>(&optimizer)) {
+    int most = 1;
+    for (const auto& child : chained->children()) {
+      most = std::max(most, layer_wise_replicas(*child));
+    }
+    return most;
+  }
+  const auto* l = dynamic_cast<const optim::LayerWiseDistributedOptimizer*>(&optimizer);
+  return l != nullptr ? l->replicas() : 1;
 }
 
 bool optimizer_state_is_replicated(const optim::Optimizer& optimizer) {
@@ -126,11 +153,11 @@ std::string shard_tensor_name(std::string_view param, std::string_view field) {
 
 std::uint64_t write_optimizer_shard_file(const optim::Optimizer& optimizer, const fs::path& path,
                                          const std::map<std::string, std::string>& metadata,
-                                         bool include_shards) {
+                                         bool include_shards, bool skip_replica_copies) {
   std::vector<OptimizerShard> shards;
   optim::OptimizerState state;
   if (include_shards) {
-    shards = optimizer_shards(optimizer);
+    shards = skip_replica_copies ? optimizer_shards_to_save(optimizer) : optimizer_shards(optimizer);
     state = optimizer.state_dict();
   }
   SafetensorsWriter writer;

@@ -91,7 +91,8 @@ void Optimizer::scale_grads(float coeff) {
 std::int64_t Optimizer::local_group_param_count(std::string_view name) const {
   std::int64_t count = 0;
   for (const ParamGroup& group : groups_) {
-    if (group.name == name) count += static_cast<std::int64_t>(group.params.size());
+    if (group.name != name) continue;
+    for (const OptimParam& p : group.params) count += counts_in_grad_statistics(p) ? 1 : 0;
   }
   return count;
 }
@@ -117,7 +118,8 @@ void Optimizer::set_lr(double lr) {
 }
 
 bool Optimizer::counts_in_grad_stats(const OptimParam& p) const {
-  return p.grad != nullptr && !excluded_from_stats_.contains(p.name);
+  return p.grad != nullptr && !excluded_from_stats_.contains(p.name) &&
+         counts_in_grad_statistics(p);
 }
 
 void Optimizer::exclude_from_grad_stats(const std::set<std::string>& names) {

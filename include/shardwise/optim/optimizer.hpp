@@ -132,10 +132,16 @@ class Optimizer {
 
  protected:
   explicit Optimizer(std::vector<ParamGroup> groups);
+  // Whether `param`'s grad enters this rank's contributions to the global statistics (grad norm,
+  // zero count, group norms and counts). False for a copy that another rank also holds and
+  // counts (layer-wise shard groups: only the first replica counts), so every element is counted
+  // once over the world.
+  virtual bool counts_in_grad_statistics(const OptimParam& /*param*/) const { return true; }
   // Checks names are unique and views are non-null; `what` names the optimizer in errors.
   void validate_params(std::string_view what) const;
   const OptimParam* find_param(const std::string& name) const;
-  // Whether p's grad enters the local statistics (has a grad and is not excluded).
+  // Whether p's grad enters the local statistics: it has a grad, is not excluded (a TP
+  // duplicate) and this rank counts it (counts_in_grad_statistics).
   bool counts_in_grad_stats(const OptimParam& p) const;
 
   std::vector<ParamGroup> groups_;
