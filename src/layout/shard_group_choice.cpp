@@ -15,6 +15,7 @@ ShardGroupCandidate shard_group_candidate(int shard_group_size, const LayoutCost
   c.param_grad_bytes = cost.total.param_bytes + cost.total.grad_bytes;
   c.optimizer_state_bytes = cost.total.optimizer_state_bytes;
   c.comm_bytes = cost.total.comm_bytes;
+  c.exposed_rs_bytes = cost.total.exposed_rs_bytes;
   return c;
 }
 
@@ -55,15 +56,17 @@ std::string render_shard_group_table(const ShardGroupChoice& choice) {
   constexpr double kMiB = 1024.0 * 1024.0;
   std::string out =
       "shard group size (auto): rule = least per-rank memory, then least comm within 1%\n"
-      "        S   padding  param+grad MiB  opt-state MiB  memory MiB  comm MiB/step\n";
-  char line[160];
+      "        S   padding  param+grad MiB  opt-state MiB  memory MiB  comm MiB/step  "
+      "exposed RS MiB\n";
+  char line[200];
   for (const auto& c : choice.table) {
-    std::snprintf(line, sizeof line, "%c %7d  %7.3f%%  %14.1f  %13.1f  %10.1f  %13.1f\n",
+    std::snprintf(line, sizeof line, "%c %7d  %7.3f%%  %14.1f  %13.1f  %10.1f  %13.1f  %14.1f\n",
                   c.shard_group_size == choice.shard_group_size ? '*' : ' ', c.shard_group_size,
                   100.0 * c.padding_fraction, static_cast<double>(c.param_grad_bytes) / kMiB,
                   static_cast<double>(c.optimizer_state_bytes) / kMiB,
                   static_cast<double>(c.memory_bytes()) / kMiB,
-                  static_cast<double>(c.comm_bytes) / kMiB);
+                  static_cast<double>(c.comm_bytes) / kMiB,
+                  static_cast<double>(c.exposed_rs_bytes) / kMiB);
     out += line;
   }
   return out;

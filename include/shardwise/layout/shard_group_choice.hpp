@@ -24,6 +24,7 @@ struct ShardGroupCandidate {
   std::int64_t param_grad_bytes = 0;       // per rank
   std::int64_t optimizer_state_bytes = 0;  // per rank
   std::int64_t comm_bytes = 0;             // per rank per step
+  std::int64_t exposed_rs_bytes = 0;       // per rank per step, the last buckets' reduce-scatter
   std::int64_t memory_bytes() const { return param_grad_bytes + optimizer_state_bytes; }
 };
 
