@@ -47,6 +47,8 @@ void DistributedDataParallelConfig::validate() const {
              "ddp.per_token_loss and ddp.average_in_collective cannot both be set (the loss is "
              "already normalised by the token count)");
   explicit_shard_group_size(layer_wise_shard_group_size);
+  SW_REQUIRE(layer_wise_cuts == "overlap_aware" || layer_wise_cuts == "plain", ConfigError,
+             "ddp.layer_wise_cuts must be overlap_aware or plain (got '", layer_wise_cuts, "')");
 }
 
 void DistributedDataParallelConfig::validate_for_data_parallel_size(int data_parallel_size) const {
@@ -71,6 +73,7 @@ LayoutOptions DistributedDataParallelConfig::layout_options(
   options.bucket_size = resolved_bucket_size(data_parallel_size);
   options.grad_reduce_in_fp32 = grad_reduce_in_fp32;
   options.pad_buckets_for_high_nccl_busbw = pad_buckets_for_high_nccl_busbw;
+  options.overlap_aware_cuts = layer_wise_cuts != "plain";
   return options;
 }
 

@@ -19,11 +19,11 @@ ShardGroupCandidate shard_group_candidate(int shard_group_size, const LayoutCost
   return c;
 }
 
-int pick_shard_group_size(const std::vector<ShardGroupCandidate>& table) {
-  SW_REQUIRE(!table.empty(), InvalidArgument, "shard group choice: no candidates");
-  std::int64_t min_memory = table.front().memory_bytes();
-  for (const auto& c : table) min_memory = std::min(min_memory, c.memory_bytes());
-  const double limit = static_cast<double>(min_memory) * (1.0 + kShardGroupMemoryTolerance);
+namespace {
+
+// Among candidates with memory <= limit: the least comm, then the largest S.
+const ShardGroupCandidate* least_comm_within(const std::vector<ShardGroupCandidate>& table,
+                                             double limit) {
   const ShardGroupCandidate* best = nullptr;
   for (const auto& c : table) {
     if (static_cast<double>(c.memory_bytes()) > limit) continue;
@@ -32,7 +32,31 @@ int pick_shard_group_size(const std::vector<ShardGroupCandidate>& table) {
       best = &c;
     }
   }
-  return best->shard_group_size;
+  return best;
+}
+
+}  // namespace
+
+int pick_shard_group_size(const std::vector<ShardGroupCandidate>& table) {
+  SW_REQUIRE(!table.empty(), InvalidArgument, "shard group choice: no candidates");
+  std::int64_t min_memory = table.front().memory_bytes();
+  for (const auto& c : table) min_memory = std::min(min_memory, c.memory_bytes());
+  const auto memory = static_cast<double>(min_memory);
+  const ShardGroupCandidate* pick =
+      least_comm_within(table, memory * (1.0 + kShardGroupMemoryTolerance));
+  // A little more memory buys overlap: the least exposed candidate that at least halves the
+  // exposed reduce-scatter bytes for at most kShardGroupOverlapMemoryTolerance more memory.
+  const ShardGroupCandidate* overlap = nullptr;
+  for (const auto& c : table) {
+    if (static_cast<double>(c.memory_bytes()) > memory * (1.0 + kShardGroupOverlapMemoryTolerance))
+      continue;
+    if (2 * c.exposed_rs_bytes > pick->exposed_rs_bytes || c.exposed_rs_bytes == 0) continue;
+    if (!overlap || c.exposed_rs_bytes < overlap->exposed_rs_bytes ||
+        (c.exposed_rs_bytes == overlap->exposed_rs_bytes && c.comm_bytes < overlap->comm_bytes)) {
+      overlap = &c;
+    }
+  }
+  return (overlap ? overlap : pick)->shard_group_size;
 }
 
 ShardGroupChoice choose_shard_group_size(const ParamList& params, const LayoutOptions& options) {
@@ -55,7 +79,8 @@ ShardGroupChoice choose_shard_group_size(const ParamList& params, const LayoutOp
 std::string render_shard_group_table(const ShardGroupChoice& choice) {
   constexpr double kMiB = 1024.0 * 1024.0;
   std::string out =
-      "shard group size (auto): rule = least per-rank memory, then least comm within 1%\n"
+      "shard group size (auto): rule = least per-rank memory, then least comm within 1%; "
+      "unless halving exposed RS costs <= 5% more memory\n"
       "        S   padding  param+grad MiB  opt-state MiB  memory MiB  comm MiB/step  "
       "exposed RS MiB\n";
   char line[200];
