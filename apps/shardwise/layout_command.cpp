@@ -26,7 +26,8 @@ struct LayoutArgs {
   std::string optimizer = "layer-wise";
   bool all_layer_wise = false;
   bool high_nccl_busbw = false;
-  bool overlap_aware_cuts = false;
+  bool overlap_aware_cuts = false;  // the default; the flag is still accepted
+  bool plain_cuts = false;
   std::string grad_reduce_fp32 = "true";
   std::string format = "text";
   std::string svg;
@@ -111,7 +112,9 @@ int run_layout(const LayoutArgs& args) {
   options.grad_reduce_in_fp32 = parse_bool(args.grad_reduce_fp32, "--grad-reduce-fp32");
   options.pad_buckets_for_high_nccl_busbw = args.high_nccl_busbw;
   options.all_layer_wise = args.all_layer_wise;
-  options.overlap_aware_cuts = args.overlap_aware_cuts;
+  SW_REQUIRE(!(args.plain_cuts && args.overlap_aware_cuts), InvalidArgument,
+             "--plain-cuts and --overlap-aware-cuts cannot both be given");
+  options.overlap_aware_cuts = !args.plain_cuts;
   options.layer_wise_shard_group_size = parse_shard_group_size(args.shard_group_size);
   SW_REQUIRE(args.format == "text" || args.format == "json", InvalidArgument,
              "--format: expected text or json, got '", args.format, "'");
@@ -159,7 +162,10 @@ const bool registered = register_command(
                    "Shard-align every buffer, not only the Muon-managed ones");
       app.add_flag("--overlap-aware-cuts", args->overlap_aware_cuts,
                    "Cut layer-wise buckets by padding plus the last bucket's exposed "
-                   "reduce-scatter bytes");
+                   "reduce-scatter bytes (the default)");
+      app.add_flag("--plain-cuts", args->plain_cuts,
+                   "Cut layer-wise buckets by padding only (the layouts from before "
+                   "overlap-aware cuts)");
       app.add_flag("--high-nccl-busbw", args->high_nccl_busbw,
                    "Pad bucket ends to lcm(dp, 128, 2^16) for high NCCL bus bandwidth");
       app.add_option("--grad-reduce-fp32", args->grad_reduce_fp32,

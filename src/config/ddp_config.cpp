@@ -47,6 +47,8 @@ void DistributedDataParallelConfig::validate() const {
              "ddp.per_token_loss and ddp.average_in_collective cannot both be set (the loss is "
              "already normalised by the token count)");
   explicit_shard_group_size(layer_wise_shard_group_size);
+  SW_REQUIRE(layer_wise_cuts == "overlap_aware" || layer_wise_cuts == "plain", ConfigError,
+             "ddp.layer_wise_cuts must be overlap_aware or plain (got '", layer_wise_cuts, "')");
 }
 
 void DistributedDataParallelConfig::validate_for_data_parallel_size(int data_parallel_size) const {
@@ -74,6 +76,7 @@ LayoutOptions DistributedDataParallelConfig::layout_options(
   // params (optim::wrap_with_ddp, via choose_shard_group_size).
   const std::optional<int> s = explicit_shard_group_size(layer_wise_shard_group_size);
   if (s && *s != data_parallel_size) options.layer_wise_shard_group_size = s;
+  options.overlap_aware_cuts = layer_wise_cuts != "plain";
   return options;
 }
 

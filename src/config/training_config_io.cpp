@@ -79,6 +79,7 @@ const std::vector<FieldSpec<DistributedDataParallelConfig>>& ddp_fields() {
       field("use_legacy_layer_wise_sync", &C::use_legacy_param_sync),
       field("num_buckets_per_group", &C::num_buckets_per_group),
       field("layer_wise_shard_group_size", &C::layer_wise_shard_group_size),
+      field("layer_wise_cuts", &C::layer_wise_cuts),
   };
   return fields;
 }

@@ -23,6 +23,8 @@
 // rank with the least accumulated cost. A shared (tied) embedding's bucket always puts the
 // embedding in shard 0 (rank 0), as Megatron-LM does.
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <numeric>
 #include <optional>
 
@@ -96,8 +98,13 @@ class LayerWisePlanner {
   }
 
   // Buckets from backprop position `start` to the end, without ranks assigned to their bins.
-  std::vector<PlannedBucket> plan_from(std::size_t start, CutPolicy policy) const {
+  // Gives up (returns no buckets) once their padding exceeds `max_padding`: the overlap-aware
+  // search drops such plans anyway, and stopping early is what keeps it fast.
+  std::vector<PlannedBucket> plan_from(
+      std::size_t start, CutPolicy policy,
+      std::int64_t max_padding = std::numeric_limits<std::int64_t>::max()) const {
     std::vector<PlannedBucket> buckets;
+    std::int64_t padded = 0;
     std::size_t a = start;
     while (a < order_.size()) {
       PlannedBucket bucket;
@@ -112,6 +119,8 @@ class LayerWisePlanner {
         refine(bucket, region_end);
       }
       a = bucket.end;
+      padded += bucket_numel(bucket) - numel_between(bucket.begin, bucket.end);
+      if (padded > max_padding) return {};
       buckets.push_back(std::move(bucket));
     }
     return buckets;
@@ -455,18 +464,44 @@ std::vector<PlannedBucket> split_last_bucket(const std::vector<BackpropParam>& o
   const double padding_limit = static_cast<double>(planner.padding(plain)) +  // the 0.5-point cap
                                kMaxPaddingRise * static_cast<double>(plain_numel);
   // Re-plan from the last bucket's start, and the whole buffer, with smaller bucket sizes.
+  const auto shared_embeddings = static_cast<std::int64_t>(
+      std::count_if(order.begin(), order.end(),
+                    [](const BackpropParam& p) { return p.shared_embedding; }));
   std::vector<std::size_t> starts{tail_begin};
   if (tail_begin != 0) starts.push_back(0);
   for (const std::size_t from : starts) {
     const std::int64_t numel = planner.numel_between(from, order.size());
     const auto kept = static_cast<std::ptrdiff_t>(from == 0 ? 0 : plain.size() - 1);
+    const std::vector<PlannedBucket> kept_buckets(plain.begin(), plain.begin() + kept);
+    const std::int64_t kept_padding = planner.padding(kept_buckets);
+    std::vector<std::int64_t> tried_sizes;
     for (const int k : kTailSplits) {
       BufferLayoutInput split_input = input;
       split_input.bucket_size = std::max(*input.bucket_size, (numel + k - 1) / k);
+      // Several k give the same size once numel / k drops below bucket_size: same plans.
+      if (std::find(tried_sizes.begin(), tried_sizes.end(), *split_input.bucket_size) !=
+          tried_sizes.end()) {
+        continue;
+      }
+      tried_sizes.push_back(*split_input.bucket_size);
+      // A whole-buffer plan cannot have more buckets than this (every bucket but a region's last
+      // reaches bucket_size; shared embeddings sit alone and end regions): fewer than the plain
+      // plan's buckets means it would be dropped below, so it is not planned at all.
+      if (from == 0 && numel / *split_input.bucket_size + 2 * shared_embeddings + 1 <
+                           static_cast<std::int64_t>(plain.size())) {
+        continue;
+      }
       const LayerWisePlanner split(order, split_input);
       for (const CutPolicy policy : {CutPolicy::kBestPacking, CutPolicy::kFirstReach}) {
-        std::vector<PlannedBucket> candidate(plain.begin(), plain.begin() + kept);
-        for (PlannedBucket& b : split.plan_from(from, policy)) candidate.push_back(std::move(b));
+        // The objective is padding plus a non-negative term: a plan whose padding alone passes
+        // the cap or the best score so far loses, so its planning stops there.
+        const auto max_padding =
+            static_cast<std::int64_t>(std::floor(std::min(padding_limit, best_score))) -
+            kept_padding;
+        std::vector<PlannedBucket> rest = split.plan_from(from, policy, max_padding);
+        if (rest.empty()) continue;
+        std::vector<PlannedBucket> candidate = kept_buckets;
+        for (PlannedBucket& b : rest) candidate.push_back(std::move(b));
         const double score = overlap_objective(planner, candidate, input.data_parallel_size);
         // Only the last bucket is counted, so fewer (bigger) earlier buckets would look free
         // while they overlap less: a candidate must keep at least the plain plan's buckets.

@@ -62,11 +62,13 @@ BufferCost& BufferCost::operator+=(const BufferCost& other) {
   return *this;
 }
 
-double LayoutCost::padding_fraction() const {
-  return total.numel_padded > 0
-             ? static_cast<double>(total.padding_numel()) / static_cast<double>(total.numel_padded)
+double BufferCost::padding_fraction() const {
+  return numel_padded > 0
+             ? static_cast<double>(padding_numel()) / static_cast<double>(numel_padded)
              : 0.0;
 }
+
+double LayoutCost::padding_fraction() const { return total.padding_fraction(); }
 
 LayoutCost compute_layout_cost(const FullParamLayout& layout, const LayoutOptions& options) {
   LayoutCost cost;

@@ -148,19 +148,27 @@ void append_buffer_text(std::string& out, int index, const BufferKey& key,
       [&](std::size_t hidden) { out += str_cat("  ... ", hidden, " more buckets ...\n"); });
 }
 
+// How the layer-wise cut search ran (LayoutOptions::overlap_aware_cuts): "overlap_aware" or
+// "plain", the values of the training config's ddp.layer_wise_cuts.
+std::string layer_wise_cuts_name(const LayoutOptions& options) {
+  return options.overlap_aware_cuts ? "overlap_aware" : "plain";
+}
+
 // Per-rank bytes of one buffer (or the total) for the chosen shard group size.
 std::string cost_text(const BufferCost& cost) {
   return str_cat("per rank: param ", grouped(cost.param_bytes), " B, grad ",
                  grouped(cost.grad_bytes), " B, optimizer state ",
                  grouped(cost.optimizer_state_bytes), " B; comm ", grouped(cost.comm_bytes),
                  " B/step (exposed last-bucket reduce-scatter ", grouped(cost.exposed_rs_bytes),
-                 " B); padding ", grouped(cost.padding_numel()), " elements\n");
+                 " B); padding ", grouped(cost.padding_numel()), " elements (",
+                 percent(cost.padding_fraction()), ")\n");
 }
 
 OrderedJson cost_json(const BufferCost& cost) {
   OrderedJson out;
   out["replicas"] = cost.replicas;
   out["padding_numel"] = cost.padding_numel();
+  out["padding_fraction"] = cost.padding_fraction();
   out["param_bytes"] = cost.param_bytes;
   out["grad_bytes"] = cost.grad_bytes;
   out["optimizer_state_bytes"] = cost.optimizer_state_bytes;
@@ -181,6 +189,7 @@ OrderedJson choice_json(const ShardGroupChoice& choice) {
     row["param_grad_bytes"] = c.param_grad_bytes;
     row["optimizer_state_bytes"] = c.optimizer_state_bytes;
     row["comm_bytes"] = c.comm_bytes;
+    row["exposed_rs_bytes"] = c.exposed_rs_bytes;
     rows.push_back(std::move(row));
   }
   out["candidates"] = std::move(rows);
@@ -407,6 +416,7 @@ std::string render_layout_json(const LayoutReportInput& input) {
   root["expert_dp"] = options.expert_dp();
   root["shard_group_size"] = options.shard_group_size();
   root["bucket_size"] = options.bucket_size ? OrderedJson(*options.bucket_size) : OrderedJson();
+  root["layer_wise_cuts"] = layer_wise_cuts_name(options);
 
   const LayoutCost cost = compute_layout_cost(*input.layout, options);
   OrderedJson buffers = OrderedJson::array();
@@ -487,7 +497,8 @@ std::string render_layout_text(const LayoutReportInput& input, const TextReportO
                  ", grads reduced in ", options.grad_reduce_in_fp32 ? "fp32" : "param dtype",
                  options.pad_buckets_for_high_nccl_busbw ? ", padded for high NCCL bus bandwidth"
                                                          : "",
-                 options.all_layer_wise ? ", all buffers layer-wise" : "", ", shard group size ",
+                 options.all_layer_wise ? ", all buffers layer-wise" : "", ", ",
+                 layer_wise_cuts_name(options), " cuts, shard group size ",
                  options.shard_group_size(), "\n");
   if (input.shard_group_choice) out += render_shard_group_table(*input.shard_group_choice);
   const LayoutCost cost = compute_layout_cost(*input.layout, options);

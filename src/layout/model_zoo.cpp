@@ -132,6 +132,16 @@ std::map<std::string, TransformerConfig, std::less<>> make_presets() {
   moe_tiny.num_dense_layers = 1;
   presets[moe_tiny.name] = moe_tiny;
 
+  // GPT-2 small (Radford et al. 2019): 12 x 768, 12 heads, GELU MLP of 3072, 1024 learned
+  // positions, GPT-2 BPE vocabulary (50257), tied embeddings, biases everywhere: 124,439,808.
+  TransformerConfig gpt_small = dense("gpt-small", 12, 768, 3072, 12, 12, 50257);
+  gpt_small.max_position_embeddings = 1024;
+  gpt_small.gated_mlp = false;
+  gpt_small.tied_embeddings = true;
+  gpt_small.add_bias = true;
+  gpt_small.layernorm_bias = true;
+  presets[gpt_small.name] = gpt_small;
+
   // GPT-3 175B (Brown et al. 2020): 96 x 12288, 96 heads, 2048 positions, GPT-2 BPE vocabulary
   // (50257, unpadded), tied embeddings, biases everywhere.
   TransformerConfig gpt3 = dense("gpt3-175b", 96, 12288, 4 * 12288, 96, 96, 50257);
@@ -265,8 +275,8 @@ ModelSpec generate_model_spec(const TransformerConfig& config) {
 
 const std::vector<std::string>& bundled_model_names() {
   static const std::vector<std::string> names = {
-      "gpt-tiny",    "moe-tiny",     "gpt3-175b",  "llama3-8b", "llama3-70b",
-      "llama3-405b", "mixtral-8x7b", "deepseek-v3"};
+      "gpt-tiny",   "moe-tiny",    "gpt-small",    "gpt3-175b",  "llama3-8b",
+      "llama3-70b", "llama3-405b", "mixtral-8x7b", "deepseek-v3"};
   return names;
 }
 

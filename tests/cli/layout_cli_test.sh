@@ -138,7 +138,7 @@ expect_exit2 "neither a file nor a bundled model" layout --model llama3-9b --dp 
 "$shardwise" layout --model llama3-8B --dp 8 >"$work/upper.txt" 2>&1 ||
   fail "layout --model llama3-8B exited $?"
 grep -q "llama3-8b" "$work/upper.txt" || fail "layout --model llama3-8B: no report"
-grep -q "bundled: gpt-tiny, moe-tiny" <("$shardwise" layout --model llama3-9b --dp 8 2>&1 || true) ||
+grep -q "bundled: gpt-tiny, moe-tiny, gpt-small, gpt3-175b" <("$shardwise" layout --model llama3-9b --dp 8 2>&1 || true) ||
   fail "an unknown model does not list the bundled ones"
 expect_exit2 "bad hyperparameter" model-spec --arch llama3-8b --kv-heads 5
 grep -q "unknown field \"colour\"" <("$shardwise" layout --model "$work/unknown.json" --dp 2 2>&1 || true) ||
@@ -208,7 +208,7 @@ assert sizes == [1, 2, 4, 8, 16, 32, 64], sizes
 assert choice["chosen"] == doc["shard_group_size"] and choice["chosen"] in sizes, choice["chosen"]
 mem = {c["shard_group_size"]: c["param_grad_bytes"] + c["optimizer_state_bytes"]
        for c in choice["candidates"]}
-assert mem[choice["chosen"]] <= min(mem.values()) * 1.01, mem
+assert mem[choice["chosen"]] <= min(mem.values()) * 1.05, mem
 PY
 # Overlap-aware cuts (off by default) give a valid layout with the cost block.
 "$shardwise" layout --model moe-tiny --dp 8 --bucket-size 5000 --overlap-aware-cuts --format json \

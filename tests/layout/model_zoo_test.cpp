@@ -32,6 +32,7 @@ TEST(ModelZoo, ParamCountsMatchKnownTotals) {
   EXPECT_EQ(bundled_model_spec("llama3-70b").total_numel(), 70'553'706'496);
   EXPECT_EQ(bundled_model_spec("llama3-405b").total_numel(), 405'853'388'800);
   EXPECT_EQ(bundled_model_spec("mixtral-8x7b").total_numel(), 46'702'792'704);
+  EXPECT_EQ(bundled_model_spec("gpt-small").total_numel(), 124'439'808);  // GPT-2 small
   const double gpt3 = static_cast<double>(bundled_model_spec("gpt3-175b").total_numel());
   EXPECT_NEAR(gpt3 / 175e9, 1.0, 0.005);  // within 0.5% of 175B
   const double deepseek = static_cast<double>(bundled_model_spec("deepseek-v3").total_numel());

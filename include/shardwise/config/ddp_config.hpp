@@ -6,7 +6,7 @@
 // align_param_gather, use_distributed_optimizer, bucket_size, average_in_collective,
 // pad_buckets_for_high_nccl_busbw, per_token_loss, use_legacy_layer_wise_sync (the member
 // use_legacy_param_sync: the all_gather_v comparison path), num_buckets_per_group,
-// layer_wise_shard_group_size.
+// layer_wise_shard_group_size, layer_wise_cuts.
 #pragma once
 
 #include <cstdint>
@@ -50,6 +50,10 @@ struct DistributedDataParallelConfig {
   // are reduce-scattered / all-gathered inside shard groups of S consecutive DP ranks and the
   // owned shard is all-reduced across the dp/S replicas (docs/shard_groups.md).
   std::string layer_wise_shard_group_size = "dp";
+  // How the layer-wise layout cuts buckets (LayoutOptions::overlap_aware_cuts): "overlap_aware"
+  // (the default: padding plus the last bucket's exposed reduce-scatter) or "plain" (padding
+  // only, the layouts from before overlap-aware cuts).
+  std::string layer_wise_cuts = "overlap_aware";
 
   // Megatron's default: max(40M, 1M * dp) elements with overlap_grad_reduce, a single bucket
   // (nullopt) without. An explicit bucket_size wins.
@@ -62,7 +66,7 @@ struct DistributedDataParallelConfig {
   // Throws ConfigError naming the key ("ddp.bucket_size must be >= 1"): bucket_size < 1,
   // num_buckets_per_group < 1, align_param_gather without overlap_param_gather,
   // overlap_param_gather without the distributed optimizer, per_token_loss together with
-  // average_in_collective.
+  // average_in_collective, layer_wise_cuts other than overlap_aware or plain.
   void validate() const;
 
   // The checks that need the run's dp: ddp.layer_wise_shard_group_size must divide dp. Throws

@@ -20,8 +20,8 @@ struct BufferLayoutInput {
   int data_parallel_size = 1;               // dp (or expert dp) of this buffer
   bool pad_for_high_nccl_busbw = false;
   // Layer-wise layout: weigh the last bucket's (non-overlappable) reduce-scatter against padding
-  // when cutting buckets (see LayoutOptions::overlap_aware_cuts).
-  bool overlap_aware_cuts = false;
+  // when cutting buckets (see LayoutOptions::overlap_aware_cuts; on by default there and here).
+  bool overlap_aware_cuts = true;
 };
 
 // Plain DDP: contiguous, no padding; a bucket closes once it holds >= bucket_size elements.
@@ -39,9 +39,10 @@ PerBufferParamLayout compute_dist_opt_layout(const BufferLayoutInput& input);
 // embeddings isolated, bucket_size a soft minimum (params that fit into a bucket's shard padding
 // join it; ends are chosen where the bucket packs best), shards balanced by numel and by
 // Newton–Schulz cost across the whole buffer. per_bucket_numel_unpadded is the sum of the
-// bucket's param numels. Deterministic; never pads more than cutting where Megatron-LM does.
-// With overlap_aware_cuts the cuts also weigh the last bucket's exposed reduce-scatter (up to
-// half a point more padding; see layer_wise_layout.cpp).
+// bucket's param numels. Deterministic. Without overlap_aware_cuts (the plain cut search) it
+// never pads more than cutting where Megatron-LM does; with them (the default) the cuts also
+// weigh the last bucket's exposed reduce-scatter, for at most half a point more padding (see
+// layer_wise_layout.cpp).
 PerBufferParamLayout compute_layer_wise_layout(const BufferLayoutInput& input);
 
 // Groups params by BufferKey and runs the algorithm each buffer needs (see LayoutAlgorithm).

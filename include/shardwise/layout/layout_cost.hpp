@@ -38,6 +38,7 @@ struct BufferCost {
 
   std::int64_t memory_bytes() const { return param_bytes + grad_bytes + optimizer_state_bytes; }
   std::int64_t padding_numel() const { return numel_padded - numel_unpadded; }
+  double padding_fraction() const;  // padding / padded numel (0 for an empty buffer)
   BufferCost& operator+=(const BufferCost& other);
 };
 

@@ -33,8 +33,9 @@ struct LayoutOptions {
   std::optional<int> layer_wise_shard_group_size;
   // Layer-wise buffers: cut buckets by padding plus the reduce-scatter bytes of the last-dispatched
   // bucket (which cannot overlap with backward), so a buffer that packs well as one bucket may
-  // still be cut in several. Off by default: it changes layouts.
-  bool overlap_aware_cuts = false;
+  // still be cut in several. On by default; false = the plain cut search (padding only), which
+  // reproduces the layouts from before overlap-aware cuts existed.
+  bool overlap_aware_cuts = true;
 
   int expert_dp() const { return expert_data_parallel_size.value_or(data_parallel_size); }
   int shard_group_size() const { return layer_wise_shard_group_size.value_or(data_parallel_size); }

@@ -1,6 +1,6 @@
 // Model zoo: GPT-style dense and MoE transformer specs generated from hyperparameters, and the
-// bundled presets (gpt3-175b, llama3-8b/70b/405b, mixtral-8x7b, a DeepSeek-V3-sized MoE, tiny
-// test models).
+// bundled presets (gpt-small, gpt3-175b, llama3-8b/70b/405b, mixtral-8x7b, a DeepSeek-V3-sized
+// MoE, tiny test models).
 //
 // Params are emitted in forward order with Megatron-like names:
 //   embedding.word_embeddings.weight            [vocab, hidden]   embedding_or_output
