@@ -96,6 +96,12 @@ void BucketGroup::start_grad_sync() {
   for (int b : bucket_indices_) {
     const Bucket& bucket = buffer_->buckets()[static_cast<std::size_t>(b)];
     // Scaling before the collective keeps sums in range (Megatron scales by 1/dp, then sums).
+    // For fp32 sums the group applies it inside its reduction: no pass over the bucket here.
+    if (reduce_scatter && op == ReduceOp::kSum && bucket.grad_data.dtype == DType::kFloat32) {
+      grad_handles_.push_back(group_->reduce_scatter_scaled(
+          bucket.grad_shard(shard_index()), bucket.grad_data, bucket.gradient_scaling_factor));
+      continue;
+    }
     scale_elements(bucket.grad_data, bucket.gradient_scaling_factor);
     if (reduce_scatter) {
       grad_handles_.push_back(
