@@ -431,45 +431,74 @@ SW_TARGET_AVX2 inline __m256i encode_magnitudes_avx2(__m256i abs, int k) {
   return _mm256_blendv_epi8(code, sub, below);
 }
 
-// bf16 -> MXFP8 in 16-bit lanes with AVX2, one block (two registers) per step; the method and
-// the fallbacks of quantize_bf16_avx512_lanes. Gives exactly the bytes of quantize_bf16_body.
+// Biased scale exponent of the bf16 block at `x` (0, sending the block to the general loop,
+// for floor-rule blocks with NaN / Inf).
+template <Mxfp8ScaleRule kRule>
+SW_TARGET_AVX2 inline std::uint32_t block_scale_bf16_avx2(const std::uint16_t* x) {
+  const __m256i abs_mask = _mm256_set1_epi16(0x7fff), below_inf = _mm256_set1_epi16(0x7f7f);
+  const __m256i abs0 =
+      _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x)), abs_mask);
+  const __m256i abs1 =
+      _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 16)), abs_mask);
+  std::uint32_t amax;
+  if constexpr (kRule == Mxfp8ScaleRule::kCeil) {
+    // NaN / Inf are left out of amax (they become NaN codes).
+    amax = reduce_max_u16_avx2(_mm256_andnot_si256(_mm256_cmpgt_epi16(abs0, below_inf), abs0),
+                               _mm256_andnot_si256(_mm256_cmpgt_epi16(abs1, below_inf), abs1));
+  } else {
+    amax = reduce_max_u16_avx2(abs0, abs1);
+  }
+  amax <<= 16;  // as fp32 bits
+  return amax < fp8_detail::kF32Inf ? scale_biased_exponent<kRule>(amax) : 0u;
+}
+
+// Codes of 16 bf16 elements for the scale 2^k, sign included.
+template <Mxfp8ScaleRule kRule>
+SW_TARGET_AVX2 inline __m256i encode_bf16_avx2(__m256i x, int k) {
+  const __m256i abs = _mm256_and_si256(x, _mm256_set1_epi16(0x7fff));
+  __m256i code = encode_magnitudes_avx2(abs, k);
+  if constexpr (kRule == Mxfp8ScaleRule::kCeil) {
+    const __m256i special = _mm256_cmpgt_epi16(abs, _mm256_set1_epi16(0x7f7f));
+    code = _mm256_blendv_epi8(code, _mm256_set1_epi16(0x7f), special);
+  }
+  const __m256i sign = _mm256_and_si256(_mm256_srli_epi16(x, 8), _mm256_set1_epi16(0x80));
+  return _mm256_or_si256(code, sign);
+}
+
+// bf16 -> MXFP8 in 16-bit lanes with AVX2; the method and the fallbacks of
+// quantize_bf16_avx512_lanes. Blocks go in groups: every block's scale first, then the codes,
+// so the long amax -> scale chain of one block does not hold up the encoding of the next.
+// Blocks whose scale byte is below 11 take the general loop. Gives exactly the bytes of
+// quantize_bf16_body.
 template <Mxfp8ScaleRule kRule>
 SW_TARGET_AVX2 void quantize_bf16_avx2_lanes(const std::uint16_t* src, std::uint8_t* data,
                                              std::uint8_t* scales, std::int64_t nblocks) {
-  const __m256i abs_mask = _mm256_set1_epi16(0x7fff), below_inf = _mm256_set1_epi16(0x7f7f);
-  const __m256i nan_code = _mm256_set1_epi16(0x7f), sign_byte = _mm256_set1_epi16(0x80);
-  for (std::int64_t b = 0; b < nblocks; ++b) {
-    const std::uint16_t* x_ptr = src + b * kBlock;
-    // Ahead of the hardware prefetcher, which stops at 4 KiB page boundaries.
-    __builtin_prefetch(x_ptr + 1024);
-    const __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x_ptr));
-    const __m256i x1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x_ptr + 16));
-    const __m256i abs0 = _mm256_and_si256(x0, abs_mask), abs1 = _mm256_and_si256(x1, abs_mask);
-    const __m256i special0 = _mm256_cmpgt_epi16(abs0, below_inf);
-    const __m256i special1 = _mm256_cmpgt_epi16(abs1, below_inf);
-    const std::uint32_t amax =
-        (kRule == Mxfp8ScaleRule::kCeil
-             ? reduce_max_u16_avx2(_mm256_andnot_si256(special0, abs0),
-                                   _mm256_andnot_si256(special1, abs1))
-             : reduce_max_u16_avx2(abs0, abs1))
-        << 16;  // as fp32 bits
-    const std::uint32_t biased =
-        amax < fp8_detail::kF32Inf ? scale_biased_exponent<kRule>(amax) : 0u;
-    if (biased < 11) {
-      quantize_bf16_body(x_ptr, data + b * kBlock, scales + b, 1, kRule);
-      continue;
+  constexpr std::int64_t kGroup = 8;
+  for (std::int64_t b0 = 0; b0 < nblocks; b0 += kGroup) {
+    const std::int64_t n = nblocks - b0 < kGroup ? nblocks - b0 : kGroup;
+    std::uint32_t biased[kGroup];
+    for (std::int64_t j = 0; j < n; ++j) {
+      // 4 KiB ahead (one 64-byte line per block): ahead of the hardware prefetcher, which
+      // stops at page boundaries.
+      __builtin_prefetch(src + (b0 + j) * kBlock + 2048);
+      biased[j] = block_scale_bf16_avx2<kRule>(src + (b0 + j) * kBlock);
     }
-    scales[b] = static_cast<std::uint8_t>(biased);
-    const int k = static_cast<int>(biased) - 127;
-    __m256i code0 = encode_magnitudes_avx2(abs0, k), code1 = encode_magnitudes_avx2(abs1, k);
-    if (kRule == Mxfp8ScaleRule::kCeil) {
-      code0 = _mm256_blendv_epi8(code0, nan_code, special0);
-      code1 = _mm256_blendv_epi8(code1, nan_code, special1);
+    for (std::int64_t j = 0; j < n; ++j) {
+      const std::int64_t b = b0 + j;
+      const std::uint16_t* x_ptr = src + b * kBlock;
+      if (biased[j] < 11) {
+        quantize_bf16_body(x_ptr, data + b * kBlock, scales + b, 1, kRule);
+        continue;
+      }
+      scales[b] = static_cast<std::uint8_t>(biased[j]);
+      const int k = static_cast<int>(biased[j]) - 127;
+      const __m256i code0 = encode_bf16_avx2<kRule>(
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x_ptr)), k);
+      const __m256i code1 = encode_bf16_avx2<kRule>(
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x_ptr + 16)), k);
+      const __m256i bytes = _mm256_permute4x64_epi64(_mm256_packus_epi16(code0, code1), 0xd8);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(data + b * kBlock), bytes);
     }
-    code0 = _mm256_or_si256(code0, _mm256_and_si256(_mm256_srli_epi16(x0, 8), sign_byte));
-    code1 = _mm256_or_si256(code1, _mm256_and_si256(_mm256_srli_epi16(x1, 8), sign_byte));
-    const __m256i bytes = _mm256_permute4x64_epi64(_mm256_packus_epi16(code0, code1), 0xd8);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(data + b * kBlock), bytes);
   }
 }
 
