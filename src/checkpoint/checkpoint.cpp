@@ -111,17 +111,16 @@ void load_model_file(const fs::path& path, const std::vector<ModelTensor>& model
                " has tensor '", info.name,
                "', which this model does not have: the checkpoint is of a different model");
   }
-  // Non-finite weights are damage: checked in the file before anything is copied.
+  // Everything above is checked first: a model of another shape or name leaves it untouched.
+  // Non-finite weights are damage, found while each tensor is read (one pass over the bytes);
+  // the load then fails with the model partly overwritten.
   for (const ModelTensor& t : model) {
-    const SafetensorsTensorInfo& info = file.info(t.name);
     const auto bad =
-        checkpoint_detail::first_non_finite(file.tensor(t.name).data, info.numel(), info.dtype);
+        checkpoint_detail::read_range_checked(file, t.name, 0, t.values.numel, t.values.data);
     SW_REQUIRE(!bad, FormatError, "checkpoint file ", quoted(path), ": tensor '", t.name,
                "' holds a non-finite value (NaN or inf) at element ", bad.value_or(0),
                "; a checkpoint is only saved from a finite state, so this one is damaged");
   }
-  // Everything checked first: a mismatch leaves the model untouched.
-  for (const ModelTensor& t : model) file.read_range(t.name, 0, t.values);
 }
 
 ordered_json build_manifest(const CheckpointSaveRequest& request, const fs::path& staged,
@@ -630,9 +629,14 @@ LoadedCheckpoint load_checkpoint(const fs::path& directory, const std::vector<Mo
       throw FormatError(str_cat("checkpoint manifest ", quoted(manifest_file),
                                 ": malformed \"model\": ", e.what()));
     }
+    // The optimizer's state dict (buffers the shards are read into) is built on a second thread
+    // while the model file is read: allocating and filling it is memory work the read can hide.
+    // (The future of std::async joins the thread when destroyed, also when the read throws.)
+    std::future<optim::OptimizerState> state =
+        std::async(std::launch::async, [&optimizer] { return optimizer.state_dict(); });
     load_model_file(file_in(directory, model_name, manifest_file), model);
     load_optimizer_shards(optimizer, saved_shards_from_index(m, directory, manifest_file),
-                          str_cat("checkpoint ", quoted(directory)));
+                          str_cat("checkpoint ", quoted(directory)), state.get());
   } catch (...) {
     failure = std::current_exception();
   }

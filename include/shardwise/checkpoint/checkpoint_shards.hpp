@@ -92,6 +92,10 @@ std::vector<SavedShard> read_shard_file_index(const std::filesystem::path& path)
 // from the first saved shard of the param.
 void load_optimizer_shards(optim::Optimizer& optimizer, const std::vector<SavedShard>& saved,
                            const std::string& what);
+// The same with `state`, a state dict of `optimizer` taken beforehand (every field it needs, at
+// the right sizes), which is filled and handed over: lets a caller build it on another thread.
+void load_optimizer_shards(optim::Optimizer& optimizer, const std::vector<SavedShard>& saved,
+                           const std::string& what, optim::OptimizerState state);
 
 // One rank's optimizer state (main params + state fields) as a single safetensors file, and back.
 // Loading needs the same shards (or ones covering them): the same optimizer on the same layout.
