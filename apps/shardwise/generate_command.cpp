@@ -1,7 +1,9 @@
 // `shardwise generate --checkpoint DIR --prompt TEXT [--tokens N --temperature T --top-k K
 // --seed S]`: samples text from a byte-level model trained by `shardwise train --save DIR`, to see
 // what it learnt. DIR is a checkpoint root (its latest step; --step S for another) or a step
-// directory. Prints the prompt followed by the sampled bytes. One process, no MPI.
+// directory. Prints the prompt followed by the sampled bytes. One process, no MPI; with --tp N
+// (under `mpirun -np N`) the model runs tensor-parallel over the N ranks, each holding its shard of
+// the checkpoint's full tensors, and rank 0 prints.
 #include <cstdio>
 #include <memory>
 #include <optional>
@@ -9,6 +11,8 @@
 #include <vector>
 
 #include "command_registry.hpp"
+#include "launch_env.hpp"
+#include "shardwise/comm/mpi_process_group.hpp"
 #include "shardwise/core/error.hpp"
 #include "shardwise/train/checkpoint_gpt.hpp"
 #include "shardwise/train/text_generation.hpp"
@@ -22,6 +26,29 @@ struct GenerateArgs {
   std::string prompt;
   int tokens = 200;
   SamplingOptions sampling;
+  int tp = 1;
+};
+
+// The checkpoint's model as TP shards over `group` (its own storage, shards of the full values).
+struct ShardedGpt {
+  std::vector<std::vector<float>> values, grads;
+  std::unique_ptr<GptModel<float>> model;
+  ShardedGpt(const CheckpointGpt& full, ProcessGroup& group) {
+    TensorParallelOptions tp;
+    tp.group = &group;
+    model = std::make_unique<GptModel<float>>(full.config, tp);
+    std::vector<float*> v, g;
+    for (std::size_t i = 0; i < model->params().size(); ++i) {
+      const ParamInfo& shard = model->params()[i];
+      values.emplace_back(static_cast<std::size_t>(shard.numel()));
+      grads.emplace_back(static_cast<std::size_t>(shard.numel()), 0.0f);
+      slice_tp_shard(full.model->params()[i], shard, tp.size(), tp.rank(), full.values[i].data(),
+                     values.back().data());
+      v.push_back(values.back().data());
+      g.push_back(grads.back().data());
+    }
+    model->bind(std::move(v), std::move(g));
+  }
 };
 
 // Each byte of the prompt is one token; the model must know every one of them.
@@ -47,8 +74,20 @@ int run_generate(const GenerateArgs& args) {
              "': vocabulary of ", vocab, " tokens is not byte-level; generate reads and "
              "writes text as bytes (train on text or byte-level .bin data)");
   const std::vector<std::int32_t> prompt = prompt_tokens(args.prompt, vocab);
-  const std::vector<std::int32_t> generated =
-      generate_tokens(*loaded.model, prompt, args.tokens, args.sampling);
+  std::vector<std::int32_t> generated;
+  bool prints = true;
+  if (args.tp > 1) {
+    // Every rank samples with the same seed from the same (gathered) distribution.
+    const ProcessGroupPtr world = init_mpi_world();
+    SW_REQUIRE(world->size() == args.tp, InvalidArgument, "--tp ", args.tp, ": run under mpirun -np ",
+               args.tp, " (this job has ", world->size(), " ranks)");
+    ShardedGpt sharded(loaded, *world);
+    generated = generate_tokens(*sharded.model, prompt, args.tokens, args.sampling);
+    prints = world->rank() == 0;
+  } else {
+    generated = generate_tokens(*loaded.model, prompt, args.tokens, args.sampling);
+  }
+  if (!prints) return 0;
   std::string text = args.prompt;
   for (std::int32_t t : generated) text.push_back(static_cast<char>(t));
   std::fwrite(text.data(), 1, text.size(), stdout);
@@ -73,7 +112,13 @@ const bool registered = register_command(
       app.add_option("--top-k", args->sampling.top_k,
                      "Sample among the K most likely bytes only; 0 = all (default)");
       app.add_option("--seed", args->sampling.seed, "Random seed (default 0)");
-      return [args] { return run_generate(*args); };
+      app.add_option("--tp", args->tp,
+                     "Run the model tensor-parallel over N ranks (under mpirun -np N; default 1)")
+          ->check(CLI::PositiveNumber);
+      return [args] {
+        if (args->tp == 1) return run_generate(*args);
+        return run_rank_main([&] { return run_generate(*args); });
+      };
     });
 
 }  // namespace

@@ -14,7 +14,9 @@
 // With --config the inference ranks then run a TP forward of what the last refit of each mode
 // delivered (MXFP8 dequantized to bf16) on a fixed held-out batch and compare its normalised logits
 // and loss with the training model's forward (refit_tp_forward.hpp): errors and bounds per mode in
-// the table and the JSON ("tp_forward"); exit 1 when an error exceeds its bound.
+// the table and the JSON ("tp_forward"); exit 1 when an error exceeds its bound. --tp-export DIR2
+// runs the same TP forward on what `shardwise reshard --tp N` wrote to DIR2 (give --checkpoint DIR,
+// the weights it was cut from, and --config for the model and data): JSON "tp_export_forward".
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
@@ -51,6 +53,7 @@ struct RefitArgs {
   std::string checkpoint;
   int tp = 2;
   std::string json;
+  std::string tp_export;  // a `shardwise reshard --tp N` output to run through the TP forward
 };
 
 std::vector<RefitMode> modes_of(const std::string& name) {
@@ -275,6 +278,27 @@ double gigabytes_per_second(const ModeReport& r) {
   return r.median() > 0 ? static_cast<double>(r.wire_bytes) / r.median() / 1e9 : 0.0;
 }
 
+void print_forward_line(const std::string& what, const TpForwardReport& f) {
+  std::printf(
+      "tp forward %-15s max |logit error| %.3e (relative %.3e, %.2f of its bound)  loss %.6f vs "
+      "%.6f (difference %.3e, bound %.3e)  %s\n",
+      what.c_str(), f.max_abs_logit_error, f.max_rel_logit_error, f.worst_logit_ratio, f.loss,
+      f.reference_loss, f.loss_difference, f.loss_bound,
+      f.within_bounds() ? "within bounds" : "OUT OF BOUNDS");
+  std::fflush(stdout);
+}
+
+nlohmann::ordered_json forward_json(const TpForwardReport& f) {
+  return {{"max_abs_logit_error", f.max_abs_logit_error},
+          {"max_rel_logit_error", f.max_rel_logit_error},
+          {"worst_logit_error_over_bound", f.worst_logit_ratio},
+          {"loss", f.loss},
+          {"reference_loss", f.reference_loss},
+          {"loss_difference", f.loss_difference},
+          {"loss_bound", f.loss_bound},
+          {"within_bounds", f.within_bounds()}};
+}
+
 void print_refit_table(const std::vector<ModeReport>& reports, std::int64_t verified) {
   std::printf("%-15s %14s %12s %11s %11s %10s %10s\n", "mode", "wire bytes", "bytes/elem",
               "median ms", "best ms", "GB/s", "vs bf16");
@@ -289,21 +313,14 @@ void print_refit_table(const std::vector<ModeReport>& reports, std::int64_t veri
   }
   std::printf("verified %lld tensors, all bit-exact\n", static_cast<long long>(verified));
   for (const ModeReport& r : reports) {
-    if (!r.forward) continue;
-    const TpForwardReport& f = *r.forward;
-    std::printf(
-        "tp forward %-15s max |logit error| %.3e (relative %.3e, %.2f of its bound)  loss %.6f vs "
-        "%.6f (difference %.3e, bound %.3e)  %s\n",
-        refit_mode_name(r.mode), f.max_abs_logit_error, f.max_rel_logit_error, f.worst_logit_ratio,
-        f.loss, f.reference_loss, f.loss_difference, f.loss_bound,
-        f.within_bounds() ? "within bounds" : "OUT OF BOUNDS");
+    if (r.forward) print_forward_line(refit_mode_name(r.mode), *r.forward);
   }
   std::fflush(stdout);
 }
 
 void write_refit_json(const RefitArgs& args, int world_size, const RefitTopology& topology,
                       const RefitInputs& in, const std::vector<ModeReport>& reports,
-                      std::int64_t verified) {
+                      std::int64_t verified, const std::optional<TpForwardReport>& exported) {
   nlohmann::ordered_json j;
   j["world_size"] = world_size;
   j["training_ranks"] = topology.num_train_ranks;
@@ -321,19 +338,10 @@ void write_refit_json(const RefitArgs& args, int world_size, const RefitTopology
     m["median_seconds"] = r.median();
     m["gigabytes_per_second"] = gigabytes_per_second(r);
     m["bf16_staging_seconds"] = r.stage_seconds;
-    if (r.forward) {
-      const TpForwardReport& f = *r.forward;
-      m["tp_forward"] = {{"max_abs_logit_error", f.max_abs_logit_error},
-                         {"max_rel_logit_error", f.max_rel_logit_error},
-                         {"worst_logit_error_over_bound", f.worst_logit_ratio},
-                         {"loss", f.loss},
-                         {"reference_loss", f.reference_loss},
-                         {"loss_difference", f.loss_difference},
-                         {"loss_bound", f.loss_bound},
-                         {"within_bounds", f.within_bounds()}};
-    }
+    if (r.forward) m["tp_forward"] = forward_json(*r.forward);
     j["modes"].push_back(m);
   }
+  if (exported) j["tp_export_forward"] = forward_json(*exported);
   write_file_atomic(args.json, j.dump(2) + "\n");
 }
 
@@ -383,10 +391,27 @@ int run_refit(const RefitArgs& args, const TrainingConfig* config) {
     reports.push_back(std::move(*report));
   }
   world->all_reduce({&verified, 1, DType::kInt64}, ReduceOp::kSum)->wait();
+  std::optional<TpForwardReport> exported;
+  if (!args.tp_export.empty() && in.model) {
+    std::optional<TpForwardReport> mine;
+    if (infers) {
+      const int tp_rank = me - topology.first_inference_rank();
+      mine = check_tp_forward(read_tp_export_rank(args.tp_export, topology.tp, tp_rank), reference,
+                              *in.model, in.batch, *in.inference_group);
+    }
+    exported = report_to_rank0(*world, topology.first_inference_rank(), mine);
+  }
   std::int64_t out_of_bounds = 0;
   if (me == 0) {
     print_refit_table(reports, verified);
-    if (!args.json.empty()) write_refit_json(args, size, topology, in, reports, verified);
+    if (exported) print_forward_line(str_cat("export ", args.tp_export), *exported);
+    if (!args.json.empty()) {
+      write_refit_json(args, size, topology, in, reports, verified, exported);
+    }
+    if (exported && !exported->within_bounds()) {
+      std::fprintf(stderr, "shardwise refit: the TP forward of --tp-export is out of its bounds\n");
+      out_of_bounds = 1;
+    }
     for (const ModeReport& r : reports) {
       if (r.forward && !r.forward->within_bounds()) {
         std::fprintf(stderr, "shardwise refit: the TP forward of mode %s is out of its bounds\n",
@@ -414,6 +439,9 @@ const bool registered = register_command(
                      "Take the weights from DIR/model.safetensors instead of training");
       app.add_option("--tp", args->tp, "Inference TP size: the last N ranks (default 2)");
       app.add_option("--json", args->json, "Write the measurements as JSON (rank 0)");
+      app.add_option("--tp-export", args->tp_export,
+                     "Also run the TP forward on a `reshard --tp N` output DIR2 (needs "
+                     "--checkpoint, the weights it came from, and --config)");
       return [args] {
         // Everything checkable without MPI fails fast, with exit 2 on every rank.
         SW_REQUIRE(!args->config.empty() || !args->checkpoint.empty(), InvalidArgument,
@@ -421,15 +449,19 @@ const bool registered = register_command(
         SW_REQUIRE(args->repeat >= 1, InvalidArgument, "--repeat: must be >= 1, got ",
                    args->repeat);
         modes_of(args->mxfp8);
+        SW_REQUIRE(args->tp_export.empty() || (!args->checkpoint.empty() && !args->config.empty()),
+                   InvalidArgument,
+                   "--tp-export: give --checkpoint DIR (the weights the export was cut from) and "
+                   "--config (the model and data)");
         std::unique_ptr<TrainingConfig> config;
-        if (args->checkpoint.empty()) {
-          // Reported once per job (rank 0); every rank exits 2.
+        if (!args->config.empty()) {
+          // Reported once per job (rank 0); every rank exits 2. With --checkpoint it only
+          // describes the model and data (for the TP forward), nothing is trained.
           auto loaded = load_config_once_per_job(args->config, args->overrides);
           if (!loaded) return 2;
           config = std::make_unique<TrainingConfig>(std::move(*loaded));
-        } else {
-          resolve_model_weights_file(args->checkpoint);
         }
+        if (!args->checkpoint.empty()) resolve_model_weights_file(args->checkpoint);
         // The measurements file is written last: find out now if that cannot work.
         if (!args->json.empty()) preflight_output_file(args->json, "--json");
         return run_rank_main([&] { return run_refit(*args, config.get()); });

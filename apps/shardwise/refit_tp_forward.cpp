@@ -4,11 +4,15 @@
 #include <cfloat>
 #include <cmath>
 
+#include <nlohmann/json.hpp>
+
+#include "shardwise/checkpoint/safetensors.hpp"
 #include "shardwise/core/error.hpp"
 #include "shardwise/core/float_convert.hpp"
 #include "shardwise/core/mxfp8.hpp"
 #include "shardwise/model/gpt_model.hpp"
 #include "shardwise/optim/tensor_parallel_matrix.hpp"
+#include "shardwise/reshard/tp_export.hpp"
 
 namespace shardwise::cli {
 namespace {
@@ -153,6 +157,62 @@ TpForwardReport check_tp_forward(const std::vector<InferenceTensor>& weights,
   }
   r.max_rel_logit_error = max_ref > 0 ? r.max_abs_logit_error / max_ref : 0;
   return r;
+}
+
+namespace {
+
+TpRule rule_from(const nlohmann::json& entry) {
+  const auto kind = entry.at("rule").get<std::string>();
+  TpRule rule;
+  rule.kind = kind == "column" ? TpKind::kColumnParallel
+              : kind == "row"  ? TpKind::kRowParallel
+                               : TpKind::kReplicated;
+  rule.partition_dim = std::max(0, entry.at("partition_dim").get<int>());
+  rule.stride = entry.at("stride").get<int>();
+  return rule;
+}
+
+std::vector<std::uint8_t> bytes_of(const SafetensorsFile& file, const std::string& name) {
+  const SafetensorsTensorView t = file.tensor(name);
+  const auto* first = reinterpret_cast<const std::uint8_t*>(t.data);
+  return {first, first + t.numel() * static_cast<std::int64_t>(dtype_size(t.dtype()))};
+}
+
+}  // namespace
+
+std::vector<InferenceTensor> read_tp_export_rank(const std::filesystem::path& dir, int tp,
+                                                 int tp_rank) {
+  const std::filesystem::path path = dir / tp_export_file_name(tp_rank, tp);
+  const SafetensorsFile file = SafetensorsFile::open(path);
+  const auto& meta = file.metadata();
+  SW_REQUIRE(meta.contains("tp_size") && meta.at("tp_size") == std::to_string(tp) &&
+                 meta.contains("tensors"),
+             FormatError, "'", path.string(), "' is not a tp=", tp,
+             " export of `shardwise reshard` (no matching tp_size / tensors metadata)");
+  std::vector<InferenceTensor> out;
+  const nlohmann::json tensors = nlohmann::json::parse(meta.at("tensors"));
+  for (const auto& [name, entry] : tensors.items()) {
+    InferenceTensor t;
+    t.name = name;
+    t.global_shape = entry.at("global_shape").get<std::vector<std::int64_t>>();
+    t.local_shape = entry.at("local_shape").get<std::vector<std::int64_t>>();
+    t.rule = rule_from(entry);
+    t.mxfp8 = entry.at("format") == "mxfp8";
+    if (t.mxfp8) {
+      t.quantized.rows = t.local_shape.at(0);
+      t.quantized.cols = t.local_shape.at(1);
+      t.quantized.data = bytes_of(file, name);
+      t.quantized.scale = bytes_of(file, entry.at("scale_tensor").get<std::string>());
+    } else {
+      const SafetensorsTensorView v = file.tensor(name);
+      std::vector<float> values(static_cast<std::size_t>(v.numel()));
+      convert_floats(TensorView{const_cast<std::byte*>(v.data), v.numel(), v.dtype()},
+                     TensorView{values.data(), v.numel(), DType::kFloat32}, name);
+      for (float x : values) t.bf16.push_back(float_to_bf16(x));
+    }
+    out.push_back(std::move(t));
+  }
+  return out;
 }
 
 }  // namespace shardwise::cli

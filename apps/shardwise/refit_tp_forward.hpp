@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <filesystem>
 #include <map>
 #include <string>
 #include <vector>
@@ -42,5 +43,11 @@ TpForwardReport check_tp_forward(const std::vector<InferenceTensor>& weights,
                                  const std::map<std::string, std::vector<float>>& reference,
                                  const GptConfig& config, const HeldOutBatch& batch,
                                  ProcessGroup& inference_group);
+
+// TP rank `tp_rank`'s tensors of a `shardwise reshard --tp N` export (DIR/tp-rank-RR-of-NN
+// .safetensors) as the inference path holds them: plain tensors rounded to bf16, MXFP8 data and
+// scales as written. Throws FormatError naming the file when it is not such an export of size tp.
+std::vector<InferenceTensor> read_tp_export_rank(const std::filesystem::path& dir, int tp,
+                                                 int tp_rank);
 
 }  // namespace shardwise::cli

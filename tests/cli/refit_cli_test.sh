@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # CLI test for `shardwise refit` (under mpirun) and `shardwise reshard` (offline TP export).
 # Usage: refit_cli_test.sh PATH/TO/shardwise REPO_ROOT [MPIEXEC]
-# Checks exit codes, the bit-exact verification line, the JSON measurements, and (with an
+# Checks exit codes, the bit-exact verification line, the JSON measurements, the TP forward of the
+# refitted and of `reshard --tp 2` weights against the training model, and (with an
 # independent numpy reader) the per-TP-rank safetensors files: slices per Megatron rule, stride-3
 # QKV, MXFP8 data + scales that decode back to the slice.
 set -euo pipefail
@@ -52,6 +53,25 @@ assert fb["max_rel_logit_error"] < 2 ** -8 and abs(fb["loss_difference"]) < 2 **
 assert modes["mxfp8-send"]["tp_forward"]["max_abs_logit_error"] > fb["max_abs_logit_error"]
 PY
 fi
+
+# --- `reshard --tp 2 --mxfp8` output through the same TP inference path ------------------------
+if expect_rc 0 export_train "$shardwise" train --config "$root/examples/refit.yaml" training.steps=3 \
+    logging.progress=false --save "$work/trained" &&
+  expect_rc 0 export_reshard "$shardwise" reshard --checkpoint "$work/trained" --tp 2 --mxfp8 \
+    --out "$work/export" &&
+  expect_rc 0 export_forward "$mpiexec" -np 3 --oversubscribe "$shardwise" refit \
+    --config "$root/examples/refit.yaml" --checkpoint "$work/trained/step-0000003" \
+    --tp-export "$work/export" --mxfp8 none --repeat 1 --json "$work/export.json"; then
+  "$python" - "$work/export.json" <<'PY' || fail "export_forward: JSON"
+import json, sys
+f = json.load(open(sys.argv[1]))["tp_export_forward"]
+assert f["within_bounds"] and 0 < f["max_abs_logit_error"] and f["max_rel_logit_error"] < 0.05, f
+PY
+  grep -q "^tp forward export .* within bounds$" "$work/export_forward.out" ||
+    fail "export_forward: no TP forward line"
+fi
+expect_exit2 "tp-export without checkpoint" refit --config "$root/examples/refit.yaml" \
+  --tp-export "$work/export"
 
 # --- too few ranks: exit 2 with a message -----------------------------------------------------
 if expect_rc 2 refit2 "$mpiexec" -np 2 --oversubscribe "$shardwise" refit \

@@ -2,7 +2,8 @@
 # CLI test of tensor-parallel training: examples/tp.yaml (tp = 2 x dp = 2, sequence parallel, TP
 # comm overlap asked for) resolves and trains under mpirun -np 4 (a short run: the loss falls and
 # the metrics log is complete), a checkpoint it saves resumes at tp = 1 with the same next-step
-# loss (and a tp = 1 checkpoint at tp = 2), and impossible TP sizes exit 2 naming parallel.tp.
+# loss (and a tp = 1 checkpoint at tp = 2), `generate --tp 2` samples what tp = 1 samples, and
+# impossible TP sizes exit 2 naming parallel.tp.
 # Usage: tp_cli_test.sh PATH/TO/shardwise REPO_ROOT [MPIEXEC]
 set -euo pipefail
 
@@ -88,6 +89,19 @@ assert sorted(b) == [11, 12], sorted(b)
 for s in (11, 12):
     assert abs(a[s] - b[s]) <= 1e-5 * abs(a[s]), (s, a[s], b[s])
 PY
+fi
+
+# --- generate --tp 2 samples the same bytes as generate at tp = 1 (same seed) -------------------
+if expect_rc 0 text_train "$shardwise" train --config "$root/examples/text.yaml" data.source=text \
+    data.path="$root/examples/data/tiny_corpus.txt" 'data.val_path=""' 'logging.jsonl_path=""' \
+    'logging.plot_path=""' model.layers=1 model.hidden=32 model.heads=2 model.ffn=64 \
+    model.seq_len=32 training.steps=30 training.eval_interval=0 data.eval_samples=8 \
+    logging.progress=false --save "$work/text" &&
+  expect_rc 0 gen1 "$shardwise" generate --checkpoint "$work/text" --prompt "The " --tokens 40 \
+    --temperature 1 --seed 3 &&
+  expect_rc 0 gen2 "$mpiexec" -np 2 --oversubscribe "$shardwise" generate --checkpoint \
+    "$work/text" --prompt "The " --tokens 40 --temperature 1 --seed 3 --tp 2; then
+  cmp -s "$work/gen1.out" "$work/gen2.out" || fail "generate --tp 2 differs from tp = 1"
 fi
 
 # --- impossible TP sizes: exit 2 naming the field ------------------------------------------------
