@@ -1,8 +1,11 @@
 #include "shardwise/model/tp_linear.hpp"
 
+#include <type_traits>
+
 #include "shardwise/core/error.hpp"
 #include "shardwise/model/dense_kernels.hpp"
 #include "shardwise/model/tp_collectives.hpp"
+#include "tp_linear_overlap.hpp"
 
 namespace shardwise {
 
@@ -35,9 +38,15 @@ std::int64_t local_rows(const TensorParallelOptions& tp, std::int64_t n) {
 }  // namespace
 
 template <typename Scalar>
-void column_parallel_forward(TpGemmSlot, const TensorParallelOptions& tp, const Scalar* x,
+void column_parallel_forward(TpGemmSlot slot, const TensorParallelOptions& tp, const Scalar* x,
                              const Scalar* w, const Scalar* bias, std::int64_t n, std::int64_t in,
                              std::int64_t out_local, std::vector<Scalar>& y) {
+  if constexpr (std::is_same_v<Scalar, float>) {
+    if (tp_overlap_active(slot, tp)) {
+      return overlapped_column_parallel_forward(
+          slot, tp, x, w, bias, n, in, out_local, y);
+    }
+  }
   if (!tp.enabled() || !tp.sequence_parallel) {
     linear_forward(x, w, bias, n, in, out_local, y);
     return;
@@ -48,10 +57,16 @@ void column_parallel_forward(TpGemmSlot, const TensorParallelOptions& tp, const 
 }
 
 template <typename Scalar>
-void column_parallel_backward(TpGemmSlot, const TensorParallelOptions& tp, const Scalar* dy,
+void column_parallel_backward(TpGemmSlot slot, const TensorParallelOptions& tp, const Scalar* dy,
                               const Scalar* x, const Scalar* w, std::int64_t n, std::int64_t in,
                               std::int64_t out_local, Scalar* dw, Scalar* dbias,
                               std::vector<Scalar>& dx) {
+  if constexpr (std::is_same_v<Scalar, float>) {
+    if (tp_overlap_active(slot, tp)) {
+      return overlapped_column_parallel_backward(
+          slot, tp, dy, x, w, n, in, out_local, dw, dbias, dx);
+    }
+  }
   if (!tp.enabled()) {
     linear_backward(dy, x, w, n, in, out_local, dw, dbias, dx);
     return;
@@ -79,9 +94,15 @@ void column_parallel_backward(TpGemmSlot, const TensorParallelOptions& tp, const
 }
 
 template <typename Scalar>
-void row_parallel_forward(TpGemmSlot, const TensorParallelOptions& tp, const Scalar* x,
+void row_parallel_forward(TpGemmSlot slot, const TensorParallelOptions& tp, const Scalar* x,
                           const Scalar* w, const Scalar* bias, std::int64_t n,
                           std::int64_t in_local, std::int64_t out, std::vector<Scalar>& y) {
+  if constexpr (std::is_same_v<Scalar, float>) {
+    if (tp_overlap_active(slot, tp)) {
+      return overlapped_row_parallel_forward(
+          slot, tp, x, w, bias, n, in_local, out, y);
+    }
+  }
   if (!tp.enabled()) {
     linear_forward(x, w, bias, n, in_local, out, y);
     return;
@@ -105,10 +126,16 @@ void row_parallel_forward(TpGemmSlot, const TensorParallelOptions& tp, const Sca
 }
 
 template <typename Scalar>
-void row_parallel_backward(TpGemmSlot, const TensorParallelOptions& tp, const Scalar* dy,
+void row_parallel_backward(TpGemmSlot slot, const TensorParallelOptions& tp, const Scalar* dy,
                            const Scalar* x, const Scalar* w, std::int64_t n,
                            std::int64_t in_local, std::int64_t out, Scalar* dw, Scalar* dbias,
                            std::vector<Scalar>& dx) {
+  if constexpr (std::is_same_v<Scalar, float>) {
+    if (tp_overlap_active(slot, tp)) {
+      return overlapped_row_parallel_backward(
+          slot, tp, dy, x, w, n, in_local, out, dw, dbias, dx);
+    }
+  }
   if (!tp.enabled() || !tp.sequence_parallel) {
     linear_backward(dy, x, w, n, in_local, out, dw, dbias, dx);
     return;

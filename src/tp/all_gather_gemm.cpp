@@ -22,15 +22,17 @@ void gather_then_gemm(ProcessGroup& group, ConstMatrix input, const RightOperand
     own.resize(static_cast<std::size_t>(t * input.rows * input.cols));
     gathered = own.data();
   }
-  group.all_gather(float_view(gathered, t * input.rows * input.cols),
-                   float_view(input.data, input.rows * input.cols))->wait();
+  group
+      .all_gather(float_view(gathered, t * input.rows * input.cols),
+                  float_view(input.data, input.rows * input.cols))
+      ->wait();
   gemm_rows(gathered, t * input.rows, b, out.data);
 }
 
 // Step s multiplies the shard of rank (rank - s) while the shard of rank (rank - s - 1) travels
 // from the previous rank; each shard moves one hop per step, T-1 hops in all.
-void ring_exchange(ProcessGroup& group, ConstMatrix input, const RightOperand& b,
-                   MutableMatrix out, float* gathered) {
+void ring_exchange(ProcessGroup& group, ConstMatrix input, const RightOperand& b, MutableMatrix out,
+                   float* gathered) {
   const int t = group.size();
   const int rank = group.rank();
   const std::int64_t m = input.rows;

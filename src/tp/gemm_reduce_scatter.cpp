@@ -14,8 +14,10 @@ void gemm_then_reduce_scatter(ProcessGroup& group, ConstMatrix input, const Righ
   const std::int64_t numel = input.rows * out.cols;
   std::vector<float> partial(static_cast<std::size_t>(numel));
   gemm_rows(input.data, input.rows, b, partial.data());
-  group.reduce_scatter(float_view(out.data, out.rows * out.cols),
-                       float_view(partial.data(), numel), ReduceOp::kSum)->wait();
+  group
+      .reduce_scatter(float_view(out.data, out.rows * out.cols), float_view(partial.data(), numel),
+                      ReduceOp::kSum)
+      ->wait();
 }
 
 // At step s a rank multiplies its rows of block (rank - s - 1) while the running sum of that
@@ -35,8 +37,8 @@ void ring_exchange(ProcessGroup& group, ConstMatrix input, const RightOperand& b
     const int target = ((rank - step - 1) % t + t) % t;
     WorkPtr recv;
     if (step > 0) {
-      recv = group.recv(float_view(received.data(), block), (rank - 1 + t) % t,
-                        kRingReduceScatterTag);
+      recv =
+          group.recv(float_view(received.data(), block), (rank - 1 + t) % t, kRingReduceScatterTag);
     }
     const bool last = step + 1 == t;
     float* sum = last ? out.data : partial[step % 2].data();
@@ -44,10 +46,11 @@ void ring_exchange(ProcessGroup& group, ConstMatrix input, const RightOperand& b
     gemm_rows(input.data + target * m * input.cols, m, b, sum);
     if (recv) {
       recv->wait();
-      for (std::int64_t i = 0; i < block; ++i) sum[i] = received[static_cast<std::size_t>(i)] + sum[i];
+      for (std::int64_t i = 0; i < block; ++i)
+        sum[i] = received[static_cast<std::size_t>(i)] + sum[i];
     }
-    if (!last) sends[step % 2] = group.send(float_view(sum, block), (rank + 1) % t,
-                                            kRingReduceScatterTag);
+    if (!last)
+      sends[step % 2] = group.send(float_view(sum, block), (rank + 1) % t, kRingReduceScatterTag);
   }
   for (auto& send : sends) {
     if (send) send->wait();

@@ -10,8 +10,8 @@ void gemm_rows(const float* a, std::int64_t rows, const RightOperand& b, float* 
   if (rows == 0) return;
   const std::int64_t k = b.inner();
   const std::int64_t n = b.outer();
-  blas::sgemm(blas::Op::kNone, b.op, rows, n, k, 1.0f, a, k, b.matrix.data, b.matrix.cols, beta,
-              c, n);
+  blas::sgemm(blas::Op::kNone, b.op, rows, n, k, 1.0f, a, k, b.matrix.data, b.matrix.cols, beta, c,
+              n);
 }
 
 TensorView float_view(const float* data, std::int64_t numel) {
@@ -35,8 +35,8 @@ void check_choice(std::string_view what, const OverlapChoice& choice) {
 void check_gemm_shapes(std::string_view what, ConstMatrix input, const RightOperand& b,
                        const MutableMatrix& out, std::int64_t expected_out_rows) {
   SW_REQUIRE(input.rows >= 0 && input.cols >= 1 && b.matrix.rows >= 1 && b.matrix.cols >= 1,
-             ShapeError, what, ": empty operand (input ", input.rows, "x", input.cols,
-             ", weight ", b.matrix.rows, "x", b.matrix.cols, ")");
+             ShapeError, what, ": empty operand (input ", input.rows, "x", input.cols, ", weight ",
+             b.matrix.rows, "x", b.matrix.cols, ")");
   SW_REQUIRE(input.cols == b.inner(), ShapeError, what, ": input has ", input.cols,
              " columns but the weight's inner dimension is ", b.inner());
   SW_REQUIRE(out.rows == expected_out_rows && out.cols == b.outer(), ShapeError, what,

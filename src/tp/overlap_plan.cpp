@@ -125,8 +125,9 @@ TpOverlapPlan tp_overlap_plan(const CommOverlapResolution& resolution) {
       tp_overlap_plan(defaulted ? default_tp_overlap_cfg() : *resolution.tp_comm_overlap_cfg);
   plan.cfg_source = resolution.tp_comm_overlap_cfg_source;
   if (defaulted) {
-    plan.notes.push_back("no tp_comm_overlap_cfg: the MPI backend's default (Transformer "
-                         "Engine's: ring_exchange / pipeline x4 / bulk)");
+    plan.notes.push_back(
+        "no tp_comm_overlap_cfg: the MPI backend's default (Transformer "
+        "Engine's: ring_exchange / pipeline x4 / bulk)");
   }
   const std::string bootstrap = resolution.tp_comm_bootstrap_backend.value_or("mpi");
   plan.bootstrap_backend = bootstrap;
@@ -135,8 +136,9 @@ TpOverlapPlan tp_overlap_plan(const CommOverlapResolution& resolution) {
                                  "' is not applicable on the MPI backend: the TP group's MPI "
                                  "communicator is used"));
   }
-  plan.notes.push_back("GPU-only fields (num_sm, cga_size, set_sm_margin, atomic_gemm, fp8_buf, "
-                       "aggregate) are not applicable on the MPI backend and change nothing");
+  plan.notes.push_back(
+      "GPU-only fields (num_sm, cga_size, set_sm_margin, atomic_gemm, fp8_buf, "
+      "aggregate) are not applicable on the MPI backend and change nothing");
   return plan;
 }
 
@@ -145,9 +147,9 @@ nlohmann::ordered_json to_json(const TpOverlapPlan& plan) {
   out["enabled"] = plan.enabled;
   out["backend"] = plan.backend;
   out["cfg_source"] = plan.cfg_source;
-  out["bootstrap_backend"] =
-      plan.bootstrap_backend.empty() ? nlohmann::ordered_json(nullptr)
-                                     : nlohmann::ordered_json(plan.bootstrap_backend);
+  out["bootstrap_backend"] = plan.bootstrap_backend.empty()
+                                 ? nlohmann::ordered_json(nullptr)
+                                 : nlohmann::ordered_json(plan.bootstrap_backend);
   out["notes"] = plan.notes;
   nlohmann::ordered_json slots = nlohmann::ordered_json::object();
   for (std::size_t i = 0; i < kNumGemmSlots; ++i) {

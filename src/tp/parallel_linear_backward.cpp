@@ -41,9 +41,10 @@ void column_parallel_backward(ProcessGroup& group, const OverlapChoice& dgrad,
   check_matrix(what, "weight", weight.rows, weight.cols, n, k);
   check_matrix(what, "grad_output", grad_output.rows, grad_output.cols, t * m, n);
   check_matrix(what, "grad_weight", grads.grad_weight.rows, grads.grad_weight.cols, n, k);
-  SW_REQUIRE(is(wgrad, OverlapAlgorithm::kNone) || is(wgrad, OverlapAlgorithm::kBulk),
-             InvalidArgument, what, ": wgrad overlap '", overlap_algorithm_name(wgrad.algorithm),
-             "' is not applicable (none or bulk: the dgrad's reduce-scatter beside the wgrad GEMM)");
+  SW_REQUIRE(
+      is(wgrad, OverlapAlgorithm::kNone) || is(wgrad, OverlapAlgorithm::kBulk), InvalidArgument,
+      what, ": wgrad overlap '", overlap_algorithm_name(wgrad.algorithm),
+      "' is not applicable (none or bulk: the dgrad's reduce-scatter beside the wgrad GEMM)");
   const RightOperand w{weight, blas::Op::kNone};
   std::vector<float> gathered(static_cast<std::size_t>(t * m * k));
   const TensorView input_view = float_view(input_shard.data, m * k);

@@ -1,10 +1,11 @@
 // tp_overlap_plan: resolved comm_overlap settings -> algorithm and num_splits per GEMM slot.
+#include "shardwise/tp/overlap_plan.hpp"
+
 #include <gtest/gtest.h>
 
 #include "shardwise/config/comm_overlap_presets.hpp"
 #include "shardwise/config/training_config.hpp"
 #include "shardwise/core/error.hpp"
-#include "shardwise/tp/overlap_plan.hpp"
 
 namespace shardwise::tp {
 namespace {
@@ -31,11 +32,11 @@ TEST(TpOverlapPlan, PresetSlotsMapToAlgorithms) {
   const TpOverlapPlan plan = tp_overlap_plan(preset);
   using A = OverlapAlgorithm;
   const std::pair<GemmSlot, OverlapChoice> expected[] = {
-      {GemmSlot::kQkvDgrad, {A::kBulk, 1}},        {GemmSlot::kQkvWgrad, {A::kBulk, 1}},
-      {GemmSlot::kFc1Dgrad, {A::kBulk, 1}},        {GemmSlot::kFc1Wgrad, {A::kBulk, 1}},
+      {GemmSlot::kQkvDgrad, {A::kBulk, 1}},         {GemmSlot::kQkvWgrad, {A::kBulk, 1}},
+      {GemmSlot::kFc1Dgrad, {A::kBulk, 1}},         {GemmSlot::kFc1Wgrad, {A::kBulk, 1}},
       {GemmSlot::kQkvFprop, {A::kRingExchange, 1}}, {GemmSlot::kProjDgrad, {A::kRingExchange, 1}},
       {GemmSlot::kFc1Fprop, {A::kRingExchange, 1}}, {GemmSlot::kFc2Dgrad, {A::kRingExchange, 1}},
-      {GemmSlot::kProjFprop, {A::kPipeline, 4}},   {GemmSlot::kFc2Fprop, {A::kPipeline, 4}},
+      {GemmSlot::kProjFprop, {A::kPipeline, 4}},    {GemmSlot::kFc2Fprop, {A::kPipeline, 4}},
   };
   for (const auto& [slot, choice] : expected) {
     EXPECT_EQ(plan.choice(slot), choice) << gemm_slot_name(slot);
@@ -91,8 +92,9 @@ TEST(TpOverlapPlan, FromTheResolvedTrainingConfig) {
   EXPECT_EQ(json["slots"]["proj_fprop"]["not_applicable_on_mpi_backend"]["num_sm"], 16);
 
   // tp = 1 leaves TP overlap off (with a warning), so every slot runs as none.
-  EXPECT_FALSE(tp_overlap_plan(resolve("parallel: {tp: 1}\ncomm_overlap: {tp_comm_overlap: true}\n", 2))
-                   .enabled);
+  EXPECT_FALSE(
+      tp_overlap_plan(resolve("parallel: {tp: 1}\ncomm_overlap: {tp_comm_overlap: true}\n", 2))
+          .enabled);
 }
 
 TEST(TpOverlapPlan, BootstrapOtherThanMpiIsReportedNotApplicable) {
@@ -104,7 +106,8 @@ TEST(TpOverlapPlan, BootstrapOtherThanMpiIsReportedNotApplicable) {
   const TpOverlapPlan plan = tp_overlap_plan(r);
   EXPECT_EQ(plan.bootstrap_backend, "nccl");
   bool reported = false;
-  for (const auto& note : plan.notes) reported |= note.find("'nccl' is not applicable") != std::string::npos;
+  for (const auto& note : plan.notes)
+    reported |= note.find("'nccl' is not applicable") != std::string::npos;
   EXPECT_TRUE(reported);
 }
 

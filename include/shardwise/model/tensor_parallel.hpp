@@ -4,9 +4,11 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 
 #include "shardwise/comm/process_group.hpp"
 #include "shardwise/layout/param_info.hpp"
+#include "shardwise/tp/overlap_plan.hpp"
 
 namespace shardwise {
 
@@ -17,7 +19,13 @@ struct TensorParallelOptions {
   // Norms, residual adds and the embedding output work on a shard of the (batch*seq) rows:
   // all-gather before column-parallel GEMMs, reduce-scatter after row-parallel ones.
   bool sequence_parallel = false;
-  // (The TP comm-overlap plan, per GEMM slot, goes here.)
+  // The TP comm-overlap plan (tp::tp_overlap_plan of the resolved comm_overlap settings): with
+  // sequence parallelism and an enabled plan, each GEMM slot of the qkv/proj/fc1/fc2 linears
+  // runs the plan's algorithm (docs/tp_overlap.md); none (or a disabled plan) is the
+  // non-overlapped path. fp32 models only (the fp64 model always takes the plain path). Held by
+  // pointer: shared by every copy of the options, and g++ 12 cannot value-initialise these
+  // options with the plan as a member (internal compiler error in check_noexcept_r).
+  std::shared_ptr<const tp::TpOverlapPlan> overlap = nullptr;
 
   int size() const { return group != nullptr ? group->size() : 1; }
   int rank() const { return group != nullptr ? group->rank() : 0; }

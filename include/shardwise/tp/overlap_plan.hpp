@@ -13,11 +13,10 @@
 
 #include <array>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "shardwise/config/comm_overlap_config.hpp"
 #include "shardwise/tp/overlap_algorithm.hpp"

@@ -83,7 +83,8 @@ void column_parallel_backward(ProcessGroup& group, const OverlapChoice& dgrad,
 //   grad_input  [T*m, k] = AllGather_rows(grad_output [m, n]) * W   (all_gather_gemm, `dgrad`)
 //   grad_weight [n, k]   = grad_weight_beta * grad_weight + AllGather(grad_output)^T * x
 void row_parallel_backward(ProcessGroup& group, const OverlapChoice& dgrad, ConstMatrix input,
-                           ConstMatrix weight, ConstMatrix grad_output_shard, MutableMatrix grad_input,
-                           MutableMatrix grad_weight, float grad_weight_beta = 0.0f);
+                           ConstMatrix weight, ConstMatrix grad_output_shard,
+                           MutableMatrix grad_input, MutableMatrix grad_weight,
+                           float grad_weight_beta = 0.0f);
 
 }  // namespace shardwise::tp

@@ -5,6 +5,8 @@
 // by what the BLAS changes when a GEMM has fewer rows (its kernels may accumulate the k products
 // of an element in another order), at most 2k * u * sum |a||b|:
 //   |overlapped - none| <= 2 (T - 1 + k) * u * sum |a||b|   elementwise, k the local inner size.
+#include "shardwise/tp/overlapped_gemm.hpp"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -13,7 +15,6 @@
 #include <vector>
 
 #include "shardwise/comm/mpi_process_group.hpp"
-#include "shardwise/tp/overlapped_gemm.hpp"
 
 namespace shardwise::tp {
 namespace {
@@ -183,13 +184,15 @@ TEST(OverlappedGemm, ColumnParallelBackwardCombinations) {
       for (std::int64_t i = 0; i < m; ++i) {
         for (std::int64_t l = 0; l < k; ++l) {
           for (std::int64_t j = 0; j < n; ++j) {
-            magnitude[i * k + l] += std::abs(double(dy[r][(rank * m + i) * n + j]) * w[r][j * k + l]);
+            magnitude[i * k + l] +=
+                std::abs(double(dy[r][(rank * m + i) * n + j]) * w[r][j * k + l]);
           }
         }
       }
     }
     auto run = [&](OverlapChoice dgrad, OverlapChoice wgrad, float beta) {
-      std::vector<float> dx(static_cast<std::size_t>(m * k)), dw(static_cast<std::size_t>(n * k), 0.5f);
+      std::vector<float> dx(static_cast<std::size_t>(m * k)),
+          dw(static_cast<std::size_t>(n * k), 0.5f);
       column_parallel_backward(*group, dgrad, wgrad, {x.data() + rank * m * k, m, k},
                                {w[rank].data(), n, k}, {dy[rank].data(), t * m, n},
                                {{dx.data(), m, k}, {dw.data(), n, k}, beta});
@@ -198,7 +201,8 @@ TEST(OverlappedGemm, ColumnParallelBackwardCombinations) {
     const auto [dx_ref, dw_ref] = run({}, {}, 0.0f);
     const Reference dw_exact = [&] {
       // dW = dY^T X: transpose dY into [n, T*m] and reuse reference_abt with b = X^T.
-      std::vector<float> dyt(static_cast<std::size_t>(n * t * m)), xt(static_cast<std::size_t>(k * t * m));
+      std::vector<float> dyt(static_cast<std::size_t>(n * t * m)),
+          xt(static_cast<std::size_t>(k * t * m));
       for (std::int64_t i = 0; i < t * m; ++i) {
         for (std::int64_t j = 0; j < n; ++j) dyt[j * t * m + i] = dy[rank][i * n + j];
         for (std::int64_t l = 0; l < k; ++l) xt[l * t * m + i] = x[i * k + l];
@@ -216,13 +220,15 @@ TEST(OverlappedGemm, ColumnParallelBackwardCombinations) {
         EXPECT_EQ(dw, dw_ref) << overlap_algorithm_name(dgrad.algorithm);
         for (std::size_t i = 0; i < dx.size(); ++i) {
           ASSERT_NEAR(dx[i], dx_ref[i], 2 * (t - 1 + n) * kUnitRoundoff * magnitude[i])
-              << overlap_algorithm_name(dgrad.algorithm) << "/" << overlap_algorithm_name(wgrad.algorithm);
+              << overlap_algorithm_name(dgrad.algorithm) << "/"
+              << overlap_algorithm_name(wgrad.algorithm);
         }
       }
     }
     // beta = 1 accumulates onto the 0.5 already there.
     const auto accumulated = run(bulk, bulk, 1.0f).second;
-    for (std::size_t i = 0; i < dw_ref.size(); ++i) EXPECT_FLOAT_EQ(accumulated[i], dw_ref[i] + 0.5f);
+    for (std::size_t i = 0; i < dw_ref.size(); ++i)
+      EXPECT_FLOAT_EQ(accumulated[i], dw_ref[i] + 0.5f);
     EXPECT_THROW(run(none, ring, 0.0f), InvalidArgument);
   }
 }
@@ -238,7 +244,8 @@ TEST(OverlappedGemm, RowParallelBackwardEqualsNone) {
     const auto w = random_matrix(n, k, 70 + static_cast<std::uint32_t>(rank));
     const auto dy = random_matrix(t * m, n, 80);
     auto run = [&](OverlapChoice dgrad) {
-      std::vector<float> dx(static_cast<std::size_t>(t * m * k)), dw(static_cast<std::size_t>(n * k));
+      std::vector<float> dx(static_cast<std::size_t>(t * m * k)),
+          dw(static_cast<std::size_t>(n * k));
       row_parallel_backward(*group, dgrad, {x.data(), t * m, k}, {w.data(), n, k},
                             {dy.data() + rank * m * n, m, n}, {dx.data(), t * m, k},
                             {dw.data(), n, k});
@@ -254,7 +261,8 @@ TEST(OverlappedGemm, RowParallelBackwardEqualsNone) {
       for (std::int64_t i = 0; i < t * m; ++i) {
         for (std::int64_t l = 0; l < k; ++l) {
           double magnitude = 0;
-          for (std::int64_t j = 0; j < n; ++j) magnitude += std::abs(double(dy[i * n + j]) * w[j * k + l]);
+          for (std::int64_t j = 0; j < n; ++j)
+            magnitude += std::abs(double(dy[i * n + j]) * w[j * k + l]);
           ASSERT_NEAR(dx[i * k + l], dx_ref[i * k + l], 2 * n * kUnitRoundoff * magnitude)
               << overlap_algorithm_name(choice.algorithm);
         }
