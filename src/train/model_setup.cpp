@@ -1,9 +1,11 @@
 // Trainer steps 2 and 3: the data and the model, then DDP buffers and the optimizer over them.
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
 
 #include "shardwise/core/error.hpp"
+#include "shardwise/tp/overlap_plan.hpp"
 #include "shardwise/train/model_from_config.hpp"
 #include "trainer_guards.hpp"
 #include "training_run.hpp"
@@ -17,6 +19,9 @@ TensorParallelOptions tensor_parallel_options(const RunContext& run) {
   TensorParallelOptions tp;
   tp.group = run.tp > 1 ? &run.tp_group() : nullptr;
   tp.sequence_parallel = run.config.parallel.sequence_parallel;
+  // The resolved tp_comm_overlap_cfg picks each GEMM slot's algorithm; a disabled plan (tp = 1,
+  // no sequence parallelism, overlap off) runs the plain TP path.
+  tp.overlap = std::make_shared<const tp::TpOverlapPlan>(tp::tp_overlap_plan(run.resolution));
   return tp;
 }
 

@@ -23,9 +23,13 @@ void count_model(TrainingSummary& summary, const TrainingModel& m) {
   summary.bucket_groups = static_cast<int>(m.ddp().bucket_groups().size());
 }
 
-std::int64_t bytes_moved(const ProcessGroup& group) {
-  const TrafficCounters t = group.traffic();
-  return t.total_sent() + t.total_received();
+std::int64_t bytes_moved(const std::vector<const ProcessGroup*>& groups) {
+  std::int64_t total = 0;
+  for (const ProcessGroup* group : groups) {
+    const TrafficCounters t = group->traffic();
+    total += t.total_sent() + t.total_received();
+  }
+  return total;
 }
 
 bool saves_after(std::int64_t step, const TrainerOptions& options, std::int64_t steps) {
@@ -109,7 +113,7 @@ TrainingSummary run_training(const TrainingConfig& input_config, const ProcessGr
   summary.final_loss = summary.steps.empty() ? 0 : summary.steps.back().loss;
   summary.final_eval = evaluate(steps);
   summary.wall_seconds = std::chrono::duration<double>(Clock::now() - t_start).count();
-  summary.bytes_communicated = bytes_moved(dp_group);
+  summary.bytes_communicated = bytes_moved(data_parallel_comm_groups(m, dp_group));
   hand_over(m, run, options, dp_group);
   report.finish(summary, m);
   return summary;

@@ -108,5 +108,9 @@ struct StepPlan {
 // Fills every StepMetrics field.
 StepMetrics run_training_step(TrainingModel& m, ProcessGroup& dp_group, NonFiniteSteps& nonfinite,
                               const StepPlan& plan);
+// The groups the data-parallel sync communicates in: the DP group and, with layer-wise shard
+// groups, the shard and replica groups (each once), so traffic figures count all of them.
+std::vector<const ProcessGroup*> data_parallel_comm_groups(const TrainingModel& m,
+                                                           const ProcessGroup& dp_group);
 
 }  // namespace shardwise::train_detail

@@ -17,12 +17,14 @@ double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-// Time the group spent in gradient collectives so far.
-double grad_comm_seconds(const ProcessGroup& group) {
+// Time the groups spent in gradient collectives so far.
+double grad_comm_seconds(const std::vector<const ProcessGroup*>& groups) {
   double total = 0;
-  for (const auto& [kind, seconds] : group.traffic().busy_seconds) {
-    if (kind == CollectiveKind::kReduceScatter || kind == CollectiveKind::kAllReduce) {
-      total += seconds;
+  for (const ProcessGroup* group : groups) {
+    for (const auto& [kind, seconds] : group->traffic().busy_seconds) {
+      if (kind == CollectiveKind::kReduceScatter || kind == CollectiveKind::kAllReduce) {
+        total += seconds;
+      }
     }
   }
   return total;
@@ -54,6 +56,21 @@ int groups_dispatched(const DistributedDataParallel& ddp) {
 
 }  // namespace
 
+std::vector<const ProcessGroup*> data_parallel_comm_groups(const TrainingModel& m,
+                                                           const ProcessGroup& dp_group) {
+  std::vector<const ProcessGroup*> groups{&dp_group};
+  const auto add = [&groups](const ProcessGroupPtr& g) {
+    if (g != nullptr && std::find(groups.begin(), groups.end(), g.get()) == groups.end()) {
+      groups.push_back(g.get());
+    }
+  };
+  for (const auto& buffer : m.ddp().buffers()) {
+    add(m.ddp().group_for(buffer->key()));
+    add(m.ddp().replica_group_for(buffer->key()));
+  }
+  return groups;
+}
+
 StepMetrics run_training_step(TrainingModel& m, ProcessGroup& dp_group, NonFiniteSteps& nonfinite,
                               const StepPlan& plan) {
   const auto t0 = Clock::now();
@@ -61,7 +78,8 @@ StepMetrics run_training_step(TrainingModel& m, ProcessGroup& dp_group, NonFinit
   DistributedDataParallel& ddp = m.ddp();
   m.optimizer->set_lr(plan.lr);
   ddp.zero_grad_buffer();
-  const double busy_before = grad_comm_seconds(dp_group);
+  const std::vector<const ProcessGroup*> comm_groups = data_parallel_comm_groups(m, dp_group);
+  const double busy_before = grad_comm_seconds(comm_groups);
   const double local_loss = accumulate_gradients(m, plan, dp, dp_group.rank());
   StepMetrics s;
   s.step = plan.step + 1;
@@ -70,7 +88,7 @@ StepMetrics run_training_step(TrainingModel& m, ProcessGroup& dp_group, NonFinit
   const auto t_wait = Clock::now();
   ddp.finish_grad_sync();
   const double exposed = seconds_since(t_wait);
-  const double comm = grad_comm_seconds(dp_group) - busy_before;
+  const double comm = grad_comm_seconds(comm_groups) - busy_before;
   s.loss = optim::all_reduce_sum_exact(dp_group, local_loss) / dp;
   // A non-finite loss never reaches the optimizer; a non-finite grad norm makes it skip the
   // update. Either way the step is skipped (within the allowance) or the run stops here.
