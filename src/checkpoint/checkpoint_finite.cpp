@@ -12,26 +12,29 @@ namespace {
 // vectorises); only a chunk that holds a non-finite value is searched element by element.
 constexpr std::int64_t kScanChunk = 256;
 
-// Non-finite exactly when every exponent bit is set (fp32, bf16, fp16; E4M3 NaN is 0x7f / 0xff,
-// E4M3 has no infinities).
 template <typename Bits>
-bool is_non_finite(Bits bits, Bits exponent_mask) {
-  return (bits & exponent_mask) == exponent_mask;
+Bits load_bits(const unsigned char* bytes, std::int64_t index) {
+  Bits bits;
+  std::memcpy(&bits, bytes + index * static_cast<std::int64_t>(sizeof(Bits)), sizeof(Bits));
+  return bits;
 }
 
+// A value is non-finite exactly when every bit of `exponent_mask` is set (fp32, bf16, fp16; for
+// E4M3, which has no infinities, the mask 0x7f finds NaN 0x7f / 0xff).
 template <typename Bits>
 std::optional<std::int64_t> scan_bits(const unsigned char* bytes, std::int64_t count,
                                       Bits exponent_mask) {
   for (std::int64_t begin = 0; begin < count; begin += kScanChunk) {
-    const std::int64_t n = std::min(kScanChunk, count - begin);
-    Bits chunk[kScanChunk];
-    std::memcpy(chunk, bytes + begin * static_cast<std::int64_t>(sizeof(Bits)),
-                static_cast<std::size_t>(n) * sizeof(Bits));
-    bool any = false;
-    for (std::int64_t i = 0; i < n; ++i) any |= is_non_finite(chunk[i], exponent_mask);
-    if (!any) continue;
-    for (std::int64_t i = 0; i < n; ++i) {
-      if (is_non_finite(chunk[i], exponent_mask)) return begin + i;
+    const std::int64_t end = std::min(begin + kScanChunk, count);
+    // Lane-wise compare and OR: vectorised (a bool or an early exit here is not).
+    Bits hits = 0;
+    for (std::int64_t i = begin; i < end; ++i) {
+      const Bits bits = load_bits<Bits>(bytes, i);
+      hits |= static_cast<Bits>((bits & exponent_mask) == exponent_mask);
+    }
+    if (hits == 0) continue;
+    for (std::int64_t i = begin; i < end; ++i) {
+      if ((load_bits<Bits>(bytes, i) & exponent_mask) == exponent_mask) return i;
     }
   }
   return std::nullopt;

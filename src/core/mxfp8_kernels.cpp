@@ -407,13 +407,13 @@ SW_TARGET_AVX2 inline __m256i encode_magnitudes_avx2(__m256i abs, int k) {
   const __m256i one = _mm256_set1_epi16(1), mantissa = _mm256_set1_epi16(0x7f);
   const __m256i t = _mm256_sub_epi16(abs, _mm256_set1_epi16(static_cast<short>((k + 120) << 7)));
   const __m256i odd = _mm256_and_si256(_mm256_srli_epi16(t, 4), one);
-  const __m256i rounded = _mm256_srli_epi16(
-      _mm256_add_epi16(_mm256_add_epi16(t, _mm256_set1_epi16(7)), odd), 4);
+  const __m256i rounded =
+      _mm256_srli_epi16(_mm256_add_epi16(_mm256_add_epi16(t, _mm256_set1_epi16(7)), odd), 4);
   const __m256i normal = _mm256_min_epu16(rounded, _mm256_set1_epi16(kE4M3MaxCode));
   const __m256i is_normal = _mm256_cmpgt_epi16(t, mantissa);
   // Nonzero magnitudes below E4M3's normal range (rare in real data: checked before the work).
-  const __m256i below = _mm256_andnot_si256(
-      is_normal, _mm256_cmpgt_epi16(abs, _mm256_setzero_si256()));
+  const __m256i below =
+      _mm256_andnot_si256(is_normal, _mm256_cmpgt_epi16(abs, _mm256_setzero_si256()));
   __m256i code = _mm256_and_si256(is_normal, normal);
   if (_mm256_testz_si256(below, below)) return code;
   const __m256i e = _mm256_srli_epi16(abs, 7);
@@ -426,8 +426,8 @@ SW_TARGET_AVX2 inline __m256i encode_magnitudes_avx2(__m256i abs, int k) {
       srlv_epi16_avx2(_mm256_set1_epi16(0x4000), _mm256_sub_epi16(_mm256_set1_epi16(15), shift)),
       one);
   const __m256i low_bit = _mm256_and_si256(srlv_epi16_avx2(significand, shift), one);
-  const __m256i sub = srlv_epi16_avx2(
-      _mm256_add_epi16(_mm256_add_epi16(significand, half), low_bit), shift);
+  const __m256i sub =
+      srlv_epi16_avx2(_mm256_add_epi16(_mm256_add_epi16(significand, half), low_bit), shift);
   return _mm256_blendv_epi8(code, sub, below);
 }
 
@@ -492,8 +492,8 @@ SW_TARGET_AVX2 void quantize_bf16_avx2_lanes(const std::uint16_t* src, std::uint
       }
       scales[b] = static_cast<std::uint8_t>(biased[j]);
       const int k = static_cast<int>(biased[j]) - 127;
-      const __m256i code0 = encode_bf16_avx2<kRule>(
-          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x_ptr)), k);
+      const __m256i code0 =
+          encode_bf16_avx2<kRule>(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x_ptr)), k);
       const __m256i code1 = encode_bf16_avx2<kRule>(
           _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x_ptr + 16)), k);
       const __m256i bytes = _mm256_permute4x64_epi64(_mm256_packus_epi16(code0, code1), 0xd8);
@@ -551,11 +551,11 @@ SW_TARGET_AVX2 void dequantize_bf16_avx2_lanes(const std::uint8_t* data, const s
     const __m256i codes1 = _mm256_cvtepu8_epi16(_mm256_extracti128_si256(bytes, 1));
     const __m256i magnitude0 = _mm256_and_si256(codes0, magnitude_mask);
     const __m256i magnitude1 = _mm256_and_si256(codes1, magnitude_mask);
-    const __m256i subnormal = _mm256_or_si256(
-        _mm256_andnot_si256(_mm256_cmpeq_epi16(magnitude0, zero),
-                            _mm256_cmpgt_epi16(eight, magnitude0)),
-        _mm256_andnot_si256(_mm256_cmpeq_epi16(magnitude1, zero),
-                            _mm256_cmpgt_epi16(eight, magnitude1)));
+    const __m256i subnormal =
+        _mm256_or_si256(_mm256_andnot_si256(_mm256_cmpeq_epi16(magnitude0, zero),
+                                            _mm256_cmpgt_epi16(eight, magnitude0)),
+                        _mm256_andnot_si256(_mm256_cmpeq_epi16(magnitude1, zero),
+                                            _mm256_cmpgt_epi16(eight, magnitude1)));
     if (!_mm256_testz_si256(subnormal, subnormal)) {
       dequantize_bf16_body(data + b * kBlock, scales + b, out + b * kBlock, 1);
       continue;
@@ -569,8 +569,8 @@ SW_TARGET_AVX2 void dequantize_bf16_avx2_lanes(const std::uint8_t* data, const s
 }
 
 // The AVX2 level with the 16-bit-lane bf16 kernels.
-constexpr Kernels kKernels_avx2_lanes = {quantize_f32_avx2,         quantize_bf16_avx2_fast,
-                                         quantize_f16_avx2,         dequantize_f32_avx2,
+constexpr Kernels kKernels_avx2_lanes = {quantize_f32_avx2,          quantize_bf16_avx2_fast,
+                                         quantize_f16_avx2,          dequantize_f32_avx2,
                                          dequantize_bf16_avx2_lanes, dequantize_f16_avx2};
 
 // The AVX-512 level with the 16-bit-lane bf16 kernels.
