@@ -9,8 +9,8 @@
 //             against the limit measured in the same run: an MPI ping-pong between ranks 0 and 1
 //             with messages of one shard (at least 8 MiB). Printed as
 //             `bench: reduce_scatter_<p>r_<MiB>MiB ours=<GB/s> limit=<GB/s> unit=GB/s ratio=<r>`.
-//   algorithm ring vs direct vs MPI's reduce_scatter / all_gather per shard size, the
-//             measurement behind CollectiveAlgorithm::kAuto (kP2PMinShardBytes).
+//   algorithm ring vs direct vs shared memory vs MPI's reduce_scatter / all_gather per shard
+//             size, the measurement behind CollectiveAlgorithm::kAuto (kP2PMinShardBytes).
 //
 //   mpirun -np 2 bench_comm_collectives --numel 4194304                   (16 MiB figures)
 //   mpirun -np 4 --oversubscribe bench_comm_collectives --numel 16777216  (64 MiB figures)
@@ -110,15 +110,16 @@ void print_distance(const ProcessGroupPtr& world, std::int64_t n, int iters) {
   std::fflush(stdout);
 }
 
-// Ring vs direct vs MPI per shard size (milliseconds per operation).
+// Ring vs direct vs shared memory vs MPI per shard size (milliseconds per operation).
 void print_algorithm_sweep(const ProcessGroupPtr& world, int iters, std::size_t max_shard_bytes) {
   const int p = world->size();
   if (p < 2) return;
   ProcessGroupPtr ring = group_with(world, CollectiveAlgorithm::kRing, "ring");
   ProcessGroupPtr direct = group_with(world, CollectiveAlgorithm::kDirect, "direct");
   ProcessGroupPtr mpi = group_with(world, CollectiveAlgorithm::kMpi, "mpi");
+  ProcessGroupPtr shm = group_with(world, CollectiveAlgorithm::kSharedMemory, "shm");
   shardwise::log::info(
-      "shard_bytes  reduce_scatter ms: ring direct mpi   all_gather ms: ring direct mpi");
+      "shard_bytes  reduce_scatter ms: ring direct shm mpi   all_gather ms: ring direct shm mpi");
   for (std::size_t shard_bytes = 4096; shard_bytes <= max_shard_bytes; shard_bytes *= 4) {
     const std::int64_t m = static_cast<std::int64_t>(shard_bytes / sizeof(float));
     std::vector<float> full(static_cast<std::size_t>(m * p), 1.0f);
@@ -132,8 +133,8 @@ void print_algorithm_sweep(const ProcessGroupPtr& world, int iters, std::size_t 
       return median_seconds(iters, [&] { g->all_gather(f, s)->wait(); });
     };
     shardwise::log::info(shard_bytes, "  ", rs(ring) * 1e3, " ", rs(direct) * 1e3, " ",
-                         rs(mpi) * 1e3, "   ", ag(ring) * 1e3, " ", ag(direct) * 1e3, " ",
-                         ag(mpi) * 1e3);
+                         rs(shm) * 1e3, " ", rs(mpi) * 1e3, "   ", ag(ring) * 1e3, " ",
+                         ag(direct) * 1e3, " ", ag(shm) * 1e3, " ", ag(mpi) * 1e3);
   }
 }
 

@@ -110,6 +110,9 @@ StepTimes one_step(const Path& path, const ProcessGroupPtr& world, const Options
     ddp.register_grad_ready(id);
   }
   t.backward = seconds_since(t0);
+  // Without overlap every reduce-scatter runs inside finish_grad_sync: start it together on all
+  // ranks, so the figure measures the communication, not how unevenly backward finished.
+  if (!ddp.config().overlap_grad_reduce) world->barrier()->wait();
   t0 = Clock::now();
   ddp.finish_grad_sync();
   t.grad_wait = seconds_since(t0);

@@ -24,3 +24,8 @@ add_test(NAME cli_usability
          COMMAND bash ${PROJECT_SOURCE_DIR}/tests/cli/usability_cli_test.sh $<TARGET_FILE:shardwise>
                  ${PROJECT_SOURCE_DIR})
 set_tests_properties(cli_usability PROPERTIES LABELS "cli;mpi" TIMEOUT 300)
+add_test(NAME cli_tp
+         COMMAND ${CMAKE_COMMAND} -E env ${SHARDWISE_MPIEXEC_ENV}
+                 bash ${PROJECT_SOURCE_DIR}/tests/cli/tp_cli_test.sh $<TARGET_FILE:shardwise>
+                 ${PROJECT_SOURCE_DIR} ${MPIEXEC_EXECUTABLE})
+set_tests_properties(cli_tp PROPERTIES LABELS "cli;mpi" TIMEOUT 300)

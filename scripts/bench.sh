@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs every benchmark that prints a `bench:` figure (multi-rank ones under scripts/run.sh, as the
-# README does) and ends with the 14 figures as one table:
+# README does) and ends with the 14 figures as one table (then every `bench:` line, the
+# tp_overlap_<algorithm>_tp<T> step-time ratios of bench_tp_overlap among them):
 #   bench: <figure-name> ours=<value> limit=<value> unit=<GB/s|GF/s> ratio=<ours/limit>
 # Each limit is measured by a probe in the same run (bench/machine_limits.hpp). Sizes keep the
 # whole script to a few minutes on a 2-core machine.
@@ -17,7 +18,7 @@ log=${BENCH_LOG:-$(mktemp /tmp/shardwise-bench.XXXXXX.log)}
 : >"$log"
 
 for b in comm_collectives ddp_step checkpoint_io mxfp8_codec adamw_step reshard_throughput \
-         newton_schulz train_throughput; do
+         newton_schulz train_throughput tp_overlap; do
   [[ -x $bin/bench_$b ]] || { echo "scripts/bench.sh: $bin/bench_$b is missing (build with -DSHARDWISE_BUILD_BENCH=ON)" >&2; exit 2; }
 done
 
@@ -37,6 +38,7 @@ step "AdamW step" "$bin/bench_adamw_step" --figures-only
 step "reshard, 4 ranks" "$run" 4 -- "$bin/bench_reshard_throughput" --rows 4096 --cols 4096 --params 2 --iters 5
 step "Newton-Schulz" "$bin/bench_newton_schulz" --figures-only
 step "training FLOP/s" "$run" 1 -- "$bin/bench_train_throughput" --figures-only
+step "TP comm overlap, tp 2 and 4" "$run" 4 -- "$bin/bench_tp_overlap" --hidden 1024 --tokens 512 --iters 3
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$log"
 
 echo

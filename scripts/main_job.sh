@@ -4,8 +4,19 @@
 # backward, in-place param all-gather). Writes out/metrics.jsonl and out/loss.svg.
 # Extra arguments are passed to `shardwise train` (e.g. training.steps=100); an option given
 # here (--log-jsonl FILE, --plot FILE) replaces the script's default for it.
+# SHARDWISE_BIN names the binary (default: the repository's build/bin/shardwise).
 set -euo pipefail
+# A relative SHARDWISE_BIN is taken from the caller's directory, the default from the repository.
+shardwise=build/bin/shardwise
+if [[ -n ${SHARDWISE_BIN:-} ]]; then
+  shardwise=$SHARDWISE_BIN
+  [[ $shardwise == */* ]] && shardwise=$(realpath -m "$shardwise")
+fi
 cd "$(dirname "$0")/.."
+[[ -x $shardwise ]] || command -v "$shardwise" >/dev/null || {
+  echo "main_job.sh: no shardwise binary at '$shardwise': build it (scripts/build.sh) or set SHARDWISE_BIN" >&2
+  exit 2
+}
 ranks=${SHARDWISE_RANKS:-4}
 log_jsonl=(--log-jsonl out/metrics.jsonl)
 plot=(--plot out/loss.svg)
@@ -16,5 +27,5 @@ for arg in "$@"; do
   esac
 done
 mkdir -p out
-scripts/run.sh "$ranks" -- build/bin/shardwise train --config examples/default.yaml \
+scripts/run.sh "$ranks" -- "$shardwise" train --config examples/default.yaml \
   "${log_jsonl[@]}" "${plot[@]}" logging.progress=false "$@"

@@ -3,7 +3,9 @@
 //                            [--world-size N] [--gpu ARCH]
 //     Loads the config, applies the overrides, resolves the communication-overlap settings for
 //     N ranks on ARCH and prints the result: YAML (loadable again; the resolution follows as
-//     comments; warnings on stderr) or JSON ({"config", "resolution", "warnings"}).
+//     comments; warnings on stderr) or JSON ({"config", "resolution", "tp_overlap_runtime",
+//     "warnings"}). tp_overlap_runtime is what the MPI backend runs per GEMM slot (algorithm,
+//     num_splits) and the GPU-only fields it does not apply (include/shardwise/tp/overlap_plan.hpp).
 //   shardwise config presets [--name NAME] [--format yaml|json]
 //     Lists the userbuffers_* presets with what their names encode, or prints one preset.
 // Config errors exit with code 2 (see main.cpp).
@@ -17,6 +19,7 @@
 #include "shardwise/config/comm_overlap_presets.hpp"
 #include "shardwise/config/training_config.hpp"
 #include "shardwise/core/logging.hpp"
+#include "shardwise/tp/overlap_plan.hpp"
 
 namespace shardwise::cli {
 namespace {
@@ -47,10 +50,12 @@ int run_resolve(const ConfigOptions& options) {
                               ? parse_training_config("", options.overrides, "<defaults>")
                               : load_training_config(options.config_path, options.overrides);
   const CommOverlapResolution resolution = resolve_comm_overlap(config, options.world_size, gpu);
+  const tp::TpOverlapPlan runtime = tp::tp_overlap_plan(resolution);
   if (json) {
     nlohmann::ordered_json out = nlohmann::ordered_json::object();
     out["config"] = to_json(config);
     out["resolution"] = to_json(resolution);
+    out["tp_overlap_runtime"] = tp::to_json(runtime);
     out["warnings"] = resolution.warnings;
     std::printf("%s\n", out.dump(2).c_str());
   } else {
@@ -58,6 +63,8 @@ int run_resolve(const ConfigOptions& options) {
     std::printf("# resolution (world_size %d, gpu %s):\n%s", options.world_size,
                 std::string(to_string(gpu)).c_str(),
                 commented(json_to_yaml(to_json(resolution))).c_str());
+    std::printf("# tp_overlap_runtime (MPI backend):\n%s",
+                commented(json_to_yaml(tp::to_json(runtime))).c_str());
   }
   return 0;
 }

@@ -1,7 +1,9 @@
 #include "launch_env.hpp"
 
+#include <chrono>
 #include <cstdlib>
 #include <string>
+#include <thread>
 
 #include "shardwise/core/error.hpp"
 #include "shardwise/core/logging.hpp"
@@ -55,6 +57,9 @@ std::optional<TrainingConfig> load_config_once_per_job(const std::string& path,
     return config;
   } catch (const Error&) {
     if (reports) throw;
+    // mpirun tears the whole job down when the first rank exits non-zero: give the reporting
+    // rank (which parses the same file) time to print its line before this rank exits.
+    std::this_thread::sleep_for(std::chrono::seconds(2));
     return std::nullopt;
   }
 }

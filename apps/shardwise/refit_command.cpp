@@ -10,6 +10,11 @@
 // independent path: rank 0 sends the whole fp32 params point-to-point, each inference rank slices
 // and quantizes its part itself. Prints bytes on the wire, time and GB/s per mode; exits 0 with
 // "verified N tensors, all bit-exact", 1 naming the first mismatch, 2 for bad input.
+//
+// With --config the inference ranks then run a TP forward of what the last refit of each mode
+// delivered (MXFP8 dequantized to bf16) on a fixed held-out batch and compare its normalised logits
+// and loss with the training model's forward (refit_tp_forward.hpp): errors and bounds per mode in
+// the table and the JSON ("tp_forward"); exit 1 when an error exceeds its bound.
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
@@ -22,6 +27,7 @@
 
 #include "command_registry.hpp"
 #include "launch_env.hpp"
+#include "refit_tp_forward.hpp"
 #include "shardwise/checkpoint/safetensors.hpp"
 #include "shardwise/comm/mpi_process_group.hpp"
 #include "shardwise/config/training_config.hpp"
@@ -31,6 +37,7 @@
 #include "shardwise/reshard/refit_verification.hpp"
 #include "shardwise/reshard/tp_export.hpp"
 #include "shardwise/core/output_preflight.hpp"
+#include "shardwise/train/model_from_config.hpp"
 #include "shardwise/train/trainer.hpp"
 
 namespace shardwise::cli {
@@ -124,6 +131,7 @@ struct ModeReport {
   std::int64_t elements = 0;
   std::vector<double> seconds;  // per refit
   double stage_seconds = 0;
+  std::optional<TpForwardReport> forward;  // with a config: the TP forward check
   double median() const {
     std::vector<double> s = seconds;
     std::sort(s.begin(), s.end());
@@ -149,7 +157,53 @@ struct RefitInputs {
   std::map<std::string, TensorView> views;
   std::int64_t total_elements = 0;
   int mxfp8_params = 0;
+  // With a training config: the model it describes, a held-out batch and the inference ranks'
+  // group, for the TP forward check (null group on the other ranks).
+  std::optional<GptConfig> model;
+  HeldOutBatch batch;
+  ProcessGroupPtr inference_group;
 };
+
+// The first sequences of the held-out split (at most 2: the check backpropagates once per
+// position and token).
+void prepare_forward_check(const TrainingConfig& config, int inference_tp, RefitInputs& in) {
+  const auto data = make_token_dataset(config);
+  TrainingConfig tp1 = config;
+  tp1.parallel.tp = 1;
+  in.model = gpt_config_for(tp1, *data);
+  in.model->validate_tensor_parallel(inference_tp);  // on every rank: all exit 2 alike
+  in.batch.batch = static_cast<int>(std::min<std::int64_t>(2, data->validation_size()));
+  in.batch.seq = data->seq_len();
+  const auto n = static_cast<std::size_t>(in.batch.batch) * in.batch.seq;
+  in.batch.tokens.resize(n);
+  in.batch.targets.resize(n);
+  data->fill(Split::kValidation, 0, in.batch.batch, in.batch.tokens.data(),
+             in.batch.targets.data());
+}
+
+// Sends the TP forward report of the first inference rank to rank 0.
+std::optional<TpForwardReport> report_to_rank0(ProcessGroup& world, int first_inference,
+                                               const std::optional<TpForwardReport>& mine) {
+  double v[6] = {};
+  if (mine) {
+    const TpForwardReport& r = *mine;
+    const double fill[6] = {r.max_abs_logit_error, r.max_rel_logit_error, r.loss,
+                            r.reference_loss,      r.loss_bound,          r.worst_logit_ratio};
+    std::copy(fill, fill + 6, v);
+  }
+  if (world.rank() == first_inference) world.send({v, 6, DType::kInt64}, 0, 7301)->wait();
+  if (world.rank() != 0) return std::nullopt;
+  world.recv({v, 6, DType::kInt64}, first_inference, 7301)->wait();
+  TpForwardReport r;
+  r.max_abs_logit_error = v[0];
+  r.max_rel_logit_error = v[1];
+  r.loss = v[2];
+  r.reference_loss = v[3];
+  r.loss_difference = v[2] - v[3];
+  r.loss_bound = v[4];
+  r.worst_logit_ratio = v[5];
+  return r;
+}
 
 void gather_refit_inputs(const RefitArgs& args, const TrainingConfig* config, ProcessGroup& world,
                          const ProcessGroupPtr& train_group, bool trains, RefitInputs& in) {
@@ -206,6 +260,14 @@ std::optional<ModeReport> refit_in_mode(const RefitArgs& args, const ProcessGrou
     }
     if (failing >= 0) return std::nullopt;
   }
+  if (in.model) {
+    std::optional<TpForwardReport> mine;
+    if (engine.is_inference_rank()) {
+      mine = check_tp_forward(engine.weights(), reference, *in.model, in.batch,
+                              *in.inference_group);
+    }
+    report.forward = report_to_rank0(*world, topology.first_inference_rank(), mine);
+  }
   return report;
 }
 
@@ -226,6 +288,16 @@ void print_refit_table(const std::vector<ModeReport>& reports, std::int64_t veri
         r.best() * 1e3, gigabytes_per_second(r), r.median() > 0 ? bf16_median / r.median() : 0.0);
   }
   std::printf("verified %lld tensors, all bit-exact\n", static_cast<long long>(verified));
+  for (const ModeReport& r : reports) {
+    if (!r.forward) continue;
+    const TpForwardReport& f = *r.forward;
+    std::printf(
+        "tp forward %-15s max |logit error| %.3e (relative %.3e, %.2f of its bound)  loss %.6f vs "
+        "%.6f (difference %.3e, bound %.3e)  %s\n",
+        refit_mode_name(r.mode), f.max_abs_logit_error, f.max_rel_logit_error, f.worst_logit_ratio,
+        f.loss, f.reference_loss, f.loss_difference, f.loss_bound,
+        f.within_bounds() ? "within bounds" : "OUT OF BOUNDS");
+  }
   std::fflush(stdout);
 }
 
@@ -249,6 +321,17 @@ void write_refit_json(const RefitArgs& args, int world_size, const RefitTopology
     m["median_seconds"] = r.median();
     m["gigabytes_per_second"] = gigabytes_per_second(r);
     m["bf16_staging_seconds"] = r.stage_seconds;
+    if (r.forward) {
+      const TpForwardReport& f = *r.forward;
+      m["tp_forward"] = {{"max_abs_logit_error", f.max_abs_logit_error},
+                         {"max_rel_logit_error", f.max_rel_logit_error},
+                         {"worst_logit_error_over_bound", f.worst_logit_ratio},
+                         {"loss", f.loss},
+                         {"reference_loss", f.reference_loss},
+                         {"loss_difference", f.loss_difference},
+                         {"loss_bound", f.loss_bound},
+                         {"within_bounds", f.within_bounds()}};
+    }
     j["modes"].push_back(m);
   }
   write_file_atomic(args.json, j.dump(2) + "\n");
@@ -272,6 +355,9 @@ int run_refit(const RefitArgs& args, const TrainingConfig* config) {
   const ProcessGroupPtr train_group = split_group(world, trains ? 0 : -1, me, "refit-train");
   RefitInputs in;
   gather_refit_inputs(args, config, *world, train_group, trains, in);
+  const bool infers = me >= topology.first_inference_rank() && me < topology.num_ranks();
+  in.inference_group = split_group(world, infers ? 0 : -1, me, "refit-inference");
+  if (config != nullptr) prepare_forward_check(*config, args.tp, in);
   if (me == 0) {
     std::printf(
         "refit: %zu params (%lld elements, %d MXFP8-eligible) from %s on ranks 0-%d -> "
@@ -297,11 +383,20 @@ int run_refit(const RefitArgs& args, const TrainingConfig* config) {
     reports.push_back(std::move(*report));
   }
   world->all_reduce({&verified, 1, DType::kInt64}, ReduceOp::kSum)->wait();
+  std::int64_t out_of_bounds = 0;
   if (me == 0) {
     print_refit_table(reports, verified);
     if (!args.json.empty()) write_refit_json(args, size, topology, in, reports, verified);
+    for (const ModeReport& r : reports) {
+      if (r.forward && !r.forward->within_bounds()) {
+        std::fprintf(stderr, "shardwise refit: the TP forward of mode %s is out of its bounds\n",
+                     refit_mode_name(r.mode));
+        out_of_bounds = 1;
+      }
+    }
   }
-  return 0;
+  world->broadcast({&out_of_bounds, 1, DType::kInt64}, 0)->wait();
+  return out_of_bounds != 0 ? 1 : 0;
 }
 
 const bool registered = register_command(

@@ -111,21 +111,21 @@ void load_model_file(const fs::path& path, const std::vector<ModelTensor>& model
                " has tensor '", info.name,
                "', which this model does not have: the checkpoint is of a different model");
   }
-  // Non-finite weights are damage: checked in the file before anything is copied.
+  // Everything above is checked first: a model of another shape or name leaves it untouched.
+  // Non-finite weights are damage, found while each tensor is read (one pass over the bytes);
+  // the load then fails with the model partly overwritten.
   for (const ModelTensor& t : model) {
-    const SafetensorsTensorInfo& info = file.info(t.name);
     const auto bad =
-        checkpoint_detail::first_non_finite(file.tensor(t.name).data, info.numel(), info.dtype);
+        checkpoint_detail::read_range_checked(file, t.name, 0, t.values.numel, t.values.data);
     SW_REQUIRE(!bad, FormatError, "checkpoint file ", quoted(path), ": tensor '", t.name,
                "' holds a non-finite value (NaN or inf) at element ", bad.value_or(0),
                "; a checkpoint is only saved from a finite state, so this one is damaged");
   }
-  // Everything checked first: a mismatch leaves the model untouched.
-  for (const ModelTensor& t : model) file.read_range(t.name, 0, t.values);
 }
 
 ordered_json build_manifest(const CheckpointSaveRequest& request, const fs::path& staged,
-                            int size, const std::vector<ModelTensor>& model, bool replicated) {
+                            int size, const std::vector<ModelTensor>& model, bool replicated,
+                            int replicas) {
   ordered_json m;
   m["format"] = kCheckpointFormat;
   m["format_version"] = kCheckpointFormatVersion;
@@ -135,6 +135,9 @@ ordered_json build_manifest(const CheckpointSaveRequest& request, const fs::path
   m["data_parallel_size"] = size;
   m["optimizer_kind"] = request.optimizer_kind;
   m["optimizer_state_replicated"] = replicated;
+  // dp / S with layer-wise shard groups: the files hold each layer-wise shard once (written by
+  // the first replica); loading does not depend on it.
+  m["layer_wise_replicas"] = replicas;
   ordered_json params = ordered_json::array();
   for (const ModelTensor& t : model) {
     params.push_back({{"name", t.name}, {"shape", t.shape}, {"dtype", dtype_name(t.values.dtype)}});
@@ -420,7 +423,7 @@ void write_rank_files(const SaveJob& job, const fs::path& staged,
                                  {{"rank", std::to_string(job.rank)},
                                   {"data_parallel_size", std::to_string(job.size)},
                                   {"step", std::to_string(job.request.step)}},
-                                 !replicated || job.rank == 0);
+                                 !replicated || job.rank == 0, /*skip_replica_copies=*/true);
     } catch (...) {
       shard_failure = std::current_exception();
     }
@@ -444,10 +447,12 @@ void write_rank_files(const SaveJob& job, const fs::path& staged,
 // 3. Rank 0 writes the manifest, renames the directory into place and moves `latest`; a
 // failure removes the staging directory unless it was already committed.
 std::exception_ptr commit_on_rank0(const SaveJob& job, const fs::path& staged,
-                                   const std::vector<ModelTensor>& model, bool replicated) {
+                                   const std::vector<ModelTensor>& model, bool replicated,
+                                   int replicas) {
   bool committed = false;
   try {
-    const ordered_json manifest = build_manifest(job.request, staged, job.size, model, replicated);
+    const ordered_json manifest = build_manifest(job.request, staged, job.size, model, replicated,
+                                                 replicas);
     write_file_atomic(staged / kCheckpointManifestFile, manifest.dump(1) + "\n");
     fault_point("before_commit", job.rank);
     commit_directory(staged, job.final_dir, /*replace_existing=*/true);
@@ -485,7 +490,7 @@ fs::path save_checkpoint(const CheckpointSaveRequest& request,
   write_rank_files(job, staged, model, optimizer, replicated);
   std::exception_ptr failure;
   if (job.rank == 0) {
-    failure = commit_on_rank0(job, staged, model, replicated);
+    failure = commit_on_rank0(job, staged, model, replicated, layer_wise_replicas(optimizer));
     if (!failure) prune_after_publish(job);
   }
   if (!ranks_with_flag(group, failure != nullptr).empty()) {
@@ -624,9 +629,14 @@ LoadedCheckpoint load_checkpoint(const fs::path& directory, const std::vector<Mo
       throw FormatError(str_cat("checkpoint manifest ", quoted(manifest_file),
                                 ": malformed \"model\": ", e.what()));
     }
+    // The optimizer's state dict (buffers the shards are read into) is built on a second thread
+    // while the model file is read: allocating and filling it is memory work the read can hide.
+    // (The future of std::async joins the thread when destroyed, also when the read throws.)
+    std::future<optim::OptimizerState> state =
+        std::async(std::launch::async, [&optimizer] { return optimizer.state_dict(); });
     load_model_file(file_in(directory, model_name, manifest_file), model);
     load_optimizer_shards(optimizer, saved_shards_from_index(m, directory, manifest_file),
-                          str_cat("checkpoint ", quoted(directory)));
+                          str_cat("checkpoint ", quoted(directory)), state.get());
   } catch (...) {
     failure = std::current_exception();
   }

@@ -5,8 +5,13 @@
 
 #include <cstdint>
 #include <optional>
+#include <string_view>
 
 #include "shardwise/core/dtype.hpp"
+
+namespace shardwise {
+class SafetensorsFile;
+}
 
 namespace shardwise::checkpoint_detail {
 
@@ -14,5 +19,14 @@ namespace shardwise::checkpoint_detail {
 // alignment), or nullopt when all are finite. Integer dtypes and scale bytes are
 // not checked.
 std::optional<std::int64_t> first_non_finite(const void* data, std::int64_t count, DType dtype);
+
+// Reads elements [element_offset, element_offset + count) of tensor `name` into `dst` (as
+// SafetensorsFile::read_range) in pieces of about 1 MiB, scanning each piece for non-finite
+// values while it is still in cache: one pass over memory instead of a read and a scan.
+// Returns the index (relative to element_offset) of the first non-finite element, or nullopt.
+// On a non-finite value the read stops there: `dst` is then only partly written.
+std::optional<std::int64_t> read_range_checked(const SafetensorsFile& file, std::string_view name,
+                                               std::int64_t element_offset, std::int64_t count,
+                                               void* dst);
 
 }  // namespace shardwise::checkpoint_detail

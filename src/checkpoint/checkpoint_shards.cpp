@@ -29,9 +29,17 @@ const std::vector<optim::OwnedSlice>* owned_slices_of(const optim::Optimizer& op
   return nullptr;
 }
 
-void collect_shards(const optim::Optimizer& optimizer, std::vector<OptimizerShard>& out) {
+// A rank's copy of a param that the first replica of a layer-wise shard group also holds: it
+// loads it, but only the first replica writes it (each element is saved once).
+bool is_replica_copy(const optim::Optimizer& optimizer, const std::string& param) {
+  const auto* l = dynamic_cast<const optim::LayerWiseDistributedOptimizer*>(&optimizer);
+  return l != nullptr && l->is_replica_copy(param);
+}
+
+void collect_shards(const optim::Optimizer& optimizer, bool for_saving,
+                    std::vector<OptimizerShard>& out) {
   if (const auto* chained = dynamic_cast<const optim::ChainedOptimizer*>(&optimizer)) {
-    for (const auto& child : chained->children()) collect_shards(*child, out);
+    for (const auto& child : chained->children()) collect_shards(*child, for_saving, out);
     return;
   }
   std::map<std::string, const optim::OwnedSlice*> slice_of;
@@ -44,6 +52,7 @@ void collect_shards(const optim::Optimizer& optimizer, std::vector<OptimizerShar
   }
   for (const optim::ParamGroup& group : optimizer.param_groups()) {
     for (const optim::OptimParam& p : group.params) {
+      if (for_saving && is_replica_copy(optimizer, p.name)) continue;
       OptimizerShard shard;
       shard.param = p.name;
       shard.main_param = p.main_param;
@@ -106,8 +115,26 @@ void check_tensor(const SafetensorsFile& file, const std::string& name, std::int
 
 std::vector<OptimizerShard> optimizer_shards(const optim::Optimizer& optimizer) {
   std::vector<OptimizerShard> out;
-  collect_shards(optimizer, out);
+  collect_shards(optimizer, /*for_saving=*/false, out);
   return out;
+}
+
+std::vector<OptimizerShard> optimizer_shards_to_save(const optim::Optimizer& optimizer) {
+  std::vector<OptimizerShard> out;
+  collect_shards(optimizer, /*for_saving=*/true, out);
+  return out;
+}
+
+int layer_wise_replicas(const optim::Optimizer& optimizer) {
+  if (const auto* chained = dynamic_cast<const optim::ChainedOptimizer*>(&optimizer)) {
+    int most = 1;
+    for (const auto& child : chained->children()) {
+      most = std::max(most, layer_wise_replicas(*child));
+    }
+    return most;
+  }
+  const auto* l = dynamic_cast<const optim::LayerWiseDistributedOptimizer*>(&optimizer);
+  return l != nullptr ? l->replicas() : 1;
 }
 
 bool optimizer_state_is_replicated(const optim::Optimizer& optimizer) {
@@ -126,11 +153,11 @@ std::string shard_tensor_name(std::string_view param, std::string_view field) {
 
 std::uint64_t write_optimizer_shard_file(const optim::Optimizer& optimizer, const fs::path& path,
                                          const std::map<std::string, std::string>& metadata,
-                                         bool include_shards) {
+                                         bool include_shards, bool skip_replica_copies) {
   std::vector<OptimizerShard> shards;
   optim::OptimizerState state;
   if (include_shards) {
-    shards = optimizer_shards(optimizer);
+    shards = skip_replica_copies ? optimizer_shards_to_save(optimizer) : optimizer_shards(optimizer);
     state = optimizer.state_dict();
   }
   SafetensorsWriter writer;
@@ -234,9 +261,8 @@ void fill_from_saved_shards(FileCache& files, const OptimizerShard& shard,
     const std::string name = shard_tensor_name(shard.param, field);
     check_tensor(file, name, src->end - src->start,
                  str_cat("needed for elements [", lo, ", ", hi, ") of param '", shard.param, "'"));
-    file.read_range(name, lo - src->start, hi - lo, dst + (lo - shard.start));
-    const auto bad =
-        checkpoint_detail::first_non_finite(dst + (lo - shard.start), hi - lo, DType::kFloat32);
+    const auto bad = checkpoint_detail::read_range_checked(file, name, lo - src->start, hi - lo,
+                                                           dst + (lo - shard.start));
     SW_REQUIRE(!bad, FormatError, "checkpoint file ", quoted(src->file), ": tensor '", name,
                "' holds a non-finite value (NaN or inf) at element ",
                lo - src->start + bad.value_or(0), "; the checkpoint is damaged");
@@ -252,14 +278,19 @@ void fill_from_saved_shards(FileCache& files, const OptimizerShard& shard,
 
 void load_optimizer_shards(optim::Optimizer& optimizer, const std::vector<SavedShard>& saved,
                            const std::string& what) {
+  // The optimizer's state dict names every field it needs, at the right sizes.
+  load_optimizer_shards(optimizer, saved, what, optimizer.state_dict());
+}
+
+void load_optimizer_shards(optim::Optimizer& optimizer, const std::vector<SavedShard>& saved,
+                           const std::string& what, optim::OptimizerState state) {
   const std::vector<OptimizerShard> shards = optimizer_shards(optimizer);
-  // The freshly built optimizer's state dict names every field it needs, at the right sizes.
-  optim::OptimizerState state = optimizer.state_dict();
   const SavedShardsByParam saved_of = saved_shards_by_param(saved);
   FileCache files;
-  // Main params are staged and written only once everything was read and accepted, so a bad
-  // checkpoint leaves the optimizer as it was.
-  std::vector<std::vector<float>> main_values(shards.size());
+  // Shapes and coverage are checked per param before its bytes are read; main params are read
+  // straight into the optimizer's buffers (no staging copy), so a checkpoint found damaged
+  // (non-finite values) part-way leaves them partly loaded. The state fields are read into
+  // `state` and handed over only once all were accepted.
 
   for (std::size_t si = 0; si < shards.size(); ++si) {
     const OptimizerShard& shard = shards[si];
@@ -275,8 +306,7 @@ void load_optimizer_shards(optim::Optimizer& optimizer, const std::vector<SavedS
     auto fill = [&](const std::string& field, float* dst) {
       fill_from_saved_shards(files, shard, sources, field, dst, what);
     };
-    main_values[si].resize(static_cast<std::size_t>(shard.count()));
-    fill(std::string(kMainParamField), main_values[si].data());
+    fill(std::string(kMainParamField), shard.main_param);
 
     const auto entry = state.find(shard.param);
     SW_CHECK(entry != state.end(), "optimizer ", optimizer.kind(), " has no state for param ",
@@ -297,9 +327,6 @@ void load_optimizer_shards(optim::Optimizer& optimizer, const std::vector<SavedS
     }
   }
   optimizer.take_state_dict(std::move(state));  // moves the vectors just read where it can
-  for (std::size_t si = 0; si < shards.size(); ++si) {
-    std::copy(main_values[si].begin(), main_values[si].end(), shards[si].main_param);
-  }
 }
 
 void save_state_dict_to_file(const optim::Optimizer& optimizer, const fs::path& path) {

@@ -5,9 +5,11 @@
 // completed by Work::wait, also under the deadline. Communicators use MPI_ERRORS_RETURN so MPI
 // failures become CommErrors rethrown by wait() instead of aborting in the library.
 //
-// reduce_scatter and all_gather of shards from kP2PMinShardBytes up run over send/recv on a
-// second communicator (direct_collectives.hpp, ring_collectives.hpp; ProcessGroupOptions picks),
-// smaller ones and the other collectives through MPI's non-blocking collectives.
+// reduce_scatter and all_gather of shards from kP2PMinShardBytes up run through the group's
+// shared-memory segment (shared_memory_collectives.hpp, set up on first use) or over send/recv on
+// a second communicator (direct_collectives.hpp, ring_collectives.hpp; ProcessGroupOptions picks),
+// smaller ones and the other collectives through MPI's non-blocking collectives; all_reduce from
+// kP2PMinShardBytes up also goes through the segment when there is one.
 //
 // Reductions: fp32 natively; int32/int64 with SUM or MAX; bf16 and fp16 through an fp32 staging
 // buffer (see fp32_accumulation.hpp: accumulate in fp32, round once). AVG is an fp32 SUM divided
@@ -36,6 +38,7 @@
 #include "shardwise/comm/ordered_worker.hpp"
 #include "shardwise/comm/traffic_model.hpp"
 #include "shardwise/core/logging.hpp"
+#include "shared_memory_collectives.hpp"
 
 namespace shardwise {
 
@@ -123,11 +126,10 @@ class MpiProcessGroup final : public ProcessGroup {
       if (reduces_through_fp32(buffer.dtype)) {
         float* staged = scratch_floats(buffer.numel);
         widen_to_fp32(buffer, staged);
-        all_reduce_chunks(staged, buffer.numel, MPI_FLOAT, mpi_op(op), sizeof(float));
+        all_reduce_any(staged, buffer.numel, DType::kFloat32, op);
         narrow_from_fp32(staged, buffer, divisor);
       } else {
-        all_reduce_chunks(buffer.data, buffer.numel, mpi_type(buffer.dtype), mpi_op(op),
-                          dtype_size(buffer.dtype));
+        all_reduce_any(buffer.data, buffer.numel, buffer.dtype, op);
         if (divisor != 1) divide_fp32(buffer, divisor);
       }
       return all_reduce_traffic(static_cast<std::int64_t>(buffer.nbytes()), size_);
@@ -137,36 +139,34 @@ class MpiProcessGroup final : public ProcessGroup {
   WorkPtr reduce_scatter(TensorView output, TensorView input, ReduceOp op) override {
     bool in_place = false;
     try {
-      require_view(output, "reduce_scatter", "output");
-      require_view(input, "reduce_scatter", "input");
-      require_same_dtype(output, input, "reduce_scatter");
-      require_reducible(input.dtype, op, "reduce_scatter");
-      SW_REQUIRE(input.numel == output.numel * size_, InvalidArgument, where("reduce_scatter"),
-                 ": input has ", input.numel, " elements, expected ", size_,
-                 " shards of the output's ", output.numel);
-      require_int_count(output.numel, "reduce_scatter", "shard");
-      in_place = aliases_own_shard(output, input, rank_ * output.numel, "reduce_scatter", "output",
-                                   "input");
+      in_place = check_reduce_scatter(output, input, op);
     } catch (...) {
       return finished_work(std::current_exception());
     }
-    return run_op(
-        "reduce_scatter", CollectiveKind::kReduceScatter, [this, output, input, op, in_place] {
-          const int divisor = op == ReduceOp::kAvg ? size_ : 1;
-          if (reduces_through_fp32(input.dtype)) {
-            float* staged = scratch_floats(input.numel);
-            widen_to_fp32(input, staged);
-            narrow_from_fp32(reduce_scatter_staged(staged, output.numel, op), output, divisor);
-          } else if (algorithm_for(output.nbytes()) != CollectiveAlgorithm::kMpi) {
-            p2p_reduce_scatter(static_cast<const std::byte*>(input.data),
-                               static_cast<std::byte*>(output.data), output.nbytes(), input.dtype,
-                               op);
-          } else {
-            mpi_reduce_scatter(output, input, op, in_place);
-          }
-          if (!reduces_through_fp32(input.dtype) && divisor != 1) divide_fp32(output, divisor);
-          return reduce_scatter_traffic(static_cast<std::int64_t>(input.nbytes()), size_);
-        });
+    return run_op("reduce_scatter", CollectiveKind::kReduceScatter,
+                  [this, output, input, op, in_place] {
+                    run_reduce_scatter(output, input, op, in_place, 1.0f);
+                    return reduce_scatter_traffic(static_cast<std::int64_t>(input.nbytes()), size_);
+                  });
+  }
+
+  // Folds the scaling into the shared-memory reduction; other paths scale the input in place
+  // first (on the worker, not the caller's thread).
+  WorkPtr reduce_scatter_scaled(TensorView output, TensorView input, double input_scale) override {
+    bool in_place = false;
+    try {
+      SW_REQUIRE(input.dtype == DType::kFloat32, InvalidArgument, where("reduce_scatter_scaled"),
+                 ": input is ", dtype_name(input.dtype), ", expected fp32");
+      in_place = check_reduce_scatter(output, input, ReduceOp::kSum);
+    } catch (...) {
+      return finished_work(std::current_exception());
+    }
+    const float scale = static_cast<float>(input_scale);
+    return run_op("reduce_scatter", CollectiveKind::kReduceScatter,
+                  [this, output, input, in_place, scale] {
+                    run_reduce_scatter(output, input, ReduceOp::kSum, in_place, scale);
+                    return reduce_scatter_traffic(static_cast<std::int64_t>(input.nbytes()), size_);
+                  });
   }
 
   WorkPtr all_gather(TensorView output, TensorView input) override {
@@ -192,7 +192,9 @@ class MpiProcessGroup final : public ProcessGroup {
         const TensorView own = output.slice(rank_ * input.numel, input.numel);
         if (!in_place) std::memcpy(own.data, input.data, input.nbytes());
         auto* bytes = static_cast<std::byte*>(output.data);
-        if (algorithm == CollectiveAlgorithm::kRing) {
+        if (algorithm == CollectiveAlgorithm::kSharedMemory) {
+          shm_->all_gather(bytes, input.nbytes(), shm_watch());
+        } else if (algorithm == CollectiveAlgorithm::kRing) {
           ring_all_gather(p2p_links(), bytes, input.nbytes());
         } else {
           direct_all_gather(p2p_links(), bytes, input.nbytes());
@@ -418,19 +420,107 @@ class MpiProcessGroup final : public ProcessGroup {
     }
   }
 
-  // kRing, kDirect or kMpi for a reduce_scatter / all_gather of shards of `shard_bytes`.
-  CollectiveAlgorithm algorithm_for(std::size_t shard_bytes) const {
+  // The algorithm of a reduce_scatter / all_gather of shards of `shard_bytes` (worker thread;
+  // the same on every rank, so the segment's collective set-up happens at the same point).
+  CollectiveAlgorithm algorithm_for(std::size_t shard_bytes) {
     const auto chosen = static_cast<CollectiveAlgorithm>(algorithm_.load());
     if (size_ < 2) return CollectiveAlgorithm::kMpi;
-    if (chosen != CollectiveAlgorithm::kAuto) return chosen;
-    return shard_bytes >= kP2PMinShardBytes ? CollectiveAlgorithm::kDirect
-                                            : CollectiveAlgorithm::kMpi;
+    if (chosen == CollectiveAlgorithm::kAuto && shard_bytes < kP2PMinShardBytes) {
+      return CollectiveAlgorithm::kMpi;
+    }
+    if (chosen == CollectiveAlgorithm::kAuto || chosen == CollectiveAlgorithm::kSharedMemory) {
+      return shared_memory() ? CollectiveAlgorithm::kSharedMemory : CollectiveAlgorithm::kDirect;
+    }
+    return chosen;
   }
 
-  // Ring or direct reduce-scatter (algorithm_for decides) of a dtype the p2p paths reduce.
+  // Worker thread: the group's segment, set up (collectively) the first time it is asked for.
+  bool shared_memory() {
+    if (!shm_tried_) {
+      shm_tried_ = true;
+      shm_ = SharedMemoryCollectives::create(
+          p2p_comm_, name_, [this](const char* call, const std::function<int(MPI_Request*)>& post) {
+            complete(call, post);
+          });
+    }
+    return shm_ != nullptr;
+  }
+
+  SharedMemoryWatch shm_watch() {
+    return SharedMemoryWatch{timeout_seconds_.load(),
+                             [this](int peer) { return describe(current_op_, sequence_, peer); }};
+  }
+
+ public:
+  bool uses_shared_memory() {
+    bool active = false;
+    worker_->submit([&] { active = shm_ != nullptr; })->wait();
+    return active;
+  }
+
+ private:
+  // Validates a reduce_scatter's arguments; returns whether it is in place.
+  bool check_reduce_scatter(const TensorView& output, const TensorView& input, ReduceOp op) const {
+    require_view(output, "reduce_scatter", "output");
+    require_view(input, "reduce_scatter", "input");
+    require_same_dtype(output, input, "reduce_scatter");
+    require_reducible(input.dtype, op, "reduce_scatter");
+    SW_REQUIRE(input.numel == output.numel * size_, InvalidArgument, where("reduce_scatter"),
+               ": input has ", input.numel, " elements, expected ", size_,
+               " shards of the output's ", output.numel);
+    require_int_count(output.numel, "reduce_scatter", "shard");
+    return aliases_own_shard(output, input, rank_ * output.numel, "reduce_scatter", "output",
+                             "input");
+  }
+
+  // Worker thread: the body of reduce_scatter; `scale` (fp32 SUM only) multiplies every input.
+  void run_reduce_scatter(TensorView output, TensorView input, ReduceOp op, bool in_place,
+                          float scale) {
+    const int divisor = op == ReduceOp::kAvg ? size_ : 1;
+    if (scale != 1.0f && algorithm_for(output.nbytes()) != CollectiveAlgorithm::kSharedMemory) {
+      float* data = input.as<float>();  // as the default reduce_scatter_scaled does
+      for (std::int64_t i = 0; i < input.numel; ++i) data[i] *= scale;
+      scale = 1.0f;
+    }
+    if (reduces_through_fp32(input.dtype)) {
+      float* staged = scratch_floats(input.numel);
+      widen_to_fp32(input, staged);
+      narrow_from_fp32(reduce_scatter_staged(staged, output.numel, op), output, divisor);
+    } else if (algorithm_for(output.nbytes()) != CollectiveAlgorithm::kMpi) {
+      p2p_reduce_scatter(static_cast<const std::byte*>(input.data),
+                         static_cast<std::byte*>(output.data), output.nbytes(), input.dtype, op,
+                         scale);
+    } else {
+      mpi_reduce_scatter(output, input, op, in_place);
+    }
+    if (!reduces_through_fp32(input.dtype) && divisor != 1) divide_fp32(output, divisor);
+  }
+
+  // all_reduce in place: through the segment from kP2PMinShardBytes up (kAuto, kSharedMemory),
+  // else MPI's.
+  void all_reduce_any(void* data, std::int64_t numel, DType dtype, ReduceOp op) {
+    const auto chosen = static_cast<CollectiveAlgorithm>(algorithm_.load());
+    const std::size_t elem = dtype_size(dtype);
+    const std::size_t bytes = static_cast<std::size_t>(numel) * elem;
+    const bool eligible = chosen == CollectiveAlgorithm::kSharedMemory ||
+                          (chosen == CollectiveAlgorithm::kAuto && bytes >= kP2PMinShardBytes);
+    if (size_ >= 2 && eligible && shared_memory()) {
+      shm_->all_reduce(static_cast<std::byte*>(data), static_cast<std::size_t>(numel), elem,
+                       element_combine(dtype, op), shm_watch());
+      return;
+    }
+    all_reduce_chunks(data, numel, mpi_type(dtype), mpi_op(op), elem);
+  }
+
+  // Shared-memory, ring or direct reduce-scatter (algorithm_for decides) of a dtype the p2p
+  // paths reduce; `scale` != 1 only on the shared-memory path.
   void p2p_reduce_scatter(const std::byte* input, std::byte* output, std::size_t shard_bytes,
-                          DType dtype, ReduceOp op) {
-    if (algorithm_for(shard_bytes) == CollectiveAlgorithm::kRing) {
+                          DType dtype, ReduceOp op, float scale = 1.0f) {
+    const CollectiveAlgorithm algorithm = algorithm_for(shard_bytes);
+    if (algorithm == CollectiveAlgorithm::kSharedMemory) {
+      shm_->reduce_scatter(input, output, shard_bytes, dtype_size(dtype),
+                           element_combine(dtype, op), scale, shm_watch());
+    } else if (algorithm == CollectiveAlgorithm::kRing) {
       ring_reduce_scatter(p2p_links(), input, output, shard_bytes, dtype_size(dtype),
                           element_combine(dtype, op), p2p_scratch_);
     } else {
@@ -596,6 +686,8 @@ class MpiProcessGroup final : public ProcessGroup {
   std::vector<std::byte> p2p_scratch_;  // likewise: received shards of ring / direct collectives
   MPI_Comm p2p_comm_ = MPI_COMM_NULL;   // a duplicate reserved for their messages
   std::atomic<int> algorithm_{static_cast<int>(CollectiveAlgorithm::kAuto)};
+  std::unique_ptr<SharedMemoryCollectives> shm_;  // worker thread only; null: none (yet)
+  bool shm_tried_ = false;                        // whether shared_memory() set it up already
   std::unique_ptr<OrderedWorker> worker_;
 };
 
@@ -696,6 +788,10 @@ void set_process_group_options(const ProcessGroupPtr& group, const ProcessGroupO
 
 ProcessGroupOptions process_group_options(const ProcessGroupPtr& group) {
   return as_mpi_group(group, "process_group_options").options();
+}
+
+bool uses_shared_memory_collectives(const ProcessGroupPtr& group) {
+  return as_mpi_group(group, "uses_shared_memory_collectives").uses_shared_memory();
 }
 
 ProcessGroupPtr split_group(const ProcessGroupPtr& parent, int color, int key,

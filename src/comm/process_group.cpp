@@ -13,6 +13,7 @@
 //                                 rank but the root receives N, every rank but the last sends N
 //   send / recv                  the message bytes, on the sending / receiving side
 //   barrier                      no bytes (counted in calls)
+#include "shardwise/comm/ordered_worker.hpp"
 #include "shardwise/comm/traffic_model.hpp"
 #include "shardwise/core/error.hpp"
 
@@ -48,6 +49,21 @@ const char* collective_kind_name(CollectiveKind kind) {
       return "barrier";
   }
   return "unknown";
+}
+
+WorkPtr ProcessGroup::reduce_scatter_scaled(TensorView output, TensorView input,
+                                            double input_scale) {
+  if (input.dtype != DType::kFloat32) {
+    return finished_work(std::make_exception_ptr(
+        InvalidArgument(str_cat("reduce_scatter_scaled on group ", name(), ": input is ",
+                                dtype_name(input.dtype), ", expected fp32"))));
+  }
+  if (input_scale != 1.0) {
+    const float f = static_cast<float>(input_scale);
+    float* data = input.as<float>();
+    for (std::int64_t i = 0; i < input.numel; ++i) data[i] *= f;
+  }
+  return reduce_scatter(output, input, ReduceOp::kSum);
 }
 
 std::int64_t TrafficCounters::total_sent() const {

@@ -2,8 +2,8 @@
 // the MPI backend). Each rank sends and receives (p-1)/p of the data, the least any algorithm
 // can; Open MPI 4.1's MPI_Reduce_scatter_block instead reduces everything to one rank and
 // scatters it. Messages are cut into 1 MiB pieces, each reduced as soon as it lands, which also
-// keeps every MPI count an int. kDirect (direct_collectives.hpp) is the default; the ring is kept
-// as an option for fabrics where neighbour-only traffic pays.
+// keeps every MPI count an int. kSharedMemory (one node) or kDirect is the default; the ring is
+// kept as an option for fabrics where neighbour-only traffic pays.
 //
 // Reduction order is fixed by the ring: shard c is reduced as
 // ((x[c+1] op x[c+2]) op ...) op x[c] (ranks mod p), the same on every run.

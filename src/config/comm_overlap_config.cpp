@@ -40,7 +40,7 @@ void resolve_tensor_parallel(const ModelParallelConfig& mp, const CommOverlapSet
     if (out.tp_comm_overlap_cfg) {
       out.tp_comm_overlap_backend_cfg = to_backend_map(*out.tp_comm_overlap_cfg);
     }
-    out.tp_comm_bootstrap_backend = user.tp_comm_bootstrap_backend.value_or("nccl");
+    out.tp_comm_bootstrap_backend = user.tp_comm_bootstrap_backend.value_or("mpi");
   }
   out.defer_embedding_wgrad_compute = user.defer_embedding_wgrad_compute.value_or(false);
   out.wgrad_deferral_limit = user.wgrad_deferral_limit.value_or(-1);
@@ -91,7 +91,9 @@ void resolve_data_parallel(const ModelParallelConfig& mp, const CommOverlapSetti
 
 }  // namespace
 
-bool tp_comm_overlap_backend_available() { return false; }
+// The MPI backend of the tp layer (src/tp) runs every overlap algorithm over the comm layer's
+// point-to-point and collectives, which every build has (MPI is required).
+bool tp_comm_overlap_backend_available() { return true; }
 
 void validate(const CommOverlapSettings& config) {
   if (config.tp_comm_overlap_cfg) {

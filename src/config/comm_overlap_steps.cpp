@@ -26,7 +26,8 @@ int data_parallel_size_of_world(const ModelParallelConfig& mp, int world, std::o
   require_at_least_one(world, "world_size");
   const int model_parallel = mp.tp * mp.pp * mp.cp;
   SW_REQUIRE(world % model_parallel == 0, ConfigError, "world_size ", world,
-             " is not divisible by tp * pp * cp = ", model_parallel);
+             " is not divisible by tp * pp * cp = ", model_parallel, " (parallel.tp = ", mp.tp,
+             ", parallel.pp = ", mp.pp, ", parallel.cp = ", mp.cp, ")");
   if (dp) {
     SW_REQUIRE(world % *dp == 0, ConfigError, "comm_overlap.data_parallel_size ", *dp,
                " does not divide world_size ", world);

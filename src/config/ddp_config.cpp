@@ -55,11 +55,10 @@ void DistributedDataParallelConfig::validate_for_data_parallel_size(int data_par
   const std::optional<int> s = explicit_shard_group_size(layer_wise_shard_group_size);
   SW_REQUIRE(!s || data_parallel_size % *s == 0, ConfigError, "ddp.layer_wise_shard_group_size ",
              *s, " does not divide the data-parallel size ", data_parallel_size);
-  SW_REQUIRE(layer_wise_shard_group_size == "dp" || (s && *s == data_parallel_size), ConfigError,
-             "ddp.layer_wise_shard_group_size = ", layer_wise_shard_group_size,
-             " at dp ", data_parallel_size,
-             ": runtime support for layer_wise_shard_group_size < dp is not built yet "
-             "(use dp, or `shardwise layout --shard-group-size` to study layouts)");
+}
+
+std::optional<int> DistributedDataParallelConfig::explicit_layer_wise_shard_group_size() const {
+  return explicit_shard_group_size(layer_wise_shard_group_size);
 }
 
 LayoutOptions DistributedDataParallelConfig::layout_options(
@@ -73,6 +72,10 @@ LayoutOptions DistributedDataParallelConfig::layout_options(
   options.bucket_size = resolved_bucket_size(data_parallel_size);
   options.grad_reduce_in_fp32 = grad_reduce_in_fp32;
   options.pad_buckets_for_high_nccl_busbw = pad_buckets_for_high_nccl_busbw;
+  // S = dp is today's layout exactly (unset); "auto" is resolved by the caller, which has the
+  // params (optim::wrap_with_ddp, via choose_shard_group_size).
+  const std::optional<int> s = explicit_shard_group_size(layer_wise_shard_group_size);
+  if (s && *s != data_parallel_size) options.layer_wise_shard_group_size = s;
   options.overlap_aware_cuts = layer_wise_cuts != "plain";
   return options;
 }

@@ -62,12 +62,14 @@ std::vector<BucketGroupPlan> plan_bucket_groups(
 }
 
 BucketGroup::BucketGroup(int index, ParamAndGradBuffer* buffer, std::vector<int> bucket_indices,
-                         ProcessGroupPtr group, const DistributedDataParallelConfig* config)
+                         ProcessGroupPtr group, const DistributedDataParallelConfig* config,
+                         ProcessGroupPtr replica_group)
     : index_(index),
       buffer_(buffer),
       bucket_indices_(std::move(bucket_indices)),
       group_(std::move(group)),
-      config_(config) {
+      config_(config),
+      replica_group_(std::move(replica_group)) {
   SW_CHECK(buffer_ != nullptr && group_ != nullptr && config_ != nullptr, "bucket group ", index);
   for (int b : bucket_indices_) {
     const Bucket& bucket = buffer_->buckets()[static_cast<std::size_t>(b)];
@@ -94,6 +96,12 @@ void BucketGroup::start_grad_sync() {
   for (int b : bucket_indices_) {
     const Bucket& bucket = buffer_->buckets()[static_cast<std::size_t>(b)];
     // Scaling before the collective keeps sums in range (Megatron scales by 1/dp, then sums).
+    // For fp32 sums the group applies it inside its reduction: no pass over the bucket here.
+    if (reduce_scatter && op == ReduceOp::kSum && bucket.grad_data.dtype == DType::kFloat32) {
+      grad_handles_.push_back(group_->reduce_scatter_scaled(
+          bucket.grad_shard(shard_index()), bucket.grad_data, bucket.gradient_scaling_factor));
+      continue;
+    }
     scale_elements(bucket.grad_data, bucket.gradient_scaling_factor);
     if (reduce_scatter) {
       grad_handles_.push_back(
@@ -105,25 +113,65 @@ void BucketGroup::start_grad_sync() {
   grad_dispatched_ = true;
 }
 
-void BucketGroup::finish_grad_sync() {
-  SW_CHECK(grad_dispatched_, "bucket group ", index_, " waited on before it was dispatched");
-  // Wait for every handle even if one fails, then rethrow the first error.
-  std::exception_ptr first_error;
+void BucketGroup::start_replica_reduce() {
+  // Each bucket's reduced shard (sum or average over the shard group) is summed / averaged
+  // across the replicas: the result is the reduction over all dp ranks.
+  const ReduceOp op = config_->average_in_collective ? ReduceOp::kAvg : ReduceOp::kSum;
+  for (int b : bucket_indices_) {
+    const Bucket& bucket = buffer_->buckets()[static_cast<std::size_t>(b)];
+    replica_handles_.push_back(replica_group_->all_reduce(bucket.grad_shard(shard_index()), op));
+  }
+  replica_dispatched_ = true;
+}
+
+bool BucketGroup::poll_replica_reduce() {
+  if (replica_group_ == nullptr || replica_dispatched_) return true;
+  if (!grad_dispatched_) return false;
   for (WorkPtr& handle : grad_handles_) {
+    if (!handle->is_completed()) return false;
+  }
+  start_replica_reduce();
+  return true;
+}
+
+namespace {
+
+// Waits for every handle even if one fails; returns the first error.
+std::exception_ptr wait_all(std::vector<WorkPtr>& handles) {
+  std::exception_ptr first_error;
+  for (WorkPtr& handle : handles) {
     try {
       handle->wait();
     } catch (...) {
       if (!first_error) first_error = std::current_exception();
     }
   }
-  grad_handles_.clear();
+  handles.clear();
+  return first_error;
+}
+
+}  // namespace
+
+void BucketGroup::finish_grad_sync() {
+  SW_CHECK(grad_dispatched_, "bucket group ", index_, " waited on before it was dispatched");
+  std::exception_ptr first_error = wait_all(grad_handles_);
+  if (first_error) {
+    // A shard that was never reduced is not all-reduced either.
+    wait_all(replica_handles_);
+    std::rethrow_exception(first_error);
+  }
+  if (replica_group_ != nullptr && !replica_dispatched_) start_replica_reduce();
+  first_error = wait_all(replica_handles_);
   if (first_error) std::rethrow_exception(first_error);
 }
 
 void BucketGroup::reset_grad_sync() {
   for (WorkPtr& handle : grad_handles_) handle->wait();
   grad_handles_.clear();
+  for (WorkPtr& handle : replica_handles_) handle->wait();
+  replica_handles_.clear();
   grad_dispatched_ = false;
+  replica_dispatched_ = false;
 }
 
 void BucketGroup::start_param_sync(bool async) {

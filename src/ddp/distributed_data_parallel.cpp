@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "shardwise/comm/shard_groups.hpp"
 #include "shardwise/core/error.hpp"
 #include "shardwise/layout/layout_algorithms.hpp"
 
@@ -150,8 +151,8 @@ DistributedDataParallel::DistributedDataParallel(ParamList params, FullParamLayo
   location_.assign(params_.size(), std::nullopt);
 
   for (const auto& [key, buffer_layout] : layout_.layouts) {
-    const ProcessGroupPtr& pg =
-        key.is_expert_parallel ? pgs_.expert_data_parallel : pgs_.data_parallel;
+    make_buffer_groups(key, buffer_layout);
+    const ProcessGroupPtr& pg = group_for(key);
     if (config_.reduce_scatter_grads()) {
       SW_REQUIRE(buffer_layout.num_shards == pg->size(), ShapeError, "layout buffer ",
                  key.to_string(), " is split into ", buffer_layout.num_shards,
@@ -168,7 +169,8 @@ DistributedDataParallel::DistributedDataParallel(ParamList params, FullParamLayo
     ParamAndGradBuffer* buffer = buffers_[plan.buffer].get();
     const int index = static_cast<int>(groups_.size());
     groups_.push_back(std::make_unique<BucketGroup>(index, buffer, std::move(plan.buckets),
-                                                    group_for(buffer->key()), &config_));
+                                                    group_for(buffer->key()), &config_,
+                                                    replica_group_for(buffer->key())));
     for (ParamId p : groups_.back()->params()) location_[p] = Location{plan.buffer, index};
   }
 
@@ -216,8 +218,35 @@ ParamAndGradBuffer& DistributedDataParallel::buffer_of(ParamId param) const {
 
 int DistributedDataParallel::bucket_group_of(ParamId param) const { return location(param).group; }
 
+void DistributedDataParallel::make_buffer_groups(const BufferKey& key,
+                                                 const PerBufferParamLayout& layout) {
+  const ProcessGroupPtr& pg =
+      key.is_expert_parallel ? pgs_.expert_data_parallel : pgs_.data_parallel;
+  const int shards = layout.num_shards;
+  if (!config_.reduce_scatter_grads() || !key.is_layer_wise || !layout.shard_aligned ||
+      shards >= pg->size() || shards < 1 || pg->size() % shards != 0) {
+    return;  // one sharding instance over the whole group (mismatches are reported by the caller)
+  }
+  // Every rank of the group holds the same layout (checked above), so every rank splits for the
+  // same (expert, S) pairs in the same (key) order.
+  auto& cached = shard_group_cache_[{key.is_expert_parallel, shards}];
+  if (cached.first == nullptr) {
+    ShardGroups made = make_shard_groups(pg, shards);
+    cached = {std::move(made.shard), std::move(made.replica)};
+  }
+  shard_groups_[key] = cached;
+}
+
 const ProcessGroupPtr& DistributedDataParallel::group_for(const BufferKey& key) const {
+  auto it = shard_groups_.find(key);
+  if (it != shard_groups_.end()) return it->second.first;
   return key.is_expert_parallel ? pgs_.expert_data_parallel : pgs_.data_parallel;
+}
+
+const ProcessGroupPtr& DistributedDataParallel::replica_group_for(const BufferKey& key) const {
+  static const ProcessGroupPtr kNone;
+  auto it = shard_groups_.find(key);
+  return it == shard_groups_.end() ? kNone : it->second.second;
 }
 
 BucketRange DistributedDataParallel::local_shard_range(const BufferKey& key, int bucket) const {
@@ -251,6 +280,17 @@ void DistributedDataParallel::register_grad_ready(ParamId param) {
     complete_[g] = true;
     dispatch_ready_groups();
   }
+  poll_grad_sync();
+}
+
+int DistributedDataParallel::poll_grad_sync() {
+  // In index order, like the reduce-scatters: every rank of a replica group issues its
+  // all-reduces in the same sequence, each as soon as its reduce-scatter has completed here.
+  while (next_replica_dispatch_ < next_grad_dispatch_ &&
+         groups_[static_cast<std::size_t>(next_replica_dispatch_)]->poll_replica_reduce()) {
+    ++next_replica_dispatch_;
+  }
+  return next_replica_dispatch_;
 }
 
 void DistributedDataParallel::dispatch_ready_groups() {
@@ -301,6 +341,7 @@ void DistributedDataParallel::reset_iteration() {
   std::fill(ready_count_.begin(), ready_count_.end(), 0);
   for (std::size_t g = 0; g < groups_.size(); ++g) complete_[g] = expected_count_[g] == 0;
   next_grad_dispatch_ = 0;
+  next_replica_dispatch_ = 0;
 }
 
 void DistributedDataParallel::zero_grad_buffer() {

@@ -1,5 +1,8 @@
 #include "shardwise/model/gpt_config.hpp"
 
+#include <cstdint>
+#include <limits>
+
 #include "shardwise/core/error.hpp"
 
 namespace shardwise {
@@ -19,6 +22,28 @@ void GptConfig::validate() const {
   SW_REQUIRE(!rope || head_dim() % 2 == 0, InvalidArgument,
              "model.rope needs an even head dimension, got hidden/heads = ", head_dim());
   SW_REQUIRE(init_std > 0, InvalidArgument, "model.init_std must be > 0, got ", init_std);
+  positive(make_vocab_size_divisible_by, "make_vocab_size_divisible_by");
+}
+
+int GptConfig::padded_vocab_size(int tp) const {
+  SW_REQUIRE(tp >= 1, ConfigError, "parallel.tp must be >= 1, got ", tp);
+  if (tp == 1) return vocab_size;
+  const std::int64_t multiple = std::int64_t{make_vocab_size_divisible_by} * tp;
+  const std::int64_t padded = (vocab_size + multiple - 1) / multiple * multiple;
+  SW_REQUIRE(padded <= std::numeric_limits<int>::max(), ConfigError, "model.vocab_size ",
+             vocab_size, " padded to a multiple of model.make_vocab_size_divisible_by (",
+             make_vocab_size_divisible_by, ") x parallel.tp (", tp, ") overflows");
+  return static_cast<int>(padded);
+}
+
+void GptConfig::validate_tensor_parallel(int tp) const {
+  validate();
+  SW_REQUIRE(tp >= 1, ConfigError, "parallel.tp must be >= 1, got ", tp);
+  SW_REQUIRE(num_heads % tp == 0, ConfigError, "model.num_heads (", num_heads,
+             ") must be divisible by parallel.tp (", tp, ")");
+  SW_REQUIRE(ffn_hidden % tp == 0, ConfigError, "model.ffn_hidden (", ffn_hidden,
+             ") must be divisible by parallel.tp (", tp, ")");
+  padded_vocab_size(tp);  // a multiple of tp by construction; throws when it overflows
 }
 
 }  // namespace shardwise

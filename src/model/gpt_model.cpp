@@ -4,10 +4,14 @@
 #include <cmath>
 #include <limits>
 #include <string>
+#include <type_traits>
 
 #include "shardwise/core/error.hpp"
 #include "shardwise/model/dense_kernels.hpp"
 #include "shardwise/model/param_init.hpp"
+#include "shardwise/model/tp_collectives.hpp"
+#include "shardwise/model/tp_linear.hpp"
+#include "shardwise/model/vocab_parallel.hpp"
 
 namespace shardwise {
 
@@ -25,8 +29,11 @@ constexpr double kLayerNormEps = 1e-5;
 template <typename Scalar>
 struct GptModel<Scalar>::Activations {
   int batch = 0, seq = 0;
+  std::int64_t n = 0;        // batch * seq: rows of the full sequence
+  std::int64_t n_local = 0;  // rows this rank holds in sequence-sharded regions (n without SP)
   std::vector<std::int32_t> tokens, targets;
-  // Per block: inputs and intermediates kept for backward.
+  // Per block: inputs and intermediates kept for backward. Sequence-sharded with SP: x_in,
+  // ln1_*, x_mid, ln2_*; always full rows: qkv, probs, attn_out, fc1_out, gelu_out.
   struct Block {
     std::vector<Scalar> x_in, ln1_out, ln1_mean, ln1_rstd, qkv, probs, attn_out, x_mid, ln2_out,
         ln2_mean, ln2_rstd, fc1_out, gelu_out;
@@ -37,12 +44,24 @@ struct GptModel<Scalar>::Activations {
   std::vector<BlockIds> ids;
   ParamId wte = 0, wpe = 0, lnf_w = 0, lnf_b = 0, head = 0;
   bool has_wpe = false;
+  // TP shapes: local heads, hidden and ffn columns, vocabulary slice.
+  int heads_local = 0, hidden_local = 0, ffn_local = 0;
+  std::int64_t vocab_local = 0, vocab_begin = 0;
+  std::vector<std::vector<Scalar>> grad_scratch;  // per param, SP-replicated grads only
+  std::vector<Scalar> gathered_probs;             // probabilities() under TP
 };
 
 template <typename Scalar>
 GptModel<Scalar>::GptModel(const GptConfig& config)
-    : config_(config), acts_(std::make_unique<Activations>()) {
-  config_.validate();
+    : GptModel(config, TensorParallelOptions{}) {}
+
+template <typename Scalar>
+GptModel<Scalar>::GptModel(const GptConfig& config, const TensorParallelOptions& tp)
+    : config_(config), tp_(tp), acts_(std::make_unique<Activations>()) {
+  if (!tp_.enabled()) tp_.sequence_parallel = false;  // nothing to shard over
+  constexpr bool kIsFloat = std::is_same_v<Scalar, float>;
+  SW_REQUIRE(!tp_.enabled() || kIsFloat, InvalidArgument,
+             "GptModel: tensor parallelism runs the model in float only");
   register_params();
 }
 
@@ -51,51 +70,32 @@ GptModel<Scalar>::~GptModel() = default;
 
 template <typename Scalar>
 void GptModel<Scalar>::register_params() {
-  const std::int64_t v = config_.vocab_size, h = config_.hidden, f = config_.ffn_hidden;
-  auto add = [&](std::string name, std::vector<std::int64_t> shape) -> ParamId {
-    ParamInfo p;
-    p.name = std::move(name);
-    p.shape = std::move(shape);
-    p.dtype = DType::kFloat32;  // the CPU model computes and stores fp32
-    params_.push_back(std::move(p));
-    return params_.size() - 1;
-  };
+  const int t = tp_.size();
+  params_ = gpt_param_list(config_, t);
   Activations& a = *acts_;
-  a.wte = add("embedding.word_embeddings.weight", {v, h});
-  params_[a.wte].embedding_or_output = true;
-  params_[a.wte].shared_embedding = config_.tied_embeddings;
+  a.heads_local = config_.num_heads / t;
+  a.hidden_local = config_.hidden / t;
+  a.ffn_local = config_.ffn_hidden / t;
+  a.vocab_local = config_.padded_vocab_size(t) / t;
+  a.vocab_begin = vocab_slice_begin(tp_, config_.padded_vocab_size(t));
+  // Ids in the order gpt_param_list adds them.
+  ParamId next = 0;
+  a.wte = next++;
   a.has_wpe = !config_.rope;
-  if (a.has_wpe) {
-    a.wpe = add("embedding.position_embeddings.weight", {config_.seq_len, h});
-    params_[a.wpe].embedding_or_output = true;
-    params_[a.wpe].use_muon = false;
-  }
+  if (a.has_wpe) a.wpe = next++;
   for (int l = 0; l < config_.num_layers; ++l) {
-    const std::string p = "layers." + std::to_string(l) + ".";
     BlockIds b{};
-    b.ln1_w = add(p + "input_layernorm.weight", {h});
-    b.ln1_b = add(p + "input_layernorm.bias", {h});
-    b.qkv_w = add(p + "attention.qkv.weight", {3 * h, h});
-    params_[b.qkv_w].qkv_split = {h, h, h};
-    b.qkv_b = add(p + "attention.qkv.bias", {3 * h});
-    b.proj_w = add(p + "attention.proj.weight", {h, h});
-    b.proj_b = add(p + "attention.proj.bias", {h});
-    b.ln2_w = add(p + "post_attention_layernorm.weight", {h});
-    b.ln2_b = add(p + "post_attention_layernorm.bias", {h});
-    b.fc1_w = add(p + "mlp.fc1.weight", {f, h});
-    b.fc1_b = add(p + "mlp.fc1.bias", {f});
-    b.fc2_w = add(p + "mlp.fc2.weight", {h, f});
-    b.fc2_b = add(p + "mlp.fc2.bias", {h});
+    for (ParamId* id : {&b.ln1_w, &b.ln1_b, &b.qkv_w, &b.qkv_b, &b.proj_w, &b.proj_b, &b.ln2_w,
+                        &b.ln2_b, &b.fc1_w, &b.fc1_b, &b.fc2_w, &b.fc2_b}) {
+      *id = next++;
+    }
     a.ids.push_back(b);
   }
-  a.lnf_w = add("final_layernorm.weight", {h});
-  a.lnf_b = add("final_layernorm.bias", {h});
-  if (config_.tied_embeddings) {
-    a.head = a.wte;
-  } else {
-    a.head = add("output_layer.weight", {v, h});
-    params_[a.head].embedding_or_output = true;
-  }
+  a.lnf_w = next++;
+  a.lnf_b = next++;
+  a.head = config_.tied_embeddings ? a.wte : next++;
+  SW_CHECK(next == params_.size(), "GptModel: ", next, " ids for ", params_.size(), " params");
+  a.grad_scratch.resize(params_.size());
 }
 
 template <typename Scalar>
@@ -111,29 +111,45 @@ void GptModel<Scalar>::bind(std::vector<Scalar*> values, std::vector<Scalar*> gr
   grads_ = std::move(grads);
 }
 
+// The tp = 1 model's initial value of a parameter (TP ranks slice their shard out of it, so a
+// TP model starts from exactly the tp = 1 model's weights).
+template <typename Scalar>
+std::vector<Scalar> GptModel<Scalar>::full_initial_value(const ParamInfo& p,
+                                                         std::uint64_t seed) const {
+  const double out_std = config_.init_std / std::sqrt(2.0 * config_.num_layers);
+  const bool is_bias = p.name.ends_with(".bias");
+  const bool is_norm = p.name.find("layernorm") != std::string::npos;
+  std::vector<Scalar> v(static_cast<std::size_t>(p.numel()));
+  if (is_norm && !is_bias) {
+    std::fill(v.begin(), v.end(), Scalar(1));
+  } else if (is_bias) {
+    std::fill(v.begin(), v.end(), Scalar(0));
+  } else {
+    const bool residual_out = p.name.ends_with("proj.weight") || p.name.ends_with("fc2.weight");
+    fill_normal(v.data(), p.numel(), residual_out ? out_std : config_.init_std, seed, p.name);
+  }
+  return v;
+}
+
 template <typename Scalar>
 void GptModel<Scalar>::init_parameters(std::uint64_t seed) {
   SW_REQUIRE(!values_.empty(), InvalidArgument, "GptModel::init_parameters before bind()");
-  const double out_std = config_.init_std / std::sqrt(2.0 * config_.num_layers);
+  const ParamList full = tp_.enabled() ? gpt_param_list(config_, 1) : params_;
   for (std::size_t i = 0; i < params_.size(); ++i) {
-    const ParamInfo& p = params_[i];
-    const bool is_bias = p.name.ends_with(".bias");
-    const bool is_norm = p.name.find("layernorm") != std::string::npos;
-    Scalar* v = values_[i];
-    if (is_norm && !is_bias) {
-      std::fill(v, v + p.numel(), Scalar(1));
-    } else if (is_bias) {
-      std::fill(v, v + p.numel(), Scalar(0));
-    } else {
-      const bool residual_out = p.name.ends_with("proj.weight") || p.name.ends_with("fc2.weight");
-      fill_normal(v, p.numel(), residual_out ? out_std : config_.init_std, seed, p.name);
-    }
+    const std::vector<Scalar> value = full_initial_value(full[i], seed);
+    slice_tp_shard(full[i], params_[i], tp_.size(), tp_.rank(), value.data(), values_[i]);
   }
 }
 
 template <typename Scalar>
 void GptModel<Scalar>::set_before_param_use(std::function<void(ParamId)> hook) {
   before_use_ = std::move(hook);
+}
+
+template <typename Scalar>
+const Scalar* GptModel<Scalar>::use(ParamId id) {
+  if (before_use_) before_use_(id);
+  return values_[id];
 }
 
 template <typename Scalar>
@@ -144,11 +160,15 @@ double GptModel<Scalar>::forward(const std::int32_t* tokens, const std::int32_t*
              "GptModel::forward: batch ", batch, " x seq ", seq, " (max seq ", config_.seq_len,
              ")");
   Activations& a = *acts_;
-  const int h = config_.hidden, f = config_.ffn_hidden, v = config_.vocab_size;
-  const int nh = config_.num_heads, hd = config_.head_dim();
+  const int h = config_.hidden, v = config_.vocab_size;
   const std::int64_t n = std::int64_t{batch} * seq;
+  SW_REQUIRE(!tp_.sequence_parallel || n % tp_.size() == 0, ShapeError,
+             "GptModel::forward: sequence parallelism needs batch x seq (", batch, " x ", seq,
+             ") divisible by the TP size ", tp_.size());
   a.batch = batch;
   a.seq = seq;
+  a.n = n;
+  a.n_local = tp_.sequence_parallel ? n / tp_.size() : n;
   a.tokens.assign(tokens, tokens + n);
   a.targets.assign(targets, targets + n);
   for (std::int64_t i = 0; i < n; ++i) {
@@ -157,53 +177,95 @@ double GptModel<Scalar>::forward(const std::int32_t* tokens, const std::int32_t*
     SW_REQUIRE(targets[i] < v, ShapeError, "GptModel::forward: target ", targets[i],
                " outside vocabulary of ", v);
   }
-  auto use = [&](ParamId id) -> const Scalar* {
-    if (before_use_) before_use_(id);
-    return values_[id];
-  };
 
-  // Embeddings.
-  std::vector<Scalar> x(static_cast<std::size_t>(n) * h);
+  std::vector<Scalar> x;
+  embed_forward(x);
+  a.blocks.resize(config_.num_layers);
+  for (int l = 0; l < config_.num_layers; ++l) block_forward(l, x);
+  a.x_final = x;
+  layer_norm_forward(x.data(), use(a.lnf_w), use(a.lnf_b), a.n_local, h, kLayerNormEps,
+                     a.lnf_out, a.lnf_mean, a.lnf_rstd);
+  column_parallel_forward(TpGemmSlot::kOutput, tp_, a.lnf_out.data(), use(a.head),
+                          static_cast<const Scalar*>(nullptr), n, h, a.vocab_local, a.logits);
+  if (!tp_.enabled()) return softmax_cross_entropy(a.logits, a.targets, n, v, a.counted);
+  return vocab_parallel_cross_entropy(tp_, a.logits, a.targets, n, a.vocab_local, v, a.counted);
+}
+
+// x = word embedding (summed over the vocabulary slices: all-reduced, or reduce-scattered to
+// this rank's rows with SP) + position embedding.
+template <typename Scalar>
+void GptModel<Scalar>::embed_forward(std::vector<Scalar>& x) {
+  Activations& a = *acts_;
+  const int h = config_.hidden;
   const Scalar* wte = use(a.wte);
   const Scalar* wpe = a.has_wpe ? use(a.wpe) : nullptr;
-  for (std::int64_t i = 0; i < n; ++i) {
-    const Scalar* e = wte + std::int64_t{tokens[i]} * h;
+  x.resize(static_cast<std::size_t>(a.n) * h);
+  vocab_parallel_embedding_lookup(a.tokens.data(), a.n, wte, a.vocab_begin, a.vocab_local, h,
+                                  x.data());
+  if (tp_.sequence_parallel) {
+    std::vector<Scalar> partial = std::move(x);
+    tp_reduce_scatter_rows(tp_, partial.data(), a.n, h, x);
+  } else {
+    tp_all_reduce(tp_, x.data(), a.n * h);
+  }
+  if (!wpe) return;
+  const std::int64_t first_row = tp_.sequence_parallel ? a.n_local * tp_.rank() : 0;
+  for (std::int64_t i = 0; i < a.n_local; ++i) {
+    const Scalar* pe = wpe + (first_row + i) % a.seq * std::int64_t{h};
     Scalar* xi = x.data() + i * h;
-    for (int c = 0; c < h; ++c) xi[c] = e[c];
-    if (wpe) {
-      const Scalar* pe = wpe + (i % seq) * std::int64_t{h};
-      for (int c = 0; c < h; ++c) xi[c] += pe[c];
-    }
+    for (int c = 0; c < h; ++c) xi[c] += pe[c];
   }
+}
 
-  a.blocks.resize(config_.num_layers);
-  for (int l = 0; l < config_.num_layers; ++l) {
-    const BlockIds& id = a.ids[l];
-    auto& b = a.blocks[l];
-    b.x_in = x;
-    layer_norm_forward(x.data(), use(id.ln1_w), use(id.ln1_b), n, h, kLayerNormEps, b.ln1_out,
-                       b.ln1_mean, b.ln1_rstd);
-    linear_forward(b.ln1_out.data(), use(id.qkv_w), use(id.qkv_b), n, h, 3 * h, b.qkv);
-    if (config_.rope) rope_apply(b.qkv.data(), batch, seq, nh, hd, 3 * h, /*inverse=*/false);
-    attention_forward(b.qkv.data(), batch, seq, nh, hd, b.probs, b.attn_out);
-    std::vector<Scalar> proj;
-    linear_forward(b.attn_out.data(), use(id.proj_w), use(id.proj_b), n, h, h, proj);
-    for (std::int64_t i = 0; i < n * h; ++i) x[i] += proj[i];
-    b.x_mid = x;
-    layer_norm_forward(x.data(), use(id.ln2_w), use(id.ln2_b), n, h, kLayerNormEps, b.ln2_out,
-                       b.ln2_mean, b.ln2_rstd);
-    linear_forward(b.ln2_out.data(), use(id.fc1_w), use(id.fc1_b), n, h, f, b.fc1_out);
-    gelu_forward(b.fc1_out, b.gelu_out);
-    std::vector<Scalar> mlp;
-    linear_forward(b.gelu_out.data(), use(id.fc2_w), use(id.fc2_b), n, f, h, mlp);
-    for (std::int64_t i = 0; i < n * h; ++i) x[i] += mlp[i];
+template <typename Scalar>
+void GptModel<Scalar>::block_forward(int l, std::vector<Scalar>& x) {
+  Activations& a = *acts_;
+  const int h = config_.hidden, hd = config_.head_dim();
+  const int nh = a.heads_local, hl = a.hidden_local, fl = a.ffn_local;
+  const std::int64_t n = a.n, nl = a.n_local;
+  const BlockIds& id = a.ids[l];
+  auto& b = a.blocks[l];
+  b.x_in = x;
+  layer_norm_forward(x.data(), use(id.ln1_w), use(id.ln1_b), nl, h, kLayerNormEps, b.ln1_out,
+                     b.ln1_mean, b.ln1_rstd);
+  column_parallel_forward(TpGemmSlot::kQkv, tp_, b.ln1_out.data(), use(id.qkv_w), use(id.qkv_b),
+                          n, h, 3 * hl, b.qkv);
+  if (config_.rope) rope_apply(b.qkv.data(), a.batch, a.seq, nh, hd, 3 * hl, /*inverse=*/false);
+  attention_forward(b.qkv.data(), a.batch, a.seq, nh, hd, b.probs, b.attn_out);
+  std::vector<Scalar> proj;
+  row_parallel_forward(TpGemmSlot::kProj, tp_, b.attn_out.data(), use(id.proj_w),
+                       use(id.proj_b), n, hl, h, proj);
+  for (std::int64_t i = 0; i < nl * h; ++i) x[i] += proj[i];
+  b.x_mid = x;
+  layer_norm_forward(x.data(), use(id.ln2_w), use(id.ln2_b), nl, h, kLayerNormEps, b.ln2_out,
+                     b.ln2_mean, b.ln2_rstd);
+  column_parallel_forward(TpGemmSlot::kFc1, tp_, b.ln2_out.data(), use(id.fc1_w), use(id.fc1_b),
+                          n, h, fl, b.fc1_out);
+  gelu_forward(b.fc1_out, b.gelu_out);
+  std::vector<Scalar> mlp;
+  row_parallel_forward(TpGemmSlot::kFc2, tp_, b.gelu_out.data(), use(id.fc2_w), use(id.fc2_b),
+                       n, fl, h, mlp);
+  for (std::int64_t i = 0; i < nl * h; ++i) x[i] += mlp[i];
+}
+
+template <typename Scalar>
+Scalar* GptModel<Scalar>::grad_target(ParamId id) {
+  if (!tp_.sequence_parallel || !params_[id].tp_duplicate) return grads_[id];
+  std::vector<Scalar>& scratch = acts_->grad_scratch[id];
+  scratch.assign(static_cast<std::size_t>(params_[id].numel()), Scalar(0));
+  return scratch.data();
+}
+
+template <typename Scalar>
+void GptModel<Scalar>::grad_done(ParamId id, const std::function<void(ParamId)>& grad_ready) {
+  if (tp_.sequence_parallel && params_[id].tp_duplicate) {
+    // Each rank saw only its rows: sum this backward's partial gradient over the TP group.
+    std::vector<Scalar>& scratch = acts_->grad_scratch[id];
+    tp_all_reduce(tp_, scratch.data(), static_cast<std::int64_t>(scratch.size()));
+    Scalar* g = grads_[id];
+    for (std::size_t i = 0; i < scratch.size(); ++i) g[i] += scratch[i];
   }
-  a.x_final = x;
-  layer_norm_forward(x.data(), use(a.lnf_w), use(a.lnf_b), n, h, kLayerNormEps, a.lnf_out,
-                     a.lnf_mean, a.lnf_rstd);
-  linear_forward(a.lnf_out.data(), use(a.head), static_cast<const Scalar*>(nullptr), n, h, v,
-                 a.logits);
-  return softmax_cross_entropy(a.logits, a.targets, n, v, a.counted);
+  if (grad_ready) grad_ready(id);
 }
 
 template <typename Scalar>
@@ -211,112 +273,148 @@ void GptModel<Scalar>::backward(double loss_scale,
                                 const std::function<void(ParamId)>& grad_ready) {
   Activations& a = *acts_;
   SW_REQUIRE(a.batch > 0, InvalidArgument, "GptModel::backward without a forward pass");
-  const int h = config_.hidden, f = config_.ffn_hidden, v = config_.vocab_size;
-  const int nh = config_.num_heads, hd = config_.head_dim();
-  const int batch = a.batch, seq = a.seq;
-  const std::int64_t n = std::int64_t{batch} * seq;
-  auto ready = [&](ParamId id) {
-    if (grad_ready) grad_ready(id);
-  };
+  const int h = config_.hidden;
+  const std::int64_t n = a.n, vl = a.vocab_local;
 
   // d loss / d logits = (softmax - onehot) * scale / counted, zero for ignored targets.
   std::vector<Scalar> dlogits = a.logits;
   const Scalar scale = a.counted > 0 ? static_cast<Scalar>(loss_scale / a.counted) : Scalar(0);
   for (std::int64_t i = 0; i < n; ++i) {
-    Scalar* row = dlogits.data() + i * v;
+    Scalar* row = dlogits.data() + i * vl;
     if (a.targets[i] < 0) {
-      std::fill(row, row + v, Scalar(0));
+      std::fill(row, row + vl, Scalar(0));
       continue;
     }
-    row[a.targets[i]] -= Scalar(1);
-    for (int c = 0; c < v; ++c) row[c] *= scale;
+    const std::int64_t t = a.targets[i] - a.vocab_begin;
+    if (t >= 0 && t < vl) row[t] -= Scalar(1);
+    for (std::int64_t c = 0; c < vl; ++c) row[c] *= scale;
   }
   std::vector<Scalar> dx;
-  linear_backward(dlogits.data(), a.lnf_out.data(), values_[a.head], n, h, v, grads_[a.head],
-                  static_cast<Scalar*>(nullptr), dx);
-  if (a.head != a.wte) ready(a.head);
+  column_parallel_backward(TpGemmSlot::kOutput, tp_, dlogits.data(), a.lnf_out.data(),
+                           values_[a.head], n, h, vl, grads_[a.head],
+                           static_cast<Scalar*>(nullptr), dx);
+  if (a.head != a.wte && grad_ready) grad_ready(a.head);
   std::vector<Scalar> dres;
-  layer_norm_backward(dx.data(), a.x_final.data(), a.lnf_mean, a.lnf_rstd, values_[a.lnf_w], n,
-                      h, grads_[a.lnf_w], grads_[a.lnf_b], dres);
-  ready(a.lnf_b);
-  ready(a.lnf_w);
-
-  for (int l = config_.num_layers - 1; l >= 0; --l) {
-    const BlockIds& id = a.ids[l];
-    auto& b = a.blocks[l];
-    // MLP: x = x_mid + fc2(gelu(fc1(ln2(x_mid)))).
-    std::vector<Scalar> dgelu;
-    linear_backward(dres.data(), b.gelu_out.data(), values_[id.fc2_w], n, f, h, grads_[id.fc2_w],
-                    grads_[id.fc2_b], dgelu);
-    ready(id.fc2_b);
-    ready(id.fc2_w);
-    gelu_backward(b.fc1_out, dgelu);
-    std::vector<Scalar> dln2;
-    linear_backward(dgelu.data(), b.ln2_out.data(), values_[id.fc1_w], n, h, f, grads_[id.fc1_w],
-                    grads_[id.fc1_b], dln2);
-    ready(id.fc1_b);
-    ready(id.fc1_w);
-    std::vector<Scalar> dmid;
-    layer_norm_backward(dln2.data(), b.x_mid.data(), b.ln2_mean, b.ln2_rstd, values_[id.ln2_w],
-                        n, h, grads_[id.ln2_w], grads_[id.ln2_b], dmid);
-    ready(id.ln2_b);
-    ready(id.ln2_w);
-    for (std::int64_t i = 0; i < n * h; ++i) dres[i] += dmid[i];
-
-    // Attention: x_mid = x_in + proj(attn(qkv(ln1(x_in)))).
-    std::vector<Scalar> dattn;
-    linear_backward(dres.data(), b.attn_out.data(), values_[id.proj_w], n, h, h,
-                    grads_[id.proj_w], grads_[id.proj_b], dattn);
-    ready(id.proj_b);
-    ready(id.proj_w);
-    std::vector<Scalar> dqkv;
-    attention_backward(b.qkv.data(), b.probs, dattn.data(), batch, seq, nh, hd, dqkv);
-    if (config_.rope) rope_apply(dqkv.data(), batch, seq, nh, hd, 3 * h, /*inverse=*/true);
-    std::vector<Scalar> dln1;
-    linear_backward(dqkv.data(), b.ln1_out.data(), values_[id.qkv_w], n, h, 3 * h,
-                    grads_[id.qkv_w], grads_[id.qkv_b], dln1);
-    ready(id.qkv_b);
-    ready(id.qkv_w);
-    std::vector<Scalar> din;
-    layer_norm_backward(dln1.data(), b.x_in.data(), b.ln1_mean, b.ln1_rstd, values_[id.ln1_w], n,
-                        h, grads_[id.ln1_w], grads_[id.ln1_b], din);
-    ready(id.ln1_b);
-    ready(id.ln1_w);
-    for (std::int64_t i = 0; i < n * h; ++i) dres[i] += din[i];
-  }
-
-  // Embeddings.
-  if (a.has_wpe) {
-    Scalar* gpe = grads_[a.wpe];
-    for (std::int64_t i = 0; i < n; ++i) {
-      Scalar* g = gpe + (i % seq) * std::int64_t{h};
-      const Scalar* d = dres.data() + i * h;
-      for (int c = 0; c < h; ++c) g[c] += d[c];
-    }
-    ready(a.wpe);
-  }
-  Scalar* gte = grads_[a.wte];
-  for (std::int64_t i = 0; i < n; ++i) {
-    Scalar* g = gte + std::int64_t{a.tokens[i]} * h;
-    const Scalar* d = dres.data() + i * h;
-    for (int c = 0; c < h; ++c) g[c] += d[c];
-  }
-  ready(a.wte);
+  Scalar* g_lnf_w = grad_target(a.lnf_w);
+  Scalar* g_lnf_b = grad_target(a.lnf_b);
+  layer_norm_backward(dx.data(), a.x_final.data(), a.lnf_mean, a.lnf_rstd, values_[a.lnf_w],
+                      a.n_local, h, g_lnf_w, g_lnf_b, dres);
+  grad_done(a.lnf_b, grad_ready);
+  grad_done(a.lnf_w, grad_ready);
+  for (int l = config_.num_layers - 1; l >= 0; --l) block_backward(l, dres, grad_ready);
+  embed_backward(dres, grad_ready);
 }
 
 template <typename Scalar>
+void GptModel<Scalar>::block_backward(int l, std::vector<Scalar>& dres,
+                                      const std::function<void(ParamId)>& grad_ready) {
+  Activations& a = *acts_;
+  const int h = config_.hidden, hd = config_.head_dim();
+  const int nh = a.heads_local, hl = a.hidden_local, fl = a.ffn_local;
+  const std::int64_t n = a.n, nl = a.n_local;
+  const BlockIds& id = a.ids[l];
+  auto& b = a.blocks[l];
+  auto done = [&](ParamId p) { grad_done(p, grad_ready); };
+  // MLP: x = x_mid + fc2(gelu(fc1(ln2(x_mid)))).
+  std::vector<Scalar> dgelu;
+  row_parallel_backward(TpGemmSlot::kFc2, tp_, dres.data(), b.gelu_out.data(), values_[id.fc2_w],
+                        n, fl, h, grads_[id.fc2_w], grad_target(id.fc2_b), dgelu);
+  done(id.fc2_b);
+  done(id.fc2_w);
+  gelu_backward(b.fc1_out, dgelu);
+  std::vector<Scalar> dln2;
+  column_parallel_backward(TpGemmSlot::kFc1, tp_, dgelu.data(), b.ln2_out.data(),
+                           values_[id.fc1_w], n, h, fl, grads_[id.fc1_w], grads_[id.fc1_b], dln2);
+  done(id.fc1_b);
+  done(id.fc1_w);
+  std::vector<Scalar> dmid;
+  Scalar* g_ln2_w = grad_target(id.ln2_w);
+  Scalar* g_ln2_b = grad_target(id.ln2_b);
+  layer_norm_backward(dln2.data(), b.x_mid.data(), b.ln2_mean, b.ln2_rstd, values_[id.ln2_w], nl,
+                      h, g_ln2_w, g_ln2_b, dmid);
+  done(id.ln2_b);
+  done(id.ln2_w);
+  for (std::int64_t i = 0; i < nl * h; ++i) dres[i] += dmid[i];
+
+  // Attention: x_mid = x_in + proj(attn(qkv(ln1(x_in)))).
+  std::vector<Scalar> dattn;
+  row_parallel_backward(TpGemmSlot::kProj, tp_, dres.data(), b.attn_out.data(),
+                        values_[id.proj_w], n, hl, h, grads_[id.proj_w], grad_target(id.proj_b),
+                        dattn);
+  done(id.proj_b);
+  done(id.proj_w);
+  std::vector<Scalar> dqkv;
+  attention_backward(b.qkv.data(), b.probs, dattn.data(), a.batch, a.seq, nh, hd, dqkv);
+  if (config_.rope) rope_apply(dqkv.data(), a.batch, a.seq, nh, hd, 3 * hl, /*inverse=*/true);
+  std::vector<Scalar> dln1;
+  column_parallel_backward(TpGemmSlot::kQkv, tp_, dqkv.data(), b.ln1_out.data(),
+                           values_[id.qkv_w], n, h, 3 * hl, grads_[id.qkv_w], grads_[id.qkv_b],
+                           dln1);
+  done(id.qkv_b);
+  done(id.qkv_w);
+  std::vector<Scalar> din;
+  Scalar* g_ln1_w = grad_target(id.ln1_w);
+  Scalar* g_ln1_b = grad_target(id.ln1_b);
+  layer_norm_backward(dln1.data(), b.x_in.data(), b.ln1_mean, b.ln1_rstd, values_[id.ln1_w], nl,
+                      h, g_ln1_w, g_ln1_b, din);
+  done(id.ln1_b);
+  done(id.ln1_w);
+  for (std::int64_t i = 0; i < nl * h; ++i) dres[i] += din[i];
+}
+
+template <typename Scalar>
+void GptModel<Scalar>::embed_backward(std::vector<Scalar>& dres,
+                                      const std::function<void(ParamId)>& grad_ready) {
+  Activations& a = *acts_;
+  const int h = config_.hidden;
+  if (a.has_wpe) {
+    Scalar* gpe = grad_target(a.wpe);
+    const std::int64_t first_row = tp_.sequence_parallel ? a.n_local * tp_.rank() : 0;
+    for (std::int64_t i = 0; i < a.n_local; ++i) {
+      Scalar* g = gpe + (first_row + i) % a.seq * std::int64_t{h};
+      const Scalar* d = dres.data() + i * h;
+      for (int c = 0; c < h; ++c) g[c] += d[c];
+    }
+    grad_done(a.wpe, grad_ready);
+  }
+  // Every rank's vocabulary slice needs the gradient of every row.
+  const Scalar* d = dres.data();
+  std::vector<Scalar> gathered;
+  if (tp_.sequence_parallel) {
+    tp_all_gather_rows(tp_, dres.data(), a.n_local, h, gathered);
+    d = gathered.data();
+  }
+  vocab_parallel_embedding_backward(a.tokens.data(), a.n, d, a.vocab_begin, a.vocab_local, h,
+                                    grads_[a.wte]);
+  if (grad_ready) grad_ready(a.wte);
+}
+
+// Per-row argmax over this rank's vocabulary slice as (value, global index) pairs, gathered so
+// every TP rank picks the same overall argmax (the lowest index among equal maxima).
+template <typename Scalar>
 std::vector<bool> GptModel<Scalar>::exact_match() const {
   const Activations& a = *acts_;
-  const int v = config_.vocab_size;
+  const std::int64_t vl = a.vocab_local;
+  const std::int64_t valid =
+      std::clamp<std::int64_t>(config_.vocab_size - a.vocab_begin, 0, vl);
+  std::vector<Scalar> best(static_cast<std::size_t>(2 * a.n));
+  for (std::int64_t i = 0; i < a.n; ++i) {
+    const Scalar* row = a.logits.data() + i * vl;
+    const std::int64_t c = valid > 0 ? std::max_element(row, row + valid) - row : 0;
+    best[2 * i] = valid > 0 ? row[c] : -std::numeric_limits<Scalar>::infinity();
+    best[2 * i + 1] = static_cast<Scalar>(a.vocab_begin + c);
+  }
+  std::vector<Scalar> all;
+  tp_all_gather_rows(tp_, best.data(), a.n, 2, all);
   std::vector<bool> match(a.batch, true);
-  for (int b = 0; b < a.batch; ++b) {
-    for (int t = 0; t < a.seq; ++t) {
-      const std::int64_t i = std::int64_t{b} * a.seq + t;
-      if (a.targets[i] < 0) continue;
-      const Scalar* row = a.logits.data() + i * v;
-      const int best = static_cast<int>(std::max_element(row, row + v) - row);
-      if (best != a.targets[i]) match[b] = false;
+  for (std::int64_t i = 0; i < a.n; ++i) {
+    if (a.targets[i] < 0) continue;
+    std::int64_t winner = 0;  // rank order is vocabulary order: the first strict maximum wins
+    for (int r = 1; r < tp_.size(); ++r) {
+      if (all[(r * a.n + i) * 2] > all[(winner * a.n + i) * 2]) winner = r;
     }
+    const auto best_index = static_cast<std::int64_t>(all[(winner * a.n + i) * 2 + 1]);
+    if (best_index != a.targets[i]) match[i / a.seq] = false;
   }
   return match;
 }
@@ -328,7 +426,10 @@ std::span<const Scalar> GptModel<Scalar>::probabilities(int b, int t) const {
              "GptModel::probabilities: position (", b, ", ", t, ") outside the last forward's ",
              a.batch, " x ", a.seq);
   const auto v = static_cast<std::size_t>(config_.vocab_size);
-  return {a.logits.data() + (static_cast<std::size_t>(b) * a.seq + t) * v, v};
+  const Scalar* row = a.logits.data() + (static_cast<std::size_t>(b) * a.seq + t) * a.vocab_local;
+  if (!tp_.enabled()) return {row, v};
+  tp_all_gather_rows(tp_, row, 1, a.vocab_local, acts_->gathered_probs);
+  return {acts_->gathered_probs.data(), v};
 }
 
 template class GptModel<float>;

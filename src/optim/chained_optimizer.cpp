@@ -47,6 +47,11 @@ std::int64_t ChainedOptimizer::local_group_param_count(std::string_view group) c
   return count;
 }
 
+void ChainedOptimizer::exclude_from_grad_stats(const std::set<std::string>& names) {
+  Optimizer::exclude_from_grad_stats(names);
+  for (const auto& child : children_) child->exclude_from_grad_stats(names);
+}
+
 double ChainedOptimizer::local_grad_sq_sum() const {
   double total = 0.0;
   for (const auto& child : children_) total += child->local_grad_sq_sum();

@@ -3,7 +3,9 @@
 #include <bit>
 
 #include "shardwise/core/error.hpp"
+#include "shardwise/core/logging.hpp"
 #include "shardwise/layout/layout_algorithms.hpp"
+#include "shardwise/layout/shard_group_choice.hpp"
 #include "shardwise/optim/buffer_routing.hpp"
 #include "shardwise/optim/chained_optimizer.hpp"
 #include "shardwise/optim/distributed_optimizer.hpp"
@@ -37,6 +39,24 @@ std::vector<OptimParam> all_params(const DistributedDataParallel& ddp) {
     }
   }
   return out;
+}
+
+// ddp.layer_wise_shard_group_size for one chunk: an explicit S is in `options` already; "auto"
+// lays the chunk out for every divisor of dp and takes choose_shard_group_size's pick. Only the
+// layer-wise mode has layer-wise buffers; the legacy path has no shard groups.
+void resolve_shard_group_size(const ParamList& params, OptimizerMode mode,
+                              const DistributedDataParallelConfig& config,
+                              LayoutOptions& options) {
+  const int dp = options.data_parallel_size;
+  SW_REQUIRE(mode != OptimizerMode::kLegacyLayerWise || !options.layer_wise_shard_group_size,
+             ConfigError, "ddp.layer_wise_shard_group_size = ", config.layer_wise_shard_group_size,
+             " at dp ", dp, ": the legacy layer-wise path (optimizer legacy-layer-wise) all-reduces "
+             "whole grads and has no shard groups; use dp, or optimizer layer-wise");
+  if (mode != OptimizerMode::kLayerWise || !config.automatic_layer_wise_shard_group_size()) return;
+  const ShardGroupChoice choice = choose_shard_group_size(params, options);
+  log::info("ddp.layer_wise_shard_group_size = auto at dp ", dp, ": S = ", choice.shard_group_size,
+            "\n", render_shard_group_table(choice));
+  if (choice.shard_group_size != dp) options.layer_wise_shard_group_size = choice.shard_group_size;
 }
 
 }  // namespace
@@ -92,6 +112,7 @@ std::vector<std::unique_ptr<DistributedDataParallel>> wrap_with_ddp(
   for (const ParamList& params : chunks) {
     LayoutOptions options = config.layout_options(algorithm, dp, expert_dp);
     options.all_layer_wise = all_layer_wise;
+    resolve_shard_group_size(params, mode, config, options);
     FullParamLayout layout = compute_full_param_layout(params, options);
     validate_full_layout(params, layout, options);
     out.push_back(std::make_unique<DistributedDataParallel>(params, std::move(layout), config,

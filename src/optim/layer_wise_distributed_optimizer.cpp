@@ -1,5 +1,7 @@
 #include "shardwise/optim/layer_wise_distributed_optimizer.hpp"
 
+#include <algorithm>
+
 #include "shardwise/core/error.hpp"
 #include "shardwise/layout/layout_algorithms.hpp"
 
@@ -72,6 +74,16 @@ LayerWiseDistributedOptimizer::LayerWiseDistributedOptimizer(
       owners_(compute_owners(ddp_, manages_, legacy_)),
       slices_(local_params()),
       by_group_(split_by_bucket_group(ddp_, manages_, slices_)) {
+  for (const auto& buffer : ddp_.buffers()) {
+    const ProcessGroupPtr& replica = ddp_.replica_group_for(buffer->key());
+    if (manages_(buffer->key()) && replica != nullptr) {
+      replicas_ = std::max(replicas_, replica->size());
+    }
+  }
+  for (const OwnedSlice& slice : slices_) {
+    const ProcessGroupPtr& replica = ddp_.replica_group_for(ddp_.buffer_of(slice.param).key());
+    if (replica != nullptr && replica->rank() != 0) replica_copies_.insert(slice.name);
+  }
   SW_REQUIRE(!(overlap_with_step_ && legacy_), InvalidArgument,
              "overlap_param_gather_with_optimizer_step needs the buffer all-gather (grads "
              "reduce-scattered); the legacy layer-wise path syncs params with all_gather_v");
@@ -143,6 +155,14 @@ void LayerWiseDistributedOptimizer::build_children(
     groups_.push_back(ParamGroup{std::string(children_.back()->kind()),
                                  optim_params_in_slice_order(by_group_, slices_, selected), {}});
   }
+}
+
+bool LayerWiseDistributedOptimizer::is_replica_copy(const std::string& param_name) const {
+  return replica_copies_.count(param_name) != 0;
+}
+
+bool LayerWiseDistributedOptimizer::counts_in_grad_statistics(const OptimParam& param) const {
+  return replica_copies_.empty() || !is_replica_copy(param.name);
 }
 
 std::size_t LayerWiseDistributedOptimizer::child_of(ParamId param) const {

@@ -108,6 +108,12 @@ void Muon::step_param(const OptimParam& p, std::vector<float>& buf, double lr, d
     std::copy(mom, mom + n, u);
   }
 
+  if (const auto tp = defaults_.tensor_parallel.find(p.name);
+      tp != defaults_.tensor_parallel.end()) {
+    scaled_update_of_shard(p, tp->second, lr);
+    for (std::size_t i = 0; i < n; ++i) param[i] -= u[i];
+    return;
+  }
   const std::int64_t rows = p.shape[0];
   const std::int64_t cols = p.shape[1];
   std::vector<std::int64_t> parts = {rows};
@@ -124,6 +130,33 @@ void Muon::step_param(const OptimParam& p, std::vector<float>& buf, double lr, d
     for (std::size_t i = begin; i < end; ++i) param[i] -= step * u[i];
     first += part_rows;
   }
+}
+
+void Muon::scaled_update_of_shard(const OptimParam& p, const TensorParallelSplit& split,
+                                  double lr) {
+  std::vector<float> full = gather_full_matrix(split, update_.data(), p.shape[0], p.shape[1]);
+  const std::vector<std::int64_t> shape = full_matrix_shape(split, p.shape[0], p.shape[1]);
+  const std::int64_t rows = shape[0], cols = shape[1];
+  std::vector<std::int64_t> parts = {rows};
+  if (defaults_.split_qkv && !p.qkv_split.empty()) {
+    // A row split keeps every part's share of each shard: the full parts are tp times larger.
+    parts = p.qkv_split;
+    if (split.partition_dim == 0) {
+      for (std::int64_t& r : parts) r *= split.group->size();
+    }
+  }
+  newton_schulz_.orthogonalize_row_blocks(full.data(), rows, cols, parts, full.data());
+  std::int64_t first = 0;
+  for (std::int64_t part_rows : parts) {
+    const double scale =
+        muon_scale_factor(defaults_.scale_mode, part_rows, cols) * defaults_.extra_scale_factor;
+    const auto step = static_cast<float>(lr * scale);
+    for (std::int64_t i = first * cols; i < (first + part_rows) * cols; ++i) {
+      full[static_cast<std::size_t>(i)] *= step;
+    }
+    first += part_rows;
+  }
+  take_matrix_shard(split, full.data(), rows, cols, update_.data());
 }
 
 bool Muon::step_with_ready_grads() {

@@ -49,7 +49,7 @@ double Optimizer::local_grad_sq_sum() const {
   double total = 0.0;
   for (const ParamGroup& group : groups_) {
     for (const OptimParam& p : group.params) {
-      if (p.grad == nullptr) continue;
+      if (!counts_in_grad_stats(p)) continue;
       total += sum_of_squares({p.grad, static_cast<std::size_t>(p.numel())});
     }
   }
@@ -61,7 +61,7 @@ double Optimizer::local_group_grad_sq_sum(std::string_view name) const {
   for (const ParamGroup& group : groups_) {
     if (group.name != name) continue;
     for (const OptimParam& p : group.params) {
-      if (p.grad == nullptr) continue;
+      if (!counts_in_grad_stats(p)) continue;
       total += sum_of_squares({p.grad, static_cast<std::size_t>(p.numel())});
     }
   }
@@ -72,7 +72,7 @@ std::int64_t Optimizer::local_grad_zero_count() const {
   std::int64_t total = 0;
   for (const ParamGroup& group : groups_) {
     for (const OptimParam& p : group.params) {
-      if (p.grad == nullptr) continue;
+      if (!counts_in_grad_stats(p)) continue;
       total += optim::count_zeros({p.grad, static_cast<std::size_t>(p.numel())});
     }
   }
@@ -91,7 +91,8 @@ void Optimizer::scale_grads(float coeff) {
 std::int64_t Optimizer::local_group_param_count(std::string_view name) const {
   std::int64_t count = 0;
   for (const ParamGroup& group : groups_) {
-    if (group.name == name) count += static_cast<std::int64_t>(group.params.size());
+    if (group.name != name) continue;
+    for (const OptimParam& p : group.params) count += counts_in_grad_statistics(p) ? 1 : 0;
   }
   return count;
 }
@@ -114,6 +115,15 @@ std::int64_t Optimizer::count_zeros() const {
 
 void Optimizer::set_lr(double lr) {
   for (ParamGroup& group : groups_) group.overrides.lr = lr;
+}
+
+bool Optimizer::counts_in_grad_stats(const OptimParam& p) const {
+  return p.grad != nullptr && !excluded_from_stats_.contains(p.name) &&
+         counts_in_grad_statistics(p);
+}
+
+void Optimizer::exclude_from_grad_stats(const std::set<std::string>& names) {
+  excluded_from_stats_ = names;
 }
 
 void Optimizer::set_world_reduce(WorldReduce reduce) {

@@ -1,65 +1,67 @@
 // Trainer steps 2 and 3: the data and the model, then DDP buffers and the optimizer over them.
+#include <map>
+#include <set>
+#include <string>
+
 #include "shardwise/core/error.hpp"
-#include "shardwise/train/synthetic_task.hpp"
-#include "shardwise/train/token_file_dataset.hpp"
+#include "shardwise/train/model_from_config.hpp"
 #include "trainer_guards.hpp"
 #include "training_run.hpp"
 
 namespace shardwise::train_detail {
 namespace {
 
-std::unique_ptr<TokenDataset> make_dataset(const TrainingConfig& c) {
-  const auto seed = static_cast<std::uint64_t>(c.training.seed);
-  switch (c.data.source) {
-    case DataSource::kSynthetic:
-      return std::make_unique<SyntheticTaskDataset>(c.data.task == SyntheticTask::kAddition
-                                                        ? SyntheticTaskKind::kAddition
-                                                        : SyntheticTaskKind::kSort,
-                                                    c.data.digits, seed, c.data.eval_samples);
-    case DataSource::kText:
-    case DataSource::kBin: {
-      const bool text = c.data.source == DataSource::kText;
-      auto read = [&](const std::string& path) {
-        return text ? read_text_tokens(path) : read_bin_tokens(path);
-      };
-      std::vector<std::int32_t> val;
-      if (!c.data.val_path.empty()) val = read(c.data.val_path);
-      return std::make_unique<TokenFileDataset>(
-          read(c.data.path), std::move(val), c.model.seq_len, text ? 256 : c.model.vocab, seed,
-          c.data.eval_samples, str_cat(text ? "text file '" : "token file '", c.data.path, "'"));
-    }
-  }
-  throw InvalidArgument("unknown data.source");
+// The model's TP group and sequence parallelism. The one place where the resolved TP comm-overlap
+// config (run.resolution.tp_comm_overlap / tp_comm_overlap_cfg) becomes the model's overlap plan.
+TensorParallelOptions tensor_parallel_options(const RunContext& run) {
+  TensorParallelOptions tp;
+  tp.group = run.tp > 1 ? &run.tp_group() : nullptr;
+  tp.sequence_parallel = run.config.parallel.sequence_parallel;
+  return tp;
 }
 
-GptConfig gpt_config(const TrainingConfig& c, const TokenDataset& data) {
-  GptConfig g;
-  SW_REQUIRE(c.model.vocab == 0 || c.model.vocab >= data.vocab_size(), ConfigError, "model.vocab (",
-             c.model.vocab, ") is smaller than the data's vocabulary (", data.vocab_size(), ")");
-  g.vocab_size = c.model.vocab > 0 ? c.model.vocab : data.vocab_size();
-  g.seq_len = data.seq_len();
-  g.num_layers = c.model.layers;
-  g.hidden = c.model.hidden;
-  g.num_heads = c.model.heads;
-  g.ffn_hidden = c.model.ffn;
-  g.rope = c.model.position == PositionEmbedding::kRope;
-  g.tied_embeddings = c.model.tied_embeddings;
-  g.init_std = c.model.init_std;
-  g.validate();
-  return g;
+// Muon orthogonalises every TP-sharded matrix whole (gathered over the TP group).
+std::map<std::string, optim::TensorParallelSplit> muon_tensor_parallel_splits(
+    const GptModel<float>& model, const RunContext& run) {
+  std::map<std::string, optim::TensorParallelSplit> out;
+  for (const ParamInfo& p : model.params()) {
+    if (p.is_2d() && p.is_tp_partitioned()) {
+      out[p.name] = optim::TensorParallelSplit{&run.tp_group(), p.tp_partition_dim, p.tp_stride};
+    }
+  }
+  return out;
+}
+
+// The grad norm sums over DP (each element once) and then over TP; a TP duplicate (held whole by
+// every TP rank, with equal grads) is counted by TP rank 0 only, so it enters the norm once.
+void count_tensor_parallel_grads_once(optim::Optimizer& optimizer, const GptModel<float>& model,
+                                      optim::OptimizerMode mode, const RunContext& run) {
+  std::set<std::string> duplicates;
+  for (const ParamInfo& p : model.params()) {
+    if (p.tp_duplicate) duplicates.insert(p.name);
+  }
+  if (run.tp_rank != 0) optimizer.exclude_from_grad_stats(duplicates);
+  ProcessGroup* dp = &run.dp_group();
+  ProcessGroup* tp = &run.tp_group();
+  // In 'ddp' mode every DP rank holds every grad: its local figures are already the DP total.
+  const bool over_dp = mode != optim::OptimizerMode::kDdp;
+  optimizer.set_world_reduce([dp, tp, over_dp](double local) {
+    const double dp_total = over_dp ? optim::all_reduce_sum_exact(*dp, local) : local;
+    return optim::all_reduce_sum_exact(*tp, dp_total);
+  });
 }
 
 }  // namespace
 
 TrainingModel build_model_and_data(const RunContext& run, ProcessGroup& world) {
   TrainingModel m;
-  m.dataset = make_dataset(run.config);
-  m.model_config = gpt_config(run.config, *m.dataset);
+  m.dataset = make_token_dataset(run.config);
+  m.model_config = gpt_config_for(run.config, *m.dataset);
   m.mode = optimizer_choice(run.config.optimizer).mode;
   // Distributed optimizers hold 1/dp of the state per rank; plain DDP holds all of it.
   require_memory(world, m.model_config, run.config,
                  m.mode == optim::OptimizerMode::kDdp ? 1 : run.dp);
-  m.model = std::make_unique<GptModel<float>>(m.model_config);
+  m.model = std::make_unique<GptModel<float>>(m.model_config, tensor_parallel_options(run));
   return m;
 }
 
@@ -75,10 +77,12 @@ void build_ddp_and_optimizer(TrainingModel& m, const RunContext& run) {
   }
   model.bind(std::move(values), std::move(grads));
   model.init_parameters(static_cast<std::uint64_t>(run.config.model.seed));
-  const OptimizerChoice choice = optimizer_choice(run.config.optimizer);
+  OptimizerChoice choice = optimizer_choice(run.config.optimizer);
+  if (run.tp > 1) choice.muon.tensor_parallel = muon_tensor_parallel_splits(model, run);
   m.optimizer =
       optim::make_optimizer(m.mode, {&ddp}, choice.muon, choice.adamw, run.groups.data_parallel,
                             run.config.optimizer.overlap_param_gather_with_optimizer_step);
+  if (run.tp > 1) count_tensor_parallel_grads_once(*m.optimizer, model, m.mode, run);
   m.optimizer->set_step_options({run.config.optimizer.clip_grad, false});
   if (ddp.config().overlap_param_gather) {
     // Forward waits for a param's all-gather only when it first reads that param.

@@ -10,10 +10,14 @@ RunContext build_parallel_state(const TrainingConfig& config, const ProcessGroup
   RunContext run;
   run.config = config;
   const ParallelConfig& parallel = run.config.parallel;
-  SW_REQUIRE(parallel.tp == 1 && parallel.pp == 1 && parallel.cp == 1, ConfigError,
-             "the reference trainer runs data parallelism only: parallel.tp, parallel.pp and "
+  SW_REQUIRE(parallel.pp == 1 && parallel.cp == 1, ConfigError,
+             "the reference trainer runs data and tensor parallelism only: parallel.pp and "
              "parallel.cp must be 1 (got ",
-             parallel.tp, ", ", parallel.pp, ", ", parallel.cp, ")");
+             parallel.pp, ", ", parallel.cp, ")");
+  SW_REQUIRE(world->size() % parallel.tp == 0, ConfigError, "parallel.tp (", parallel.tp,
+             ") must divide the number of ranks (", world->size(), ")");
+  SW_REQUIRE(!parallel.sequence_parallel || parallel.tp > 1, ConfigError,
+             "parallel.sequence_parallel needs tensor parallelism (parallel.tp > 1)");
   SW_REQUIRE(config.model.dtype == DType::kFloat32, ConfigError,
              "model.dtype: the CPU reference model trains in fp32 (got ",
              dtype_name(config.model.dtype), ")");
@@ -23,7 +27,10 @@ RunContext build_parallel_state(const TrainingConfig& config, const ProcessGroup
     run.config.optimizer.overlap_param_gather_with_optimizer_step =
         *options.overlap_param_gather_with_optimizer_step;
   }
-  run.groups = make_parallel_groups(world, ParallelSizes{1, 1, 0, parallel.ep});
+  // TP groups of tp consecutive ranks, DP groups across them (dp = world / tp).
+  run.groups = make_parallel_groups(world, ParallelSizes{parallel.tp, 1, 0, parallel.ep});
+  run.tp = run.tp_group().size();
+  run.tp_rank = run.tp_group().rank();
   run.world_size = world->size();
   run.dp = run.dp_group().size();
   run.rank = run.dp_group().rank();

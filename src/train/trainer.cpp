@@ -6,6 +6,7 @@
 
 #include "shardwise/train/lr_schedule.hpp"
 #include "shardwise/train/nonfinite_steps.hpp"
+#include "tensor_parallel_checkpoint.hpp"
 #include "trainer_guards.hpp"
 #include "training_report.hpp"
 #include "training_run.hpp"
@@ -32,9 +33,18 @@ bool saves_after(std::int64_t step, const TrainerOptions& options, std::int64_t 
   return (options.save_interval > 0 && step % options.save_interval == 0) || step == steps;
 }
 
-// Lets the caller see the trained weights (every rank holds all of them after the last sync).
-void hand_over(const TrainingModel& m, const TrainerOptions& options, ProcessGroup& dp_group) {
+// Lets the caller see the trained weights (every rank holds all of them after the last sync;
+// a tensor-parallel run gathers them over its TP group: the caller sees the tp = 1 model).
+void hand_over(const TrainingModel& m, const RunContext& run, const TrainerOptions& options,
+               ProcessGroup& dp_group) {
   if (!options.on_finish) return;
+  if (run.tp > 1) {
+    FullWeights full = gather_full_weights(m, run);
+    std::vector<TensorView> values;
+    for (const ModelTensor& t : full.tensors()) values.push_back(t.values);
+    options.on_finish(TrainedModel{full.params, values, dp_group});
+    return;
+  }
   std::vector<TensorView> values;
   for (ParamId id = 0; id < m.model->params().size(); ++id) values.push_back(m.ddp().param(id));
   options.on_finish(TrainedModel{m.model->params(), values, dp_group});
@@ -100,7 +110,7 @@ TrainingSummary run_training(const TrainingConfig& input_config, const ProcessGr
   summary.final_eval = evaluate(steps);
   summary.wall_seconds = std::chrono::duration<double>(Clock::now() - t_start).count();
   summary.bytes_communicated = bytes_moved(dp_group);
-  hand_over(m, options, dp_group);
+  hand_over(m, run, options, dp_group);
   report.finish(summary, m);
   return summary;
 }

@@ -1,7 +1,9 @@
 // Trainer step 7: a checkpoint of the run — weights, optimizer state, data position, and enough
 // about the run (config, layouts, seeds) to explain it later.
 #include <nlohmann/json.hpp>
+#include <utility>
 
+#include "tensor_parallel_checkpoint.hpp"
 #include "trainer_guards.hpp"
 #include "training_run.hpp"
 
@@ -33,6 +35,11 @@ nlohmann::ordered_json run_description(const TrainingModel& m, const RunContext&
              "model_seed once and samples are a function of data_seed "
              "and the sample index (trainer.consumed_samples)"}}},
           {"layouts", layouts_summary(m.ddp())},
+          // Weights and optimizer state are full (tp = 1) tensors whatever tp saved them.
+          {"tensor_parallel",
+           {{"tp", run.tp},
+            {"sequence_parallel", config.parallel.sequence_parallel},
+            {"stored", "full tensors (the tp = 1 format): loads at any tp x dp"}}},
           {"config", to_json(config)}};
 }
 
@@ -50,6 +57,7 @@ std::string save_training_checkpoint(TrainingModel& m, const RunContext& run,
   request.keep_last = options.keep_last;
   request.optimizer_kind = std::string(optim::optimizer_mode_name(m.mode));
   request.extra = run_description(m, run);
+  if (run.tp > 1) return save_tensor_parallel_checkpoint(m, run, std::move(request));
   return save_checkpoint(request, model_tensors(m), *m.optimizer, run.dp_group()).string();
 }
 

@@ -34,11 +34,13 @@ struct RunContext {
   CommOverlapResolution resolution;
   ParallelGroups groups;
   int world_size = 1, dp = 1, rank = 0;  // rank: in the data-parallel group
+  int tp = 1, tp_rank = 0;               // the tensor-parallel group: size and this rank
   bool is_rank0 = false;                 // world rank 0: the rank that writes files
   bool verbose = false;                  // rank 0 and not quiet: the rank that talks
   std::string jsonl, plot;               // the options' values win over the config's
   std::int64_t global_batch = 0;         // micro_batch_size x grad_accumulation x dp
   ProcessGroup& dp_group() const { return *groups.data_parallel; }
+  ProcessGroup& tp_group() const { return *groups.tensor_parallel; }
 };
 
 // Checks what the reference trainer supports, resolves the overlap settings and builds groups.

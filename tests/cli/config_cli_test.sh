@@ -34,6 +34,38 @@ assert doc["config"]["ddp"]["overlap_grad_reduce"] is False, doc["config"]["ddp"
 assert any("not a distributed optimizer" in w for w in doc["warnings"]), doc["warnings"]
 PY
 
+# TP overlap at tp = 2 with sequence parallelism: the MPI backend is available, bootstraps over
+# MPI, and tp_overlap_runtime says what each GEMM slot runs (a preset's slots here, with its
+# GPU-only fields reported as not applicable); the YAML output carries the same section.
+tp_overrides=(parallel.tp=2 parallel.sequence_parallel=true comm_overlap.tp_comm_overlap=true
+              comm_overlap.tp_comm_overlap_cfg=userbuffers_bf16_b200_h8192_tp2_mbs1_seqlen8192)
+"$shardwise" config resolve --config "$examples/default.yaml" --world-size 4 --format json \
+  "${tp_overrides[@]}" >"$work/tp.json" 2>"$work/tp.err" || fail "resolve (tp) exited $? $(cat "$work/tp.err")"
+"$python" - "$work/tp.json" <<'PY' || fail "tp_overlap_runtime JSON content"
+import json, sys
+doc = json.load(open(sys.argv[1]))
+assert doc["resolution"]["tp_comm_overlap"] is True, doc["resolution"]
+assert doc["resolution"]["tp_comm_bootstrap_backend"] == "mpi", doc["resolution"]
+rt = doc["tp_overlap_runtime"]
+assert rt["enabled"] is True and rt["backend"] == "mpi", rt
+slots = rt["slots"]
+assert slots["qkv_fprop"]["algorithm"] == "ring_exchange", slots["qkv_fprop"]
+assert slots["proj_fprop"]["algorithm"] == "pipeline" and slots["proj_fprop"]["num_splits"] == 4
+assert slots["qkv_wgrad"]["algorithm"] == "bulk", slots["qkv_wgrad"]
+assert slots["proj_fprop"]["not_applicable_on_mpi_backend"]["num_sm"] == 32, slots["proj_fprop"]
+assert any("not applicable on the MPI backend" in n for n in rt["notes"]), rt["notes"]
+PY
+"$shardwise" config resolve --config "$examples/default.yaml" --world-size 4 "${tp_overrides[@]}" \
+  >"$work/tp.yaml" 2>/dev/null || fail "resolve (tp, yaml) exited $?"
+grep -q "^# tp_overlap_runtime (MPI backend):" "$work/tp.yaml" &&
+  grep -q "not_applicable_on_mpi_backend" "$work/tp.yaml" ||
+  fail "YAML output lacks the tp_overlap_runtime section"
+"$python" - "$work/resolved.json" <<'PY' || fail "tp_overlap_runtime off at tp = 1"
+import json, sys
+rt = json.load(open(sys.argv[1]))["tp_overlap_runtime"]
+assert rt["enabled"] is False and all(s["algorithm"] == "none" for s in rt["slots"].values()), rt
+PY
+
 # YAML output loads again and resolves to the same thing.
 "$shardwise" config resolve --config "$examples/default.yaml" --world-size 4 >"$work/r.yaml" \
   2>/dev/null || fail "resolve yaml exited $?"

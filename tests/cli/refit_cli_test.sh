@@ -39,6 +39,17 @@ for m in doc["modes"]:
     assert len(m["seconds"]) == 2 and m["median_seconds"] > 0 and m["gigabytes_per_second"] > 0, m
 for mode in modes:
     assert re.search(r"^%s\s+\d+" % re.escape(mode), out, re.M), mode
+# The TP=2 forward of the refitted weights against the training model's forward: within the
+# derived bounds in every mode; bf16 within bf16 rounding (relative 2^-8), MXFP8 further off.
+for m in doc["modes"]:
+    f = m["tp_forward"]
+    assert f["within_bounds"] and f["worst_logit_error_over_bound"] <= 1, (m["mode"], f)
+    assert abs(f["loss_difference"]) <= f["loss_bound"], (m["mode"], f)
+    assert 0 < f["max_abs_logit_error"] and f["max_rel_logit_error"] < 0.05, (m["mode"], f)
+    assert re.search(r"^tp forward %s .* within bounds$" % re.escape(m["mode"]), out, re.M), m
+fb = modes["bf16"]["tp_forward"]
+assert fb["max_rel_logit_error"] < 2 ** -8 and abs(fb["loss_difference"]) < 2 ** -8 * fb["loss"], fb
+assert modes["mxfp8-send"]["tp_forward"]["max_abs_logit_error"] > fb["max_abs_logit_error"]
 PY
 fi
 

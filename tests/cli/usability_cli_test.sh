@@ -84,7 +84,7 @@ run load_pruned "${train[@]}" training.steps=6 --load "$work/ck" --load-step 2
   "$work/load_pruned.err" || fail "--load-step 2 after pruning: $(cat "$work/load_pruned.err")"
 
 # main_job.sh: the caller's --log-jsonl replaces the script's default.
-run main_job env SHARDWISE_RANKS=2 scripts/main_job.sh --log-jsonl "$work/m.jsonl" \
+run main_job env SHARDWISE_RANKS=2 SHARDWISE_BIN="$shardwise" scripts/main_job.sh --log-jsonl "$work/m.jsonl" \
   training.steps=3 training.eval_interval=0
 [[ $rc -eq 0 && -s "$work/m.jsonl" ]] || fail "main_job.sh --log-jsonl: exit $rc: $(cat "$work/main_job.err")"
 

@@ -56,6 +56,13 @@ TEST(CommWatchdog, FrozenRankInACollectiveAbortsTheJobWithTheWatchdogMessage) {
                          "waiting for one or more of group ranks 1 (world ranks 1)");
 }
 
+TEST(CommWatchdog, FrozenPeerOfASharedMemoryCollectiveAbortsTheJobNamingThePeer) {
+  expect_watchdog_aborts("shared_memory",
+                         "comm watchdog: rank 0 of group watchdog-pair (world ranks 0,1): "
+                         "reduce_scatter #5 has not completed after",
+                         "waiting for group rank 1 (world rank 1), a peer it exchanges data with");
+}
+
 TEST(CommWatchdog, FrozenPeerOfARecvAbortsTheJobNamingThePeer) {
   expect_watchdog_aborts("recv",
                          "comm watchdog: rank 0 of group watchdog-pair (world ranks 0,1): "

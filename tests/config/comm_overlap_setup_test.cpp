@@ -198,7 +198,7 @@ TEST(CommOverlapSetup, FinalizeSnapshotsTheUserChoicesAndSetupIsRepeatable) {
 }
 
 TEST(CommOverlapSetup, TensorParallelOverlapIsTurnedOffWithAReason) {
-  EXPECT_FALSE(tp_comm_overlap_backend_available());
+  EXPECT_TRUE(tp_comm_overlap_backend_available());  // the MPI backend (src/tp)
   struct Case {
     int tp;
     bool sequence_parallel;
@@ -228,14 +228,18 @@ TEST(CommOverlapSetup, TensorParallelOverlapIsTurnedOffWithAReason) {
     EXPECT_EQ(r.tp_comm_overlap_cfg_source, "off");
     EXPECT_EQ(overlap.tp_comm_overlap, false);
   }
-  // The default build has no backend, so asking on a valid layout warns about that.
+  // Every build has the MPI backend, so asking on a valid layout turns TP overlap on, with the
+  // MPI bootstrap.
   CommOverlapConfig overlap;
   overlap.tp_comm_overlap = true;
   auto mp = layout(2, 1, 1, 1);
   mp.sequence_parallel = true;
   auto opt = optimizer(OptimizerKind::kLayerWise);
   DistributedDataParallelConfig ddp;
-  EXPECT_TRUE(contains(overlap.setup(mp, opt, ddp).warnings, "no TP-overlap backend"));
+  const auto r = overlap.setup(mp, opt, ddp);
+  EXPECT_TRUE(r.tp_comm_overlap);
+  EXPECT_FALSE(contains(r.warnings, "no TP-overlap backend"));
+  EXPECT_EQ(r.tp_comm_bootstrap_backend, "mpi");
 }
 
 ModelParallelConfig hopper_run() {
@@ -261,7 +265,7 @@ TEST(CommOverlapSetup, TensorParallelOverlapPicksTheMatchingPreset) {
   EXPECT_EQ(r.tp_comm_overlap_cfg_source, std::string("preset:") + kHopperPreset);
   EXPECT_EQ(r.tp_comm_overlap_cfg, comm_overlap_preset(kHopperPreset));
   EXPECT_EQ(r.tp_comm_overlap_backend_cfg, to_backend_map(comm_overlap_preset(kHopperPreset)));
-  EXPECT_EQ(r.tp_comm_bootstrap_backend, "nccl");
+  EXPECT_EQ(r.tp_comm_bootstrap_backend, "mpi");
   EXPECT_EQ(r.cuda_device_max_connections, 1);
   EXPECT_EQ(overlap.tp_comm_overlap_cfg, comm_overlap_preset(kHopperPreset));
 }
@@ -278,7 +282,7 @@ TEST(CommOverlapSetup, TensorParallelOverlapWithoutPresetUsesTheBackendDefault) 
   EXPECT_EQ(r.tp_comm_overlap_cfg_source, "backend-default");
   EXPECT_FALSE(r.tp_comm_overlap_cfg.has_value());
   EXPECT_TRUE(r.tp_comm_overlap_backend_cfg.empty());
-  EXPECT_EQ(r.tp_comm_bootstrap_backend, "nccl");
+  EXPECT_EQ(r.tp_comm_bootstrap_backend, "mpi");
   ASSERT_EQ(r.warnings.size(), 1u);
   EXPECT_NE(r.warnings[0].find("no tp_comm_overlap_cfg given and no preset matches"),
             std::string::npos);

@@ -1,5 +1,5 @@
-// ddp.layer_wise_shard_group_size: parsed and printed like every ddp key, validated, and refused
-// for S != dp until the runtime supports shard groups.
+// ddp.layer_wise_shard_group_size: parsed and printed like every ddp key, validated against dp,
+// and handed to the layout (S < dp set, S = dp and "auto" unset for the caller to resolve).
 #include <gtest/gtest.h>
 
 #include <functional>
@@ -40,15 +40,16 @@ TEST(ShardGroupConfig, BadValuesNameTheKey) {
   }
 }
 
-TEST(ShardGroupConfig, RuntimeRefusesAGroupSmallerThanDp) {
+TEST(ShardGroupConfig, GroupSizeReachesTheLayoutOptionsAndMustDivideDp) {
   const TrainingConfig cfg = parse_training_config("ddp: {layer_wise_shard_group_size: 4}");
   EXPECT_EQ(cfg.ddp.layer_wise_shard_group_size, "4");
-  EXPECT_NO_THROW(cfg.ddp.layout_options(LayoutAlgorithm::kLayerWise, 4));
-  const std::string smaller =
-      error_of([&] { cfg.ddp.layout_options(LayoutAlgorithm::kLayerWise, 8); });
-  EXPECT_NE(smaller.find("runtime support for layer_wise_shard_group_size < dp is not built yet"),
-            std::string::npos)
-      << smaller;
+  EXPECT_EQ(cfg.ddp.explicit_layer_wise_shard_group_size(), 4);
+  // S = dp is today's layout: left unset, so layouts stay bit-identical.
+  EXPECT_FALSE(cfg.ddp.layout_options(LayoutAlgorithm::kLayerWise, 4)
+                   .layer_wise_shard_group_size.has_value());
+  const LayoutOptions smaller = cfg.ddp.layout_options(LayoutAlgorithm::kLayerWise, 8);
+  EXPECT_EQ(smaller.layer_wise_shard_group_size, 4);
+  EXPECT_EQ(smaller.shard_group_size(), 4);
   const std::string not_dividing =
       error_of([&] { cfg.ddp.layout_options(LayoutAlgorithm::kLayerWise, 6); });
   EXPECT_NE(not_dividing.find("ddp.layer_wise_shard_group_size 4 does not divide"),
@@ -56,9 +57,9 @@ TEST(ShardGroupConfig, RuntimeRefusesAGroupSmallerThanDp) {
       << not_dividing;
   const TrainingConfig automatic =
       parse_training_config("", {"ddp.layer_wise_shard_group_size=auto"});
-  EXPECT_NE(error_of([&] { automatic.ddp.layout_options(LayoutAlgorithm::kLayerWise, 8); })
-                .find("not built yet"),
-            std::string::npos);
+  EXPECT_TRUE(automatic.ddp.automatic_layer_wise_shard_group_size());
+  EXPECT_FALSE(automatic.ddp.layout_options(LayoutAlgorithm::kLayerWise, 8)
+                   .layer_wise_shard_group_size.has_value());
 }
 
 }  // namespace

@@ -186,5 +186,50 @@ TEST(Mxfp8IsaLevels, DequantizeEveryCodeWithEveryScaleByte) {
   }
 }
 
+// Long rows (many 64-block work items, so the kernels run over long runs of blocks and the
+// software prefetch reaches past the end of the input) with a partial last block of every odd
+// size, on 1 and 2 threads: every level gives the baseline's bytes.
+TEST(Mxfp8IsaLevels, LongRowsWithOddTailsGiveTheBaselineBytes) {
+  std::mt19937 gen(23);
+  std::normal_distribution<float> normal(0.0f, 0.02f);
+  for (std::int64_t tail : {1, 7, 17, 31}) {
+    const std::int64_t rows = 3, cols = 32 * 300 + tail, n = rows * cols;
+    std::vector<float> x(static_cast<std::size_t>(n));
+    for (auto& v : x) v = normal(gen);
+    x[static_cast<std::size_t>(cols + 5000)] = std::numeric_limits<float>::infinity();
+    x[static_cast<std::size_t>(n - 1)] = 1e-30f;  // in the tail block
+    std::vector<std::uint16_t> xb(x.size());
+    for (std::size_t i = 0; i < x.size(); ++i) xb[i] = float_to_bf16(x[i]);
+    for (auto rule : {Mxfp8ScaleRule::kCeil, Mxfp8ScaleRule::kFloor}) {
+      for (int threads : {1, 2}) {
+        for (const auto& [ptr, dtype] : {std::pair<const void*, DType>{x.data(), DType::kFloat32},
+                                         {xb.data(), DType::kBFloat16}}) {
+          auto quantize = [&] {
+            return quantize_mxfp8({const_cast<void*>(ptr), n, dtype}, rows, cols,
+                                  {rule, Mxfp8ScaleLayout::kRowMajor, threads});
+          };
+          Mxfp8Tensor baseline;
+          std::vector<std::uint16_t> baseline_bf16(x.size());
+          {
+            ScopedIsaLevel forced(IsaLevel::kBaseline);
+            baseline = quantize();
+            dequantize_mxfp8_into(baseline.view(), {baseline_bf16.data(), n, DType::kBFloat16},
+                                  threads);
+          }
+          for (IsaLevel level : supported_isa_levels()) {
+            ScopedIsaLevel forced(level);
+            const Mxfp8Tensor got = quantize();
+            EXPECT_TRUE(got.data == baseline.data && got.scale == baseline.scale)
+                << isa_level_name(level) << " " << dtype_name(dtype) << " tail " << tail;
+            std::vector<std::uint16_t> got_bf16(x.size());
+            dequantize_mxfp8_into(got.view(), {got_bf16.data(), n, DType::kBFloat16}, threads);
+            EXPECT_EQ(got_bf16, baseline_bf16) << isa_level_name(level) << " tail " << tail;
+          }
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace shardwise

@@ -123,6 +123,25 @@ TEST(ChainedOptimizer, CountsZerosAndUsesTheWorldReduction) {
   EXPECT_EQ(calls, 2);  // one reduction for the norm, one for the zero count
 }
 
+// A tensor-parallel duplicate is left out on all TP ranks but one: its grad must not enter this
+// rank's norm or zero count, through every child.
+TEST(ChainedOptimizer, ExcludedParamsLeaveTheGradStatistics) {
+  Model m;
+  std::fill(m.gn.begin(), m.gn.end(), 0.0f);
+  auto opt = m.chained();
+  StepOptions so;
+  so.count_zeros = true;
+  opt->set_step_options(so);
+  opt->exclude_from_grad_stats({"b", "n"});
+  double expected = 0;
+  for (float x : m.gw) expected += double(x) * x;
+  EXPECT_NEAR(opt->local_grad_sq_sum(), expected, 1e-12 * expected);
+  EXPECT_EQ(opt->local_grad_zero_count(), 0);  // n's zeros are not counted
+  opt->exclude_from_grad_stats({});
+  EXPECT_NEAR(opt->local_grad_sq_sum(), m.grad_sq_sum(), 1e-12 * m.grad_sq_sum());
+  EXPECT_EQ(opt->local_grad_zero_count(), 24);
+}
+
 TEST(ChainedOptimizer, NonFiniteNormSkipsTheStep) {
   Model m;
   m.gn[5] = std::nanf("");

@@ -22,7 +22,9 @@
 // Loading reads the model weights from model.safetensors and, for each element range this rank's
 // optimizer owns under the current layout, the overlapping pieces of the saved ranges (located
 // through the manifest's index), so a checkpoint saved at dp=A loads at dp=B with any bucket
-// size. The optimizer kind must match the one saved.
+// size. The optimizer kind must match the one saved. With layer-wise shard groups (S < dp) only
+// the first replica writes its layer-wise shards, so each element is saved once; the manifest's
+// "layer_wise_replicas" records dp/S, and a checkpoint saved at one (dp, S) loads at any other.
 #pragma once
 
 #include <cstdint>

@@ -41,6 +41,13 @@ struct OptimizerShard {
 // The shards `optimizer` holds on this rank, in its param-group order (at most one per param).
 std::vector<OptimizerShard> optimizer_shards(const optim::Optimizer& optimizer);
 
+// The shards this rank writes: optimizer_shards less the layer-wise params of which this rank
+// holds a replica copy (shard groups smaller than dp: the first replica writes them).
+std::vector<OptimizerShard> optimizer_shards_to_save(const optim::Optimizer& optimizer);
+// How many replicas of its layer-wise shards the optimizer's data-parallel group holds (dp / S;
+// 1 without shard groups).
+int layer_wise_replicas(const optim::Optimizer& optimizer);
+
 // True when the optimizer is a plain local one (DDP mode): every data-parallel rank holds the same
 // full state, so a checkpoint stores it once (rank 0).
 bool optimizer_state_is_replicated(const optim::Optimizer& optimizer);
@@ -63,12 +70,14 @@ struct SavedShard {
 };
 
 // Writes the shards of `optimizer` (or none, when `include_shards` is false: a rank whose
-// replicated state another rank saves) with their state as one safetensors file, atomically.
+// replicated state another rank saves; or optimizer_shards_to_save with `skip_replica_copies`,
+// what a checkpoint writes) with their state as one safetensors file, atomically.
 // `metadata` entries are added to `__metadata__`. Returns the file's size in bytes.
 std::uint64_t write_optimizer_shard_file(const optim::Optimizer& optimizer,
                                          const std::filesystem::path& path,
                                          const std::map<std::string, std::string>& metadata,
-                                         bool include_shards = true);
+                                         bool include_shards = true,
+                                         bool skip_replica_copies = false);
 
 // The shards a file written by write_optimizer_shard_file declares, checked against its tensors
 // (each named tensor present, fp32, of the declared size). Throws FormatError naming the file and
@@ -83,6 +92,10 @@ std::vector<SavedShard> read_shard_file_index(const std::filesystem::path& path)
 // from the first saved shard of the param.
 void load_optimizer_shards(optim::Optimizer& optimizer, const std::vector<SavedShard>& saved,
                            const std::string& what);
+// The same with `state`, a state dict of `optimizer` taken beforehand (every field it needs, at
+// the right sizes), which is filled and handed over: lets a caller build it on another thread.
+void load_optimizer_shards(optim::Optimizer& optimizer, const std::vector<SavedShard>& saved,
+                           const std::string& what, optim::OptimizerState state);
 
 // One rank's optimizer state (main params + state fields) as a single safetensors file, and back.
 // Loading needs the same shards (or ones covering them): the same optimizer on the same layout.

@@ -13,15 +13,19 @@
 namespace shardwise {
 
 // How reduce_scatter and all_gather move data. kRing: a ring over send/recv; kDirect: every rank
-// exchanges shards with every other rank directly, in one round; both move (p-1)/p of the data
-// per rank, the least possible, and reduce 16-bit types in fp32. kMpi: the MPI library's
-// collective (Open MPI 4.1's reduce-scatter reduces everything on one rank, then scatters).
-// kAuto: kDirect for shards of kP2PMinShardBytes and more, else kMpi. Measured with
-// bench/comm_collectives.cpp on 2 and 4 ranks of a 2-core node: ring and direct were at least
-// as fast as MPI from 4 KiB shards up (3x faster for reduce-scatter at 4 ranks, 64 MiB), and
-// direct as fast as the ring or faster once ranks outnumber cores, where a ring step stalls
-// whenever its neighbour is descheduled.
-enum class CollectiveAlgorithm { kAuto, kRing, kDirect, kMpi };
+// exchanges shards with every other rank directly, in one round; kSharedMemory: through a
+// shared-memory segment of the group (all ranks on one node; shared_memory_collectives.hpp), also
+// used for all_reduce; all three move (p-1)/p of the data per rank, the least possible, and reduce
+// 16-bit types in fp32. kMpi: the MPI library's collective (Open MPI 4.1's reduce-scatter reduces
+// everything on one rank, then scatters). kAuto: kMpi below kP2PMinShardBytes per shard, else
+// kSharedMemory when the group's ranks share one node and its segment could be mapped, else
+// kDirect. kSharedMemory falls back to kDirect (all_reduce: to MPI) without a segment. Measured
+// with bench/comm_collectives.cpp on 2 and 4 ranks of a 2-core node: the point-to-point paths
+// were at least as fast as MPI from 4 KiB shards up (3x faster for reduce-scatter at 4 ranks,
+// 64 MiB), direct as fast as the ring or faster once ranks outnumber cores (a ring step stalls
+// whenever its neighbour is descheduled), and shared memory faster than direct (no MPI
+// rendezvous, no receive copy).
+enum class CollectiveAlgorithm { kAuto, kRing, kDirect, kMpi, kSharedMemory };
 inline constexpr std::size_t kP2PMinShardBytes = std::size_t{4} << 10;
 
 // Settings of one MPI group. Groups split from a group start with its options.
@@ -44,6 +48,11 @@ ProcessGroupPtr init_mpi_world(const ProcessGroupOptions& options);
 // a positive number of seconds up to 1e9). Applies to operations that start afterwards.
 void set_process_group_options(const ProcessGroupPtr& group, const ProcessGroupOptions& options);
 ProcessGroupOptions process_group_options(const ProcessGroupPtr& group);
+
+// Whether an MPI group runs its collectives through a shared-memory segment: false until a
+// collective that would use one has run (the segment is set up then, collectively), and false
+// when it could not be set up (ranks on several nodes, or shm_open / mmap failed).
+bool uses_shared_memory_collectives(const ProcessGroupPtr& group);
 
 // Builds the DP/TP/PP/EP/expert-DP groups of this rank. Throws InvalidArgument naming the sizes
 // when they do not divide the world.

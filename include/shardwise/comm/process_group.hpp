@@ -67,6 +67,12 @@ class ProcessGroup {
   // `input` holds size() equal shards; `output` (one shard) receives this rank's reduced shard.
   // In place when output aliases input's shard of this rank.
   virtual WorkPtr reduce_scatter(TensorView output, TensorView input, ReduceOp op) = 0;
+  // reduce_scatter (fp32, SUM) of every rank's input multiplied by float(input_scale) first, as
+  // scaling the input in place and then reduce-scattering gives (Megatron's 1/dp gradient
+  // pre-scaling). Afterwards `input` outside this rank's shard holds either the scaled or the
+  // original values. The default scales `input` in place, then calls reduce_scatter; a backend
+  // may instead fold the scaling into its reduction (no extra pass over the buffer).
+  virtual WorkPtr reduce_scatter_scaled(TensorView output, TensorView input, double input_scale);
   // `output` holds size() shards of input.numel elements; shard r comes from rank r.
   // In place when input aliases output's shard of this rank.
   virtual WorkPtr all_gather(TensorView output, TensorView input) = 0;

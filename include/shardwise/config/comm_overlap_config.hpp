@@ -8,7 +8,7 @@
 //        no TP-overlap backend is available, it is turned off with a warning saying why. When
 //        on: the user's tp_comm_overlap_cfg, else the preset matching the run (see
 //        comm_overlap_presets.hpp), else the backend's own default (warning); bootstrap backend
-//        "nccl".
+//        "mpi" (the MPI backend's; nccl and gloo are accepted and reported as not applicable).
 //   PP   pp > 1 and vp > 1: overlap_p2p_comm on, batch_p2p_comm off; pp > 1 and vp = 1: the
 //        reverse; pp = 1: both off.
 //   DP   only with the distributed optimizer (kinds layer-wise and distributed): dp > 1 gives
@@ -34,8 +34,8 @@
 
 namespace shardwise {
 
-// Whether this build has a TP-overlap (userbuffers) backend. shardwise has none: TP overlap is
-// the job of Transformer Engine, which shardwise does not link, so this is false in every build.
+// Whether this build has a TP-overlap backend: true, the MPI backend of the tp layer
+// (include/shardwise/tp/overlapped_gemm.hpp), built in every configuration.
 bool tp_comm_overlap_backend_available();
 
 // The parallel layout and the facts about the run that the resolution depends on.

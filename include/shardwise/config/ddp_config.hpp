@@ -46,8 +46,9 @@ struct DistributedDataParallelConfig {
   // overlap_grad_reduce is on. Without overlap every buffer forms a single bucket group.
   int num_buckets_per_group = 1;
   // Layer-wise shard group size (LayoutOptions::layer_wise_shard_group_size): "dp" (one group,
-  // the default), "auto", or a positive integer dividing dp. The layout supports S < dp; the
-  // runtime does not yet, so validate_for_data_parallel_size() refuses anything but S = dp.
+  // the default), "auto", or a positive integer dividing dp. With S < dp the layer-wise buffers
+  // are reduce-scattered / all-gathered inside shard groups of S consecutive DP ranks and the
+  // owned shard is all-reduced across the dp/S replicas (docs/shard_groups.md).
   std::string layer_wise_shard_group_size = "dp";
   // How the layer-wise layout cuts buckets (LayoutOptions::overlap_aware_cuts): "overlap_aware"
   // (the default: padding plus the last bucket's exposed reduce-scatter) or "plain" (padding
@@ -68,11 +69,17 @@ struct DistributedDataParallelConfig {
   // average_in_collective, layer_wise_cuts other than overlap_aware or plain.
   void validate() const;
 
-  // The checks that need the run's dp: ddp.layer_wise_shard_group_size must divide dp, and until
-  // the runtime supports it must equal dp ("auto" included). Throws ConfigError naming the key.
+  // The checks that need the run's dp: ddp.layer_wise_shard_group_size must divide dp. Throws
+  // ConfigError naming the key.
   void validate_for_data_parallel_size(int data_parallel_size) const;
+  // The shard group size as a number; nullopt for "dp" and "auto".
+  std::optional<int> explicit_layer_wise_shard_group_size() const;
+  bool automatic_layer_wise_shard_group_size() const {
+    return layer_wise_shard_group_size == "auto";
+  }
 
-  // LayoutOptions the layout algorithms need for this config (bucket size resolved for dp);
+  // LayoutOptions the layout algorithms need for this config (bucket size resolved for dp, an
+  // explicit shard group size S < dp set; "auto" left unset for the caller to choose);
   // runs validate_for_data_parallel_size(dp) first.
   LayoutOptions layout_options(LayoutAlgorithm algorithm, int data_parallel_size,
                                std::optional<int> expert_data_parallel_size = std::nullopt) const;

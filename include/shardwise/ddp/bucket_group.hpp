@@ -30,8 +30,12 @@ std::vector<BucketGroupPlan> plan_bucket_groups(
 
 class BucketGroup {
  public:
+  // `replica_group` (null for none): a layer-wise buffer split over a shard group smaller than
+  // dp; after the reduce-scatter in `group` (the shard group) each rank all-reduces its shard
+  // across the replicas.
   BucketGroup(int index, ParamAndGradBuffer* buffer, std::vector<int> bucket_indices,
-              ProcessGroupPtr group, const DistributedDataParallelConfig* config);
+              ProcessGroupPtr group, const DistributedDataParallelConfig* config,
+              ProcessGroupPtr replica_group = nullptr);
 
   int index() const { return index_; }
   const BufferKey& key() const { return buffer_->key(); }
@@ -40,7 +44,9 @@ class BucketGroup {
   std::vector<const Bucket*> buckets() const;
   const std::vector<ParamId>& params() const { return params_; }
   const ProcessGroupPtr& group() const { return group_; }
-  // This rank's shard index in the group's buckets (its rank in the DP / expert-DP group).
+  const ProcessGroupPtr& replica_group() const { return replica_group_; }
+  // This rank's shard index in the group's buckets (its rank in the DP / expert-DP group, or in
+  // its shard group).
   int shard_index() const { return group_->rank(); }
   bool contains(ParamId param) const;
 
@@ -49,7 +55,11 @@ class BucketGroup {
   // or all-reduce; asynchronous. Throws if already dispatched this iteration.
   void start_grad_sync();
   bool grad_sync_dispatched() const { return grad_dispatched_; }
-  // Waits for the group's grad collectives.
+  // With a replica group: issues the all-reduce of this rank's shards across the replicas once
+  // the reduce-scatter has completed (never waits). Returns whether nothing of this group's
+  // grad sync is left to issue (true at once without a replica group).
+  bool poll_replica_reduce();
+  // Waits for the group's grad collectives (issuing the replica all-reduce first if needed).
   void finish_grad_sync();
 
   // --- param sync (distributed optimizer only) ---
@@ -70,9 +80,14 @@ class BucketGroup {
   std::vector<int> bucket_indices_;
   ProcessGroupPtr group_;
   const DistributedDataParallelConfig* config_;
+  ProcessGroupPtr replica_group_;
   std::vector<ParamId> params_;  // backprop order
+  void start_replica_reduce();
+
   std::vector<WorkPtr> grad_handles_;
+  std::vector<WorkPtr> replica_handles_;
   std::vector<WorkPtr> param_handles_;
+  bool replica_dispatched_ = false;
   bool grad_dispatched_ = false;
   bool param_dispatched_ = false;
 };

@@ -59,7 +59,10 @@ class DistributedDataParallel {
   // Validates the config and the layout against the params, checks that every rank of the DP
   // group (and expert-DP group) has the same layout (CommError on every rank otherwise), and
   // allocates the buffers. num_shards of each buffer must equal its group's size when grads are
-  // reduce-scattered.
+  // reduce-scattered, except for a layer-wise (shard-aligned) buffer laid out for S shards, S
+  // dividing its group's size: that buffer gets shard groups (make_shard_groups, collective over
+  // the group), is reduce-scattered and all-gathered in its shard group of S consecutive ranks,
+  // and its owned shards are all-reduced across the replica group.
   DistributedDataParallel(ParamList params, FullParamLayout layout,
                           DistributedDataParallelConfig config, DataParallelGroups groups);
   ~DistributedDataParallel();
@@ -80,7 +83,12 @@ class DistributedDataParallel {
   // Bucket groups in dispatch (backprop) order: bucket_groups()[i]->index() == i.
   const std::vector<std::unique_ptr<BucketGroup>>& bucket_groups() const { return groups_; }
   int bucket_group_of(ParamId param) const;
+  // The group a buffer's shards live in: its shard group for a buffer split over shard groups,
+  // else the DP (or expert-DP) group.
   const ProcessGroupPtr& group_for(const BufferKey& key) const;
+  // The replica group of a buffer split over shard groups (its shard is all-reduced across it);
+  // null for every other buffer.
+  const ProcessGroupPtr& replica_group_for(const BufferKey& key) const;
   // This rank's shard of bucket `bucket` of buffer `key`, in buffer coordinates.
   BucketRange local_shard_range(const BufferKey& key, int bucket) const;
 
@@ -115,6 +123,10 @@ class DistributedDataParallel {
   // it, each rank's shard of every bucket (reduce-scatter) or the whole buffer (all-reduce)
   // holds the reduced, scaled gradient.
   void finish_grad_sync();
+  // Issues, without waiting, the replica all-reduces (shard groups) whose reduce-scatter has
+  // completed, in bucket-group order; register_grad_ready does this after every call. Returns
+  // how many bucket groups (from index 0) have their whole grad sync issued this iteration.
+  int poll_grad_sync();
   // Zeros every grad buffer and forgets this iteration's readiness (waits for outstanding work).
   void zero_grad_buffer();
   // Groups in the order this iteration dispatched them (for tests and tracing).
@@ -154,6 +166,7 @@ class DistributedDataParallel {
   };
   const Location& location(ParamId param) const;
   void dispatch_ready_groups();
+  void make_buffer_groups(const BufferKey& key, const PerBufferParamLayout& layout);
   void reset_iteration();
   std::vector<int> forward_order(const std::vector<bool>& selected) const;
   void dispatch_param_gather(int group_index, bool async);
@@ -166,6 +179,10 @@ class DistributedDataParallel {
   std::vector<std::unique_ptr<ParamAndGradBuffer>> buffers_;
   std::vector<std::unique_ptr<BucketGroup>> groups_;
   std::map<BufferKey, std::size_t> buffer_index_;
+  // Buffers split over shard groups: (shard group, replica group). One split per distinct
+  // (expert, S), shared by the buffers that need it.
+  std::map<BufferKey, std::pair<ProcessGroupPtr, ProcessGroupPtr>> shard_groups_;
+  std::map<std::pair<bool, int>, std::pair<ProcessGroupPtr, ProcessGroupPtr>> shard_group_cache_;
   std::vector<std::optional<Location>> location_;  // per ParamId
 
   // Grad readiness of the current iteration.
@@ -177,6 +194,7 @@ class DistributedDataParallel {
   std::vector<std::int64_t> expected_count_;  // per group; learnt on the first iteration
   std::vector<bool> complete_;                // per group
   int next_grad_dispatch_ = 0;
+  int next_replica_dispatch_ = 0;  // first group whose replica all-reduce may not be issued yet
   std::vector<int> grad_dispatch_log_;
 
   // Param gathers requested by start_param_sync and not yet waited for.

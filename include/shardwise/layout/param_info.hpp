@@ -28,10 +28,19 @@ struct ParamInfo {
   // Fused QKV weight: row counts of the query, key and value parts (sum == shape[0]); empty when
   // the weight is not a fused QKV.
   std::vector<std::int64_t> qkv_split;
+  // Tensor parallelism: the dimension this parameter is split along across the TP ranks (-1:
+  // every TP rank holds the whole parameter). With tp_stride s > 1 the full dimension is s equal
+  // parts (a fused QKV's query, key and value) and each rank holds its chunk of every part.
+  int tp_partition_dim = -1;
+  int tp_stride = 1;
+  // Held whole by every TP rank of a group of more than one (replicated, not partitioned): a
+  // gradient norm over the TP group counts it once (Megatron's tensor_model_parallel=False).
+  bool tp_duplicate = false;
 
   std::int64_t numel() const;
   bool is_2d() const { return shape.size() == 2; }
   bool is_qkv() const { return !qkv_split.empty(); }
+  bool is_tp_partitioned() const { return tp_partition_dim >= 0; }
 };
 
 using ParamList = std::vector<ParamInfo>;

@@ -15,11 +15,22 @@ struct GptConfig {
   bool rope = false;      // rotary position embeddings instead of a learned table
   bool tied_embeddings = true;
   double init_std = 0.02;
+  // Tensor parallelism pads the vocabulary to a multiple of this times the TP size, as Megatron
+  // does (its default, 128), so every TP rank holds an equal slice of the embedding.
+  int make_vocab_size_divisible_by = 128;
 
   int head_dim() const { return hidden / num_heads; }
   // Throws InvalidArgument naming the field for impossible sizes (hidden not divisible by
   // heads, odd head_dim with RoPE, non-positive sizes).
   void validate() const;
+
+  // Vocabulary rows of the embedding at TP size tp: vocab_size itself at tp = 1 (the model is
+  // unchanged), else vocab_size rounded up to a multiple of make_vocab_size_divisible_by * tp.
+  // The padded rows are never selected and their logits never enter the softmax.
+  int padded_vocab_size(int tp) const;
+  // validate() plus the TP constraints: tp >= 1 divides num_heads, ffn_hidden and the padded
+  // vocabulary. Throws ConfigError naming the field (model.num_heads, model.ffn_hidden, ...).
+  void validate_tensor_parallel(int tp) const;
 };
 
 }  // namespace shardwise

@@ -18,19 +18,32 @@
 
 #include "shardwise/layout/param_info.hpp"
 #include "shardwise/model/gpt_config.hpp"
+#include "shardwise/model/tensor_parallel.hpp"
 
 namespace shardwise {
+
+// The reference GPT's parameters in forward order at TP size tp_size: at tp_size 1 the whole
+// model; above, this TP rank's shards (the same for every rank: shapes do not depend on the
+// rank), with tp_partition_dim / tp_stride / tp_duplicate filled in. Validates the config.
+ParamList gpt_param_list(const GptConfig& config, int tp_size = 1);
 
 // Scalar is float for training and double for the finite-difference gradient check.
 template <typename Scalar>
 class GptModel {
  public:
   explicit GptModel(const GptConfig& config);
+  // Tensor-parallel model: this rank's shard of every layer (see docs/tensor_parallel.md). Every
+  // TP rank of tp.group must call forward/backward (and exact_match/probabilities) together with
+  // the same tokens. With tp.group null or of size 1 this is GptModel(config). Throws ConfigError
+  // when the config does not split at this TP size (validate_tensor_parallel), InvalidArgument
+  // for a TP group with Scalar other than float.
+  GptModel(const GptConfig& config, const TensorParallelOptions& tp);
   ~GptModel();
   GptModel(const GptModel&) = delete;
   GptModel& operator=(const GptModel&) = delete;
 
   const GptConfig& config() const { return config_; }
+  const TensorParallelOptions& tensor_parallel() const { return tp_; }
   // Parameters in forward order; ids index this list.
   const ParamList& params() const { return params_; }
 
@@ -48,6 +61,8 @@ class GptModel {
 
   // tokens/targets: batch x seq row-major, seq <= config.seq_len; a target < 0 is ignored.
   // Returns the mean cross-entropy over counted targets and keeps activations for backward.
+  // With tensor parallelism every TP rank passes the whole batch; with sequence parallelism
+  // batch * seq must be divisible by the TP size.
   double forward(const std::int32_t* tokens, const std::int32_t* targets, int batch, int seq);
 
   // Accumulates d(loss_scale * loss)/d(param) into the bound gradients; calls grad_ready(id)
@@ -59,14 +74,28 @@ class GptModel {
   std::vector<bool> exact_match() const;
 
   // After forward: the model's next-token distribution (softmax of the logits, vocab_size
-  // values) at position t of sequence b. Valid until the next forward.
+  // values) at position t of sequence b. Valid until the next forward (and, with tensor
+  // parallelism, where it is a collective over the TP group, until the next call).
   std::span<const Scalar> probabilities(int b, int t) const;
 
  private:
   struct Activations;
   void register_params();
+  std::vector<Scalar> full_initial_value(const ParamInfo& full, std::uint64_t seed) const;
+  const Scalar* use(ParamId id);
+  // Forward and backward pieces; x / dres hold this rank's rows (all of them without SP).
+  void embed_forward(std::vector<Scalar>& x);
+  void block_forward(int layer, std::vector<Scalar>& x);
+  void block_backward(int layer, std::vector<Scalar>& dres,
+                      const std::function<void(ParamId)>& grad_ready);
+  void embed_backward(std::vector<Scalar>& dres, const std::function<void(ParamId)>& grad_ready);
+  // Where backward accumulates a parameter's gradient, and its hand-over once final (replicated
+  // params under SP go through a scratch buffer all-reduced over the TP group).
+  Scalar* grad_target(ParamId id);
+  void grad_done(ParamId id, const std::function<void(ParamId)>& grad_ready);
 
   GptConfig config_;
+  TensorParallelOptions tp_;
   ParamList params_;
   std::vector<Scalar*> values_;
   std::vector<Scalar*> grads_;

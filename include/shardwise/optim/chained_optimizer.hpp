@@ -27,6 +27,7 @@ class ChainedOptimizer : public Optimizer {
   double local_group_grad_sq_sum(std::string_view group) const override;
   std::int64_t local_group_param_count(std::string_view group) const override;
   void scale_grads(float coeff) override;
+  void exclude_from_grad_stats(const std::set<std::string>& names) override;
 
   // Union of the children's state dicts; loading routes each entry to the child owning it.
   OptimizerState state_dict() const override;

@@ -5,6 +5,10 @@
 // reduce-scatter into the owner's shard; after the step the managed bucket groups are
 // all-gathered in place (only those: a sibling DistributedOptimizer syncs its own).
 //
+// Layer-wise shard groups (a buffer laid out for S < dp shards): owners are shard-group ranks,
+// so each of the dp/S replicas steps the same params on the same (all-reduced) grads; only the
+// first replica counts them in the grad norm / zero count and writes them to a checkpoint.
+//
 // Legacy path (no shard-aligned layout, grads all-reduced): owners come from the ping-pong
 // assignment and params are synced by the flatten / all_gather_v / unflatten copy of seed 002.
 //
@@ -17,6 +21,8 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
+#include <string>
 
 #include "shardwise/ddp/distributed_data_parallel.hpp"
 #include "shardwise/optim/adamw.hpp"
@@ -61,10 +67,16 @@ class LayerWiseDistributedOptimizer : public Optimizer {
   void set_lr(double lr) override;
 
   bool uses_legacy_sync() const { return legacy_; }
-  // Owning data-parallel rank of every managed param (both paths).
+  // Owning rank of every managed param (both paths): its rank in the buffer's group
+  // (DistributedDataParallel::group_for: the shard group when the buffer has shard groups).
   const std::map<ParamId, int>& owners() const { return owners_; }
   const std::vector<OwnedSlice>& owned_params() const { return slices_; }
   bool overlaps_param_gather_with_step() const { return overlap_with_step_; }
+  // Whether this rank's copy of an owned param is a replica of one another shard group's rank
+  // also owns (this rank is not the first replica): not counted in statistics, not saved.
+  bool is_replica_copy(const std::string& param_name) const;
+  // Most replicas any managed buffer has (1: no shard groups smaller than dp).
+  int replicas() const { return replicas_; }
   // The managed bucket groups in the order step_with_ready_grads updates (and, with the overlap,
   // dispatches) them: forward order.
   std::vector<int> step_order() const;
@@ -82,6 +94,7 @@ class LayerWiseDistributedOptimizer : public Optimizer {
   static std::map<ParamId, int> compute_owners(const DistributedDataParallel& ddp,
                                                const BufferSelector& manages, bool legacy);
   std::vector<OwnedSlice> local_params() const;
+  bool counts_in_grad_statistics(const OptimParam& param) const override;
   void build_children(std::vector<LayerWiseChild> children,
                       const std::vector<InitStateFn>& init_state_fn_list);
   // Index of the child that selects `param` (exactly one does, checked at construction).
@@ -93,6 +106,8 @@ class LayerWiseDistributedOptimizer : public Optimizer {
   bool overlap_with_step_;
   std::map<ParamId, int> owners_;
   std::vector<OwnedSlice> slices_;
+  std::set<std::string> replica_copies_;  // names of owned params another replica counts
+  int replicas_ = 1;
   std::vector<BucketGroupMainParams> by_group_;
   // Param group i of each child holds its share of the owned params of by_group_[i].
   std::vector<std::unique_ptr<Optimizer>> children_;

@@ -14,6 +14,7 @@
 
 #include "shardwise/optim/newton_schulz.hpp"
 #include "shardwise/optim/optimizer.hpp"
+#include "shardwise/optim/tensor_parallel_matrix.hpp"
 
 namespace shardwise::optim {
 
@@ -42,6 +43,10 @@ struct MuonOptions {
   double extra_scale_factor = 1.0;
   // Orthogonalize the Q, K and V parts of params that carry a qkv_split separately.
   bool split_qkv = true;
+  // Tensor parallelism, by param name: these params are TP shards of a larger matrix; Muon
+  // orthogonalises (and scales by the shape of) the full matrix, gathered over the TP group, so
+  // the update equals the unsharded one. Every rank of the TP group steps such a param together.
+  std::map<std::string, TensorParallelSplit> tensor_parallel;
 };
 
 class Muon : public Optimizer {
@@ -64,6 +69,8 @@ class Muon : public Optimizer {
  private:
   void step_param(const OptimParam& p, std::vector<float>& momentum_buffer, double lr, double wd,
                   double mu);
+  // update_ <- lr * scale * NS(update_) per part, computed on the full matrix of a TP shard.
+  void scaled_update_of_shard(const OptimParam& p, const TensorParallelSplit& split, double lr);
   // Checks shape and QKV split; throws ShapeError naming the param.
   static void validate_matrix(const OptimParam& p);
   // Zero momentum for params seen for the first time.

@@ -11,6 +11,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -122,18 +123,31 @@ class Optimizer {
   virtual void set_lr(double lr);
 
   void set_world_reduce(WorldReduce reduce);
+  // Params (by name) whose grads this rank leaves out of the global statistics (grad norm, zero
+  // count): a tensor-parallel duplicate is counted by TP rank 0 only, so a sum over the DP and TP
+  // groups counts it once. A wrapper passes the set on to its children.
+  virtual void exclude_from_grad_stats(const std::set<std::string>& names);
   const StepOptions& step_options() const { return step_options_; }
   void set_step_options(const StepOptions& options) { step_options_ = options; }
 
  protected:
   explicit Optimizer(std::vector<ParamGroup> groups);
+  // Whether `param`'s grad enters this rank's contributions to the global statistics (grad norm,
+  // zero count, group norms and counts). False for a copy that another rank also holds and
+  // counts (layer-wise shard groups: only the first replica counts), so every element is counted
+  // once over the world.
+  virtual bool counts_in_grad_statistics(const OptimParam& /*param*/) const { return true; }
   // Checks names are unique and views are non-null; `what` names the optimizer in errors.
   void validate_params(std::string_view what) const;
   const OptimParam* find_param(const std::string& name) const;
+  // Whether p's grad enters the local statistics: it has a grad, is not excluded (a TP
+  // duplicate) and this rank counts it (counts_in_grad_statistics).
+  bool counts_in_grad_stats(const OptimParam& p) const;
 
   std::vector<ParamGroup> groups_;
   WorldReduce world_reduce_;
   StepOptions step_options_;
+  std::set<std::string> excluded_from_stats_;
 };
 
 // Clipping coefficient Megatron uses: max_norm / (norm + 1e-6), applied only when < 1.

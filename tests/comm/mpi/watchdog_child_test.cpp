@@ -1,6 +1,7 @@
 // Child side of tests/comm/comm_watchdog_test.cpp: only active when that test launches this
-// binary under mpirun with SHARDWISE_COMM_WATCHDOG_CHILD set to "collective" or "recv". Rank 1
-// freezes itself (SIGSTOP) while rank 0 waits for it in an all_reduce or a recv on a group with a
+// binary under mpirun with SHARDWISE_COMM_WATCHDOG_CHILD set to "collective", "shared_memory" or
+// "recv". Rank 1 freezes itself (SIGSTOP) while rank 0 waits for it in an all_reduce, a
+// shared-memory reduce_scatter or a recv on a group with a
 // 3 s comm timeout: the watchdog must report the wait and abort the job. Rank 0 also prints how
 // much CPU the process used while it waited.
 #include <gtest/gtest.h>
@@ -49,7 +50,17 @@ TEST(WatchdogChild, AFrozenPeerIsReportedAndTheJobAborts) {
   // Split groups inherit the timeout: the frozen wait happens on one.
   ProcessGroupPtr pair = split_group(world, 0, world->rank(), "watchdog-pair");
   testing_comm::Buffer data = testing_comm::rank_data(DType::kFloat32, 5, pair->rank(), 1000);
-  for (int i = 0; i < 3; ++i) pair->all_reduce(data.view(), ReduceOp::kSum)->wait();
+  // shared_memory: reduce-scatters of 8 KB shards, which run through the group's segment (set
+  // up by the first one), so the frozen wait is a wait on the peer's flag in shared memory.
+  testing_comm::Buffer shard(DType::kFloat32, 2000);
+  testing_comm::Buffer input = testing_comm::rank_data(DType::kFloat32, 6, pair->rank(), 4000);
+  auto operation = [&] {
+    if (mode == "shared_memory") {
+      return pair->reduce_scatter(shard.view(), input.view(), ReduceOp::kSum);
+    }
+    return pair->all_reduce(data.view(), ReduceOp::kSum);
+  };
+  for (int i = 0; i < 3; ++i) operation()->wait();
   pair->barrier()->wait();
   if (pair->rank() == 1) std::raise(SIGSTOP);  // frozen until the job is torn down
   std::thread reporter(report_cpu_while_waiting);
@@ -63,7 +74,12 @@ TEST(WatchdogChild, AFrozenPeerIsReportedAndTheJobAborts) {
   if (mode == "recv") {
     pair->recv(data.view(), 1, 7)->wait();
   } else {
-    pair->all_reduce(data.view(), ReduceOp::kSum)->wait();
+    operation()->wait();
+  }
+  if (mode == "shared_memory" && pair->rank() == 1) {
+    // Thawed by the job's teardown, rank 1 finds rank 0's data in the segment and may finish
+    // its reduce_scatter: only rank 0, the waiting side, must never get past it.
+    std::this_thread::sleep_for(std::chrono::seconds(60));
   }
   ADD_FAILURE() << "rank " << pair->rank() << " survived the watchdog";
 }

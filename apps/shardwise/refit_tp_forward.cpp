@@ -1,0 +1,158 @@
+#include "refit_tp_forward.hpp"
+
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
+
+#include "shardwise/core/error.hpp"
+#include "shardwise/core/float_convert.hpp"
+#include "shardwise/core/mxfp8.hpp"
+#include "shardwise/model/gpt_model.hpp"
+#include "shardwise/optim/tensor_parallel_matrix.hpp"
+
+namespace shardwise::cli {
+namespace {
+
+// fp32 rounding of the TP forward against the tp = 1 one (summation order only).
+constexpr double kFp32Slack = 1e-5;
+// The bounds are first order in the weight perturbation; the factor covers the second-order rest.
+constexpr double kFirstOrderFactor = 2.0;
+
+using Values = std::map<std::string, std::vector<float>>;
+
+// The local tensor as the inference side computes with it: bf16, MXFP8 dequantized to bf16.
+std::vector<float> decode(const InferenceTensor& t) {
+  std::vector<float> out;
+  if (t.mxfp8) {
+    out = dequantize_mxfp8_to_float(t.quantized);
+    for (float& x : out) x = round_to_bf16(x);
+  } else {
+    out.resize(t.bf16.size());
+    bf16_to_float_n(t.bf16.data(), out.data(), static_cast<std::int64_t>(out.size()));
+  }
+  return out;
+}
+
+// The full value of a param from every inference rank's slice (Megatron's TP rules).
+std::vector<float> gather_full(const InferenceTensor& t, ProcessGroup& group) {
+  std::vector<float> local = decode(t);
+  if (t.rule.kind == TpKind::kReplicated) return local;
+  const std::int64_t rows = t.local_shape.at(0);
+  const std::int64_t cols = t.local_shape.size() > 1 ? t.local_shape[1] : 1;
+  const optim::TensorParallelSplit split{&group, t.rule.partition_dim, t.rule.stride};
+  return optim::gather_full_matrix(split, local.data(), rows, cols);
+}
+
+// A model bound to storage it owns (values from `full`, by param name; grads zeroed).
+struct BoundModel {
+  std::unique_ptr<GptModel<float>> model;
+  std::vector<std::vector<float>> values, grads;
+  BoundModel(const GptConfig& config, const TensorParallelOptions& tp, const Values& full) {
+    model = std::make_unique<GptModel<float>>(config, tp);
+    const ParamList whole = gpt_param_list(config, 1);
+    std::vector<float*> v, g;
+    for (std::size_t i = 0; i < model->params().size(); ++i) {
+      const ParamInfo& p = model->params()[i];
+      const auto it = full.find(p.name);
+      SW_REQUIRE(it != full.end(), InvalidArgument, "refit: the refitted weights have no param '",
+                 p.name, "' of the model the config describes");
+      SW_REQUIRE(static_cast<std::int64_t>(it->second.size()) == whole[i].numel(), ShapeError,
+                 "refit: param '", p.name, "' has ", it->second.size(),
+                 " elements, the config's model ", whole[i].numel());
+      values.emplace_back(static_cast<std::size_t>(p.numel()));
+      grads.emplace_back(static_cast<std::size_t>(p.numel()), 0.0f);
+      slice_tp_shard(whole[i], p, tp.size(), tp.rank(), it->second.data(), values.back().data());
+      v.push_back(values.back().data());
+      g.push_back(grads.back().data());
+    }
+    model->bind(std::move(v), std::move(g));
+  }
+  // Sum over params of |grad| . |delta| (the first-order bound), after a fresh backward.
+  double weighted_perturbation(const Values& delta) {
+    double total = 0;
+    for (std::size_t i = 0; i < grads.size(); ++i) {
+      const std::vector<float>& d = delta.at(model->params()[i].name);
+      for (std::size_t k = 0; k < d.size(); ++k) total += std::fabs(grads[i][k] * d[k]);
+    }
+    return total;
+  }
+  void zero_grads() {
+    for (auto& g : grads) std::fill(g.begin(), g.end(), 0.0f);
+  }
+};
+
+std::vector<double> log_probabilities(GptModel<float>& model, int batch, int seq, int vocab) {
+  std::vector<double> out;
+  for (int b = 0; b < batch; ++b) {
+    for (int t = 0; t < seq; ++t) {
+      const auto p = model.probabilities(b, t);
+      for (int c = 0; c < vocab; ++c) out.push_back(std::log(std::max(p[c], FLT_MIN)));
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+TpForwardReport check_tp_forward(const std::vector<InferenceTensor>& weights,
+                                 const Values& reference, const GptConfig& config,
+                                 const HeldOutBatch& batch, ProcessGroup& inference_group) {
+  Values delivered, delta;
+  for (const InferenceTensor& t : weights) {
+    delivered[t.name] = gather_full(t, inference_group);
+    const std::vector<float>& ref = reference.at(t.name);
+    std::vector<float>& d = delta[t.name];
+    for (std::size_t k = 0; k < ref.size(); ++k) d.push_back(delivered[t.name][k] - ref[k]);
+  }
+  const int vocab = config.vocab_size;
+  TpForwardReport r;
+  TensorParallelOptions options;
+  options.group = &inference_group;
+  BoundModel tp(config, options, delivered);
+  r.loss = tp.model->forward(batch.tokens.data(), batch.targets.data(), batch.batch, batch.seq);
+  const std::vector<double> got = log_probabilities(*tp.model, batch.batch, batch.seq, vocab);
+
+  BoundModel ref(config, TensorParallelOptions{}, reference);
+  r.reference_loss =
+      ref.model->forward(batch.tokens.data(), batch.targets.data(), batch.batch, batch.seq);
+  const std::vector<double> want = log_probabilities(*ref.model, batch.batch, batch.seq, vocab);
+  ref.model->backward(1.0, [](ParamId) {});
+  r.loss_difference = r.loss - r.reference_loss;
+  r.loss_bound = kFirstOrderFactor * ref.weighted_perturbation(delta) +
+                 kFp32Slack * std::fabs(r.reference_loss);
+
+  double max_ref = 0;
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    r.max_abs_logit_error = std::max(r.max_abs_logit_error, std::fabs(got[i] - want[i]));
+    max_ref = std::max(max_ref, std::fabs(want[i]));
+  }
+  // The bound of one output (sequence b, position t, token c) needs the gradient of log p_c at
+  // (b, t): a backward of the loss with that one target counted. One backward each, so it is
+  // checked on the outputs that decide the loss and the prediction: at every counted position
+  // the target token and the reference's most likely token.
+  std::vector<std::int32_t> one_target(static_cast<std::size_t>(batch.seq));
+  for (int b = 0; b < batch.batch; ++b) {
+    const std::size_t row = static_cast<std::size_t>(b) * batch.seq;
+    for (int t = 0; t < batch.seq; ++t) {
+      const std::int32_t target = batch.targets[row + t];
+      if (target < 0) continue;
+      const std::size_t at = (row + t) * vocab;
+      const auto top = static_cast<std::int32_t>(
+          std::max_element(want.begin() + at, want.begin() + at + vocab) - want.begin() - at);
+      for (std::int32_t c : {target, top}) {
+        std::fill(one_target.begin(), one_target.end(), -1);
+        one_target[static_cast<std::size_t>(t)] = c;
+        ref.zero_grads();
+        ref.model->forward(batch.tokens.data() + row, one_target.data(), 1, batch.seq);
+        ref.model->backward(1.0, [](ParamId) {});
+        const double bound = kFirstOrderFactor * ref.weighted_perturbation(delta) + kFp32Slack;
+        r.worst_logit_ratio =
+            std::max(r.worst_logit_ratio, std::fabs(got[at + c] - want[at + c]) / bound);
+      }
+    }
+  }
+  r.max_rel_logit_error = max_ref > 0 ? r.max_abs_logit_error / max_ref : 0;
+  return r;
+}
+
+}  // namespace shardwise::cli

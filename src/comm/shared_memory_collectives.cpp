@@ -1,0 +1,333 @@
+#include "shared_memory_collectives.hpp"
+
+#include <fcntl.h>
+#include <sched.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+
+#include "mpi_wait.hpp"
+#include "shardwise/core/error.hpp"
+#include "shardwise/core/logging.hpp"
+
+namespace shardwise {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Each rank's counters on lines of their own (two lines: the adjacent-line prefetcher pairs them).
+constexpr std::size_t kFlagBytes = 256;
+constexpr std::size_t kPageBytes = 4096;
+// Partial sums of one block stay in L1 while every rank's contribution streams through.
+constexpr std::size_t kBlockBytes = 16 << 10;
+// Polls that spin before a wait starts yielding, and the wait after which it sleeps instead.
+constexpr int kSpinPolls = 64;
+constexpr auto kYieldFor = std::chrono::milliseconds(2);
+
+std::size_t header_bytes(int size) {
+  const std::size_t raw = static_cast<std::size_t>(size) * kFlagBytes;
+  return (raw + kPageBytes - 1) / kPageBytes * kPageBytes;
+}
+
+std::size_t segment_bytes(int size) {
+  return header_bytes(size) + static_cast<std::size_t>(size) * 2 * kSharedMemoryHalfBytes;
+}
+
+// True when the test hook asks this rank's shm_open to fail.
+bool forced_to_fail(int rank) {
+  const char* value = std::getenv(kFailSharedMemoryEnv);
+  if (value == nullptr || *value == '\0') return false;
+  return std::strcmp(value, "all") == 0 || std::atoi(value) == rank;
+}
+
+// Opens (rank 0: creates) and maps the segment; returns null and sets `why` on failure.
+void* map_segment(const std::string& name, bool create, std::size_t bytes, int rank,
+                  std::string& why) {
+  if (forced_to_fail(rank)) {
+    why = str_cat("shm_open(", name, ") failed on rank ", rank, " (forced by ",
+                  kFailSharedMemoryEnv, ")");
+    return nullptr;
+  }
+  const int fd = ::shm_open(name.c_str(), create ? O_RDWR | O_CREAT | O_EXCL : O_RDWR, 0600);
+  if (fd < 0) {
+    why = str_cat("shm_open(", name, ") failed on rank ", rank, ": ", std::strerror(errno));
+    return nullptr;
+  }
+  void* base = nullptr;
+  if (create && ::ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
+    why = str_cat("ftruncate of ", name, " to ", bytes, " bytes failed: ", std::strerror(errno));
+  } else if (int rc = create ? ::posix_fallocate(fd, 0, static_cast<off_t>(bytes)) : 0; rc != 0) {
+    // Reserving the pages now turns a full /dev/shm into this error instead of a SIGBUS later.
+    why = str_cat("reserving ", bytes, " bytes of ", name, " failed: ", std::strerror(rc));
+  } else {
+    base = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (base == MAP_FAILED) {
+      why = str_cat("mmap of ", name, " failed on rank ", rank, ": ", std::strerror(errno));
+      base = nullptr;
+    }
+  }
+  ::close(fd);
+  return base;
+}
+
+// acc = value * scale for n floats (a pass of its own, so no multiply is fused into an add:
+// the scaled value is rounded exactly as scaling the input in place rounds it).
+void scale_into(float* acc, const float* value, float scale, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) acc[i] = value[i] * scale;
+}
+
+// output[0, bytes) = source(0) op source(1) op ... op source(p-1), one L1-sized block at a time;
+// every source block is read before the output block is written (output may be a source).
+template <typename Source>
+void reduce_in_rank_order(int p, std::size_t bytes, std::size_t elem_size, ElementCombine combine,
+                          float scale, Source&& source, std::byte* output) {
+  alignas(64) thread_local std::byte acc[kBlockBytes];
+  alignas(64) thread_local std::byte scaled[kBlockBytes];
+  const std::size_t block = kBlockBytes / elem_size * elem_size;
+  for (std::size_t offset = 0; offset < bytes; offset += block) {
+    const std::size_t n = std::min(block, bytes - offset);
+    const auto count = static_cast<std::int64_t>(n / elem_size);
+    if (scale == 1.0f) {
+      std::memcpy(acc, source(0) + offset, n);
+      for (int q = 1; q < p; ++q) combine(acc, acc, source(q) + offset, count);
+    } else {
+      const std::size_t floats = n / sizeof(float);
+      scale_into(reinterpret_cast<float*>(acc), reinterpret_cast<const float*>(source(0) + offset),
+                 scale, floats);
+      for (int q = 1; q < p; ++q) {
+        scale_into(reinterpret_cast<float*>(scaled),
+                   reinterpret_cast<const float*>(source(q) + offset), scale, floats);
+        combine(acc, acc, scaled, count);
+      }
+    }
+    std::memcpy(output + offset, acc, n);
+  }
+}
+
+std::atomic<std::uint64_t> next_segment_id{0};
+
+}  // namespace
+
+// The counters one rank publishes. ready: 2g+1 once its data of round g is in its half, 2g+2
+// once its second phase (all-reduce's reduced part) is; done: g+1 once it read everything it
+// reads in round g.
+struct SharedMemoryCollectives::RankFlags {
+  alignas(128) std::atomic<std::uint64_t> ready{0};
+  alignas(128) std::atomic<std::uint64_t> done{0};
+};
+static_assert(sizeof(std::atomic<std::uint64_t>) == 8 &&
+              std::atomic<std::uint64_t>::is_always_lock_free);
+
+std::unique_ptr<SharedMemoryCollectives> SharedMemoryCollectives::create(
+    MPI_Comm comm, const std::string& group_name,
+    const std::function<void(const char* call, const std::function<int(MPI_Request*)>&)>&
+        complete) {
+  int rank = 0;
+  int size = 1;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &size);
+  if (size < 2) return nullptr;
+  // MPI_Comm_split_type blocks with no deadline: meet in a watched barrier first.
+  complete("MPI_Ibarrier (before MPI_Comm_split_type)",
+           [&](MPI_Request* r) { return MPI_Ibarrier(comm, r); });
+  MPI_Comm node = MPI_COMM_NULL;
+  int node_size = 0;
+  if (MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) == MPI_SUCCESS) {
+    MPI_Comm_size(node, &node_size);
+    MPI_Comm_free(&node);
+  }
+  // Every rank sees the same answer: a group spanning nodes has a smaller node part everywhere.
+  if (node_size != size) return nullptr;
+
+  const std::size_t bytes = segment_bytes(size);
+  struct {
+    int ok;
+    char name[64];
+  } offer{0, {}};
+  std::string why;
+  void* base = nullptr;
+  if (rank == 0) {
+    // Unique per job (rank 0's pid) and per group (a counter of this process).
+    const std::string name =
+        str_cat("/shardwise-", ::getpid(), "-", next_segment_id.fetch_add(1), "-", size);
+    std::snprintf(offer.name, sizeof offer.name, "%s", name.c_str());
+    base = map_segment(name, true, bytes, rank, why);
+    offer.ok = base != nullptr;
+  }
+  complete("MPI_Ibcast (shared-memory segment)", [&](MPI_Request* r) {
+    return MPI_Ibcast(&offer, static_cast<int>(sizeof offer), MPI_BYTE, 0, comm, r);
+  });
+  if (rank != 0 && offer.ok) base = map_segment(offer.name, false, bytes, rank, why);
+  int all_mapped = base != nullptr;
+  complete("MPI_Iallreduce (shared-memory segment)", [&](MPI_Request* r) {
+    return MPI_Iallreduce(MPI_IN_PLACE, &all_mapped, 1, MPI_INT, MPI_MIN, comm, r);
+  });
+  // Every rank has mapped it (or given up): the name is no longer needed, and an unlinked
+  // segment disappears with the last mapping even if the job is killed.
+  if (rank == 0 && offer.ok) ::shm_unlink(offer.name);
+  if (!why.empty()) {
+    log::warning("group ", group_name, ": shared-memory collectives unavailable (", why,
+                 "); using the direct exchange");
+  }
+  if (!all_mapped) {
+    if (base != nullptr) ::munmap(base, bytes);
+    return nullptr;
+  }
+  return std::unique_ptr<SharedMemoryCollectives>(
+      new SharedMemoryCollectives(base, bytes, rank, size));
+}
+
+SharedMemoryCollectives::SharedMemoryCollectives(void* base, std::size_t bytes, int rank, int size)
+    : base_(base), bytes_(bytes), rank_(rank), size_(size) {}
+
+SharedMemoryCollectives::~SharedMemoryCollectives() { ::munmap(base_, bytes_); }
+
+std::byte* SharedMemoryCollectives::half(int owner, std::uint64_t round) const {
+  return static_cast<std::byte*>(base_) + header_bytes(size_) +
+         (static_cast<std::size_t>(owner) * 2 + round % 2) * kSharedMemoryHalfBytes;
+}
+
+SharedMemoryCollectives::RankFlags& SharedMemoryCollectives::flags(int owner) const {
+  // The mapping starts zeroed: all-zero atomics are valid counters at 0.
+  return *reinterpret_cast<RankFlags*>(static_cast<std::byte*>(base_) +
+                                       static_cast<std::size_t>(owner) * kFlagBytes);
+}
+
+void SharedMemoryCollectives::wait_one(const std::atomic<std::uint64_t>& counter,
+                                       std::uint64_t target, int peer,
+                                       const SharedMemoryWatch& watch) const {
+  if (counter.load(std::memory_order_acquire) >= target) return;
+  const auto start = Clock::now();
+  const auto limit = std::chrono::duration<double>(watch.timeout_seconds);
+  for (int polls = 0;; ++polls) {
+    if (counter.load(std::memory_order_acquire) >= target) return;
+    if (polls < kSpinPolls) continue;
+    const auto waited = Clock::now() - start;
+    if (waited >= limit) {
+      abort_on_comm_timeout(watch.describe(peer), std::chrono::duration<double>(waited).count(),
+                            watch.timeout_seconds);
+    }
+    // The peer may need this core (more ranks than cores): give it up; a long wait sleeps.
+    if (waited < kYieldFor) {
+      ::sched_yield();
+    } else {
+      std::this_thread::sleep_for(PollBackoff::sleep_after(polls, waited));
+    }
+  }
+}
+
+void SharedMemoryCollectives::wait_all(std::atomic<std::uint64_t> RankFlags::*which,
+                                       std::uint64_t target, const SharedMemoryWatch& watch) const {
+  for (int j = 1; j < size_; ++j) {
+    const int q = (rank_ + j) % size_;
+    wait_one(flags(q).*which, target, q, watch);
+  }
+}
+
+std::byte* SharedMemoryCollectives::begin_round(const SharedMemoryWatch& watch) {
+  // This half was last filled in round_ - 2; every reader has finished it once done > round_ - 2.
+  if (round_ >= 2) wait_all(&RankFlags::done, round_ - 1, watch);
+  return half(rank_, round_);
+}
+
+void SharedMemoryCollectives::publish(std::uint64_t value) {
+  flags(rank_).ready.store(value, std::memory_order_release);
+}
+
+void SharedMemoryCollectives::finish_round() {
+  flags(rank_).done.store(round_ + 1, std::memory_order_release);
+  ++round_;
+}
+
+void SharedMemoryCollectives::reduce_scatter(const std::byte* input, std::byte* output,
+                                             std::size_t shard_bytes, std::size_t elem_size,
+                                             ElementCombine combine, float input_scale,
+                                             const SharedMemoryWatch& watch) {
+  const int p = size_;
+  const int r = rank_;
+  // A half holds one piece for each other rank; 64-byte multiples keep every dtype whole.
+  const std::size_t piece = kSharedMemoryHalfBytes / static_cast<std::size_t>(p - 1) / 64 * 64;
+  // Where `owner` puts the piece destined for rank `dest` in its half.
+  auto slot = [&](int owner, int dest) {
+    return static_cast<std::size_t>(dest < owner ? dest : dest - 1) * piece;
+  };
+  for (std::size_t offset = 0; offset < shard_bytes; offset += piece) {
+    const std::size_t n = std::min(piece, shard_bytes - offset);
+    std::byte* mine = begin_round(watch);
+    for (int j = 1; j < p; ++j) {
+      const int q = (r + j) % p;
+      std::memcpy(mine + slot(r, q), input + static_cast<std::size_t>(q) * shard_bytes + offset, n);
+    }
+    publish(2 * round_ + 2);
+    wait_all(&RankFlags::ready, 2 * round_ + 1, watch);
+    const std::uint64_t round = round_;
+    reduce_in_rank_order(
+        p, n, elem_size, combine, input_scale,
+        [&](int q) -> const std::byte* {
+          return q == r ? input + static_cast<std::size_t>(r) * shard_bytes + offset
+                        : half(q, round) + slot(q, r);
+        },
+        output + offset);
+    finish_round();
+  }
+}
+
+void SharedMemoryCollectives::all_gather(std::byte* output, std::size_t shard_bytes,
+                                         const SharedMemoryWatch& watch) {
+  const int p = size_;
+  const int r = rank_;
+  for (std::size_t offset = 0; offset < shard_bytes; offset += kSharedMemoryHalfBytes) {
+    const std::size_t n = std::min(kSharedMemoryHalfBytes, shard_bytes - offset);
+    std::byte* mine = begin_round(watch);
+    std::memcpy(mine, output + static_cast<std::size_t>(r) * shard_bytes + offset, n);
+    publish(2 * round_ + 2);
+    // Copy each peer's piece as soon as it is there, not after the slowest one.
+    for (int j = 1; j < p; ++j) {
+      const int q = (r + j) % p;
+      wait_one(flags(q).ready, 2 * round_ + 1, q, watch);
+      std::memcpy(output + static_cast<std::size_t>(q) * shard_bytes + offset, half(q, round_), n);
+    }
+    finish_round();
+  }
+}
+
+void SharedMemoryCollectives::all_reduce(std::byte* data, std::size_t numel, std::size_t elem_size,
+                                         ElementCombine combine, const SharedMemoryWatch& watch) {
+  const int p = size_;
+  const int r = rank_;
+  const std::size_t round_elems = kSharedMemoryHalfBytes / elem_size;
+  for (std::size_t first = 0; first < numel; first += round_elems) {
+    const std::size_t count = std::min(round_elems, numel - first);
+    std::byte* chunk = data + first * elem_size;
+    // Rank q reduces elements [part(q), part(q + 1)) of the chunk, in every rank's half.
+    auto part = [&](int q) {
+      return count * static_cast<std::size_t>(q) / static_cast<std::size_t>(p);
+    };
+    std::byte* mine = begin_round(watch);
+    std::memcpy(mine, chunk, count * elem_size);
+    publish(2 * round_ + 1);
+    wait_all(&RankFlags::ready, 2 * round_ + 1, watch);
+    const std::uint64_t round = round_;
+    const std::size_t lo = part(r) * elem_size;
+    reduce_in_rank_order(
+        p, part(r + 1) * elem_size - lo, elem_size, combine, 1.0f,
+        [&](int q) -> const std::byte* { return half(q, round) + lo; }, mine + lo);
+    publish(2 * round_ + 2);
+    for (int j = 0; j < p; ++j) {
+      const int q = (r + j) % p;
+      if (q != r) wait_one(flags(q).ready, 2 * round_ + 2, q, watch);
+      const std::size_t q_lo = part(q) * elem_size;
+      std::memcpy(chunk + q_lo, half(q, round) + q_lo, part(q + 1) * elem_size - q_lo);
+    }
+    finish_round();
+  }
+}
+
+}  // namespace shardwise

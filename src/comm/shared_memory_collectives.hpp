@@ -1,0 +1,97 @@
+// Reduce-scatter, all-gather and all-reduce through one POSIX shared-memory segment per group,
+// for groups whose ranks all run on one node (private to the MPI backend).
+//
+// Each rank owns two 1 MiB halves of the segment (double buffering). A round copies the bytes a
+// rank contributes into one of its halves and publishes them with a release store of a sequence
+// number; the other ranks read them straight out of the segment (acquire) while reducing or
+// gathering, then publish that they are done with the half, so it can be refilled two rounds
+// later. No MPI message is involved: no rendezvous, no progress engine, no receive copy.
+//
+// Reductions run in rank order, ((x[0] op x[1]) op x[2]) ..., as the direct exchange does, so
+// results equal kDirect's bit for bit. Waits poll the flags under the comm watchdog's deadline,
+// yielding the core between polls (ranks may outnumber cores) and sleeping once a wait is long.
+#pragma once
+
+#include <mpi.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "peer_links.hpp"
+#include "shardwise/comm/comm_deadline.hpp"
+
+namespace shardwise {
+
+// Bytes of one half (one rank's buffer for one round).
+inline constexpr std::size_t kSharedMemoryHalfBytes = std::size_t{1} << 20;
+
+// Environment variable naming a group rank whose shm_open is treated as failed (tests of the
+// fallback); "all" fails it on every rank.
+inline constexpr const char* kFailSharedMemoryEnv = "SHARDWISE_TEST_FAIL_SHM_OPEN";
+
+// What a wait that passed the deadline reports: the watchdog's description for a peer.
+struct SharedMemoryWatch {
+  double timeout_seconds = kDefaultCommTimeoutSeconds;
+  std::function<CommWaitDescription(int peer)> describe;
+};
+
+class SharedMemoryCollectives {
+ public:
+  // Collective over `comm` (every rank calls it at the same point). Returns null on every rank
+  // unless all ranks share one node and every rank mapped the segment; the reason is logged once
+  // (rank 0). `complete` runs one non-blocking MPI call under the watchdog.
+  static std::unique_ptr<SharedMemoryCollectives> create(
+      MPI_Comm comm, const std::string& group_name,
+      const std::function<void(const char* call, const std::function<int(MPI_Request*)>&)>&
+          complete);
+
+  ~SharedMemoryCollectives();
+  SharedMemoryCollectives(const SharedMemoryCollectives&) = delete;
+  SharedMemoryCollectives& operator=(const SharedMemoryCollectives&) = delete;
+
+  // `input` holds size shards of `shard_bytes`; `output` (may be exactly this rank's shard of
+  // input) receives the rank-order reduction of this rank's shard. With input_scale != 1 every
+  // rank's contribution is multiplied by it (fp32, rounded) before it is added, which equals
+  // scaling each input in place first; `combine` must then be an fp32 sum.
+  void reduce_scatter(const std::byte* input, std::byte* output, std::size_t shard_bytes,
+                      std::size_t elem_size, ElementCombine combine, float input_scale,
+                      const SharedMemoryWatch& watch);
+
+  // `output` holds size shards of `shard_bytes` with this rank's shard in place; fills the others.
+  void all_gather(std::byte* output, std::size_t shard_bytes, const SharedMemoryWatch& watch);
+
+  // In place on `numel` elements of `elem_size` bytes: every element reduced in rank order.
+  void all_reduce(std::byte* data, std::size_t numel, std::size_t elem_size, ElementCombine combine,
+                  const SharedMemoryWatch& watch);
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+
+ private:
+  struct RankFlags;
+  SharedMemoryCollectives(void* base, std::size_t bytes, int rank, int size);
+
+  std::byte* half(int owner, std::uint64_t round) const;
+  RankFlags& flags(int owner) const;
+  // Waits until every other rank's `which` counter reaches `target`.
+  void wait_all(std::atomic<std::uint64_t> RankFlags::*which, std::uint64_t target,
+                const SharedMemoryWatch& watch) const;
+  void wait_one(const std::atomic<std::uint64_t>& counter, std::uint64_t target, int peer,
+                const SharedMemoryWatch& watch) const;
+  // Starts a round: waits until every rank finished reading this rank's half of two rounds ago.
+  std::byte* begin_round(const SharedMemoryWatch& watch);
+  void publish(std::uint64_t value);
+  void finish_round();
+
+  void* base_ = nullptr;
+  std::size_t bytes_ = 0;
+  int rank_ = 0;
+  int size_ = 1;
+  std::uint64_t round_ = 0;  // rounds this group has run; the same on every rank
+};
+
+}  // namespace shardwise

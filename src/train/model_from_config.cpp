@@ -1,0 +1,50 @@
+#include "shardwise/train/model_from_config.hpp"
+
+#include "shardwise/core/error.hpp"
+#include "shardwise/train/synthetic_task.hpp"
+#include "shardwise/train/token_file_dataset.hpp"
+
+namespace shardwise {
+
+std::unique_ptr<TokenDataset> make_token_dataset(const TrainingConfig& c) {
+  const auto seed = static_cast<std::uint64_t>(c.training.seed);
+  switch (c.data.source) {
+    case DataSource::kSynthetic:
+      return std::make_unique<SyntheticTaskDataset>(c.data.task == SyntheticTask::kAddition
+                                                        ? SyntheticTaskKind::kAddition
+                                                        : SyntheticTaskKind::kSort,
+                                                    c.data.digits, seed, c.data.eval_samples);
+    case DataSource::kText:
+    case DataSource::kBin: {
+      const bool text = c.data.source == DataSource::kText;
+      auto read = [&](const std::string& path) {
+        return text ? read_text_tokens(path) : read_bin_tokens(path);
+      };
+      std::vector<std::int32_t> val;
+      if (!c.data.val_path.empty()) val = read(c.data.val_path);
+      return std::make_unique<TokenFileDataset>(
+          read(c.data.path), std::move(val), c.model.seq_len, text ? 256 : c.model.vocab, seed,
+          c.data.eval_samples, str_cat(text ? "text file '" : "token file '", c.data.path, "'"));
+    }
+  }
+  throw InvalidArgument("unknown data.source");
+}
+
+GptConfig gpt_config_for(const TrainingConfig& c, const TokenDataset& data) {
+  GptConfig g;
+  SW_REQUIRE(c.model.vocab == 0 || c.model.vocab >= data.vocab_size(), ConfigError, "model.vocab (",
+             c.model.vocab, ") is smaller than the data's vocabulary (", data.vocab_size(), ")");
+  g.vocab_size = c.model.vocab > 0 ? c.model.vocab : data.vocab_size();
+  g.seq_len = data.seq_len();
+  g.num_layers = c.model.layers;
+  g.hidden = c.model.hidden;
+  g.num_heads = c.model.heads;
+  g.ffn_hidden = c.model.ffn;
+  g.rope = c.model.position == PositionEmbedding::kRope;
+  g.tied_embeddings = c.model.tied_embeddings;
+  g.init_std = c.model.init_std;
+  g.validate_tensor_parallel(c.parallel.tp);
+  return g;
+}
+
+}  // namespace shardwise
