@@ -131,9 +131,11 @@ void shard_group_table() {
   constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
   std::printf(
       "\nlayer-wise shard groups, bucket size max(40M, 1M*dp): S = dp vs S = auto; per rank: "
-      "buf = param + grad buffers, opt = optimizer state, comm = bytes per step (GiB)\n");
-  std::printf("%-13s %5s | %9s %9s %8s %9s | %5s %9s %9s %8s %9s | %6s\n", "model", "dp",
-              "pad S=dp", "buf", "opt", "comm", "auto", "pad auto", "buf", "opt", "comm", "mem x");
+      "buf = param + grad buffers, opt = optimizer state, comm = bytes per step, exp = exposed "
+      "(last-bucket) reduce-scatter bytes per step (GiB)\n");
+  std::printf("%-13s %5s | %9s %9s %8s %9s %8s | %5s %9s %9s %8s %9s %8s | %6s %6s\n", "model",
+              "dp", "pad S=dp", "buf", "opt", "comm", "exp", "auto", "pad auto", "buf", "opt",
+              "comm", "exp", "mem x", "exp x");
   for (const auto& name : bundled_model_names()) {
     const ModelSpec spec = bundled_model_spec(name);
     for (const int dp : {64, 256, 1024}) {
@@ -148,12 +150,17 @@ void shard_group_table() {
             return c.shard_group_size == choice.shard_group_size;
           });
       std::printf(
-          "%-13s %5d | %9s %9.2f %8.2f %9.2f | %5d %9s %9.2f %8.2f %9.2f | %6.2f\n", name.c_str(),
-          dp, percent(full.padding_fraction).c_str(), full.param_grad_bytes / kGiB,
-          full.optimizer_state_bytes / kGiB, full.comm_bytes / kGiB, chosen.shard_group_size,
-          percent(chosen.padding_fraction).c_str(), chosen.param_grad_bytes / kGiB,
-          chosen.optimizer_state_bytes / kGiB, chosen.comm_bytes / kGiB,
-          static_cast<double>(full.memory_bytes()) / static_cast<double>(chosen.memory_bytes()));
+          "%-13s %5d | %9s %9.2f %8.2f %9.2f %8.2f | %5d %9s %9.2f %8.2f %9.2f %8.2f | %6.2f "
+          "%6.2f\n",
+          name.c_str(), dp, percent(full.padding_fraction).c_str(), full.param_grad_bytes / kGiB,
+          full.optimizer_state_bytes / kGiB, full.comm_bytes / kGiB, full.exposed_rs_bytes / kGiB,
+          chosen.shard_group_size, percent(chosen.padding_fraction).c_str(),
+          chosen.param_grad_bytes / kGiB, chosen.optimizer_state_bytes / kGiB,
+          chosen.comm_bytes / kGiB, chosen.exposed_rs_bytes / kGiB,
+          static_cast<double>(full.memory_bytes()) / static_cast<double>(chosen.memory_bytes()),
+          chosen.exposed_rs_bytes > 0 ? static_cast<double>(full.exposed_rs_bytes) /
+                                            static_cast<double>(chosen.exposed_rs_bytes)
+                                      : 1.0);
       std::fflush(stdout);
     }
   }

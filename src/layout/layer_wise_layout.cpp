@@ -16,7 +16,8 @@
 // moves/swaps) and the smallest waste wins, the earliest end among equals. Then following params
 // that fit into the shards' padding join the bucket. Finally the whole plan is compared with the
 // plan that cuts at the first reach of bucket_size (same packer) and the one with less padding is
-// kept, so the layout never pads more than those plain cut points would.
+// kept, so the layout never pads more than those plain cut points would. Overlap-aware cuts (the
+// default, below) may then trade up to half a point of padding for a smaller last bucket.
 //
 // Newton–Schulz balance: within a bucket, moves/swaps that keep the shard size even out per-bin
 // Newton–Schulz cost; across the buffer, bins go to ranks so that the costliest bin lands on the

@@ -210,10 +210,26 @@ mem = {c["shard_group_size"]: c["param_grad_bytes"] + c["optimizer_state_bytes"]
        for c in choice["candidates"]}
 assert mem[choice["chosen"]] <= min(mem.values()) * 1.05, mem
 PY
-# Overlap-aware cuts (off by default) give a valid layout with the cost block.
+# Overlap-aware cuts (the default; the flag is still accepted) and plain cuts give valid layouts
+# with the cost block and name the cut mode; gpt-small at dp 8 is one bucket with plain cuts and
+# two (half the exposed bytes) by default.
 "$shardwise" layout --model moe-tiny --dp 8 --bucket-size 5000 --overlap-aware-cuts --format json \
   >"$work/oac.json" && check_layout_json "$work/oac.json" 8 && check_cost_json "$work/oac.json" 8 8 &&
   echo "ok: overlap-aware cuts" || fail "overlap-aware cuts"
+"$shardwise" layout --model gpt-small --dp 8 --format json >"$work/cuts_default.json" &&
+  "$shardwise" layout --model gpt-small --dp 8 --plain-cuts --format json >"$work/cuts_plain.json" &&
+  check_cost_json "$work/cuts_plain.json" 8 8 || fail "layout --plain-cuts"
+"$python" - "$work/cuts_default.json" "$work/cuts_plain.json" <<'PY' || fail "cut modes"
+import json, sys
+aware, plain = (json.load(open(p)) for p in sys.argv[1:3])
+assert aware["layer_wise_cuts"] == "overlap_aware" and plain["layer_wise_cuts"] == "plain"
+lw = lambda d: next(b for b in d["buffers"] if b["layer_wise"])
+a, p = lw(aware), lw(plain)
+assert (len(p["buckets"]), len(a["buckets"])) == (1, 2), (len(p["buckets"]), len(a["buckets"]))
+assert 2 * a["cost"]["exposed_rs_bytes"] <= p["cost"]["exposed_rs_bytes"], (a["cost"], p["cost"])
+assert a["cost"]["padding_fraction"] <= p["cost"]["padding_fraction"] + 0.005
+PY
+expect_exit2 "both cut modes" layout --model gpt-tiny --dp 8 --plain-cuts --overlap-aware-cuts
 expect_exit2 "shard group not dividing dp" layout --model gpt-tiny --dp 8 --shard-group-size 3
 expect_exit2 "shard group not a number" layout --model gpt-tiny --dp 8 --shard-group-size four
 grep -q "layer_wise_shard_group_size 3" <("$shardwise" layout --model gpt-tiny --dp 8 --shard-group-size 3 2>&1 || true) ||
