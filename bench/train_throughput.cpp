@@ -143,7 +143,7 @@ void print_flops_figure(const ProcessGroupPtr& world, const std::string& path) {
     double limit = bench::sgemm_gflops();
     // CPU time of a short and a long run: the difference is the CPU time of the extra steps,
     // without setup and warm-up.
-    const std::int64_t short_steps = 2, long_steps = 5;
+    const std::int64_t short_steps = 1, long_steps = 3;
     double cpu[2] = {0, 0};
     TrainingSummary summary;
     for (int i = 0; i < 2; ++i) {
