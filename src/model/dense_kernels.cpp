@@ -183,7 +183,8 @@ void attention_forward(const Scalar* qkv, int batch, int seq, int heads, int hea
                        std::vector<Scalar>& probs, std::vector<Scalar>& out) {
   const std::int64_t hidden = std::int64_t{heads} * head_dim, stride = 3 * hidden;
   const std::int64_t tt = std::int64_t{seq} * seq;
-  probs.assign(static_cast<std::size_t>(std::int64_t{batch} * heads * tt), Scalar(0));
+  // No zero fill: the score GEMM and the causal mask write every element.
+  probs.resize(static_cast<std::size_t>(std::int64_t{batch} * heads * tt));
   out.resize(static_cast<std::size_t>(std::int64_t{batch} * seq * hidden));
   const Scalar scale = Scalar(1) / std::sqrt(static_cast<Scalar>(head_dim));
 #pragma omp parallel for collapse(2) schedule(static)
@@ -217,7 +218,8 @@ void attention_backward(const Scalar* qkv, const std::vector<Scalar>& probs, con
                         int batch, int seq, int heads, int head_dim, std::vector<Scalar>& dqkv) {
   const std::int64_t hidden = std::int64_t{heads} * head_dim, stride = 3 * hidden;
   const std::int64_t tt = std::int64_t{seq} * seq;
-  dqkv.assign(static_cast<std::size_t>(std::int64_t{batch} * seq * stride), Scalar(0));
+  // No zero fill: the dQ, dK and dV GEMMs of every (batch, head) write all of it.
+  dqkv.resize(static_cast<std::size_t>(std::int64_t{batch} * seq * stride));
   const Scalar scale = Scalar(1) / std::sqrt(static_cast<Scalar>(head_dim));
 #pragma omp parallel for collapse(2) schedule(static)
   for (int b = 0; b < batch; ++b) {

@@ -49,6 +49,11 @@ struct GptModel<Scalar>::Activations {
   std::int64_t vocab_local = 0, vocab_begin = 0;
   std::vector<std::vector<Scalar>> grad_scratch;  // per param, SP-replicated grads only
   std::vector<Scalar> gathered_probs;             // probabilities() under TP
+  // Temporaries of forward and backward, kept between steps so a step allocates (and page-faults)
+  // nothing once the shapes repeat.
+  struct Scratch {
+    std::vector<Scalar> x, proj, mlp, dlogits, dx, dres, dgelu, dln2, dmid, dattn, dqkv, dln1, din;
+  } scratch;
 };
 
 template <typename Scalar>
@@ -178,7 +183,7 @@ double GptModel<Scalar>::forward(const std::int32_t* tokens, const std::int32_t*
                " outside vocabulary of ", v);
   }
 
-  std::vector<Scalar> x;
+  std::vector<Scalar>& x = a.scratch.x;
   embed_forward(x);
   a.blocks.resize(config_.num_layers);
   for (int l = 0; l < config_.num_layers; ++l) block_forward(l, x);
@@ -232,7 +237,7 @@ void GptModel<Scalar>::block_forward(int l, std::vector<Scalar>& x) {
                           n, h, 3 * hl, b.qkv);
   if (config_.rope) rope_apply(b.qkv.data(), a.batch, a.seq, nh, hd, 3 * hl, /*inverse=*/false);
   attention_forward(b.qkv.data(), a.batch, a.seq, nh, hd, b.probs, b.attn_out);
-  std::vector<Scalar> proj;
+  std::vector<Scalar>& proj = a.scratch.proj;
   row_parallel_forward(TpGemmSlot::kProj, tp_, b.attn_out.data(), use(id.proj_w),
                        use(id.proj_b), n, hl, h, proj);
   for (std::int64_t i = 0; i < nl * h; ++i) x[i] += proj[i];
@@ -242,7 +247,7 @@ void GptModel<Scalar>::block_forward(int l, std::vector<Scalar>& x) {
   column_parallel_forward(TpGemmSlot::kFc1, tp_, b.ln2_out.data(), use(id.fc1_w), use(id.fc1_b),
                           n, h, fl, b.fc1_out);
   gelu_forward(b.fc1_out, b.gelu_out);
-  std::vector<Scalar> mlp;
+  std::vector<Scalar>& mlp = a.scratch.mlp;
   row_parallel_forward(TpGemmSlot::kFc2, tp_, b.gelu_out.data(), use(id.fc2_w), use(id.fc2_b),
                        n, fl, h, mlp);
   for (std::int64_t i = 0; i < nl * h; ++i) x[i] += mlp[i];
@@ -277,7 +282,8 @@ void GptModel<Scalar>::backward(double loss_scale,
   const std::int64_t n = a.n, vl = a.vocab_local;
 
   // d loss / d logits = (softmax - onehot) * scale / counted, zero for ignored targets.
-  std::vector<Scalar> dlogits = a.logits;
+  std::vector<Scalar>& dlogits = a.scratch.dlogits;
+  dlogits = a.logits;
   const Scalar scale = a.counted > 0 ? static_cast<Scalar>(loss_scale / a.counted) : Scalar(0);
   for (std::int64_t i = 0; i < n; ++i) {
     Scalar* row = dlogits.data() + i * vl;
@@ -289,12 +295,12 @@ void GptModel<Scalar>::backward(double loss_scale,
     if (t >= 0 && t < vl) row[t] -= Scalar(1);
     for (std::int64_t c = 0; c < vl; ++c) row[c] *= scale;
   }
-  std::vector<Scalar> dx;
+  std::vector<Scalar>& dx = a.scratch.dx;
   column_parallel_backward(TpGemmSlot::kOutput, tp_, dlogits.data(), a.lnf_out.data(),
                            values_[a.head], n, h, vl, grads_[a.head],
                            static_cast<Scalar*>(nullptr), dx);
   if (a.head != a.wte && grad_ready) grad_ready(a.head);
-  std::vector<Scalar> dres;
+  std::vector<Scalar>& dres = a.scratch.dres;
   Scalar* g_lnf_w = grad_target(a.lnf_w);
   Scalar* g_lnf_b = grad_target(a.lnf_b);
   layer_norm_backward(dx.data(), a.x_final.data(), a.lnf_mean, a.lnf_rstd, values_[a.lnf_w],
@@ -316,18 +322,18 @@ void GptModel<Scalar>::block_backward(int l, std::vector<Scalar>& dres,
   auto& b = a.blocks[l];
   auto done = [&](ParamId p) { grad_done(p, grad_ready); };
   // MLP: x = x_mid + fc2(gelu(fc1(ln2(x_mid)))).
-  std::vector<Scalar> dgelu;
+  std::vector<Scalar>& dgelu = a.scratch.dgelu;
   row_parallel_backward(TpGemmSlot::kFc2, tp_, dres.data(), b.gelu_out.data(), values_[id.fc2_w],
                         n, fl, h, grads_[id.fc2_w], grad_target(id.fc2_b), dgelu);
   done(id.fc2_b);
   done(id.fc2_w);
   gelu_backward(b.fc1_out, dgelu);
-  std::vector<Scalar> dln2;
+  std::vector<Scalar>& dln2 = a.scratch.dln2;
   column_parallel_backward(TpGemmSlot::kFc1, tp_, dgelu.data(), b.ln2_out.data(),
                            values_[id.fc1_w], n, h, fl, grads_[id.fc1_w], grads_[id.fc1_b], dln2);
   done(id.fc1_b);
   done(id.fc1_w);
-  std::vector<Scalar> dmid;
+  std::vector<Scalar>& dmid = a.scratch.dmid;
   Scalar* g_ln2_w = grad_target(id.ln2_w);
   Scalar* g_ln2_b = grad_target(id.ln2_b);
   layer_norm_backward(dln2.data(), b.x_mid.data(), b.ln2_mean, b.ln2_rstd, values_[id.ln2_w], nl,
@@ -337,22 +343,22 @@ void GptModel<Scalar>::block_backward(int l, std::vector<Scalar>& dres,
   for (std::int64_t i = 0; i < nl * h; ++i) dres[i] += dmid[i];
 
   // Attention: x_mid = x_in + proj(attn(qkv(ln1(x_in)))).
-  std::vector<Scalar> dattn;
+  std::vector<Scalar>& dattn = a.scratch.dattn;
   row_parallel_backward(TpGemmSlot::kProj, tp_, dres.data(), b.attn_out.data(),
                         values_[id.proj_w], n, hl, h, grads_[id.proj_w], grad_target(id.proj_b),
                         dattn);
   done(id.proj_b);
   done(id.proj_w);
-  std::vector<Scalar> dqkv;
+  std::vector<Scalar>& dqkv = a.scratch.dqkv;
   attention_backward(b.qkv.data(), b.probs, dattn.data(), a.batch, a.seq, nh, hd, dqkv);
   if (config_.rope) rope_apply(dqkv.data(), a.batch, a.seq, nh, hd, 3 * hl, /*inverse=*/true);
-  std::vector<Scalar> dln1;
+  std::vector<Scalar>& dln1 = a.scratch.dln1;
   column_parallel_backward(TpGemmSlot::kQkv, tp_, dqkv.data(), b.ln1_out.data(),
                            values_[id.qkv_w], n, h, 3 * hl, grads_[id.qkv_w], grads_[id.qkv_b],
                            dln1);
   done(id.qkv_b);
   done(id.qkv_w);
-  std::vector<Scalar> din;
+  std::vector<Scalar>& din = a.scratch.din;
   Scalar* g_ln1_w = grad_target(id.ln1_w);
   Scalar* g_ln1_b = grad_target(id.ln1_b);
   layer_norm_backward(dln1.data(), b.x_in.data(), b.ln1_mean, b.ln1_rstd, values_[id.ln1_w], nl,
