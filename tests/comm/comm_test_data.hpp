@@ -104,6 +104,18 @@ inline void store_integer(DType dtype, void* dst, std::int64_t i, std::int64_t v
 }
 
 // Owning buffer with a view.
+// The dtype x op pairs the collective tests run: every dtype family, every op, 16-bit rounding.
+struct ReductionCase {
+  DType dtype;
+  ReduceOp op;
+};
+constexpr ReductionCase kReductionCases[] = {
+    {DType::kFloat32, ReduceOp::kSum},  {DType::kFloat32, ReduceOp::kAvg},
+    {DType::kFloat32, ReduceOp::kMax},  {DType::kBFloat16, ReduceOp::kSum},
+    {DType::kBFloat16, ReduceOp::kAvg}, {DType::kFloat16, ReduceOp::kMax},
+    {DType::kInt32, ReduceOp::kSum},    {DType::kInt64, ReduceOp::kMax},
+};
+
 struct Buffer {
   DType dtype = DType::kFloat32;
   std::int64_t numel = 0;

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <string>
 
+#include "../../shared_temp_dir.hpp"
 #include "shardwise/checkpoint/checkpoint.hpp"
 #include "shardwise/checkpoint/checkpoint_root_lock.hpp"
 #include "shardwise/comm/mpi_process_group.hpp"
@@ -19,6 +20,8 @@
 
 namespace shardwise {
 namespace {
+
+using test::shared_temp_dir;
 
 namespace fs = std::filesystem;
 
@@ -33,18 +36,6 @@ training: {steps: )", steps, R"(, micro_batch_size: 4, grad_accumulation: )", ac
 comm_overlap: {bucket_size: )", bucket_size, R"(}
 logging: {progress: false}
 )"));
-}
-
-// A fresh directory every rank of `world` agrees on (rank 0 creates it).
-fs::path shared_temp_dir(ProcessGroup& world) {
-  std::string path(256, '\0');
-  if (world.rank() == 0) {
-    char templ[] = "/tmp/shardwise-ckpt-mpi-XXXXXX";
-    SW_CHECK(::mkdtemp(templ) != nullptr, "mkdtemp failed");
-    path.replace(0, std::string(templ).size(), templ);
-  }
-  world.broadcast(TensorView{path.data(), 256, DType::kUInt8}, 0)->wait();
-  return fs::path(path.c_str());
 }
 
 void remove_shared_dir(ProcessGroup& world, const fs::path& dir) {

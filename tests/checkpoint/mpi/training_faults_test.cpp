@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 
+#include "../../shared_temp_dir.hpp"
 #include "shardwise/checkpoint/checkpoint.hpp"
 #include "shardwise/checkpoint/checkpoint_root_lock.hpp"
 #include "shardwise/comm/mpi_process_group.hpp"
@@ -16,6 +17,8 @@
 
 namespace shardwise {
 namespace {
+
+using test::shared_temp_dir;
 
 namespace fs = std::filesystem;
 
@@ -30,17 +33,6 @@ training: {steps: 8, micro_batch_size: 4, warmup_steps: 0, eval_interval: 0,
                                        skip_nonfinite_steps, R"(}
 logging: {progress: false}
 )"));
-}
-
-fs::path shared_dir(ProcessGroup& world) {
-  std::string path(256, '\0');
-  if (world.rank() == 0) {
-    char templ[] = "/tmp/shardwise-faults-mpi-XXXXXX";
-    SW_CHECK(::mkdtemp(templ) != nullptr, "mkdtemp failed");
-    path.replace(0, std::string(templ).size(), templ);
-  }
-  world.broadcast(TensorView{path.data(), 256, DType::kUInt8}, 0)->wait();
-  return fs::path(path.c_str());
 }
 
 void remove_shared(ProcessGroup& world, const fs::path& dir) {
@@ -62,7 +54,7 @@ std::string error_of(const TrainingConfig& config, const ProcessGroupPtr& world,
 
 TEST(TrainingFaultsMpi, NonFiniteTrainingStopsEveryRankAndPublishesNothing) {
   const ProcessGroupPtr world = init_mpi_world();
-  const fs::path dir = shared_dir(*world);
+  const fs::path dir = shared_temp_dir(*world);
   TrainerOptions options;
   options.quiet = true;
   options.save_dir = (dir / "ckpt").string();
@@ -80,7 +72,7 @@ TEST(TrainingFaultsMpi, NonFiniteTrainingStopsEveryRankAndPublishesNothing) {
 
 TEST(TrainingFaultsMpi, LockedSaveRootAndUnusableOutputsFailOnEveryRank) {
   const ProcessGroupPtr world = init_mpi_world();
-  const fs::path dir = shared_dir(*world);
+  const fs::path dir = shared_temp_dir(*world);
   std::optional<CheckpointRootLock> other_job;
   if (world->rank() == 0) other_job.emplace(dir / "ckpt");
   TrainerOptions options;

@@ -14,20 +14,10 @@ namespace {
 
 using testing_comm::Buffer;
 using testing_comm::fill_rank_data;
+using testing_comm::kReductionCases;
 using testing_comm::op_label;
 using testing_comm::rank_data;
 using testing_comm::reference_reduce;
-
-struct Case {
-  DType dtype;
-  ReduceOp op;
-};
-constexpr Case kCases[] = {
-    {DType::kFloat32, ReduceOp::kSum},  {DType::kFloat32, ReduceOp::kAvg},
-    {DType::kFloat32, ReduceOp::kMax},  {DType::kBFloat16, ReduceOp::kSum},
-    {DType::kBFloat16, ReduceOp::kAvg}, {DType::kFloat16, ReduceOp::kMax},
-    {DType::kInt32, ReduceOp::kSum},    {DType::kInt64, ReduceOp::kMax},
-};
 
 class RingAndMpi : public ::testing::TestWithParam<CollectiveAlgorithm> {
  protected:
@@ -50,7 +40,7 @@ TEST_P(RingAndMpi, ReduceScatterMatchesReferenceInAndOutOfPlace) {
   // 0: empty; 1 and 313: odd; 300000 fp32 = 1.2 MB: more than one ring piece (fp32 and bf16
   // only, to keep the test fast).
   for (std::int64_t shard : {0, 1, 313, 300000}) {
-    for (const Case& c : kCases) {
+    for (const auto& c : kReductionCases) {
       ++seed;
       if (shard > 1000 && c.op != ReduceOp::kSum && c.dtype != DType::kBFloat16) continue;
       const std::string label = op_label(c.dtype, c.op) + " shard " + std::to_string(shard);

@@ -18,6 +18,7 @@ namespace {
 
 using testing_comm::Buffer;
 using testing_comm::fill_rank_data;
+using testing_comm::kReductionCases;
 using testing_comm::op_label;
 using testing_comm::rank_data;
 using testing_comm::reference_reduce;
@@ -32,20 +33,10 @@ ProcessGroupPtr group_with(CollectiveAlgorithm algorithm, const std::string& nam
   return group;
 }
 
-struct Case {
-  DType dtype;
-  ReduceOp op;
-};
-constexpr Case kCases[] = {
-    {DType::kFloat32, ReduceOp::kSum},  {DType::kFloat32, ReduceOp::kAvg},
-    {DType::kFloat32, ReduceOp::kMax},  {DType::kBFloat16, ReduceOp::kSum},
-    {DType::kBFloat16, ReduceOp::kAvg}, {DType::kFloat16, ReduceOp::kMax},
-    {DType::kInt32, ReduceOp::kSum},    {DType::kInt64, ReduceOp::kMax},
-};
 
 // Shards of 1 and 313 elements (odd), and 300001 (1.2 MB of fp32: two rounds of the 1 MiB halves
 // at 2 ranks, four at 4, the last one partial), for fp32 SUM and bf16 SUM / AVG only (speed).
-bool skip_large(std::int64_t shard, const Case& c) {
+bool skip_large(std::int64_t shard, const testing_comm::ReductionCase& c) {
   return shard > 1000 && !(c.op == ReduceOp::kSum && c.dtype == DType::kFloat32) &&
          c.dtype != DType::kBFloat16;
 }
@@ -55,7 +46,7 @@ void check_reduce_scatter(const ProcessGroupPtr& group, const char* what) {
   const int me = group->rank();
   std::uint64_t seed = 7000;
   for (std::int64_t shard : {1, 313, 300001}) {
-    for (const Case& c : kCases) {
+    for (const auto& c : kReductionCases) {
       ++seed;
       if (skip_large(shard, c)) continue;
       const std::string label =
@@ -109,7 +100,7 @@ void check_all_reduce(const ProcessGroupPtr& group, const char* what) {
   std::uint64_t seed = 9000;
   // 1025 fp32 = 4100 bytes: just above the size from which kAuto uses the segment.
   for (std::int64_t numel : {1, 7, 1025, 600001}) {
-    for (const Case& c : kCases) {
+    for (const auto& c : kReductionCases) {
       ++seed;
       if (skip_large(numel / p, c)) continue;
       const std::string label =

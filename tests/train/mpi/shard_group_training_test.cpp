@@ -8,12 +8,15 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "../../shared_temp_dir.hpp"
 #include "shardwise/checkpoint/checkpoint.hpp"
 #include "shardwise/comm/mpi_process_group.hpp"
 #include "shardwise/train/trainer.hpp"
 
 namespace shardwise {
 namespace {
+
+using test::shared_temp_dir;
 
 namespace fs = std::filesystem;
 
@@ -84,17 +87,6 @@ TEST(ShardGroupTraining, HalfDpShardGroupsMatchOneGroupAndASingleRank) {
                 p, s.c_str(), vs_group_loss, vs_group_norm, vs_single_loss, vs_single_norm);
   }
   world->barrier()->wait();
-}
-
-fs::path shared_temp_dir(ProcessGroup& world) {
-  std::string path(256, '\0');
-  if (world.rank() == 0) {
-    char templ[] = "/tmp/shardwise-shard-groups-XXXXXX";
-    SW_CHECK(::mkdtemp(templ) != nullptr, "mkdtemp failed");
-    path.replace(0, std::string(templ).size(), templ);
-  }
-  world.broadcast(TensorView{path.data(), 256, DType::kUInt8}, 0)->wait();
-  return fs::path(path.c_str());
 }
 
 // Each param of the checkpoint's index is covered exactly once: replicas saved nothing twice.

@@ -11,12 +11,15 @@
 #include <filesystem>
 #include <string>
 
+#include "../../shared_temp_dir.hpp"
 #include "shardwise/comm/mpi_process_group.hpp"
 #include "shardwise/core/error.hpp"
 #include "shardwise/train/trainer.hpp"
 
 namespace shardwise {
 namespace {
+
+using test::shared_temp_dir;
 
 namespace fs = std::filesystem;
 
@@ -121,17 +124,6 @@ TEST(TensorParallelTraining, WholeWorldTpAndTpTimesDpMatchOneRank) {
     }
   }
   world->barrier()->wait();
-}
-
-fs::path shared_temp_dir(ProcessGroup& world) {
-  std::string path(256, '\0');
-  if (world.rank() == 0) {
-    char templ[] = "/tmp/shardwise-tp-ckpt-XXXXXX";
-    SW_CHECK(::mkdtemp(templ) != nullptr, "mkdtemp failed");
-    path.replace(0, std::string(templ).size(), templ);
-  }
-  world.broadcast(TensorView{path.data(), 256, DType::kUInt8}, 0)->wait();
-  return fs::path(path.c_str());
 }
 
 // Saved at tp = 2 x dp = 2 after step 4 (full tensors); resumed at tp = 1 x dp = 2 and at
