@@ -118,9 +118,9 @@ TEST(TensorParallelTraining, WholeWorldTpAndTpTimesDpMatchOneRank) {
     if (p >= 4) {
       one.accum = p / 2;
       const TrainingSummary accumulated = run_training(config_for(one), solo, quiet());
-      // DP ranks against accumulation: the grads are summed in another order (as in the
-      // data-parallel parity test), the rest is the TP parity above.
-      expect_same_losses(mixed, accumulated, 2e-4, str_cat("tp=2 x dp=", p / 2));
+      // DP ranks against accumulation: the grads are summed in another order, which stays far
+      // inside the 1e-5.
+      expect_same_losses(mixed, accumulated, 1e-5, str_cat("tp=2 x dp=", p / 2));
     }
   }
   world->barrier()->wait();
