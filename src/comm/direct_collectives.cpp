@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "rank_order_reduce.hpp"
+
 namespace shardwise {
 
 namespace {
@@ -12,9 +14,6 @@ constexpr std::size_t kMaxMessageBytes = std::size_t{1} << 30;
 // Reduce-scatter receives each peer's shard in pieces of this size, reduced while they are still
 // in cache: the data crosses memory once instead of being copied to scratch and read back.
 constexpr std::size_t kPieceBytes = 256 << 10;
-// Elements reduced per block: the partial sums of a block stay in L1 while each rank's shard
-// streams through once.
-constexpr std::size_t kBlockBytes = 16 << 10;
 
 void post(const PeerLinks& links, bool send, std::byte* data, std::size_t bytes, int peer,
           std::vector<MPI_Request>& requests) {
@@ -45,24 +44,6 @@ void wait_per_peer(const PeerLinks& links, std::vector<MPI_Request>& requests,
                                 : requests.size();
     links.wait(static_cast<int>(end - begin), requests.data() + begin, q);
     ++k;
-  }
-}
-
-// output[0, bytes) = source(0) op source(1) op ... op source(p-1) in rank order, one L1-sized
-// block at a time; every source block is read before the output block is written, so the output
-// may be one of the sources.
-template <typename Source>
-void reduce_piece(int p, std::size_t bytes, std::size_t elem_size, ElementCombine combine,
-                  Source&& source, std::byte* output) {
-  alignas(64) thread_local std::byte acc[kBlockBytes];
-  const std::size_t block = kBlockBytes / elem_size * elem_size;
-  for (std::size_t offset = 0; offset < bytes; offset += block) {
-    const std::size_t n = std::min(block, bytes - offset);
-    std::memcpy(acc, source(0) + offset, n);
-    for (int q = 1; q < p; ++q) {
-      combine(acc, acc, source(q) + offset, static_cast<std::int64_t>(n / elem_size));
-    }
-    std::memcpy(output + offset, acc, n);
   }
 }
 
@@ -109,8 +90,8 @@ void direct_reduce_scatter(const PeerLinks& links, const std::byte* input, std::
     for (int q = 0; q < p; ++q) {
       if (q != r) links.wait(1, &recvs[k % 2][index(q)], q);
     }
-    reduce_piece(
-        p, piece_bytes(k), elem_size, combine,
+    reduce_in_rank_order(
+        p, piece_bytes(k), elem_size, combine, 1.0f,
         [&](int q) -> const std::byte* { return q == r ? shard_of(r) + k * stride : buffer(k, q); },
         output + k * stride);
     if (k + 2 < pieces) post_recvs(k + 2);

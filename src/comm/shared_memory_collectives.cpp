@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "mpi_wait.hpp"
+#include "rank_order_reduce.hpp"
 #include "shardwise/core/error.hpp"
 #include "shardwise/core/logging.hpp"
 
@@ -25,8 +26,6 @@ using Clock = std::chrono::steady_clock;
 // Each rank's counters on lines of their own (two lines: the adjacent-line prefetcher pairs them).
 constexpr std::size_t kFlagBytes = 256;
 constexpr std::size_t kPageBytes = 4096;
-// Partial sums of one block stay in L1 while every rank's contribution streams through.
-constexpr std::size_t kBlockBytes = 16 << 10;
 // Polls that spin before a wait starts yielding, and the wait after which it sleeps instead.
 constexpr int kSpinPolls = 64;
 constexpr auto kYieldFor = std::chrono::milliseconds(2);
@@ -75,40 +74,6 @@ void* map_segment(const std::string& name, bool create, std::size_t bytes, int r
   }
   ::close(fd);
   return base;
-}
-
-// acc = value * scale for n floats (a pass of its own, so no multiply is fused into an add:
-// the scaled value is rounded exactly as scaling the input in place rounds it).
-void scale_into(float* acc, const float* value, float scale, std::size_t n) {
-  for (std::size_t i = 0; i < n; ++i) acc[i] = value[i] * scale;
-}
-
-// output[0, bytes) = source(0) op source(1) op ... op source(p-1), one L1-sized block at a time;
-// every source block is read before the output block is written (output may be a source).
-template <typename Source>
-void reduce_in_rank_order(int p, std::size_t bytes, std::size_t elem_size, ElementCombine combine,
-                          float scale, Source&& source, std::byte* output) {
-  alignas(64) thread_local std::byte acc[kBlockBytes];
-  alignas(64) thread_local std::byte scaled[kBlockBytes];
-  const std::size_t block = kBlockBytes / elem_size * elem_size;
-  for (std::size_t offset = 0; offset < bytes; offset += block) {
-    const std::size_t n = std::min(block, bytes - offset);
-    const auto count = static_cast<std::int64_t>(n / elem_size);
-    if (scale == 1.0f) {
-      std::memcpy(acc, source(0) + offset, n);
-      for (int q = 1; q < p; ++q) combine(acc, acc, source(q) + offset, count);
-    } else {
-      const std::size_t floats = n / sizeof(float);
-      scale_into(reinterpret_cast<float*>(acc), reinterpret_cast<const float*>(source(0) + offset),
-                 scale, floats);
-      for (int q = 1; q < p; ++q) {
-        scale_into(reinterpret_cast<float*>(scaled),
-                   reinterpret_cast<const float*>(source(q) + offset), scale, floats);
-        combine(acc, acc, scaled, count);
-      }
-    }
-    std::memcpy(output + offset, acc, n);
-  }
 }
 
 std::atomic<std::uint64_t> next_segment_id{0};
