@@ -219,9 +219,13 @@ SW_TARGET_AVX2 inline __m256i encode_f32_lanes(__m256 x, __m256 inverse_scale) {
   const __m256i subnormal = _mm256_sub_epi32(
       _mm256_castps_si256(sum),
       _mm256_set1_epi32(static_cast<int>(fp8_detail::kF32OfSubnormalMagic)));
-  const __m256i below = _mm256_cmpgt_epi32(
-      _mm256_set1_epi32(static_cast<int>(fp8_detail::kF32OfMinNormal)), scaled);
-  return _mm256_blendv_epi8(normal, subnormal, below);
+  // scaled < 2^-6, as floats (non-negative and finite: the same order as the bits).
+  const __m256 below = _mm256_cmp_ps(_mm256_castsi256_ps(scaled),
+                                     _mm256_castsi256_ps(_mm256_set1_epi32(
+                                         static_cast<int>(fp8_detail::kF32OfMinNormal))),
+                                     _CMP_LT_OQ);
+  return _mm256_castps_si256(_mm256_blendv_ps(_mm256_castsi256_ps(normal),
+                                              _mm256_castsi256_ps(subnormal), below));
 }
 
 template <Mxfp8ScaleRule kRule>
