@@ -66,9 +66,8 @@ SW_TARGET_AVX2 inline void bf16_group_constants(__m128i amax, Bf16Group& g) {
                   _mm_sub_epi16(field, _mm_set1_epi16(15 * 128 + 7)));
   // Covered: scale byte >= 11 (E >= 19; below, bf16 subnormals could round to nonzero codes)
   // and no NaN / Inf (amax < 0x7f80; kCeil keeps them out of amax, kFloor makes the block NaN).
-  const __m128i covered =
-      _mm_and_si128(_mm_cmpgt_epi16(field, _mm_set1_epi16(19 * 128 - 1)),
-                    _mm_cmpgt_epi16(_mm_set1_epi16(0x7f80), amax));
+  const __m128i covered = _mm_and_si128(_mm_cmpgt_epi16(field, _mm_set1_epi16(19 * 128 - 1)),
+                                        _mm_cmpgt_epi16(_mm_set1_epi16(0x7f80), amax));
   g.covered = static_cast<unsigned>(_mm_movemask_epi8(_mm_packs_epi16(covered, covered))) & 0xffu;
 }
 
@@ -183,13 +182,12 @@ struct F32Group {
 // here the kCeil carry comes from adding 0x1fffff to the 23 mantissa bits).
 template <Mxfp8ScaleRule kRule>
 SW_TARGET_AVX2 inline void f32_group_constants(__m256i amax, F32Group& g) {
-  const __m256i rounded = kRule == Mxfp8ScaleRule::kCeil
-                              ? _mm256_add_epi32(amax, _mm256_set1_epi32(0x1fffff))
-                              : amax;
+  const __m256i rounded =
+      kRule == Mxfp8ScaleRule::kCeil ? _mm256_add_epi32(amax, _mm256_set1_epi32(0x1fffff)) : amax;
   // Finite amax gives at most 255 - 8 = 247, so no upper clamp.
-  const __m256i biased = _mm256_max_epi32(
-      _mm256_sub_epi32(_mm256_srli_epi32(rounded, 23), _mm256_set1_epi32(8)),
-      _mm256_setzero_si256());
+  const __m256i biased =
+      _mm256_max_epi32(_mm256_sub_epi32(_mm256_srli_epi32(rounded, 23), _mm256_set1_epi32(8)),
+                       _mm256_setzero_si256());
   _mm256_store_si256(reinterpret_cast<__m256i*>(g.scale), biased);
   // 1 / 2^(biased - 127): fp32 exponent field 254 - biased.
   _mm256_store_si256(reinterpret_cast<__m256i*>(g.inverse_scale),
@@ -214,18 +212,18 @@ SW_TARGET_AVX2 inline __m256i encode_f32_lanes(__m256 x, __m256 inverse_scale) {
       _mm256_add_epi32(_mm256_add_epi32(scaled, odd),
                        _mm256_set1_epi32(static_cast<int>(0x7ffffu - fp8_detail::kExponentRebias))),
       20);
-  const __m256 sum = _mm256_add_ps(_mm256_castsi256_ps(scaled),
-                                   _mm256_set1_ps(fp8_detail::kSubnormalMagic));
-  const __m256i subnormal = _mm256_sub_epi32(
-      _mm256_castps_si256(sum),
-      _mm256_set1_epi32(static_cast<int>(fp8_detail::kF32OfSubnormalMagic)));
+  const __m256 sum =
+      _mm256_add_ps(_mm256_castsi256_ps(scaled), _mm256_set1_ps(fp8_detail::kSubnormalMagic));
+  const __m256i subnormal =
+      _mm256_sub_epi32(_mm256_castps_si256(sum),
+                       _mm256_set1_epi32(static_cast<int>(fp8_detail::kF32OfSubnormalMagic)));
   // scaled < 2^-6, as floats (non-negative and finite: the same order as the bits).
-  const __m256 below = _mm256_cmp_ps(_mm256_castsi256_ps(scaled),
-                                     _mm256_castsi256_ps(_mm256_set1_epi32(
-                                         static_cast<int>(fp8_detail::kF32OfMinNormal))),
-                                     _CMP_LT_OQ);
-  return _mm256_castps_si256(_mm256_blendv_ps(_mm256_castsi256_ps(normal),
-                                              _mm256_castsi256_ps(subnormal), below));
+  const __m256 below = _mm256_cmp_ps(
+      _mm256_castsi256_ps(scaled),
+      _mm256_castsi256_ps(_mm256_set1_epi32(static_cast<int>(fp8_detail::kF32OfMinNormal))),
+      _CMP_LT_OQ);
+  return _mm256_castps_si256(
+      _mm256_blendv_ps(_mm256_castsi256_ps(normal), _mm256_castsi256_ps(subnormal), below));
 }
 
 template <Mxfp8ScaleRule kRule>
@@ -239,9 +237,8 @@ SW_TARGET_AVX2 inline void encode_f32_block(const float* x, float inverse_scale,
       _mm256_packus_epi32(encode_f32_lanes<kRule>(x2, inv), encode_f32_lanes<kRule>(x3, inv)));
   // Signed saturation keeps each element's sign in bit 7 of its byte.
   const __m256i signs = _mm256_and_si256(
-      _mm256_packs_epi16(
-          _mm256_packs_epi32(_mm256_castps_si256(x0), _mm256_castps_si256(x1)),
-          _mm256_packs_epi32(_mm256_castps_si256(x2), _mm256_castps_si256(x3))),
+      _mm256_packs_epi16(_mm256_packs_epi32(_mm256_castps_si256(x0), _mm256_castps_si256(x1)),
+                         _mm256_packs_epi32(_mm256_castps_si256(x2), _mm256_castps_si256(x3))),
       _mm256_set1_epi8(-128));
   // The packs leave 4-byte groups in the order 0 2 4 6 | 1 3 5 7 of the block.
   const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);

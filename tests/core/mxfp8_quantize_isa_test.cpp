@@ -121,8 +121,8 @@ void expect_every_level_matches_baseline(const void* x, DType dtype, std::int64_
       ASSERT_EQ(got.scale, baseline.scale) << isa_level_name(level) << " " << rule_name;
       for (std::size_t i = 0; i < got.data.size(); ++i) {
         ASSERT_EQ(got.data[i], baseline.data[i])
-            << isa_level_name(level) << " " << rule_name << " " << dtype_name(dtype)
-            << " element " << i << " scale byte "
+            << isa_level_name(level) << " " << rule_name << " " << dtype_name(dtype) << " element "
+            << i << " scale byte "
             << int(baseline.scale[i / kCols * got.geometry().blocks_per_row + i % kCols / 32]);
       }
     }
