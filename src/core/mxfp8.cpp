@@ -23,6 +23,13 @@ constexpr std::int64_t kParallelThreshold = 1 << 15;
 std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 std::int64_t round_up(std::int64_t a, std::int64_t b) { return ceil_div(a, b) * b; }
 
+// Along one row the scale of block column c sits at mxfp8_scale_offset(layout, row, 0, ...) plus
+// this (see mxfp8_scale_offset): the per-block loops below add it instead of calling that
+// function, with its divisions, for every block.
+std::int64_t scale_offset_along_row(Mxfp8ScaleLayout layout, std::int64_t c) {
+  return layout == Mxfp8ScaleLayout::kRowMajor ? c : (c / 4) * 512 + c % 4;
+}
+
 int thread_count(int requested) { return requested > 0 ? requested : omp_get_max_threads(); }
 
 void check_input_dtype(DType dtype, const char* what) {
@@ -78,10 +85,10 @@ void quantize_typed(const In* input, std::int64_t rows, std::int64_t cols, const
       std::memcpy(out + full * kBlock, codes, static_cast<std::size_t>(tail));
     }
     if (scales != staged) continue;
-    for (std::int64_t j = 0; j < b1 - b0; ++j) {
-      scale[mxfp8_scale_offset(dst.layout, row, block_offset + b0 + j, dst_blocks_per_row)] =
-          staged[j];
-    }
+    std::uint8_t* const row_scales =
+        scale + mxfp8_scale_offset(dst.layout, row, 0, dst_blocks_per_row);
+    for (std::int64_t j = 0; j < b1 - b0; ++j)
+      row_scales[scale_offset_along_row(dst.layout, block_offset + b0 + j)] = staged[j];
   }
 }
 
@@ -110,8 +117,9 @@ void dequantize_typed(const Mxfp8ConstView& src, Out* output, int num_threads,
     if (src.layout == Mxfp8ScaleLayout::kRowMajor) {
       scales = scale + mxfp8_scale_offset(src.layout, r, b0, blocks);
     } else {
+      const std::uint8_t* const row_scales = scale + mxfp8_scale_offset(src.layout, r, 0, blocks);
       for (std::int64_t j = 0; j < b1 - b0; ++j)
-        staged[j] = scale[mxfp8_scale_offset(src.layout, r, b0 + j, blocks)];
+        staged[j] = row_scales[scale_offset_along_row(src.layout, b0 + j)];
     }
     const std::uint8_t* in = data + r * cols + b0 * kBlock;
     Out* out = output + r * cols + b0 * kBlock;
