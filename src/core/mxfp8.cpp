@@ -23,6 +23,13 @@ constexpr std::int64_t kParallelThreshold = 1 << 15;
 std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 std::int64_t round_up(std::int64_t a, std::int64_t b) { return ceil_div(a, b) * b; }
 
+// Along one row the scale of block column c sits at mxfp8_scale_offset(layout, row, 0, ...) plus
+// this (see mxfp8_scale_offset): the per-block loops below add it instead of calling that
+// function, with its divisions, for every block.
+std::int64_t scale_offset_along_row(Mxfp8ScaleLayout layout, std::int64_t c) {
+  return layout == Mxfp8ScaleLayout::kRowMajor ? c : (c / 4) * 512 + c % 4;
+}
+
 int thread_count(int requested) { return requested > 0 ? requested : omp_get_max_threads(); }
 
 void check_input_dtype(DType dtype, const char* what) {
@@ -60,7 +67,14 @@ void quantize_typed(const In* input, std::int64_t rows, std::int64_t cols, const
     const std::int64_t full = b1 - b0 - (has_tail ? 1 : 0);
     const In* src = input + r * cols + b0 * kBlock;
     std::uint8_t* out = data + (row_offset + r) * dst.cols + col_offset + b0 * kBlock;
-    std::uint8_t scales[kChunkBlocks];
+    const std::int64_t row = row_offset + r;
+    // Row-major scales are contiguous along a row: the kernel writes them in place. Otherwise
+    // they are staged and scattered below.
+    std::uint8_t staged[kChunkBlocks];
+    std::uint8_t* const scales =
+        dst.layout == Mxfp8ScaleLayout::kRowMajor
+            ? scale + mxfp8_scale_offset(dst.layout, row, block_offset + b0, dst_blocks_per_row)
+            : staged;
     kernel(src, out, scales, full, rule);
     if (has_tail) {
       // Zero padding does not change amax, so the partial block gets the scale of its elements.
@@ -70,11 +84,11 @@ void quantize_typed(const In* input, std::int64_t rows, std::int64_t cols, const
       kernel(padded, codes, scales + full, 1, rule);
       std::memcpy(out + full * kBlock, codes, static_cast<std::size_t>(tail));
     }
-    const std::int64_t row = row_offset + r;
-    for (std::int64_t j = 0; j < b1 - b0; ++j) {
-      scale[mxfp8_scale_offset(dst.layout, row, block_offset + b0 + j, dst_blocks_per_row)] =
-          scales[j];
-    }
+    if (scales != staged) continue;
+    std::uint8_t* const row_scales =
+        scale + mxfp8_scale_offset(dst.layout, row, 0, dst_blocks_per_row);
+    for (std::int64_t j = 0; j < b1 - b0; ++j)
+      row_scales[scale_offset_along_row(dst.layout, block_offset + b0 + j)] = staged[j];
   }
 }
 
@@ -97,9 +111,16 @@ void dequantize_typed(const Mxfp8ConstView& src, Out* output, int num_threads,
     const std::int64_t b1 = std::min(b0 + kChunkBlocks, blocks);
     const bool has_tail = tail != 0 && b1 == blocks;
     const std::int64_t full = b1 - b0 - (has_tail ? 1 : 0);
-    std::uint8_t scales[kChunkBlocks];
-    for (std::int64_t j = 0; j < b1 - b0; ++j)
-      scales[j] = scale[mxfp8_scale_offset(src.layout, r, b0 + j, blocks)];
+    // Row-major scales are read in place; other layouts are gathered first.
+    std::uint8_t staged[kChunkBlocks];
+    const std::uint8_t* scales = staged;
+    if (src.layout == Mxfp8ScaleLayout::kRowMajor) {
+      scales = scale + mxfp8_scale_offset(src.layout, r, b0, blocks);
+    } else {
+      const std::uint8_t* const row_scales = scale + mxfp8_scale_offset(src.layout, r, 0, blocks);
+      for (std::int64_t j = 0; j < b1 - b0; ++j)
+        staged[j] = row_scales[scale_offset_along_row(src.layout, b0 + j)];
+    }
     const std::uint8_t* in = data + r * cols + b0 * kBlock;
     Out* out = output + r * cols + b0 * kBlock;
     kernel(in, scales, out, full);

@@ -1,9 +1,11 @@
 // Hot loops of the MXFP8 codec. Every per-element step is branch-free integer / float arithmetic
 // (see fp8.hpp), so GCC vectorises the fixed 32-element block loops. Each entry point is compiled
 // once per ISA level (baseline, AVX2, AVX-512; cpu_isa.hpp) and picked at run time, since the
-// project builds for the baseline ISA. On AVX-512 the bf16 quantize and dequantize use kernels
-// written with intrinsics in 16-bit lanes (end of file), twice as many elements per instruction
-// as the fp32-lane loops; they fall back to those loops for the blocks they do not cover.
+// project builds for the baseline ISA. On AVX-512 the bf16 quantize and dequantize, and on AVX2
+// the bf16 dequantize, use kernels written with intrinsics in 16-bit lanes (end of file), twice
+// as many elements per instruction as the fp32-lane loops; on AVX2 the bf16 and fp32 quantize use
+// the intrinsics kernels of mxfp8_quantize_avx2.cpp. All fall back to the loops of their level
+// for the blocks they do not cover.
 #include "mxfp8_kernels.hpp"
 
 #include <array>
@@ -11,6 +13,7 @@
 #include <cstdint>
 
 #include "float_convert_lanes.hpp"
+#include "mxfp8_quantize_avx2.hpp"
 #include "shardwise/core/cpu_isa.hpp"
 #include "shardwise/core/float_convert.hpp"
 
@@ -381,135 +384,15 @@ SW_TARGET_AVX512 void quantize_bf16_avx512_fast(const std::uint16_t* src, std::u
   }
 }
 
-// Per-lane logical right shift of 16-bit lanes (AVX2 has it only for 32-bit lanes): widen,
-// shift, narrow. Counts of 16 or more give 0; results fit 16 bits, so the saturating pack is exact.
-SW_TARGET_AVX2 inline __m256i srlv_epi16_avx2(__m256i v, __m256i count) {
-  const __m256i lo = _mm256_srlv_epi32(_mm256_cvtepu16_epi32(_mm256_castsi256_si128(v)),
-                                       _mm256_cvtepu16_epi32(_mm256_castsi256_si128(count)));
-  const __m256i hi = _mm256_srlv_epi32(_mm256_cvtepu16_epi32(_mm256_extracti128_si256(v, 1)),
-                                       _mm256_cvtepu16_epi32(_mm256_extracti128_si256(count, 1)));
-  // packus interleaves 128-bit halves; the permute puts them back in order.
-  return _mm256_permute4x64_epi64(_mm256_packus_epi32(lo, hi), 0xd8);
+// The AVX2 quantize kernels (mxfp8_quantize_avx2.cpp), with this level's loops for the blocks
+// they hand back.
+void quantize_bf16_avx2_fast(const std::uint16_t* src, std::uint8_t* data, std::uint8_t* scales,
+                             std::int64_t nblocks, Mxfp8ScaleRule rule) {
+  quantize_bf16_avx2_lanes(src, data, scales, nblocks, rule, quantize_bf16_avx2);
 }
-
-// Largest of 2 x 16 non-negative 16-bit lanes.
-SW_TARGET_AVX2 inline std::uint32_t reduce_max_u16_avx2(__m256i a, __m256i b) {
-  const __m256i m = _mm256_max_epu16(a, b);
-  const __m128i quarter = _mm_max_epu16(_mm256_castsi256_si128(m), _mm256_extracti128_si256(m, 1));
-  const __m128i smallest = _mm_minpos_epu16(_mm_xor_si128(quarter, _mm_set1_epi16(-1)));
-  return ~static_cast<std::uint32_t>(_mm_extract_epi16(smallest, 0)) & 0xffffu;
-}
-
-// E4M3 codes (sign left out) of 16 bf16 magnitudes `abs` (< 0x7f80) for the scale 2^k; the
-// same integer arithmetic as quantize_bf16_avx512_lanes, with compares as signed 16-bit
-// numbers (every operand lies in [0, 0x7fff] or, for t, in [-30720, 32767]).
-SW_TARGET_AVX2 inline __m256i encode_magnitudes_avx2(__m256i abs, int k) {
-  const __m256i one = _mm256_set1_epi16(1), mantissa = _mm256_set1_epi16(0x7f);
-  const __m256i t = _mm256_sub_epi16(abs, _mm256_set1_epi16(static_cast<short>((k + 120) << 7)));
-  const __m256i odd = _mm256_and_si256(_mm256_srli_epi16(t, 4), one);
-  const __m256i rounded =
-      _mm256_srli_epi16(_mm256_add_epi16(_mm256_add_epi16(t, _mm256_set1_epi16(7)), odd), 4);
-  const __m256i normal = _mm256_min_epu16(rounded, _mm256_set1_epi16(kE4M3MaxCode));
-  const __m256i is_normal = _mm256_cmpgt_epi16(t, mantissa);
-  // Nonzero magnitudes below E4M3's normal range (rare in real data: checked before the work).
-  const __m256i below =
-      _mm256_andnot_si256(is_normal, _mm256_cmpgt_epi16(abs, _mm256_setzero_si256()));
-  __m256i code = _mm256_and_si256(is_normal, normal);
-  if (_mm256_testz_si256(below, below)) return code;
-  const __m256i e = _mm256_srli_epi16(abs, 7);
-  const __m256i shift = _mm256_min_epi16(
-      _mm256_sub_epi16(_mm256_set1_epi16(static_cast<short>(125 + k)), e), _mm256_set1_epi16(15));
-  const __m256i significand =
-      _mm256_or_si256(_mm256_and_si256(abs, mantissa), _mm256_set1_epi16(0x80));
-  // 2^(shift-1) - 1 for shift >= 1 (every below lane has shift >= 5).
-  const __m256i half = _mm256_sub_epi16(
-      srlv_epi16_avx2(_mm256_set1_epi16(0x4000), _mm256_sub_epi16(_mm256_set1_epi16(15), shift)),
-      one);
-  const __m256i low_bit = _mm256_and_si256(srlv_epi16_avx2(significand, shift), one);
-  const __m256i sub =
-      srlv_epi16_avx2(_mm256_add_epi16(_mm256_add_epi16(significand, half), low_bit), shift);
-  return _mm256_blendv_epi8(code, sub, below);
-}
-
-// Biased scale exponent of the bf16 block at `x` (0, sending the block to the general loop,
-// for floor-rule blocks with NaN / Inf).
-template <Mxfp8ScaleRule kRule>
-SW_TARGET_AVX2 inline std::uint32_t block_scale_bf16_avx2(const std::uint16_t* x) {
-  const __m256i abs_mask = _mm256_set1_epi16(0x7fff), below_inf = _mm256_set1_epi16(0x7f7f);
-  const __m256i abs0 =
-      _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x)), abs_mask);
-  const __m256i abs1 =
-      _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 16)), abs_mask);
-  std::uint32_t amax;
-  if constexpr (kRule == Mxfp8ScaleRule::kCeil) {
-    // NaN / Inf are left out of amax (they become NaN codes).
-    amax = reduce_max_u16_avx2(_mm256_andnot_si256(_mm256_cmpgt_epi16(abs0, below_inf), abs0),
-                               _mm256_andnot_si256(_mm256_cmpgt_epi16(abs1, below_inf), abs1));
-  } else {
-    amax = reduce_max_u16_avx2(abs0, abs1);
-  }
-  amax <<= 16;  // as fp32 bits
-  return amax < fp8_detail::kF32Inf ? scale_biased_exponent<kRule>(amax) : 0u;
-}
-
-// Codes of 16 bf16 elements for the scale 2^k, sign included.
-template <Mxfp8ScaleRule kRule>
-SW_TARGET_AVX2 inline __m256i encode_bf16_avx2(__m256i x, int k) {
-  const __m256i abs = _mm256_and_si256(x, _mm256_set1_epi16(0x7fff));
-  __m256i code = encode_magnitudes_avx2(abs, k);
-  if constexpr (kRule == Mxfp8ScaleRule::kCeil) {
-    const __m256i special = _mm256_cmpgt_epi16(abs, _mm256_set1_epi16(0x7f7f));
-    code = _mm256_blendv_epi8(code, _mm256_set1_epi16(0x7f), special);
-  }
-  const __m256i sign = _mm256_and_si256(_mm256_srli_epi16(x, 8), _mm256_set1_epi16(0x80));
-  return _mm256_or_si256(code, sign);
-}
-
-// bf16 -> MXFP8 in 16-bit lanes with AVX2; the method and the fallbacks of
-// quantize_bf16_avx512_lanes. Blocks go in groups: every block's scale first, then the codes,
-// so the long amax -> scale chain of one block does not hold up the encoding of the next.
-// Blocks whose scale byte is below 11 take the general loop. Gives exactly the bytes of
-// quantize_bf16_body.
-template <Mxfp8ScaleRule kRule>
-SW_TARGET_AVX2 void quantize_bf16_avx2_lanes(const std::uint16_t* src, std::uint8_t* data,
-                                             std::uint8_t* scales, std::int64_t nblocks) {
-  constexpr std::int64_t kGroup = 8;
-  for (std::int64_t b0 = 0; b0 < nblocks; b0 += kGroup) {
-    const std::int64_t n = nblocks - b0 < kGroup ? nblocks - b0 : kGroup;
-    std::uint32_t biased[kGroup];
-    for (std::int64_t j = 0; j < n; ++j) {
-      // 4 KiB ahead (one 64-byte line per block): ahead of the hardware prefetcher, which
-      // stops at page boundaries.
-      __builtin_prefetch(src + (b0 + j) * kBlock + 2048);
-      biased[j] = block_scale_bf16_avx2<kRule>(src + (b0 + j) * kBlock);
-    }
-    for (std::int64_t j = 0; j < n; ++j) {
-      const std::int64_t b = b0 + j;
-      const std::uint16_t* x_ptr = src + b * kBlock;
-      if (biased[j] < 11) {
-        quantize_bf16_body(x_ptr, data + b * kBlock, scales + b, 1, kRule);
-        continue;
-      }
-      scales[b] = static_cast<std::uint8_t>(biased[j]);
-      const int k = static_cast<int>(biased[j]) - 127;
-      const __m256i code0 =
-          encode_bf16_avx2<kRule>(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x_ptr)), k);
-      const __m256i code1 = encode_bf16_avx2<kRule>(
-          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x_ptr + 16)), k);
-      const __m256i bytes = _mm256_permute4x64_epi64(_mm256_packus_epi16(code0, code1), 0xd8);
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(data + b * kBlock), bytes);
-    }
-  }
-}
-
-SW_TARGET_AVX2 void quantize_bf16_avx2_fast(const std::uint16_t* src, std::uint8_t* data,
-                                            std::uint8_t* scales, std::int64_t nblocks,
-                                            Mxfp8ScaleRule rule) {
-  if (rule == Mxfp8ScaleRule::kCeil) {
-    quantize_bf16_avx2_lanes<Mxfp8ScaleRule::kCeil>(src, data, scales, nblocks);
-  } else {
-    quantize_bf16_avx2_lanes<Mxfp8ScaleRule::kFloor>(src, data, scales, nblocks);
-  }
+void quantize_f32_avx2_fast(const float* src, std::uint8_t* data, std::uint8_t* scales,
+                            std::int64_t nblocks, Mxfp8ScaleRule rule) {
+  quantize_f32_avx2_lanes(src, data, scales, nblocks, rule, quantize_f32_avx2);
 }
 
 // bf16 bits of the E4M3 NaN code (magnitude 0x7F) as dequantize_bf16_body makes them.
@@ -569,7 +452,7 @@ SW_TARGET_AVX2 void dequantize_bf16_avx2_lanes(const std::uint8_t* data, const s
 }
 
 // The AVX2 level with the 16-bit-lane bf16 kernels.
-constexpr Kernels kKernels_avx2_lanes = {quantize_f32_avx2,          quantize_bf16_avx2_fast,
+constexpr Kernels kKernels_avx2_lanes = {quantize_f32_avx2_fast,     quantize_bf16_avx2_fast,
                                          quantize_f16_avx2,          dequantize_f32_avx2,
                                          dequantize_bf16_avx2_lanes, dequantize_f16_avx2};
 
