@@ -8,6 +8,7 @@
 #include "shardwise/layout/baseline_layouts.hpp"
 #include "shardwise/layout/buffer_grouping.hpp"
 #include "shardwise/layout/layout_algorithms.hpp"
+#include "sanitizer_budget.hpp"
 
 namespace shardwise {
 namespace {
@@ -26,6 +27,7 @@ double max_over_mean_ns(const ParamList& params, const PerBufferParamLayout& lay
 }
 
 TEST(BaselineComparison, GptLikeModelsNeverMorePaddingThanLptFloor) {
+  SW_SKIP_UNDER_SANITIZERS();
   int strictly_better = 0, cases = 0;
   double sum_ours = 0, sum_baseline = 0, sum_floor = 0;
   std::printf("%-34s %5s %9s %9s %9s %8s %8s\n", "model", "dp", "ours", "lpt-floor", "floor",
@@ -94,6 +96,7 @@ TEST(BaselineComparison, GptLikeModelsNeverMorePaddingThanLptFloor) {
 }
 
 TEST(BaselineComparison, DeepSeekV3SizedMoeLaysOutAndValidates) {
+  SW_SKIP_UNDER_SANITIZERS();
   const ParamList params = layout_test::deepseek_v3_like();
   for (int expert_dp : {64, 1024}) {
     LayoutOptions options;

@@ -12,6 +12,7 @@
 #include "shardwise/layout/buffer_grouping.hpp"
 #include "shardwise/layout/layout_algorithms.hpp"
 #include "shardwise/layout/layout_cost.hpp"
+#include "sanitizer_budget.hpp"
 
 namespace shardwise {
 namespace {
@@ -119,7 +120,7 @@ bool expected_layer_wise(const ParamInfo& p, const LayoutOptions& o) {
 }
 
 TEST(LayoutProperty, RandomModelsSatisfyEveryInvariant) {
-  constexpr int kCases = 200;
+  constexpr int kCases = test::sweep_cases(200);
   int shard_aligned_buffers = 0, better = 0, worse = 0;
   double ours_padding = 0, baseline_padding = 0;
   for (int seed = 0; seed < kCases; ++seed) {
@@ -189,12 +190,12 @@ TEST(LayoutProperty, RandomModelsSatisfyEveryInvariant) {
       "fraction ours %.4f vs lpt-floor %.4f\n",
       shard_aligned_buffers, better, worse, ours_padding / shard_aligned_buffers,
       baseline_padding / shard_aligned_buffers);
-  EXPECT_GT(shard_aligned_buffers, 200);
+  EXPECT_GT(shard_aligned_buffers, kCases);
 }
 
 // A shard group as large as dp is today's layout, bit for bit, on every random model.
 TEST(LayoutProperty, ShardGroupOfDpReproducesTheSingleGroupLayout) {
-  for (int seed = 0; seed < 120; ++seed) {
+  for (int seed = 0; seed < test::sweep_cases(120); ++seed) {
     Case c = random_case(static_cast<std::uint64_t>(seed));
     SCOPED_TRACE(str_cat("case ", seed));
     c.options.layer_wise_shard_group_size.reset();
@@ -210,7 +211,8 @@ TEST(LayoutProperty, ShardGroupOfDpReproducesTheSingleGroupLayout) {
 // make fewer buckets.
 TEST(LayoutProperty, BothCutModesHoldEveryInvariantForEveryShardGroupSize) {
   int compared = 0, fewer_exposed = 0;
-  for (int seed = 0; seed < 60; ++seed) {
+  constexpr int kCases = test::sweep_cases(60);
+  for (int seed = 0; seed < kCases; ++seed) {
     Case c = random_case(static_cast<std::uint64_t>(seed));
     c.options.algorithm = LayoutAlgorithm::kLayerWise;
     const int dp = c.options.data_parallel_size;
@@ -263,8 +265,11 @@ TEST(LayoutProperty, BothCutModesHoldEveryInvariantForEveryShardGroupSize) {
   }
   std::printf("[layout property] %d layer-wise buffers, overlap-aware cuts expose less in %d\n",
               compared, fewer_exposed);
-  EXPECT_GT(compared, 100);
-  EXPECT_GT(fewer_exposed, 0);  // the objective does something on random models too
+  EXPECT_GT(compared, kCases * 5 / 3);
+  // The objective does something on random models too (seen over the whole sweep).
+  if (!test::kSanitizedBuild) {
+    EXPECT_GT(fewer_exposed, 0);
+  }
 }
 
 }  // namespace

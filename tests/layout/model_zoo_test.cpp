@@ -7,6 +7,7 @@
 #include <set>
 
 #include "shardwise/core/error.hpp"
+#include "sanitizer_budget.hpp"
 
 namespace shardwise {
 namespace {
@@ -58,6 +59,7 @@ TEST(ModelZoo, NamesMatchIgnoringCaseAndUnknownNamesListThePresets) {
 }
 
 TEST(ModelZoo, EveryPresetIsValidAndUniquelyNamed) {
+  SW_SKIP_UNDER_SANITIZERS();
   for (const auto& name : bundled_model_names()) {
     SCOPED_TRACE(name);
     EXPECT_TRUE(is_bundled_model(name));

@@ -9,6 +9,7 @@
 #include <set>
 
 #include "shardwise/reshard/reshard_plan.hpp"
+#include "sanitizer_budget.hpp"
 
 namespace shardwise {
 
@@ -216,7 +217,7 @@ void check_plan(const std::vector<ParamReshardRequest>& reqs, const std::string&
 
 TEST(ReshardPlanner, RandomSpecPairsCoverExactlyOnce) {
   std::mt19937 rng(12345);
-  for (int trial = 0; trial < 300; ++trial) {
+  for (int trial = 0; trial < test::sweep_cases(300); ++trial) {
     std::vector<ParamReshardRequest> reqs;
     const int nparams = 1 + static_cast<int>(rng() % 3);
     for (int p = 0; p < nparams; ++p) {
