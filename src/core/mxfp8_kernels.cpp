@@ -32,7 +32,6 @@ using fp8_detail::kF32AbsMask;
 using fp8_detail::kF32Inf;
 using fp8_detail::select;
 
-constexpr int kBlock = static_cast<int>(kMxfp8BlockSize);
 
 // Biased E8M0 exponent of the block scale from the magnitude bits of amax (finite).
 // kCeil: smallest 2^e with amax <= 448 * 2^e. Write amax = m * 2^E, m in [1, 2): then

@@ -9,6 +9,9 @@
 
 namespace shardwise::mxfp8_kernels {
 
+// Elements per MXFP8 block, as the kernels index with it.
+inline constexpr int kBlock = static_cast<int>(kMxfp8BlockSize);
+
 void quantize_f32(const float* src, std::uint8_t* data, std::uint8_t* scales, std::int64_t nblocks,
                   Mxfp8ScaleRule rule);
 void quantize_bf16(const std::uint16_t* src, std::uint8_t* data, std::uint8_t* scales,

@@ -15,12 +15,12 @@
 
 #include <cstring>
 
+#include "mxfp8_kernels.hpp"
 #include "shardwise/core/fp8.hpp"
 
 namespace shardwise::mxfp8_kernels {
 namespace {
 
-constexpr int kBlock = static_cast<int>(kMxfp8BlockSize);
 constexpr int kGroup = 8;
 
 // ---- bf16: 16 elements per vector, in 16-bit lanes ----

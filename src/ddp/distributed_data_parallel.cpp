@@ -11,11 +11,6 @@ namespace shardwise {
 
 namespace {
 
-std::string param_label(const ParamList& params, ParamId id) {
-  if (id < params.size()) return str_cat("param '", params[id].name, "' (id ", id, ")");
-  return str_cat("param id ", id);
-}
-
 bool is_plain_float(DType d) {
   return d == DType::kFloat32 || d == DType::kBFloat16 || d == DType::kFloat16;
 }

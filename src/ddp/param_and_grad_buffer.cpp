@@ -18,11 +18,6 @@ DType storage_dtype(DType dtype) {
   return (dtype == DType::kFloat8E4M3 || dtype == DType::kFloat8E8M0) ? DType::kUInt8 : dtype;
 }
 
-std::string param_label(const ParamList& params, ParamId id) {
-  if (id < params.size()) return str_cat("param '", params[id].name, "' (id ", id, ")");
-  return str_cat("param id ", id);
-}
-
 }  // namespace
 
 AlignedStorage::AlignedStorage(std::size_t nbytes) : nbytes_(nbytes) {

@@ -41,4 +41,9 @@ double newton_schulz_cost(const ParamInfo& param) {
   return cost;
 }
 
+std::string param_label(const ParamList& params, ParamId id) {
+  if (id < params.size()) return str_cat("param '", params[id].name, "' (id ", id, ")");
+  return str_cat("param id ", id);
+}
+
 }  // namespace shardwise

@@ -15,12 +15,16 @@
 
 namespace shardwise {
 
-namespace {
-
-// Ids of one block's parameters in the forward-order list.
+// Ids of one block's parameters in the forward-order list. Named (not in the anonymous
+// namespace) because GptModel::Activations, a class with external linkage, holds them.
+namespace gpt_model_detail {
 struct BlockIds {
   ParamId ln1_w, ln1_b, qkv_w, qkv_b, proj_w, proj_b, ln2_w, ln2_b, fc1_w, fc1_b, fc2_w, fc2_b;
 };
+}  // namespace gpt_model_detail
+using gpt_model_detail::BlockIds;
+
+namespace {
 
 constexpr double kLayerNormEps = 1e-5;
 

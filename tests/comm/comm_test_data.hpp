@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cmath>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -177,6 +178,12 @@ inline Buffer reference_reduce(DType dtype, ReduceOp op, std::uint64_t seed, int
 inline std::string op_label(DType dtype, ReduceOp op) {
   const char* name = op == ReduceOp::kSum ? "SUM" : op == ReduceOp::kAvg ? "AVG" : "MAX";
   return std::string(dtype_name(dtype)) + " " + name;
+}
+
+// Values of mixed magnitudes (10^-3 .. 10^3): a sum in any other rank order rounds differently.
+inline float order_sensitive_value(int rank, std::int64_t i) {
+  return static_cast<float>(std::sin(0.37 * static_cast<double>(i) + 1.3 * rank) *
+                            std::pow(10.0, static_cast<double>((i + rank) % 7 - 3)));
 }
 
 }  // namespace shardwise::testing_comm

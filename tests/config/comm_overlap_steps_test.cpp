@@ -10,7 +10,7 @@
 namespace shardwise {
 namespace {
 
-constexpr std::int64_t k128Mi = 128LL * 1024 * 1024;
+constexpr std::int64_t k128MiB = 128LL * 1024 * 1024;
 
 ModelParallelConfig layout(int tp, int pp, int vp) {
   ModelParallelConfig mp;
@@ -113,7 +113,7 @@ TEST(CommOverlapSteps, DataParallelRules) {
   EXPECT_EQ(one.bucket_size, std::nullopt);
   EXPECT_FALSE(one.overlap_grad_reduce || one.overlap_param_gather || one.align_param_gather);
   const auto many = data_parallel_overlap_defaults(8, true);
-  EXPECT_EQ(many.bucket_size, k128Mi);
+  EXPECT_EQ(many.bucket_size, k128MiB);
   EXPECT_TRUE(many.overlap_grad_reduce && many.overlap_param_gather && many.align_param_gather);
   EXPECT_FALSE(many.overlap_param_gather_with_optimizer_step);
 

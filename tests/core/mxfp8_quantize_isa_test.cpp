@@ -20,7 +20,7 @@
 namespace shardwise {
 namespace {
 
-constexpr std::int64_t kCols = 32 * 19 + 13;
+constexpr std::int64_t kRowElements = 32 * 19 + 13;
 constexpr int kKinds = 8;
 
 // E4M3 magnitudes at a rounding tie or next to one, times 2^k: midpoints between neighbouring
@@ -87,26 +87,26 @@ void fill_block(std::mt19937& gen, int kind, int k, float* x) {
 
 std::vector<float> edge_rows(std::int64_t rows) {
   std::mt19937 gen(29);
-  std::vector<float> x(static_cast<std::size_t>(rows * kCols));
+  std::vector<float> x(static_cast<std::size_t>(rows * kRowElements));
   float block[32];
   for (std::int64_t r = 0; r < rows; ++r) {
-    for (std::int64_t c = 0; c < kCols; c += 32) {
+    for (std::int64_t c = 0; c < kRowElements; c += 32) {
       // Scales from near the bottom to near the top of the fp32 range.
       const int k = -135 + static_cast<int>(gen() % 255);
       const int kind = static_cast<int>(gen() % kKinds);
       fill_block(gen, kind, std::max(-140, std::min(k, 118)), block);
-      for (std::int64_t i = c; i < std::min(c + 32, kCols); ++i)
-        x[static_cast<std::size_t>(r * kCols + i)] = block[i - c];
+      for (std::int64_t i = c; i < std::min(c + 32, kRowElements); ++i)
+        x[static_cast<std::size_t>(r * kRowElements + i)] = block[i - c];
     }
   }
   return x;
 }
 
 void expect_every_level_matches_baseline(const void* x, DType dtype, std::int64_t rows) {
-  const std::int64_t n = rows * kCols;
+  const std::int64_t n = rows * kRowElements;
   for (auto rule : {Mxfp8ScaleRule::kCeil, Mxfp8ScaleRule::kFloor}) {
     auto quantize = [&] {
-      return quantize_mxfp8({const_cast<void*>(x), n, dtype}, rows, kCols,
+      return quantize_mxfp8({const_cast<void*>(x), n, dtype}, rows, kRowElements,
                             {rule, Mxfp8ScaleLayout::kRowMajor, 1});
     };
     Mxfp8Tensor baseline;
@@ -123,7 +123,7 @@ void expect_every_level_matches_baseline(const void* x, DType dtype, std::int64_
         ASSERT_EQ(got.data[i], baseline.data[i])
             << isa_level_name(level) << " " << rule_name << " " << dtype_name(dtype) << " element "
             << i << " scale byte "
-            << int(baseline.scale[i / kCols * got.geometry().blocks_per_row + i % kCols / 32]);
+            << int(baseline.scale[i / kRowElements * got.geometry().blocks_per_row + i % kRowElements / 32]);
       }
     }
   }

@@ -234,4 +234,13 @@ inline std::string check_shard_aligned(const ParamList& params, const PerBufferP
   return "";
 }
 
+// Layer-wise layout options at dp with the default bucket size, as Megatron sets them.
+inline LayoutOptions megatron_options(int dp) {
+  LayoutOptions options;
+  options.algorithm = LayoutAlgorithm::kLayerWise;
+  options.data_parallel_size = dp;
+  options.bucket_size = default_bucket_size(dp);
+  return options;
+}
+
 }  // namespace shardwise::layout_test

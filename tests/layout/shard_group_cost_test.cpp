@@ -15,13 +15,7 @@
 namespace shardwise {
 namespace {
 
-LayoutOptions megatron_options(int dp) {
-  LayoutOptions options;
-  options.algorithm = LayoutAlgorithm::kLayerWise;
-  options.data_parallel_size = dp;
-  options.bucket_size = default_bucket_size(dp);
-  return options;
-}
+using layout_test::megatron_options;
 
 // Four 64x64 matrices (bf16 params, fp32 grads), dp 4, S 2, one bucket: two params per shard,
 // N = 16384, R = 2.

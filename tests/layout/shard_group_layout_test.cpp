@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "layout/layout_test_models.hpp"
 #include "shardwise/core/error.hpp"
 #include "shardwise/layout/layout_algorithms.hpp"
 #include "shardwise/layout/model_zoo.hpp"
@@ -11,13 +12,7 @@
 namespace shardwise {
 namespace {
 
-LayoutOptions megatron_options(int dp) {
-  LayoutOptions options;
-  options.algorithm = LayoutAlgorithm::kLayerWise;
-  options.data_parallel_size = dp;
-  options.bucket_size = default_bucket_size(dp);
-  return options;
-}
+using layout_test::megatron_options;
 
 TEST(ShardGroups, OptionsRejectAGroupSizeThatDoesNotDivideDp) {
   LayoutOptions options = megatron_options(8);

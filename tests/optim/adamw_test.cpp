@@ -9,16 +9,13 @@
 #include <utility>
 #include <vector>
 
+#include "optim/optim_test_data.hpp"
 #include "shardwise/core/error.hpp"
 
 namespace shardwise::optim {
 namespace {
 
-// Grads are views held by the optimizer: refill them in place, never reassign the vector.
-void overwrite(std::vector<float>& dst, const std::vector<float>& src) {
-  ASSERT_EQ(dst.size(), src.size());
-  std::copy(src.begin(), src.end(), dst.begin());
-}
+using testing::overwrite;
 
 struct Hyper {
   double lr, wd, beta1, beta2, eps;

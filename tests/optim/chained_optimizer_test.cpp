@@ -7,6 +7,7 @@
 #include <memory>
 #include <vector>
 
+#include "optim/optim_test_data.hpp"
 #include "optim/reference_math.hpp"
 #include "shardwise/core/error.hpp"
 #include "shardwise/optim/adamw.hpp"
@@ -15,18 +16,11 @@
 namespace shardwise::optim {
 namespace {
 
-// Grads are views held by the optimizer: refill them in place, never reassign the vector.
-void overwrite(std::vector<float>& dst, const std::vector<float>& src) {
-  ASSERT_EQ(dst.size(), src.size());
-  std::copy(src.begin(), src.end(), dst.begin());
-}
-
-std::vector<float> random_vector(std::int64_t n, std::uint64_t seed, double scale = 1.0) {
-  return testing::to_floats(testing::random_gaussian(1, n, seed, scale));
-}
+using testing::overwrite;
+using testing::random_vector;
 
 // A small model: one matrix for Muon, a bias and a norm weight for AdamW.
-struct Model {
+struct MuonAdamwModel {
   std::vector<float> w = random_vector(16 * 24, 1, 0.1), b = random_vector(16, 2),
                      n = random_vector(24, 3);
   std::vector<float> gw = random_vector(16 * 24, 4), gb = random_vector(16, 5),
@@ -56,7 +50,7 @@ struct Model {
 };
 
 TEST(ChainedOptimizer, ClipsAllChildrenWithTheExactCoefficient) {
-  Model m, manual;
+  MuonAdamwModel m, manual;
   const double norm = std::sqrt(m.grad_sq_sum());
   auto opt = m.chained();
   StepOptions so;
@@ -86,7 +80,7 @@ TEST(ChainedOptimizer, ClipsAllChildrenWithTheExactCoefficient) {
 }
 
 TEST(ChainedOptimizer, NoClippingBelowTheThreshold) {
-  Model m, untouched;
+  MuonAdamwModel m, untouched;
   auto opt = m.chained();
   StepOptions so;
   so.clip_grad = 2.0 * std::sqrt(m.grad_sq_sum());
@@ -99,7 +93,7 @@ TEST(ChainedOptimizer, NoClippingBelowTheThreshold) {
 }
 
 TEST(ChainedOptimizer, CountsZerosAndUsesTheWorldReduction) {
-  Model m;
+  MuonAdamwModel m;
   m.gw[0] = 0.0f;
   m.gw[100] = -0.0f;
   m.gb[3] = 0.0f;
@@ -126,7 +120,7 @@ TEST(ChainedOptimizer, CountsZerosAndUsesTheWorldReduction) {
 // A tensor-parallel duplicate is left out on all TP ranks but one: its grad must not enter this
 // rank's norm or zero count, through every child.
 TEST(ChainedOptimizer, ExcludedParamsLeaveTheGradStatistics) {
-  Model m;
+  MuonAdamwModel m;
   std::fill(m.gn.begin(), m.gn.end(), 0.0f);
   auto opt = m.chained();
   StepOptions so;
@@ -143,9 +137,9 @@ TEST(ChainedOptimizer, ExcludedParamsLeaveTheGradStatistics) {
 }
 
 TEST(ChainedOptimizer, NonFiniteNormSkipsTheStep) {
-  Model m;
+  MuonAdamwModel m;
   m.gn[5] = std::nanf("");
-  const Model before = m;
+  const MuonAdamwModel before = m;
   auto opt = m.chained();
   StepOptions so;
   so.clip_grad = 1.0;
@@ -160,21 +154,21 @@ TEST(ChainedOptimizer, NonFiniteNormSkipsTheStep) {
 }
 
 TEST(ChainedOptimizer, StateDictRoutesToChildrenAndContinuesIdentically) {
-  Model a;
+  MuonAdamwModel a;
   auto opt_a = a.chained();
   opt_a->step();
   const OptimizerState state = opt_a->state_dict();
   EXPECT_EQ(state.size(), 3u);
   EXPECT_TRUE(state.at("w").count("momentum_buffer"));
   EXPECT_TRUE(state.at("b").count("exp_avg"));
-  Model b;
+  MuonAdamwModel b;
   b.w = a.w;
   b.b = a.b;
   b.n = a.n;
   auto opt_b = b.chained();
   opt_b->load_state_dict(state);
   for (int step = 0; step < 2; ++step) {
-    for (Model* x : {&a, &b}) {
+    for (MuonAdamwModel* x : {&a, &b}) {
       overwrite(x->gw, random_vector(16 * 24, 40 + step));
       overwrite(x->gb, random_vector(16, 50 + step));
       overwrite(x->gn, random_vector(24, 60 + step));
@@ -191,7 +185,7 @@ TEST(ChainedOptimizer, StateDictRoutesToChildrenAndContinuesIdentically) {
 }
 
 TEST(ChainedOptimizer, RejectsAParamOwnedTwice) {
-  Model m;
+  MuonAdamwModel m;
   std::vector<std::unique_ptr<Optimizer>> children;
   children.push_back(m.adamw());
   children.push_back(m.adamw());

@@ -7,23 +7,17 @@
 #include <string>
 #include <vector>
 
+#include "optim/optim_test_data.hpp"
 #include "optim/reference_math.hpp"
 #include "shardwise/core/error.hpp"
 
 namespace shardwise::optim {
 namespace {
 
-// Grads are views held by the optimizer: refill them in place, never reassign the vector.
-void overwrite(std::vector<float>& dst, const std::vector<float>& src) {
-  ASSERT_EQ(dst.size(), src.size());
-  std::copy(src.begin(), src.end(), dst.begin());
-}
+using testing::overwrite;
+using testing::random_vector;
 
 using testing::Mat;
-
-std::vector<float> random_vector(std::int64_t n, std::uint64_t seed, double scale = 1.0) {
-  return testing::to_floats(testing::random_gaussian(1, n, seed, scale));
-}
 
 TEST(MuonScale, KnownFactors) {
   EXPECT_DOUBLE_EQ(muon_scale_factor(MuonScaleMode::kSpectral, 64, 256), 16.0);

@@ -17,14 +17,14 @@ namespace {
 
 using Shape = std::vector<std::int64_t>;
 
-std::int64_t numel_of(const Shape& s) {
+std::int64_t shape_numel(const Shape& s) {
   std::int64_t n = 1;
   for (auto x : s) n *= x;
   return n;
 }
 
 std::vector<float> iota_tensor(const Shape& shape) {
-  std::vector<float> v(static_cast<std::size_t>(numel_of(shape)));
+  std::vector<float> v(static_cast<std::size_t>(shape_numel(shape)));
   std::iota(v.begin(), v.end(), 0.0f);
   return v;
 }
@@ -115,7 +115,7 @@ TEST(TpSlice, QkvSlicesReassembleToTheOriginal) {
       const std::int64_t h = tp * heads_per_rank * 2;  // head dim 2
       const std::int64_t cols = 1 + static_cast<std::int64_t>(rng() % 40);
       const Shape shape{3 * h, cols};
-      std::vector<float> full(static_cast<std::size_t>(numel_of(shape)));
+      std::vector<float> full(static_cast<std::size_t>(shape_numel(shape)));
       for (float& x : full) x = std::uniform_real_distribution<float>(-1, 1)(rng);
       // Reassemble: local row j of rank t is part (j / part) of q/k/v, row j % part of the
       // rank's share of that part.
@@ -148,7 +148,7 @@ TEST(TpSlice, IndexArithmeticAgreesWithTheShardingSpecBoxes) {
       for (int t = 0; t < tp; ++t) {
         // The rank's boxes, concatenated along the split dim, form its local tensor.
         const Shape local_shape = tp_local_shape(shape, rule, tp);
-        std::vector<float> expected(static_cast<std::size_t>(numel_of(local_shape)));
+        std::vector<float> expected(static_cast<std::size_t>(shape_numel(local_shape)));
         std::int64_t along = 0;
         for (const Box& b : spec.boxes_of(3 + t)) {
           Box dst = Box::whole(local_shape);
@@ -197,7 +197,7 @@ std::map<std::string, std::pair<Shape, std::vector<float>>> tiny_model() {
   std::mt19937 rng(11);
   std::map<std::string, std::pair<Shape, std::vector<float>>> store;
   const auto add = [&](const std::string& name, Shape shape) {
-    std::vector<float> v(static_cast<std::size_t>(numel_of(shape)));
+    std::vector<float> v(static_cast<std::size_t>(shape_numel(shape)));
     std::int64_t i = 0;
     for (float& x : v) {
       // Block-dependent magnitudes so MXFP8 scales differ between blocks.

@@ -57,4 +57,7 @@ bool is_managed_by_layer_wise_optimizer(const ParamInfo& param);
 // weight (per QKV part when split), numel otherwise (an elementwise AdamW update).
 double newton_schulz_cost(const ParamInfo& param);
 
+// "param 'NAME' (id N)" for error messages; "param id N" when id is outside params.
+std::string param_label(const ParamList& params, ParamId id);
+
 }  // namespace shardwise

@@ -125,10 +125,7 @@ std::vector<float> order_sensitive_reduce_scatter(CollectiveAlgorithm algorithm,
   return output;
 }
 
-float order_sensitive_value(int rank, std::int64_t i) {
-  return static_cast<float>(std::sin(0.37 * static_cast<double>(i) + 1.3 * rank) *
-                            std::pow(10.0, static_cast<double>((i + rank) % 7 - 3)));
-}
+using testing_comm::order_sensitive_value;
 
 TEST(DirectReduceScatter, ReducesInRankOrder) {
   ProcessGroupPtr world = init_mpi_world();

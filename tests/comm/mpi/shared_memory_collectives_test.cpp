@@ -137,10 +137,7 @@ TEST(SharedMemoryCollectives, AutoUsesThemFrom4KiBOnly) {
 }
 
 // Data whose fp32 sum depends on the order of the adds.
-float order_sensitive_value(int rank, std::int64_t i) {
-  return static_cast<float>(std::sin(0.37 * static_cast<double>(i) + 1.3 * rank) *
-                            std::pow(10.0, static_cast<double>((i + rank) % 7 - 3)));
-}
+using testing_comm::order_sensitive_value;
 
 std::vector<float> order_sensitive_input(int rank, std::int64_t n) {
   std::vector<float> input(static_cast<std::size_t>(n));

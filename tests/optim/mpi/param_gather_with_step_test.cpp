@@ -107,22 +107,22 @@ int gathers_dispatched(const DistributedDataParallel& ddp) {
   return n;
 }
 
-struct Case {
+struct GatherCase {
   OptimizerMode mode;
   DType dtype;
   bool overlap_param_gather;
 };
 
-void PrintTo(const Case& c, std::ostream* os) {
+void PrintTo(const GatherCase& c, std::ostream* os) {
   *os << optimizer_mode_name(c.mode) << " " << dtype_name(c.dtype)
       << (c.overlap_param_gather ? " overlap_param_gather" : " sync param gather");
 }
 
-class ParamGatherWithStep : public testing::TestWithParam<Case> {};
+class ParamGatherWithStep : public testing::TestWithParam<GatherCase> {};
 
 TEST_P(ParamGatherWithStep, SameBitsAndEveryGatherDispatchedByTheStep) {
   const ProcessGroupPtr world = init_mpi_world();
-  const Case c = GetParam();
+  const GatherCase c = GetParam();
   const ParamList params = small_model(c.dtype);
   TrainingRig off = make_run(params, c.mode, c.overlap_param_gather, false, world);
   TrainingRig on = make_run(params, c.mode, c.overlap_param_gather, true, world);
@@ -175,14 +175,14 @@ TEST_P(ParamGatherWithStep, SameBitsAndEveryGatherDispatchedByTheStep) {
 
 INSTANTIATE_TEST_SUITE_P(
     Modes, ParamGatherWithStep,
-    testing::Values(Case{OptimizerMode::kLayerWise, DType::kFloat32, true},
-                    Case{OptimizerMode::kLayerWise, DType::kBFloat16, true},
-                    Case{OptimizerMode::kLayerWise, DType::kFloat32, false},
-                    Case{OptimizerMode::kDistributed, DType::kFloat32, true},
-                    Case{OptimizerMode::kDistributed, DType::kBFloat16, true},
-                    Case{OptimizerMode::kDistributed, DType::kBFloat16, false}),
-    [](const testing::TestParamInfo<Case>& info) {
-      const Case& c = info.param;
+    testing::Values(GatherCase{OptimizerMode::kLayerWise, DType::kFloat32, true},
+                    GatherCase{OptimizerMode::kLayerWise, DType::kBFloat16, true},
+                    GatherCase{OptimizerMode::kLayerWise, DType::kFloat32, false},
+                    GatherCase{OptimizerMode::kDistributed, DType::kFloat32, true},
+                    GatherCase{OptimizerMode::kDistributed, DType::kBFloat16, true},
+                    GatherCase{OptimizerMode::kDistributed, DType::kBFloat16, false}),
+    [](const testing::TestParamInfo<GatherCase>& info) {
+      const GatherCase& c = info.param;
       return str_cat(c.mode == OptimizerMode::kLayerWise ? "layer_wise" : "distributed", "_",
                      c.dtype == DType::kFloat32 ? "fp32" : "bf16",
                      c.overlap_param_gather ? "_overlap_param_gather" : "_sync_param_gather");
