@@ -10,6 +10,7 @@
 #include <set>
 #include <sstream>
 
+#include "quoted_path.hpp"
 #include "checkpoint_finite.hpp"
 #include "shardwise/checkpoint/checkpoint_shards.hpp"
 #include "shardwise/checkpoint/safetensors.hpp"
@@ -26,7 +27,7 @@ using nlohmann::ordered_json;
 
 namespace {
 
-std::string quoted(const fs::path& p) { return str_cat("'", p.string(), "'"); }
+using checkpoint_detail::quoted;
 
 std::mutex& hook_mutex() {
   static std::mutex m;

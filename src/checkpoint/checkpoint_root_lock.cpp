@@ -8,6 +8,7 @@
 #include <cstring>
 #include <ctime>
 
+#include "quoted_path.hpp"
 #include "shardwise/core/error.hpp"
 #include "shardwise/core/logging.hpp"
 
@@ -17,7 +18,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string quoted(const fs::path& p) { return str_cat("'", p.string(), "'"); }
+using checkpoint_detail::quoted;
 
 std::string host_name() {
   char buf[256] = {};

@@ -4,6 +4,7 @@
 #include <utility>
 #include <nlohmann/json.hpp>
 
+#include "quoted_path.hpp"
 #include "checkpoint_finite.hpp"
 #include "shardwise/checkpoint/safetensors.hpp"
 #include "shardwise/core/shape.hpp"
@@ -81,7 +82,7 @@ std::vector<std::int64_t> stored_shape(const OptimizerShard& shard) {
   return {shard.count()};
 }
 
-std::string quoted(const fs::path& p) { return str_cat("'", p.string(), "'"); }
+using checkpoint_detail::quoted;
 
 // Opens each file once, on first use.
 class FileCache {

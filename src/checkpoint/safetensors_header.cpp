@@ -15,8 +15,6 @@ namespace {
 using Json = nlohmann::json;
 using safetensors_detail::quoted_json;
 
-constexpr std::string_view kMetadataKey = "__metadata__";
-
 std::string json_type(const Json& value) { return value.type_name(); }
 
 // Throws the FormatError for the first problem, naming the file (and the tensor, if any). Names
@@ -157,7 +155,7 @@ SafetensorsHeader parse_safetensors_header(std::string_view header_json, std::ui
   SafetensorsHeader header;
   header.tensors.reserve(entries.size());
   for (auto& [key, value] : entries) {
-    if (key == kMetadataKey) {
+    if (key == kSafetensorsMetadataKey) {
       if (!value.is_object()) {
         errors.fail("__metadata__ must be an object of strings, found ", json_type(value));
       }

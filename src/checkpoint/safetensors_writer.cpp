@@ -16,8 +16,6 @@ namespace shardwise {
 
 namespace {
 
-constexpr std::string_view kMetadataKey = "__metadata__";
-
 // Byte size of a tensor, with the reader's rules: every dimension non-negative and the product of
 // the non-zero ones within int64 (so the file written can be read back).
 std::uint64_t checked_nbytes(std::string_view name, DType dtype,
@@ -75,7 +73,7 @@ class CountingChunkSink final : public SafetensorsChunkSink {
 
 void SafetensorsWriter::add_entry(Entry entry) {
   SW_REQUIRE(!entry.name.empty(), InvalidArgument, "safetensors tensor name must not be empty");
-  SW_REQUIRE(entry.name != kMetadataKey, InvalidArgument, "'", kMetadataKey,
+  SW_REQUIRE(entry.name != kSafetensorsMetadataKey, InvalidArgument, "'", kSafetensorsMetadataKey,
              "' is reserved and cannot name a tensor");
   SW_REQUIRE(entry.name.size() <= kSafetensorsMaxNameBytes, InvalidArgument,
              "safetensors tensor name of ", entry.name.size(), " bytes exceeds the limit of ",
@@ -141,7 +139,7 @@ std::string SafetensorsWriter::header() const {
   // tensor count), and names are already known to be unique.
   std::string text = "{";
   if (!metadata_.empty()) {
-    text += str_cat(json_string(std::string(kMetadataKey)), ":{");
+    text += str_cat(json_string(std::string(kSafetensorsMetadataKey)), ":{");
     bool first = true;
     for (const auto& [key, value] : metadata_) {
       text += str_cat(first ? "" : ",", json_string(key), ":", json_string(value));

@@ -45,6 +45,9 @@
 
 namespace shardwise {
 
+// The header key that holds the file's string metadata instead of a tensor.
+inline constexpr std::string_view kSafetensorsMetadataKey = "__metadata__";
+
 // Largest header the reader accepts (the limit of the reference implementation).
 inline constexpr std::uint64_t kSafetensorsMaxHeaderBytes = 100'000'000;
 // Longest tensor name the reader accepts and the writer writes (names are quoted in messages and
