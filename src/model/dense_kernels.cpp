@@ -7,6 +7,7 @@
 #include <numbers>
 #include <type_traits>
 
+#include "shardwise/core/error.hpp"
 #include "shardwise/core/gelu.hpp"
 
 namespace shardwise {
@@ -123,34 +124,35 @@ constexpr double kGeluC = 0.044715;
 }  // namespace
 
 // fp32 goes through core's vectorised GELU (libm's scalar tanhf dominated a step's CPU time);
-// fp64 (the gradient-check reference) keeps std::tanh.
+// fp64 (the gradient-check reference) keeps std::tanh. Forward also keeps gelu'(x), so backward
+// multiplies by it instead of evaluating tanh a second time.
 template <typename Scalar>
-void gelu_forward(const std::vector<Scalar>& x, std::vector<Scalar>& y) {
+void gelu_forward(const std::vector<Scalar>& x, std::vector<Scalar>& y,
+                  std::vector<Scalar>& dydx) {
   y.resize(x.size());
+  dydx.resize(x.size());
   if constexpr (std::is_same_v<Scalar, float>) {
-    gelu_tanh_forward(x.data(), y.data(), static_cast<std::int64_t>(x.size()));
+    gelu_tanh_forward_and_grad(x.data(), y.data(), dydx.data(),
+                               static_cast<std::int64_t>(x.size()));
     return;
   }
+  const Scalar k = static_cast<Scalar>(kGeluK), c = static_cast<Scalar>(kGeluC);
   for (std::size_t i = 0; i < x.size(); ++i) {
     const Scalar v = x[i];
-    const Scalar t = std::tanh(static_cast<Scalar>(kGeluK) * (v + static_cast<Scalar>(kGeluC) * v * v * v));
+    const Scalar t = std::tanh(k * (v + c * v * v * v));
     y[i] = Scalar(0.5) * v * (Scalar(1) + t);
+    const Scalar dt = (Scalar(1) - t * t) * k * (Scalar(1) + Scalar(3) * c * v * v);
+    dydx[i] = Scalar(0.5) * (Scalar(1) + t) + Scalar(0.5) * v * dt;
   }
 }
 
 template <typename Scalar>
-void gelu_backward(const std::vector<Scalar>& x, std::vector<Scalar>& d) {
-  if constexpr (std::is_same_v<Scalar, float>) {
-    gelu_tanh_backward(x.data(), d.data(), static_cast<std::int64_t>(x.size()));
-    return;
-  }
-  for (std::size_t i = 0; i < x.size(); ++i) {
-    const Scalar v = x[i];
-    const Scalar k = static_cast<Scalar>(kGeluK), c = static_cast<Scalar>(kGeluC);
-    const Scalar t = std::tanh(k * (v + c * v * v * v));
-    const Scalar dt = (Scalar(1) - t * t) * k * (Scalar(1) + Scalar(3) * c * v * v);
-    d[i] *= Scalar(0.5) * (Scalar(1) + t) + Scalar(0.5) * v * dt;
-  }
+void gelu_backward(const std::vector<Scalar>& dydx, std::vector<Scalar>& d) {
+  SW_CHECK(dydx.size() == d.size(), "gelu_backward: ", dydx.size(), " derivatives for ", d.size(),
+           " gradients");
+  const Scalar* __restrict g = dydx.data();
+  Scalar* __restrict out = d.data();
+  for (std::size_t i = 0; i < d.size(); ++i) out[i] *= g[i];
 }
 
 template <typename Scalar>
@@ -290,7 +292,7 @@ double softmax_cross_entropy(std::vector<Scalar>& logits, const std::vector<std:
   template void layer_norm_backward<S>(const S*, const S*, const std::vector<S>&,               \
                                        const std::vector<S>&, const S*, std::int64_t,           \
                                        std::int64_t, S*, S*, std::vector<S>&);                  \
-  template void gelu_forward<S>(const std::vector<S>&, std::vector<S>&);                        \
+  template void gelu_forward<S>(const std::vector<S>&, std::vector<S>&, std::vector<S>&);       \
   template void gelu_backward<S>(const std::vector<S>&, std::vector<S>&);                       \
   template void rope_apply<S>(S*, int, int, int, int, std::int64_t, bool);                      \
   template void attention_forward<S>(const S*, int, int, int, int, std::vector<S>&,             \

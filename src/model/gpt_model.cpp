@@ -33,10 +33,11 @@ struct GptModel<Scalar>::Activations {
   std::int64_t n_local = 0;  // rows this rank holds in sequence-sharded regions (n without SP)
   std::vector<std::int32_t> tokens, targets;
   // Per block: inputs and intermediates kept for backward. Sequence-sharded with SP: x_in,
-  // ln1_*, x_mid, ln2_*; always full rows: qkv, probs, attn_out, fc1_out, gelu_out.
+  // ln1_*, x_mid, ln2_*; always full rows: qkv, probs, attn_out, gelu_out, gelu_grad (gelu' at
+  // fc1's output, which itself is not kept).
   struct Block {
     std::vector<Scalar> x_in, ln1_out, ln1_mean, ln1_rstd, qkv, probs, attn_out, x_mid, ln2_out,
-        ln2_mean, ln2_rstd, fc1_out, gelu_out;
+        ln2_mean, ln2_rstd, gelu_out, gelu_grad;
   };
   std::vector<Block> blocks;
   std::vector<Scalar> x_final, lnf_out, lnf_mean, lnf_rstd, logits;  // logits -> softmax probs
@@ -52,7 +53,8 @@ struct GptModel<Scalar>::Activations {
   // Temporaries of forward and backward, kept between steps so a step allocates (and page-faults)
   // nothing once the shapes repeat.
   struct Scratch {
-    std::vector<Scalar> x, proj, mlp, dlogits, dx, dres, dgelu, dln2, dmid, dattn, dqkv, dln1, din;
+    std::vector<Scalar> x, proj, fc1, mlp, dlogits, dx, dres, dgelu, dln2, dmid, dattn, dqkv, dln1,
+        din;
   } scratch;
 };
 
@@ -244,9 +246,10 @@ void GptModel<Scalar>::block_forward(int l, std::vector<Scalar>& x) {
   b.x_mid = x;
   layer_norm_forward(x.data(), use(id.ln2_w), use(id.ln2_b), nl, h, kLayerNormEps, b.ln2_out,
                      b.ln2_mean, b.ln2_rstd);
+  std::vector<Scalar>& fc1 = a.scratch.fc1;
   column_parallel_forward(TpGemmSlot::kFc1, tp_, b.ln2_out.data(), use(id.fc1_w), use(id.fc1_b),
-                          n, h, fl, b.fc1_out);
-  gelu_forward(b.fc1_out, b.gelu_out);
+                          n, h, fl, fc1);
+  gelu_forward(fc1, b.gelu_out, b.gelu_grad);
   std::vector<Scalar>& mlp = a.scratch.mlp;
   row_parallel_forward(TpGemmSlot::kFc2, tp_, b.gelu_out.data(), use(id.fc2_w), use(id.fc2_b),
                        n, fl, h, mlp);
@@ -327,7 +330,7 @@ void GptModel<Scalar>::block_backward(int l, std::vector<Scalar>& dres,
                         n, fl, h, grads_[id.fc2_w], grad_target(id.fc2_b), dgelu);
   done(id.fc2_b);
   done(id.fc2_w);
-  gelu_backward(b.fc1_out, dgelu);
+  gelu_backward(b.gelu_grad, dgelu);
   std::vector<Scalar>& dln2 = a.scratch.dln2;
   column_parallel_backward(TpGemmSlot::kFc1, tp_, dgelu.data(), b.ln2_out.data(),
                            values_[id.fc1_w], n, h, fl, grads_[id.fc1_w], grads_[id.fc1_b], dln2);

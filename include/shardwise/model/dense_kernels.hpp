@@ -35,12 +35,13 @@ void layer_norm_backward(const Scalar* dy, const Scalar* x, const std::vector<Sc
                          const std::vector<Scalar>& rstd, const Scalar* w, std::int64_t n,
                          std::int64_t h, Scalar* dw, Scalar* db, std::vector<Scalar>& dx);
 
-// GELU, tanh approximation (GPT-2).
+// GELU, tanh approximation (GPT-2): y = gelu(x) and dydx = gelu'(x) (kept for backward).
 template <typename Scalar>
-void gelu_forward(const std::vector<Scalar>& x, std::vector<Scalar>& y);
-// d *= gelu'(x), in place.
+void gelu_forward(const std::vector<Scalar>& x, std::vector<Scalar>& y,
+                  std::vector<Scalar>& dydx);
+// d *= dydx (gelu_forward's derivative), in place.
 template <typename Scalar>
-void gelu_backward(const std::vector<Scalar>& x, std::vector<Scalar>& d);
+void gelu_backward(const std::vector<Scalar>& dydx, std::vector<Scalar>& d);
 
 // Rotates the query and key parts of fused qkv rows ([q | k | v], row_stride apart) by the
 // rotary position angles; inverse=true applies the transposed rotation (its backward).
