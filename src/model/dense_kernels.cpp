@@ -16,6 +16,17 @@ namespace {
 
 CBLAS_TRANSPOSE op(bool trans) { return trans ? CblasTrans : CblasNoTrans; }
 
+// dbias[c] += sum over rows of dy[., c], rows in order; __restrict lets the compiler vectorise
+// across columns (each column keeps its own order).
+template <typename Scalar>
+void add_column_sums(const Scalar* __restrict dy, std::int64_t n, std::int64_t cols,
+                     Scalar* __restrict dbias) {
+  for (std::int64_t i = 0; i < n; ++i) {
+    const Scalar* row = dy + i * cols;
+    for (std::int64_t c = 0; c < cols; ++c) dbias[c] += row[c];
+  }
+}
+
 // 1e4^(-2i/d): the rotary frequency of dimension pair i.
 double rope_inv_freq(int pair, int head_dim) {
   return std::pow(10000.0, -2.0 * pair / static_cast<double>(head_dim));
@@ -57,65 +68,9 @@ void linear_backward(const Scalar* dy, const Scalar* x, const Scalar* w, std::in
                      std::int64_t in, std::int64_t out, Scalar* dw, Scalar* dbias,
                      std::vector<Scalar>& dx) {
   gemm<Scalar>(true, false, out, in, n, Scalar(1), dy, out, x, in, Scalar(1), dw, in);
-  if (dbias) {
-    for (std::int64_t i = 0; i < n; ++i) {
-      const Scalar* row = dy + i * out;
-      for (std::int64_t c = 0; c < out; ++c) dbias[c] += row[c];
-    }
-  }
+  if (dbias) add_column_sums(dy, n, out, dbias);
   dx.resize(static_cast<std::size_t>(n * in));
   gemm<Scalar>(false, false, n, in, out, Scalar(1), dy, out, w, in, Scalar(0), dx.data(), in);
-}
-
-template <typename Scalar>
-void layer_norm_forward(const Scalar* x, const Scalar* w, const Scalar* b, std::int64_t n,
-                        std::int64_t h, double eps, std::vector<Scalar>& y,
-                        std::vector<Scalar>& mean, std::vector<Scalar>& rstd) {
-  y.resize(static_cast<std::size_t>(n * h));
-  mean.resize(static_cast<std::size_t>(n));
-  rstd.resize(static_cast<std::size_t>(n));
-  for (std::int64_t i = 0; i < n; ++i) {
-    const Scalar* xi = x + i * h;
-    Scalar m = 0;
-    for (std::int64_t c = 0; c < h; ++c) m += xi[c];
-    m /= static_cast<Scalar>(h);
-    Scalar var = 0;
-    for (std::int64_t c = 0; c < h; ++c) var += (xi[c] - m) * (xi[c] - m);
-    var /= static_cast<Scalar>(h);
-    const Scalar r = Scalar(1) / std::sqrt(var + static_cast<Scalar>(eps));
-    mean[i] = m;
-    rstd[i] = r;
-    Scalar* yi = y.data() + i * h;
-    for (std::int64_t c = 0; c < h; ++c) yi[c] = (xi[c] - m) * r * w[c] + b[c];
-  }
-}
-
-template <typename Scalar>
-void layer_norm_backward(const Scalar* dy, const Scalar* x, const std::vector<Scalar>& mean,
-                         const std::vector<Scalar>& rstd, const Scalar* w, std::int64_t n,
-                         std::int64_t h, Scalar* dw, Scalar* db, std::vector<Scalar>& dx) {
-  dx.resize(static_cast<std::size_t>(n * h));
-  for (std::int64_t i = 0; i < n; ++i) {
-    const Scalar* xi = x + i * h;
-    const Scalar* dyi = dy + i * h;
-    Scalar* dxi = dx.data() + i * h;
-    // dxhat = dy * w; dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)).
-    Scalar sum_dxhat = 0, sum_dxhat_xhat = 0;
-    for (std::int64_t c = 0; c < h; ++c) {
-      const Scalar xhat = (xi[c] - mean[i]) * rstd[i];
-      const Scalar dxhat = dyi[c] * w[c];
-      sum_dxhat += dxhat;
-      sum_dxhat_xhat += dxhat * xhat;
-      dw[c] += dyi[c] * xhat;
-      db[c] += dyi[c];
-    }
-    const Scalar inv_h = Scalar(1) / static_cast<Scalar>(h);
-    for (std::int64_t c = 0; c < h; ++c) {
-      const Scalar xhat = (xi[c] - mean[i]) * rstd[i];
-      const Scalar dxhat = dyi[c] * w[c];
-      dxi[c] = rstd[i] * (dxhat - sum_dxhat * inv_h - xhat * sum_dxhat_xhat * inv_h);
-    }
-  }
 }
 
 namespace {
@@ -286,12 +241,6 @@ double softmax_cross_entropy(std::vector<Scalar>& logits, const std::vector<std:
                                   std::int64_t, std::vector<S>&);                               \
   template void linear_backward<S>(const S*, const S*, const S*, std::int64_t, std::int64_t,    \
                                    std::int64_t, S*, S*, std::vector<S>&);                      \
-  template void layer_norm_forward<S>(const S*, const S*, const S*, std::int64_t, std::int64_t, \
-                                      double, std::vector<S>&, std::vector<S>&,                 \
-                                      std::vector<S>&);                                         \
-  template void layer_norm_backward<S>(const S*, const S*, const std::vector<S>&,               \
-                                       const std::vector<S>&, const S*, std::int64_t,           \
-                                       std::int64_t, S*, S*, std::vector<S>&);                  \
   template void gelu_forward<S>(const std::vector<S>&, std::vector<S>&, std::vector<S>&);       \
   template void gelu_backward<S>(const std::vector<S>&, std::vector<S>&);                       \
   template void rope_apply<S>(S*, int, int, int, int, std::int64_t, bool);                      \

@@ -25,16 +25,6 @@ void linear_backward(const Scalar* dy, const Scalar* x, const Scalar* w, std::in
                      std::int64_t in, std::int64_t out, Scalar* dw, Scalar* dbias,
                      std::vector<Scalar>& dx);
 
-template <typename Scalar>
-void layer_norm_forward(const Scalar* x, const Scalar* w, const Scalar* b, std::int64_t n,
-                        std::int64_t h, double eps, std::vector<Scalar>& y,
-                        std::vector<Scalar>& mean, std::vector<Scalar>& rstd);
-
-template <typename Scalar>
-void layer_norm_backward(const Scalar* dy, const Scalar* x, const std::vector<Scalar>& mean,
-                         const std::vector<Scalar>& rstd, const Scalar* w, std::int64_t n,
-                         std::int64_t h, Scalar* dw, Scalar* db, std::vector<Scalar>& dx);
-
 // GELU, tanh approximation (GPT-2): y = gelu(x) and dydx = gelu'(x) (kept for backward).
 template <typename Scalar>
 void gelu_forward(const std::vector<Scalar>& x, std::vector<Scalar>& y,
