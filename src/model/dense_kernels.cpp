@@ -16,17 +16,6 @@ namespace {
 
 CBLAS_TRANSPOSE op(bool trans) { return trans ? CblasTrans : CblasNoTrans; }
 
-// dbias[c] += sum over rows of dy[., c], rows in order; __restrict lets the compiler vectorise
-// across columns (each column keeps its own order).
-template <typename Scalar>
-void add_column_sums(const Scalar* __restrict dy, std::int64_t n, std::int64_t cols,
-                     Scalar* __restrict dbias) {
-  for (std::int64_t i = 0; i < n; ++i) {
-    const Scalar* row = dy + i * cols;
-    for (std::int64_t c = 0; c < cols; ++c) dbias[c] += row[c];
-  }
-}
-
 // 1e4^(-2i/d): the rotary frequency of dimension pair i.
 double rope_inv_freq(int pair, int head_dim) {
   return std::pow(10000.0, -2.0 * pair / static_cast<double>(head_dim));
@@ -50,6 +39,16 @@ void gemm<double>(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, st
   cblas_dgemm(CblasRowMajor, op(trans_a), op(trans_b), static_cast<int>(m), static_cast<int>(n),
               static_cast<int>(k), alpha, a, static_cast<int>(lda), b, static_cast<int>(ldb),
               beta, c, static_cast<int>(ldc));
+}
+
+// __restrict lets the compiler vectorise across columns (each column keeps its row order).
+template <typename Scalar>
+void add_column_sums(const Scalar* __restrict m, std::int64_t rows, std::int64_t cols,
+                     Scalar* __restrict sums) {
+  for (std::int64_t i = 0; i < rows; ++i) {
+    const Scalar* row = m + i * cols;
+    for (std::int64_t c = 0; c < cols; ++c) sums[c] += row[c];
+  }
 }
 
 template <typename Scalar>
@@ -102,12 +101,26 @@ void gelu_forward(const std::vector<Scalar>& x, std::vector<Scalar>& y,
 }
 
 template <typename Scalar>
-void gelu_backward(const std::vector<Scalar>& dydx, std::vector<Scalar>& d) {
-  SW_CHECK(dydx.size() == d.size(), "gelu_backward: ", dydx.size(), " derivatives for ", d.size(),
-           " gradients");
+void gelu_backward(const std::vector<Scalar>& dydx, std::vector<Scalar>& d, std::int64_t cols,
+                   Scalar* dbias) {
+  SW_CHECK(dydx.size() == d.size() && cols > 0 && d.size() % cols == 0, "gelu_backward: ",
+           dydx.size(), " derivatives for ", d.size(), " gradients in rows of ", cols);
   const Scalar* __restrict g = dydx.data();
   Scalar* __restrict out = d.data();
-  for (std::size_t i = 0; i < d.size(); ++i) out[i] *= g[i];
+  if (!dbias) {
+    for (std::size_t i = 0; i < d.size(); ++i) out[i] *= g[i];
+    return;
+  }
+  // Row by row, so the bias sums add rows in order while each row is still in cache.
+  Scalar* __restrict sums = dbias;
+  const auto rows = static_cast<std::int64_t>(d.size()) / cols;
+  for (std::int64_t i = 0; i < rows; ++i) {
+    for (std::int64_t c = 0; c < cols; ++c) {
+      const Scalar v = out[i * cols + c] * g[i * cols + c];
+      out[i * cols + c] = v;
+      sums[c] += v;
+    }
+  }
 }
 
 template <typename Scalar>
@@ -242,7 +255,8 @@ double softmax_cross_entropy(std::vector<Scalar>& logits, const std::vector<std:
   template void linear_backward<S>(const S*, const S*, const S*, std::int64_t, std::int64_t,    \
                                    std::int64_t, S*, S*, std::vector<S>&);                      \
   template void gelu_forward<S>(const std::vector<S>&, std::vector<S>&, std::vector<S>&);       \
-  template void gelu_backward<S>(const std::vector<S>&, std::vector<S>&);                       \
+  template void add_column_sums<S>(const S*, std::int64_t, std::int64_t, S*);                   \
+  template void gelu_backward<S>(const std::vector<S>&, std::vector<S>&, std::int64_t, S*);     \
   template void rope_apply<S>(S*, int, int, int, int, std::int64_t, bool);                      \
   template void attention_forward<S>(const S*, int, int, int, int, std::vector<S>&,             \
                                      std::vector<S>&);                                          \

@@ -347,10 +347,12 @@ void GptModel<Scalar>::block_backward(int l, std::vector<Scalar>& dres,
                         n, fl, h, grads_[id.fc2_w], grad_target(id.fc2_b), dgelu);
   done(id.fc2_b);
   done(id.fc2_w);
-  gelu_backward(b.gelu_grad, dgelu);
+  // fc1's bias gradient is summed in the GELU pass (same sums, one pass less over dgelu).
+  gelu_backward(b.gelu_grad, dgelu, fl, grads_[id.fc1_b]);
   std::vector<Scalar>& dln2 = a.scratch.dln2;
   column_parallel_backward(TpGemmSlot::kFc1, tp_, dgelu.data(), b.ln2_out.data(),
-                           values_[id.fc1_w], n, h, fl, grads_[id.fc1_w], grads_[id.fc1_b], dln2);
+                           values_[id.fc1_w], n, h, fl, grads_[id.fc1_w],
+                           static_cast<Scalar*>(nullptr), dln2);
   done(id.fc1_b);
   done(id.fc1_w);
   // The layer norm's input gradient goes straight onto the residual stream's (dres +=).

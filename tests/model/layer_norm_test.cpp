@@ -1,6 +1,7 @@
-// Layer norm (rows handled several at a time) against a plain one-row-at-a-time loop written
-// here, bit for bit: a row's results must not depend on how many rows a call gets or where the
-// row sits in the batch (bit-exact resume at another data-parallel size relies on it).
+// Layer norm (rows handled several at a time, fp32 on every ISA level the CPU offers) against a
+// plain one-row-at-a-time loop written here, bit for bit: a row's results must not depend on how
+// many rows a call gets, where the row sits in the batch (bit-exact resume at another
+// data-parallel size relies on it) or which level runs.
 #include "shardwise/model/layer_norm.hpp"
 
 #include <gtest/gtest.h>
@@ -9,6 +10,8 @@
 #include <cstdint>
 #include <random>
 #include <vector>
+
+#include "shardwise/core/cpu_isa.hpp"
 
 namespace shardwise {
 namespace {
@@ -81,7 +84,8 @@ void expect_same_bits(const std::vector<Scalar>& got, const std::vector<Scalar>&
 
 template <typename Scalar>
 void check_against_reference(std::int64_t n, std::int64_t h) {
-  SCOPED_TRACE(testing::Message() << "n=" << n << " h=" << h << " bytes=" << sizeof(Scalar));
+  SCOPED_TRACE(testing::Message() << "n=" << n << " h=" << h << " bytes=" << sizeof(Scalar)
+                                  << " isa=" << isa_level_name(active_isa_level()));
   const double eps = 1e-5;
   const auto count = static_cast<std::size_t>(n * h);
   const auto x = random_values<Scalar>(count, 0.3, 2.0, 1);
@@ -118,11 +122,15 @@ void check_against_reference(std::int64_t n, std::int64_t h) {
 }
 
 TEST(LayerNorm, RowGroupsGiveTheBitsOfOneRowAtATime) {
-  // Row counts below, at and past multiples of the row group, and hidden sizes odd and even.
-  for (std::int64_t n : {1, 3, 8, 13, 16, 21}) {
-    for (std::int64_t h : {1, 5, 64}) {
-      check_against_reference<float>(n, h);
-      check_against_reference<double>(n, h);
+  // Row counts below, at and past multiples of the row group of 8; hidden sizes below, at and
+  // past multiples of the 8-column tiles.
+  for (IsaLevel level : supported_isa_levels()) {
+    ScopedIsaLevel forced(level);
+    for (std::int64_t n : {1, 3, 8, 13, 16, 21}) {
+      for (std::int64_t h : {1, 5, 8, 21, 64}) {
+        check_against_reference<float>(n, h);
+        check_against_reference<double>(n, h);
+      }
     }
   }
 }
