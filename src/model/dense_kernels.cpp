@@ -9,6 +9,7 @@
 
 #include "shardwise/core/error.hpp"
 #include "shardwise/core/gelu.hpp"
+#include "shardwise/model/attention_kernels.hpp"
 
 namespace shardwise {
 
@@ -148,12 +149,100 @@ void rope_apply(Scalar* qkv, int batch, int seq, int heads, int head_dim, std::i
   }
 }
 
+namespace {
+
+// Causal softmax over each row of a seq x seq score block, in place: row i keeps columns j <= i
+// (scores times `scale` first when it is not 1) and zeroes the rest.
+template <typename Scalar>
+void causal_softmax_rows(Scalar* p, int seq, Scalar scale) {
+  for (int i = 0; i < seq; ++i) {
+    Scalar* row = p + std::int64_t{i} * seq;
+    if (scale != Scalar(1)) {
+      for (int j = 0; j <= i; ++j) row[j] *= scale;
+    }
+    const Scalar mx = *std::max_element(row, row + i + 1);
+    Scalar sum = 0;
+    for (int j = 0; j <= i; ++j) {
+      row[j] = std::exp(row[j] - mx);
+      sum += row[j];
+    }
+    for (int j = 0; j <= i; ++j) row[j] /= sum;
+    for (int j = i + 1; j < seq; ++j) row[j] = 0;  // causal mask
+  }
+}
+
+// Softmax backward over a seq x seq block: ds = p * (ds - sum_j ds * p) * scale, causal.
+template <typename Scalar>
+void causal_softmax_backward_rows(const Scalar* p, int seq, Scalar scale, Scalar* ds) {
+  for (int i = 0; i < seq; ++i) {
+    Scalar* row = ds + std::int64_t{i} * seq;
+    const Scalar* prow = p + std::int64_t{i} * seq;
+    Scalar dot = 0;
+    for (int j = 0; j <= i; ++j) dot += row[j] * prow[j];
+    for (int j = 0; j <= i; ++j) row[j] = prow[j] * (row[j] - dot) * scale;
+    for (int j = i + 1; j < seq; ++j) row[j] = 0;
+  }
+}
+
+// One (sequence, head) of the forward. q, k, v: seq rows `stride` apart; p: seq x seq; o: seq
+// rows `hidden` apart. fp32 runs the direct kernels (attention_kernels.hpp), fp64 BLAS.
+template <typename Scalar>
+void attention_head_forward(const Scalar* q, const Scalar* k, const Scalar* v, int seq,
+                            int head_dim, std::int64_t stride, std::int64_t hidden, Scalar scale,
+                            Scalar* p, Scalar* o) {
+  if constexpr (std::is_same_v<Scalar, float>) {
+    causal_dots(q, stride, k, stride, seq, head_dim, p, seq);
+    causal_softmax_rows(p, seq, scale);
+    combine_rows(p, seq, CoefLayout::kRowMajor, CoefRange::kUpToRow, seq, seq, v, stride,
+                 head_dim, o, hidden);
+  } else {
+    gemm<Scalar>(false, true, seq, seq, head_dim, scale, q, stride, k, stride, Scalar(0), p, seq);
+    causal_softmax_rows(p, seq, Scalar(1));
+    gemm<Scalar>(false, false, seq, head_dim, seq, Scalar(1), p, seq, v, stride, Scalar(0), o,
+                 hidden);
+  }
+}
+
+// One (sequence, head) of the backward: dv = p^T dy, ds = softmax'(dy v^T), dq = ds k,
+// dk = ds^T q. `scratch` holds ds.
+template <typename Scalar>
+void attention_head_backward(const Scalar* q, const Scalar* k, const Scalar* v, const Scalar* p,
+                             const Scalar* dy, int seq, int head_dim, std::int64_t stride,
+                             std::int64_t hidden, Scalar scale, Scalar* dq, Scalar* dk, Scalar* dv,
+                             std::vector<Scalar>& scratch) {
+  const std::int64_t tt = std::int64_t{seq} * seq;
+  scratch.resize(static_cast<std::size_t>(tt));
+  Scalar* ds = scratch.data();
+  if constexpr (std::is_same_v<Scalar, float>) {
+    combine_rows(p, seq, CoefLayout::kTransposed, CoefRange::kFromRow, seq, seq, dy, hidden,
+                 head_dim, dv, stride);
+    causal_dots(dy, hidden, v, stride, seq, head_dim, ds, seq);
+    causal_softmax_backward_rows(p, seq, scale, ds);
+    combine_rows(ds, seq, CoefLayout::kRowMajor, CoefRange::kUpToRow, seq, seq, k, stride,
+                 head_dim, dq, stride);
+    combine_rows(ds, seq, CoefLayout::kTransposed, CoefRange::kFromRow, seq, seq, q, stride,
+                 head_dim, dk, stride);
+  } else {
+    gemm<Scalar>(true, false, seq, head_dim, seq, Scalar(1), p, seq, dy, hidden, Scalar(0), dv,
+                 stride);
+    gemm<Scalar>(false, true, seq, seq, head_dim, Scalar(1), dy, hidden, v, stride, Scalar(0), ds,
+                 seq);
+    causal_softmax_backward_rows(p, seq, scale, ds);
+    gemm<Scalar>(false, false, seq, head_dim, seq, Scalar(1), ds, seq, k, stride, Scalar(0), dq,
+                 stride);
+    gemm<Scalar>(true, false, seq, head_dim, seq, Scalar(1), ds, seq, q, stride, Scalar(0), dk,
+                 stride);
+  }
+}
+
+}  // namespace
+
 template <typename Scalar>
 void attention_forward(const Scalar* qkv, int batch, int seq, int heads, int head_dim,
                        std::vector<Scalar>& probs, std::vector<Scalar>& out) {
   const std::int64_t hidden = std::int64_t{heads} * head_dim, stride = 3 * hidden;
   const std::int64_t tt = std::int64_t{seq} * seq;
-  // No zero fill: the score GEMM and the causal mask write every element.
+  // No zero fill: the score products and the causal mask write every element.
   probs.resize(static_cast<std::size_t>(std::int64_t{batch} * heads * tt));
   out.resize(static_cast<std::size_t>(std::int64_t{batch} * seq * hidden));
   const Scalar scale = Scalar(1) / std::sqrt(static_cast<Scalar>(head_dim));
@@ -161,24 +250,10 @@ void attention_forward(const Scalar* qkv, int batch, int seq, int heads, int hea
   for (int b = 0; b < batch; ++b) {
     for (int hh = 0; hh < heads; ++hh) {
       const Scalar* q = qkv + std::int64_t{b} * seq * stride + std::int64_t{hh} * head_dim;
-      const Scalar* k = q + hidden;
-      const Scalar* v = q + 2 * hidden;
       Scalar* p = probs.data() + (std::int64_t{b} * heads + hh) * tt;
-      gemm<Scalar>(false, true, seq, seq, head_dim, scale, q, stride, k, stride, Scalar(0), p, seq);
-      for (int i = 0; i < seq; ++i) {
-        Scalar* row = p + std::int64_t{i} * seq;
-        const Scalar mx = *std::max_element(row, row + i + 1);
-        Scalar sum = 0;
-        for (int j = 0; j <= i; ++j) {
-          row[j] = std::exp(row[j] - mx);
-          sum += row[j];
-        }
-        for (int j = 0; j <= i; ++j) row[j] /= sum;
-        for (int j = i + 1; j < seq; ++j) row[j] = 0;  // causal mask
-      }
       Scalar* o = out.data() + std::int64_t{b} * seq * hidden + std::int64_t{hh} * head_dim;
-      gemm<Scalar>(false, false, seq, head_dim, seq, Scalar(1), p, seq, v, stride, Scalar(0), o,
-                   hidden);
+      attention_head_forward(q, q + hidden, q + 2 * hidden, seq, head_dim, stride, hidden, scale,
+                             p, o);
     }
   }
 }
@@ -188,41 +263,23 @@ void attention_backward(const Scalar* qkv, const std::vector<Scalar>& probs, con
                         int batch, int seq, int heads, int head_dim, std::vector<Scalar>& dqkv) {
   const std::int64_t hidden = std::int64_t{heads} * head_dim, stride = 3 * hidden;
   const std::int64_t tt = std::int64_t{seq} * seq;
-  // No zero fill: the dQ, dK and dV GEMMs of every (batch, head) write all of it.
+  // No zero fill: the dQ, dK and dV products of every (batch, head) write all of it.
   dqkv.resize(static_cast<std::size_t>(std::int64_t{batch} * seq * stride));
   const Scalar scale = Scalar(1) / std::sqrt(static_cast<Scalar>(head_dim));
-#pragma omp parallel for collapse(2) schedule(static)
-  for (int b = 0; b < batch; ++b) {
-    for (int hh = 0; hh < heads; ++hh) {
-      const std::int64_t base = std::int64_t{b} * seq * stride + std::int64_t{hh} * head_dim;
-      const Scalar* q = qkv + base;
-      const Scalar* k = q + hidden;
-      const Scalar* v = q + 2 * hidden;
-      Scalar* dq = dqkv.data() + base;
-      Scalar* dk = dq + hidden;
-      Scalar* dv = dq + 2 * hidden;
-      const Scalar* p = probs.data() + (std::int64_t{b} * heads + hh) * tt;
-      const Scalar* dy = dout + std::int64_t{b} * seq * hidden + std::int64_t{hh} * head_dim;
-      // dV = P^T dY; dP = dY V^T.
-      gemm<Scalar>(true, false, seq, head_dim, seq, Scalar(1), p, seq, dy, hidden, Scalar(0), dv,
-                   stride);
-      std::vector<Scalar> ds(static_cast<std::size_t>(tt));
-      gemm<Scalar>(false, true, seq, seq, head_dim, Scalar(1), dy, hidden, v, stride, Scalar(0),
-                   ds.data(), seq);
-      // Softmax backward: dS = P * (dP - sum_j dP * P), then the 1/sqrt(d) of the scores.
-      for (int i = 0; i < seq; ++i) {
-        Scalar* row = ds.data() + std::int64_t{i} * seq;
-        const Scalar* prow = p + std::int64_t{i} * seq;
-        Scalar dot = 0;
-        for (int j = 0; j <= i; ++j) dot += row[j] * prow[j];
-        for (int j = 0; j <= i; ++j) row[j] = prow[j] * (row[j] - dot) * scale;
-        for (int j = i + 1; j < seq; ++j) row[j] = 0;
+#pragma omp parallel
+  {
+    std::vector<Scalar> scratch;  // per thread
+#pragma omp for collapse(2) schedule(static)
+    for (int b = 0; b < batch; ++b) {
+      for (int hh = 0; hh < heads; ++hh) {
+        const std::int64_t base = std::int64_t{b} * seq * stride + std::int64_t{hh} * head_dim;
+        const Scalar* q = qkv + base;
+        Scalar* dq = dqkv.data() + base;
+        const Scalar* p = probs.data() + (std::int64_t{b} * heads + hh) * tt;
+        const Scalar* dy = dout + std::int64_t{b} * seq * hidden + std::int64_t{hh} * head_dim;
+        attention_head_backward(q, q + hidden, q + 2 * hidden, p, dy, seq, head_dim, stride,
+                                hidden, scale, dq, dq + hidden, dq + 2 * hidden, scratch);
       }
-      // dQ = dS K; dK = dS^T Q.
-      gemm<Scalar>(false, false, seq, head_dim, seq, Scalar(1), ds.data(), seq, k, stride,
-                   Scalar(0), dq, stride);
-      gemm<Scalar>(true, false, seq, head_dim, seq, Scalar(1), ds.data(), seq, q, stride,
-                   Scalar(0), dk, stride);
     }
   }
 }
