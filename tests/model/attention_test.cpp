@@ -47,8 +47,8 @@ void check_combine_rows(int width) {
       for (CoefRange range : {CoefRange::kAll, CoefRange::kUpToRow, CoefRange::kFromRow}) {
         const std::vector<float> coef = ranged_coef(n, ld_coef, layout, range);
         std::vector<float> out(n * ld_out, -7.0f);
-        combine_rows(coef.data(), ld_coef, layout, range, n, n, in.data(), ld_in, width,
-                     out.data(), ld_out);
+        combine_rows(coef.data(), ld_coef, layout, range, n, n, in.data(), ld_in, width, out.data(),
+                     ld_out);
         for (int r = 0; r < n; ++r) {
           for (int c = 0; c < ld_out; ++c) {
             if (c >= width) {  // outside the block: untouched
@@ -57,14 +57,14 @@ void check_combine_rows(int width) {
             }
             float want = 0.0f;
             for (int k = 0; k < n; ++k) {
-              const float a = layout == CoefLayout::kRowMajor ? coef[r * ld_coef + k]
-                                                               : coef[k * ld_coef + r];
+              const float a =
+                  layout == CoefLayout::kRowMajor ? coef[r * ld_coef + k] : coef[k * ld_coef + r];
               want += a * in[k * ld_in + c];
             }
             ASSERT_EQ(out[r * ld_out + c], want)
                 << isa_level_name(level) << " width " << width << " layout "
-                << static_cast<int>(layout) << " range " << static_cast<int>(range) << " at "
-                << r << "," << c;
+                << static_cast<int>(layout) << " range " << static_cast<int>(range) << " at " << r
+                << "," << c;
           }
         }
       }

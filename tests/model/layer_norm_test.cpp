@@ -93,8 +93,12 @@ void check_against_reference(std::int64_t n, std::int64_t h) {
   const auto w = random_values<Scalar>(h, 1.0, 0.2, 3);
   const auto b = random_values<Scalar>(h, 0.0, 0.2, 4);
   // Gradients that already hold values: backward adds to them.
-  Reference<Scalar> start{{}, {}, {}, random_values<Scalar>(count, 0.0, 1.0, 5),
-                          random_values<Scalar>(h, 0.0, 1.0, 6), random_values<Scalar>(h, 0.0, 1.0, 7)};
+  Reference<Scalar> start{{},
+                          {},
+                          {},
+                          random_values<Scalar>(count, 0.0, 1.0, 5),
+                          random_values<Scalar>(h, 0.0, 1.0, 6),
+                          random_values<Scalar>(h, 0.0, 1.0, 7)};
   Reference<Scalar> zero_dx = start;
   zero_dx.dx.assign(count, Scalar(0));
   const Reference<Scalar> want_add = reference(x, dy, w, b, n, h, eps, start);
@@ -107,16 +111,16 @@ void check_against_reference(std::int64_t n, std::int64_t h) {
   expect_same_bits(rstd, want_add.rstd, "rstd");
 
   Reference<Scalar> got = start;
-  layer_norm_backward(dy.data(), x.data(), mean, rstd, w.data(), n, h, got.dw.data(),
-                      got.db.data(), got.dx, LayerNormDx::kAdd);
+  layer_norm_backward(dy.data(), x.data(), mean, rstd, w.data(), n, h, got.dw.data(), got.db.data(),
+                      got.dx, LayerNormDx::kAdd);
   expect_same_bits(got.dx, want_add.dx, "dx (add)");
   expect_same_bits(got.dw, want_add.dw, "dw");
   expect_same_bits(got.db, want_add.db, "db");
 
   got = start;
   got.dx.assign(3, Scalar(9));  // overwritten and resized
-  layer_norm_backward(dy.data(), x.data(), mean, rstd, w.data(), n, h, got.dw.data(),
-                      got.db.data(), got.dx);
+  layer_norm_backward(dy.data(), x.data(), mean, rstd, w.data(), n, h, got.dw.data(), got.db.data(),
+                      got.dx);
   expect_same_bits(got.dx, want_overwrite.dx, "dx (overwrite)");
   expect_same_bits(got.dw, want_overwrite.dw, "dw (overwrite)");
 }
