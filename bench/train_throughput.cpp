@@ -107,8 +107,13 @@ void sleeping_barrier() {
 }
 
 // Model FLOPs per trained token (PaLM's count): 6 per matmul weight (forward + two backward
-// GEMMs) plus 12 L seq h for the attention scores and the weighted values, which this model
-// computes over the full seq x seq square (seq: the length of the sequences that ran).
+// GEMMs) plus 12 L seq h for the attention scores and the weighted values over the full
+// seq x seq square (seq: the length of the sequences that ran). With ffn = 4h this is
+// Megatron-LM's 72 B s L h^2 (1 + s / 6h + V / 12 L h) per B s tokens (no recomputation): every
+// GEMM of forward and backward, the LM head included. Biases, layer norms, GELU, softmax and the
+// optimizer (Muon's Newton-Schulz GEMMs) are not model FLOPs and are not counted; the fp32
+// attention skips the masked half of the scores but is counted over the full square, as Megatron
+// counts it.
 double flops_per_token(const ModelConfig& m, int vocab, double seq) {
   const double h = m.hidden, layers = m.layers;
   const double matmul_weights = layers * (4 * h * h + 2 * h * m.ffn) + vocab * h;  // + LM head

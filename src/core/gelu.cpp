@@ -66,13 +66,28 @@ SW_KERNEL_INLINE void forward_body(const float* x, float* y, std::int64_t n) {
   }
 }
 
+// gelu'(v) given t = tanh(gelu_inner(v)); one expression for backward and forward_and_grad so
+// both give the same bits.
+SW_KERNEL_INLINE float gelu_grad_lane(float v, float t) {
+  const float dt = (1.0f - t * t) * kGeluTanhK * (1.0f + 3.0f * kGeluTanhC * v * v);
+  return 0.5f * (1.0f + t) + 0.5f * v * dt;
+}
+
 SW_KERNEL_INLINE void backward_body(const float* __restrict x, float* __restrict d,
                                     std::int64_t n) {
   for (std::int64_t i = 0; i < n; ++i) {
     const float v = x[i];
+    d[i] *= gelu_grad_lane(v, tanh_lane(gelu_inner(v)));
+  }
+}
+
+SW_KERNEL_INLINE void forward_and_grad_body(const float* __restrict x, float* __restrict y,
+                                            float* __restrict dydx, std::int64_t n) {
+  for (std::int64_t i = 0; i < n; ++i) {
+    const float v = x[i];
     const float t = tanh_lane(gelu_inner(v));
-    const float dt = (1.0f - t * t) * kGeluTanhK * (1.0f + 3.0f * kGeluTanhC * v * v);
-    d[i] *= 0.5f * (1.0f + t) + 0.5f * v * dt;
+    y[i] = 0.5f * v * (1.0f + t);
+    dydx[i] = gelu_grad_lane(v, t);
   }
 }
 
@@ -80,6 +95,7 @@ struct GeluKernels {
   void (*tanh)(const float*, float*, std::int64_t);
   void (*forward)(const float*, float*, std::int64_t);
   void (*backward)(const float*, float*, std::int64_t);
+  void (*forward_and_grad)(const float*, float*, float*, std::int64_t);
 };
 
 #define SW_GELU_KERNELS(SUFFIX, ATTR)                                                             \
@@ -88,7 +104,11 @@ struct GeluKernels {
   ATTR void backward_##SUFFIX(const float* x, float* d, std::int64_t n) {                         \
     backward_body(x, d, n);                                                                       \
   }                                                                                               \
-  constexpr GeluKernels kGelu_##SUFFIX = {tanh_##SUFFIX, forward_##SUFFIX, backward_##SUFFIX};
+  ATTR void forward_and_grad_##SUFFIX(const float* x, float* y, float* dydx, std::int64_t n) {    \
+    forward_and_grad_body(x, y, dydx, n);                                                         \
+  }                                                                                               \
+  constexpr GeluKernels kGelu_##SUFFIX = {tanh_##SUFFIX, forward_##SUFFIX, backward_##SUFFIX,     \
+                                          forward_and_grad_##SUFFIX};
 
 SW_GELU_KERNELS(baseline, )
 SW_GELU_KERNELS(avx2, SW_TARGET_AVX2)
@@ -111,6 +131,10 @@ void gelu_tanh_forward(const float* x, float* y, std::int64_t n) {
 
 void gelu_tanh_backward(const float* x, float* d, std::int64_t n) {
   dispatch(kGeluKernels).backward(x, d, n);
+}
+
+void gelu_tanh_forward_and_grad(const float* x, float* y, float* dydx, std::int64_t n) {
+  dispatch(kGeluKernels).forward_and_grad(x, y, dydx, n);
 }
 
 }  // namespace shardwise

@@ -7,7 +7,9 @@
 #include <numbers>
 #include <type_traits>
 
+#include "shardwise/core/error.hpp"
 #include "shardwise/core/gelu.hpp"
+#include "shardwise/model/attention_kernels.hpp"
 
 namespace shardwise {
 
@@ -40,6 +42,16 @@ void gemm<double>(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, st
               beta, c, static_cast<int>(ldc));
 }
 
+// __restrict lets the compiler vectorise across columns (each column keeps its row order).
+template <typename Scalar>
+void add_column_sums(const Scalar* __restrict m, std::int64_t rows, std::int64_t cols,
+                     Scalar* __restrict sums) {
+  for (std::int64_t i = 0; i < rows; ++i) {
+    const Scalar* row = m + i * cols;
+    for (std::int64_t c = 0; c < cols; ++c) sums[c] += row[c];
+  }
+}
+
 template <typename Scalar>
 void linear_forward(const Scalar* x, const Scalar* w, const Scalar* bias, std::int64_t n,
                     std::int64_t in, std::int64_t out, std::vector<Scalar>& y) {
@@ -56,65 +68,9 @@ void linear_backward(const Scalar* dy, const Scalar* x, const Scalar* w, std::in
                      std::int64_t in, std::int64_t out, Scalar* dw, Scalar* dbias,
                      std::vector<Scalar>& dx) {
   gemm<Scalar>(true, false, out, in, n, Scalar(1), dy, out, x, in, Scalar(1), dw, in);
-  if (dbias) {
-    for (std::int64_t i = 0; i < n; ++i) {
-      const Scalar* row = dy + i * out;
-      for (std::int64_t c = 0; c < out; ++c) dbias[c] += row[c];
-    }
-  }
+  if (dbias) add_column_sums(dy, n, out, dbias);
   dx.resize(static_cast<std::size_t>(n * in));
   gemm<Scalar>(false, false, n, in, out, Scalar(1), dy, out, w, in, Scalar(0), dx.data(), in);
-}
-
-template <typename Scalar>
-void layer_norm_forward(const Scalar* x, const Scalar* w, const Scalar* b, std::int64_t n,
-                        std::int64_t h, double eps, std::vector<Scalar>& y,
-                        std::vector<Scalar>& mean, std::vector<Scalar>& rstd) {
-  y.resize(static_cast<std::size_t>(n * h));
-  mean.resize(static_cast<std::size_t>(n));
-  rstd.resize(static_cast<std::size_t>(n));
-  for (std::int64_t i = 0; i < n; ++i) {
-    const Scalar* xi = x + i * h;
-    Scalar m = 0;
-    for (std::int64_t c = 0; c < h; ++c) m += xi[c];
-    m /= static_cast<Scalar>(h);
-    Scalar var = 0;
-    for (std::int64_t c = 0; c < h; ++c) var += (xi[c] - m) * (xi[c] - m);
-    var /= static_cast<Scalar>(h);
-    const Scalar r = Scalar(1) / std::sqrt(var + static_cast<Scalar>(eps));
-    mean[i] = m;
-    rstd[i] = r;
-    Scalar* yi = y.data() + i * h;
-    for (std::int64_t c = 0; c < h; ++c) yi[c] = (xi[c] - m) * r * w[c] + b[c];
-  }
-}
-
-template <typename Scalar>
-void layer_norm_backward(const Scalar* dy, const Scalar* x, const std::vector<Scalar>& mean,
-                         const std::vector<Scalar>& rstd, const Scalar* w, std::int64_t n,
-                         std::int64_t h, Scalar* dw, Scalar* db, std::vector<Scalar>& dx) {
-  dx.resize(static_cast<std::size_t>(n * h));
-  for (std::int64_t i = 0; i < n; ++i) {
-    const Scalar* xi = x + i * h;
-    const Scalar* dyi = dy + i * h;
-    Scalar* dxi = dx.data() + i * h;
-    // dxhat = dy * w; dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)).
-    Scalar sum_dxhat = 0, sum_dxhat_xhat = 0;
-    for (std::int64_t c = 0; c < h; ++c) {
-      const Scalar xhat = (xi[c] - mean[i]) * rstd[i];
-      const Scalar dxhat = dyi[c] * w[c];
-      sum_dxhat += dxhat;
-      sum_dxhat_xhat += dxhat * xhat;
-      dw[c] += dyi[c] * xhat;
-      db[c] += dyi[c];
-    }
-    const Scalar inv_h = Scalar(1) / static_cast<Scalar>(h);
-    for (std::int64_t c = 0; c < h; ++c) {
-      const Scalar xhat = (xi[c] - mean[i]) * rstd[i];
-      const Scalar dxhat = dyi[c] * w[c];
-      dxi[c] = rstd[i] * (dxhat - sum_dxhat * inv_h - xhat * sum_dxhat_xhat * inv_h);
-    }
-  }
 }
 
 namespace {
@@ -123,33 +79,48 @@ constexpr double kGeluC = 0.044715;
 }  // namespace
 
 // fp32 goes through core's vectorised GELU (libm's scalar tanhf dominated a step's CPU time);
-// fp64 (the gradient-check reference) keeps std::tanh.
+// fp64 (the gradient-check reference) keeps std::tanh. Forward also keeps gelu'(x), so backward
+// multiplies by it instead of evaluating tanh a second time.
 template <typename Scalar>
-void gelu_forward(const std::vector<Scalar>& x, std::vector<Scalar>& y) {
+void gelu_forward(const std::vector<Scalar>& x, std::vector<Scalar>& y,
+                  std::vector<Scalar>& dydx) {
   y.resize(x.size());
+  dydx.resize(x.size());
   if constexpr (std::is_same_v<Scalar, float>) {
-    gelu_tanh_forward(x.data(), y.data(), static_cast<std::int64_t>(x.size()));
+    gelu_tanh_forward_and_grad(x.data(), y.data(), dydx.data(),
+                               static_cast<std::int64_t>(x.size()));
     return;
   }
+  const Scalar k = static_cast<Scalar>(kGeluK), c = static_cast<Scalar>(kGeluC);
   for (std::size_t i = 0; i < x.size(); ++i) {
     const Scalar v = x[i];
-    const Scalar t = std::tanh(static_cast<Scalar>(kGeluK) * (v + static_cast<Scalar>(kGeluC) * v * v * v));
+    const Scalar t = std::tanh(k * (v + c * v * v * v));
     y[i] = Scalar(0.5) * v * (Scalar(1) + t);
+    const Scalar dt = (Scalar(1) - t * t) * k * (Scalar(1) + Scalar(3) * c * v * v);
+    dydx[i] = Scalar(0.5) * (Scalar(1) + t) + Scalar(0.5) * v * dt;
   }
 }
 
 template <typename Scalar>
-void gelu_backward(const std::vector<Scalar>& x, std::vector<Scalar>& d) {
-  if constexpr (std::is_same_v<Scalar, float>) {
-    gelu_tanh_backward(x.data(), d.data(), static_cast<std::int64_t>(x.size()));
+void gelu_backward(const std::vector<Scalar>& dydx, std::vector<Scalar>& d, std::int64_t cols,
+                   Scalar* dbias) {
+  SW_CHECK(dydx.size() == d.size() && cols > 0 && d.size() % cols == 0, "gelu_backward: ",
+           dydx.size(), " derivatives for ", d.size(), " gradients in rows of ", cols);
+  const Scalar* __restrict g = dydx.data();
+  Scalar* __restrict out = d.data();
+  if (!dbias) {
+    for (std::size_t i = 0; i < d.size(); ++i) out[i] *= g[i];
     return;
   }
-  for (std::size_t i = 0; i < x.size(); ++i) {
-    const Scalar v = x[i];
-    const Scalar k = static_cast<Scalar>(kGeluK), c = static_cast<Scalar>(kGeluC);
-    const Scalar t = std::tanh(k * (v + c * v * v * v));
-    const Scalar dt = (Scalar(1) - t * t) * k * (Scalar(1) + Scalar(3) * c * v * v);
-    d[i] *= Scalar(0.5) * (Scalar(1) + t) + Scalar(0.5) * v * dt;
+  // Row by row, so the bias sums add rows in order while each row is still in cache.
+  Scalar* __restrict sums = dbias;
+  const auto rows = static_cast<std::int64_t>(d.size()) / cols;
+  for (std::int64_t i = 0; i < rows; ++i) {
+    for (std::int64_t c = 0; c < cols; ++c) {
+      const Scalar v = out[i * cols + c] * g[i * cols + c];
+      out[i * cols + c] = v;
+      sums[c] += v;
+    }
   }
 }
 
@@ -178,12 +149,100 @@ void rope_apply(Scalar* qkv, int batch, int seq, int heads, int head_dim, std::i
   }
 }
 
+namespace {
+
+// Causal softmax over each row of a seq x seq score block, in place: row i keeps columns j <= i
+// (scores times `scale` first when it is not 1) and zeroes the rest.
+template <typename Scalar>
+void causal_softmax_rows(Scalar* p, int seq, Scalar scale) {
+  for (int i = 0; i < seq; ++i) {
+    Scalar* row = p + std::int64_t{i} * seq;
+    if (scale != Scalar(1)) {
+      for (int j = 0; j <= i; ++j) row[j] *= scale;
+    }
+    const Scalar mx = *std::max_element(row, row + i + 1);
+    Scalar sum = 0;
+    for (int j = 0; j <= i; ++j) {
+      row[j] = std::exp(row[j] - mx);
+      sum += row[j];
+    }
+    for (int j = 0; j <= i; ++j) row[j] /= sum;
+    for (int j = i + 1; j < seq; ++j) row[j] = 0;  // causal mask
+  }
+}
+
+// Softmax backward over a seq x seq block: ds = p * (ds - sum_j ds * p) * scale, causal.
+template <typename Scalar>
+void causal_softmax_backward_rows(const Scalar* p, int seq, Scalar scale, Scalar* ds) {
+  for (int i = 0; i < seq; ++i) {
+    Scalar* row = ds + std::int64_t{i} * seq;
+    const Scalar* prow = p + std::int64_t{i} * seq;
+    Scalar dot = 0;
+    for (int j = 0; j <= i; ++j) dot += row[j] * prow[j];
+    for (int j = 0; j <= i; ++j) row[j] = prow[j] * (row[j] - dot) * scale;
+    for (int j = i + 1; j < seq; ++j) row[j] = 0;
+  }
+}
+
+// One (sequence, head) of the forward. q, k, v: seq rows `stride` apart; p: seq x seq; o: seq
+// rows `hidden` apart. fp32 runs the direct kernels (attention_kernels.hpp), fp64 BLAS.
+template <typename Scalar>
+void attention_head_forward(const Scalar* q, const Scalar* k, const Scalar* v, int seq,
+                            int head_dim, std::int64_t stride, std::int64_t hidden, Scalar scale,
+                            Scalar* p, Scalar* o) {
+  if constexpr (std::is_same_v<Scalar, float>) {
+    causal_dots(q, stride, k, stride, seq, head_dim, p, seq);
+    causal_softmax_rows(p, seq, scale);
+    combine_rows(p, seq, CoefLayout::kRowMajor, CoefRange::kUpToRow, seq, seq, v, stride,
+                 head_dim, o, hidden);
+  } else {
+    gemm<Scalar>(false, true, seq, seq, head_dim, scale, q, stride, k, stride, Scalar(0), p, seq);
+    causal_softmax_rows(p, seq, Scalar(1));
+    gemm<Scalar>(false, false, seq, head_dim, seq, Scalar(1), p, seq, v, stride, Scalar(0), o,
+                 hidden);
+  }
+}
+
+// One (sequence, head) of the backward: dv = p^T dy, ds = softmax'(dy v^T), dq = ds k,
+// dk = ds^T q. `scratch` holds ds.
+template <typename Scalar>
+void attention_head_backward(const Scalar* q, const Scalar* k, const Scalar* v, const Scalar* p,
+                             const Scalar* dy, int seq, int head_dim, std::int64_t stride,
+                             std::int64_t hidden, Scalar scale, Scalar* dq, Scalar* dk, Scalar* dv,
+                             std::vector<Scalar>& scratch) {
+  const std::int64_t tt = std::int64_t{seq} * seq;
+  scratch.resize(static_cast<std::size_t>(tt));
+  Scalar* ds = scratch.data();
+  if constexpr (std::is_same_v<Scalar, float>) {
+    combine_rows(p, seq, CoefLayout::kTransposed, CoefRange::kFromRow, seq, seq, dy, hidden,
+                 head_dim, dv, stride);
+    causal_dots(dy, hidden, v, stride, seq, head_dim, ds, seq);
+    causal_softmax_backward_rows(p, seq, scale, ds);
+    combine_rows(ds, seq, CoefLayout::kRowMajor, CoefRange::kUpToRow, seq, seq, k, stride,
+                 head_dim, dq, stride);
+    combine_rows(ds, seq, CoefLayout::kTransposed, CoefRange::kFromRow, seq, seq, q, stride,
+                 head_dim, dk, stride);
+  } else {
+    gemm<Scalar>(true, false, seq, head_dim, seq, Scalar(1), p, seq, dy, hidden, Scalar(0), dv,
+                 stride);
+    gemm<Scalar>(false, true, seq, seq, head_dim, Scalar(1), dy, hidden, v, stride, Scalar(0), ds,
+                 seq);
+    causal_softmax_backward_rows(p, seq, scale, ds);
+    gemm<Scalar>(false, false, seq, head_dim, seq, Scalar(1), ds, seq, k, stride, Scalar(0), dq,
+                 stride);
+    gemm<Scalar>(true, false, seq, head_dim, seq, Scalar(1), ds, seq, q, stride, Scalar(0), dk,
+                 stride);
+  }
+}
+
+}  // namespace
+
 template <typename Scalar>
 void attention_forward(const Scalar* qkv, int batch, int seq, int heads, int head_dim,
                        std::vector<Scalar>& probs, std::vector<Scalar>& out) {
   const std::int64_t hidden = std::int64_t{heads} * head_dim, stride = 3 * hidden;
   const std::int64_t tt = std::int64_t{seq} * seq;
-  // No zero fill: the score GEMM and the causal mask write every element.
+  // No zero fill: the score products and the causal mask write every element.
   probs.resize(static_cast<std::size_t>(std::int64_t{batch} * heads * tt));
   out.resize(static_cast<std::size_t>(std::int64_t{batch} * seq * hidden));
   const Scalar scale = Scalar(1) / std::sqrt(static_cast<Scalar>(head_dim));
@@ -191,24 +250,10 @@ void attention_forward(const Scalar* qkv, int batch, int seq, int heads, int hea
   for (int b = 0; b < batch; ++b) {
     for (int hh = 0; hh < heads; ++hh) {
       const Scalar* q = qkv + std::int64_t{b} * seq * stride + std::int64_t{hh} * head_dim;
-      const Scalar* k = q + hidden;
-      const Scalar* v = q + 2 * hidden;
       Scalar* p = probs.data() + (std::int64_t{b} * heads + hh) * tt;
-      gemm<Scalar>(false, true, seq, seq, head_dim, scale, q, stride, k, stride, Scalar(0), p, seq);
-      for (int i = 0; i < seq; ++i) {
-        Scalar* row = p + std::int64_t{i} * seq;
-        const Scalar mx = *std::max_element(row, row + i + 1);
-        Scalar sum = 0;
-        for (int j = 0; j <= i; ++j) {
-          row[j] = std::exp(row[j] - mx);
-          sum += row[j];
-        }
-        for (int j = 0; j <= i; ++j) row[j] /= sum;
-        for (int j = i + 1; j < seq; ++j) row[j] = 0;  // causal mask
-      }
       Scalar* o = out.data() + std::int64_t{b} * seq * hidden + std::int64_t{hh} * head_dim;
-      gemm<Scalar>(false, false, seq, head_dim, seq, Scalar(1), p, seq, v, stride, Scalar(0), o,
-                   hidden);
+      attention_head_forward(q, q + hidden, q + 2 * hidden, seq, head_dim, stride, hidden, scale,
+                             p, o);
     }
   }
 }
@@ -218,41 +263,23 @@ void attention_backward(const Scalar* qkv, const std::vector<Scalar>& probs, con
                         int batch, int seq, int heads, int head_dim, std::vector<Scalar>& dqkv) {
   const std::int64_t hidden = std::int64_t{heads} * head_dim, stride = 3 * hidden;
   const std::int64_t tt = std::int64_t{seq} * seq;
-  // No zero fill: the dQ, dK and dV GEMMs of every (batch, head) write all of it.
+  // No zero fill: the dQ, dK and dV products of every (batch, head) write all of it.
   dqkv.resize(static_cast<std::size_t>(std::int64_t{batch} * seq * stride));
   const Scalar scale = Scalar(1) / std::sqrt(static_cast<Scalar>(head_dim));
-#pragma omp parallel for collapse(2) schedule(static)
-  for (int b = 0; b < batch; ++b) {
-    for (int hh = 0; hh < heads; ++hh) {
-      const std::int64_t base = std::int64_t{b} * seq * stride + std::int64_t{hh} * head_dim;
-      const Scalar* q = qkv + base;
-      const Scalar* k = q + hidden;
-      const Scalar* v = q + 2 * hidden;
-      Scalar* dq = dqkv.data() + base;
-      Scalar* dk = dq + hidden;
-      Scalar* dv = dq + 2 * hidden;
-      const Scalar* p = probs.data() + (std::int64_t{b} * heads + hh) * tt;
-      const Scalar* dy = dout + std::int64_t{b} * seq * hidden + std::int64_t{hh} * head_dim;
-      // dV = P^T dY; dP = dY V^T.
-      gemm<Scalar>(true, false, seq, head_dim, seq, Scalar(1), p, seq, dy, hidden, Scalar(0), dv,
-                   stride);
-      std::vector<Scalar> ds(static_cast<std::size_t>(tt));
-      gemm<Scalar>(false, true, seq, seq, head_dim, Scalar(1), dy, hidden, v, stride, Scalar(0),
-                   ds.data(), seq);
-      // Softmax backward: dS = P * (dP - sum_j dP * P), then the 1/sqrt(d) of the scores.
-      for (int i = 0; i < seq; ++i) {
-        Scalar* row = ds.data() + std::int64_t{i} * seq;
-        const Scalar* prow = p + std::int64_t{i} * seq;
-        Scalar dot = 0;
-        for (int j = 0; j <= i; ++j) dot += row[j] * prow[j];
-        for (int j = 0; j <= i; ++j) row[j] = prow[j] * (row[j] - dot) * scale;
-        for (int j = i + 1; j < seq; ++j) row[j] = 0;
+#pragma omp parallel
+  {
+    std::vector<Scalar> scratch;  // per thread
+#pragma omp for collapse(2) schedule(static)
+    for (int b = 0; b < batch; ++b) {
+      for (int hh = 0; hh < heads; ++hh) {
+        const std::int64_t base = std::int64_t{b} * seq * stride + std::int64_t{hh} * head_dim;
+        const Scalar* q = qkv + base;
+        Scalar* dq = dqkv.data() + base;
+        const Scalar* p = probs.data() + (std::int64_t{b} * heads + hh) * tt;
+        const Scalar* dy = dout + std::int64_t{b} * seq * hidden + std::int64_t{hh} * head_dim;
+        attention_head_backward(q, q + hidden, q + 2 * hidden, p, dy, seq, head_dim, stride,
+                                hidden, scale, dq, dq + hidden, dq + 2 * hidden, scratch);
       }
-      // dQ = dS K; dK = dS^T Q.
-      gemm<Scalar>(false, false, seq, head_dim, seq, Scalar(1), ds.data(), seq, k, stride,
-                   Scalar(0), dq, stride);
-      gemm<Scalar>(true, false, seq, head_dim, seq, Scalar(1), ds.data(), seq, q, stride,
-                   Scalar(0), dk, stride);
     }
   }
 }
@@ -284,14 +311,9 @@ double softmax_cross_entropy(std::vector<Scalar>& logits, const std::vector<std:
                                   std::int64_t, std::vector<S>&);                               \
   template void linear_backward<S>(const S*, const S*, const S*, std::int64_t, std::int64_t,    \
                                    std::int64_t, S*, S*, std::vector<S>&);                      \
-  template void layer_norm_forward<S>(const S*, const S*, const S*, std::int64_t, std::int64_t, \
-                                      double, std::vector<S>&, std::vector<S>&,                 \
-                                      std::vector<S>&);                                         \
-  template void layer_norm_backward<S>(const S*, const S*, const std::vector<S>&,               \
-                                       const std::vector<S>&, const S*, std::int64_t,           \
-                                       std::int64_t, S*, S*, std::vector<S>&);                  \
-  template void gelu_forward<S>(const std::vector<S>&, std::vector<S>&);                        \
-  template void gelu_backward<S>(const std::vector<S>&, std::vector<S>&);                       \
+  template void gelu_forward<S>(const std::vector<S>&, std::vector<S>&, std::vector<S>&);       \
+  template void add_column_sums<S>(const S*, std::int64_t, std::int64_t, S*);                   \
+  template void gelu_backward<S>(const std::vector<S>&, std::vector<S>&, std::int64_t, S*);     \
   template void rope_apply<S>(S*, int, int, int, int, std::int64_t, bool);                      \
   template void attention_forward<S>(const S*, int, int, int, int, std::vector<S>&,             \
                                      std::vector<S>&);                                          \

@@ -8,6 +8,7 @@
 
 #include "shardwise/core/error.hpp"
 #include "shardwise/model/dense_kernels.hpp"
+#include "shardwise/model/layer_norm.hpp"
 #include "shardwise/model/param_init.hpp"
 #include "shardwise/model/tp_collectives.hpp"
 #include "shardwise/model/tp_linear.hpp"
@@ -37,10 +38,11 @@ struct GptModel<Scalar>::Activations {
   std::int64_t n_local = 0;  // rows this rank holds in sequence-sharded regions (n without SP)
   std::vector<std::int32_t> tokens, targets;
   // Per block: inputs and intermediates kept for backward. Sequence-sharded with SP: x_in,
-  // ln1_*, x_mid, ln2_*; always full rows: qkv, probs, attn_out, fc1_out, gelu_out.
+  // ln1_*, x_mid, ln2_*; always full rows: qkv, probs, attn_out, gelu_out, gelu_grad (gelu' at
+  // fc1's output, which itself is not kept).
   struct Block {
     std::vector<Scalar> x_in, ln1_out, ln1_mean, ln1_rstd, qkv, probs, attn_out, x_mid, ln2_out,
-        ln2_mean, ln2_rstd, fc1_out, gelu_out;
+        ln2_mean, ln2_rstd, gelu_out, gelu_grad;
   };
   std::vector<Block> blocks;
   std::vector<Scalar> x_final, lnf_out, lnf_mean, lnf_rstd, logits;  // logits -> softmax probs
@@ -56,7 +58,7 @@ struct GptModel<Scalar>::Activations {
   // Temporaries of forward and backward, kept between steps so a step allocates (and page-faults)
   // nothing once the shapes repeat.
   struct Scratch {
-    std::vector<Scalar> x, proj, mlp, dlogits, dx, dres, dgelu, dln2, dmid, dattn, dqkv, dln1, din;
+    std::vector<Scalar> proj, fc1, mlp, dlogits, dx, dres, dgelu, dln2, dattn, dqkv, dln1;
   } scratch;
 };
 
@@ -187,12 +189,15 @@ double GptModel<Scalar>::forward(const std::int32_t* tokens, const std::int32_t*
                " outside vocabulary of ", v);
   }
 
-  std::vector<Scalar>& x = a.scratch.x;
-  embed_forward(x);
-  a.blocks.resize(config_.num_layers);
-  for (int l = 0; l < config_.num_layers; ++l) block_forward(l, x);
-  a.x_final = x;
-  layer_norm_forward(x.data(), use(a.lnf_w), use(a.lnf_b), a.n_local, h, kLayerNormEps,
+  // The residual stream goes straight into the buffers backward reads (each block's x_in, then
+  // x_final), without copies.
+  const int layers = config_.num_layers;
+  a.blocks.resize(layers);
+  embed_forward(layers > 0 ? a.blocks[0].x_in : a.x_final);
+  for (int l = 0; l < layers; ++l) {
+    block_forward(l, l + 1 < layers ? a.blocks[l + 1].x_in : a.x_final);
+  }
+  layer_norm_forward(a.x_final.data(), use(a.lnf_w), use(a.lnf_b), a.n_local, h, kLayerNormEps,
                      a.lnf_out, a.lnf_mean, a.lnf_rstd);
   column_parallel_forward(TpGemmSlot::kOutput, tp_, a.lnf_out.data(), use(a.head),
                           static_cast<const Scalar*>(nullptr), n, h, a.vocab_local, a.logits);
@@ -226,16 +231,31 @@ void GptModel<Scalar>::embed_forward(std::vector<Scalar>& x) {
   }
 }
 
+namespace {
+
+// out = a + b over `count` values (the residual stream).
 template <typename Scalar>
-void GptModel<Scalar>::block_forward(int l, std::vector<Scalar>& x) {
+void residual_sum(const std::vector<Scalar>& a, const std::vector<Scalar>& b, std::int64_t count,
+                  std::vector<Scalar>& out) {
+  out.resize(static_cast<std::size_t>(count));
+  const Scalar* __restrict pa = a.data();
+  const Scalar* __restrict pb = b.data();
+  Scalar* __restrict po = out.data();
+  for (std::int64_t i = 0; i < count; ++i) po[i] = pa[i] + pb[i];
+}
+
+}  // namespace
+
+// out = x_mid + mlp(ln2(x_mid)), x_mid = x_in + attn(ln1(x_in)), x_in: this block's stored input.
+template <typename Scalar>
+void GptModel<Scalar>::block_forward(int l, std::vector<Scalar>& out) {
   Activations& a = *acts_;
   const int h = config_.hidden, hd = config_.head_dim();
   const int nh = a.heads_local, hl = a.hidden_local, fl = a.ffn_local;
   const std::int64_t n = a.n, nl = a.n_local;
   const BlockIds& id = a.ids[l];
   auto& b = a.blocks[l];
-  b.x_in = x;
-  layer_norm_forward(x.data(), use(id.ln1_w), use(id.ln1_b), nl, h, kLayerNormEps, b.ln1_out,
+  layer_norm_forward(b.x_in.data(), use(id.ln1_w), use(id.ln1_b), nl, h, kLayerNormEps, b.ln1_out,
                      b.ln1_mean, b.ln1_rstd);
   column_parallel_forward(TpGemmSlot::kQkv, tp_, b.ln1_out.data(), use(id.qkv_w), use(id.qkv_b),
                           n, h, 3 * hl, b.qkv);
@@ -244,17 +264,17 @@ void GptModel<Scalar>::block_forward(int l, std::vector<Scalar>& x) {
   std::vector<Scalar>& proj = a.scratch.proj;
   row_parallel_forward(TpGemmSlot::kProj, tp_, b.attn_out.data(), use(id.proj_w),
                        use(id.proj_b), n, hl, h, proj);
-  for (std::int64_t i = 0; i < nl * h; ++i) x[i] += proj[i];
-  b.x_mid = x;
-  layer_norm_forward(x.data(), use(id.ln2_w), use(id.ln2_b), nl, h, kLayerNormEps, b.ln2_out,
+  residual_sum(b.x_in, proj, nl * h, b.x_mid);
+  layer_norm_forward(b.x_mid.data(), use(id.ln2_w), use(id.ln2_b), nl, h, kLayerNormEps, b.ln2_out,
                      b.ln2_mean, b.ln2_rstd);
+  std::vector<Scalar>& fc1 = a.scratch.fc1;
   column_parallel_forward(TpGemmSlot::kFc1, tp_, b.ln2_out.data(), use(id.fc1_w), use(id.fc1_b),
-                          n, h, fl, b.fc1_out);
-  gelu_forward(b.fc1_out, b.gelu_out);
+                          n, h, fl, fc1);
+  gelu_forward(fc1, b.gelu_out, b.gelu_grad);
   std::vector<Scalar>& mlp = a.scratch.mlp;
   row_parallel_forward(TpGemmSlot::kFc2, tp_, b.gelu_out.data(), use(id.fc2_w), use(id.fc2_b),
                        n, fl, h, mlp);
-  for (std::int64_t i = 0; i < nl * h; ++i) x[i] += mlp[i];
+  residual_sum(b.x_mid, mlp, nl * h, out);
 }
 
 template <typename Scalar>
@@ -331,20 +351,21 @@ void GptModel<Scalar>::block_backward(int l, std::vector<Scalar>& dres,
                         n, fl, h, grads_[id.fc2_w], grad_target(id.fc2_b), dgelu);
   done(id.fc2_b);
   done(id.fc2_w);
-  gelu_backward(b.fc1_out, dgelu);
+  // fc1's bias gradient is summed in the GELU pass (same sums, one pass less over dgelu).
+  gelu_backward(b.gelu_grad, dgelu, fl, grads_[id.fc1_b]);
   std::vector<Scalar>& dln2 = a.scratch.dln2;
   column_parallel_backward(TpGemmSlot::kFc1, tp_, dgelu.data(), b.ln2_out.data(),
-                           values_[id.fc1_w], n, h, fl, grads_[id.fc1_w], grads_[id.fc1_b], dln2);
+                           values_[id.fc1_w], n, h, fl, grads_[id.fc1_w],
+                           static_cast<Scalar*>(nullptr), dln2);
   done(id.fc1_b);
   done(id.fc1_w);
-  std::vector<Scalar>& dmid = a.scratch.dmid;
+  // The layer norm's input gradient goes straight onto the residual stream's (dres +=).
   Scalar* g_ln2_w = grad_target(id.ln2_w);
   Scalar* g_ln2_b = grad_target(id.ln2_b);
   layer_norm_backward(dln2.data(), b.x_mid.data(), b.ln2_mean, b.ln2_rstd, values_[id.ln2_w], nl,
-                      h, g_ln2_w, g_ln2_b, dmid);
+                      h, g_ln2_w, g_ln2_b, dres, LayerNormDx::kAdd);
   done(id.ln2_b);
   done(id.ln2_w);
-  for (std::int64_t i = 0; i < nl * h; ++i) dres[i] += dmid[i];
 
   // Attention: x_mid = x_in + proj(attn(qkv(ln1(x_in)))).
   std::vector<Scalar>& dattn = a.scratch.dattn;
@@ -362,14 +383,12 @@ void GptModel<Scalar>::block_backward(int l, std::vector<Scalar>& dres,
                            dln1);
   done(id.qkv_b);
   done(id.qkv_w);
-  std::vector<Scalar>& din = a.scratch.din;
   Scalar* g_ln1_w = grad_target(id.ln1_w);
   Scalar* g_ln1_b = grad_target(id.ln1_b);
   layer_norm_backward(dln1.data(), b.x_in.data(), b.ln1_mean, b.ln1_rstd, values_[id.ln1_w], nl,
-                      h, g_ln1_w, g_ln1_b, din);
+                      h, g_ln1_w, g_ln1_b, dres, LayerNormDx::kAdd);
   done(id.ln1_b);
   done(id.ln1_w);
-  for (std::int64_t i = 0; i < nl * h; ++i) dres[i] += din[i];
 }
 
 template <typename Scalar>

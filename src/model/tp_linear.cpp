@@ -22,14 +22,6 @@ const char* tp_gemm_slot_name(TpGemmSlot slot) {
 
 namespace {
 
-template <typename Scalar>
-void add_column_sums(const Scalar* m, std::int64_t rows, std::int64_t cols, Scalar* sums) {
-  for (std::int64_t i = 0; i < rows; ++i) {
-    const Scalar* row = m + i * cols;
-    for (std::int64_t c = 0; c < cols; ++c) sums[c] += row[c];
-  }
-}
-
 // The sequence-parallel row count of this rank's block.
 std::int64_t local_rows(const TensorParallelOptions& tp, std::int64_t n) {
   return tp.sequence_parallel ? n / tp.size() : n;

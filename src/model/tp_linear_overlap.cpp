@@ -3,6 +3,7 @@
 #include "tp_linear_overlap.hpp"
 
 #include "shardwise/core/error.hpp"
+#include "shardwise/model/dense_kernels.hpp"
 #include "shardwise/tp/overlapped_gemm.hpp"
 
 namespace shardwise {
@@ -37,13 +38,6 @@ void add_bias_rows(float* y, std::int64_t rows, std::int64_t cols, const float* 
   }
 }
 
-void add_column_sums(const float* m, std::int64_t rows, std::int64_t cols, float* sums) {
-  if (sums == nullptr) return;
-  for (std::int64_t i = 0; i < rows; ++i) {
-    for (std::int64_t c = 0; c < cols; ++c) sums[c] += m[i * cols + c];
-  }
-}
-
 }  // namespace
 
 bool tp_overlap_active(TpGemmSlot slot, const TensorParallelOptions& tp) {
@@ -72,7 +66,7 @@ void overlapped_column_parallel_backward(TpGemmSlot slot, const TensorParallelOp
   tp::column_parallel_backward(*tp.group, tp.overlap->choice(slots.dgrad),
                                tp.overlap->choice(slots.wgrad), {x, m, in}, {w, out_local, in},
                                {dy, n, out_local}, {{dx.data(), m, in}, {dw, out_local, in}, 1.0f});
-  add_column_sums(dy, n, out_local, dbias);
+  if (dbias) add_column_sums(dy, n, out_local, dbias);
 }
 
 void overlapped_row_parallel_forward(TpGemmSlot slot, const TensorParallelOptions& tp,
@@ -91,7 +85,7 @@ void overlapped_row_parallel_backward(TpGemmSlot slot, const TensorParallelOptio
                                       std::int64_t n, std::int64_t in_local, std::int64_t out,
                                       float* dw, float* dbias, std::vector<float>& dx) {
   const std::int64_t m = n / tp.size();
-  add_column_sums(dy, m, out, dbias);
+  if (dbias) add_column_sums(dy, m, out, dbias);
   dx.assign(static_cast<std::size_t>(n * in_local), 0.0f);
   tp::row_parallel_backward(*tp.group, tp.overlap->choice(plan_slots(slot).dgrad), {x, n, in_local},
                             {w, out, in_local}, {dy, m, out}, {dx.data(), n, in_local},

@@ -74,15 +74,24 @@ TEST(Gelu, EveryIsaLevelGivesTheScalarBits) {
   for (IsaLevel level : supported_isa_levels()) {
     ScopedIsaLevel forced(level);
     std::vector<float> t(x.size()), fwd(x.size()), bwd(x.size(), 1.0f);
+    std::vector<float> fused_fwd(x.size()), fused_grad(x.size());
     tanh_approx_n(x.data(), t.data(), n);
     gelu_tanh_forward(x.data(), fwd.data(), n);
     gelu_tanh_backward(x.data(), bwd.data(), n);
+    gelu_tanh_forward_and_grad(x.data(), fused_fwd.data(), fused_grad.data(), n);
     for (std::size_t i = 0; i < x.size(); ++i) {
       ASSERT_EQ(std::bit_cast<std::uint32_t>(t[i]), std::bit_cast<std::uint32_t>(tanh_approx(x[i])))
           << isa_level_name(level) << " x=" << x[i];
       ASSERT_EQ(std::bit_cast<std::uint32_t>(fwd[i]), std::bit_cast<std::uint32_t>(want_fwd[i]))
           << isa_level_name(level) << " x=" << x[i];
       ASSERT_EQ(std::bit_cast<std::uint32_t>(bwd[i]), std::bit_cast<std::uint32_t>(want_bwd[i]))
+          << isa_level_name(level) << " x=" << x[i];
+      // The fused forward: the same output, and the factor backward multiplies by (times 1).
+      ASSERT_EQ(std::bit_cast<std::uint32_t>(fused_fwd[i]),
+                std::bit_cast<std::uint32_t>(want_fwd[i]))
+          << isa_level_name(level) << " x=" << x[i];
+      ASSERT_EQ(std::bit_cast<std::uint32_t>(fused_grad[i]),
+                std::bit_cast<std::uint32_t>(want_bwd[i]))
           << isa_level_name(level) << " x=" << x[i];
     }
   }

@@ -24,4 +24,9 @@ void gelu_tanh_forward(const float* x, float* y, std::int64_t n);
 // d[i] *= gelu'(x[i]), in place.
 void gelu_tanh_backward(const float* x, float* d, std::int64_t n);
 
+// y[i] = gelu(x[i]) and dydx[i] = gelu'(x[i]) from one tanh: the same bits as gelu_tanh_forward
+// and as the factor gelu_tanh_backward multiplies by. A training forward keeps dydx so backward is
+// one multiply instead of a second tanh. The three arrays must not overlap.
+void gelu_tanh_forward_and_grad(const float* x, float* y, float* dydx, std::int64_t n);
+
 }  // namespace shardwise

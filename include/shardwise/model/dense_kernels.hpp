@@ -19,28 +19,26 @@ template <typename Scalar>
 void linear_forward(const Scalar* x, const Scalar* w, const Scalar* bias, std::int64_t n,
                     std::int64_t in, std::int64_t out, std::vector<Scalar>& y);
 
+// sums[c] += sum over the rows of m[rows, cols] of column c, rows in order (bias gradients).
+template <typename Scalar>
+void add_column_sums(const Scalar* m, std::int64_t rows, std::int64_t cols, Scalar* sums);
+
 // dw += dy^T x, dbias += column sums of dy (when dbias is non-null), dx = dy w.
 template <typename Scalar>
 void linear_backward(const Scalar* dy, const Scalar* x, const Scalar* w, std::int64_t n,
                      std::int64_t in, std::int64_t out, Scalar* dw, Scalar* dbias,
                      std::vector<Scalar>& dx);
 
+// GELU, tanh approximation (GPT-2): y = gelu(x) and dydx = gelu'(x) (kept for backward).
 template <typename Scalar>
-void layer_norm_forward(const Scalar* x, const Scalar* w, const Scalar* b, std::int64_t n,
-                        std::int64_t h, double eps, std::vector<Scalar>& y,
-                        std::vector<Scalar>& mean, std::vector<Scalar>& rstd);
-
+void gelu_forward(const std::vector<Scalar>& x, std::vector<Scalar>& y,
+                  std::vector<Scalar>& dydx);
+// d *= dydx (gelu_forward's derivative), in place. With dbias non-null, d holds rows of `cols`
+// values and dbias += their column sums (rows in order, as add_column_sums): the bias gradient of
+// the linear layer that produced GELU's input, taken while d is in cache.
 template <typename Scalar>
-void layer_norm_backward(const Scalar* dy, const Scalar* x, const std::vector<Scalar>& mean,
-                         const std::vector<Scalar>& rstd, const Scalar* w, std::int64_t n,
-                         std::int64_t h, Scalar* dw, Scalar* db, std::vector<Scalar>& dx);
-
-// GELU, tanh approximation (GPT-2).
-template <typename Scalar>
-void gelu_forward(const std::vector<Scalar>& x, std::vector<Scalar>& y);
-// d *= gelu'(x), in place.
-template <typename Scalar>
-void gelu_backward(const std::vector<Scalar>& x, std::vector<Scalar>& d);
+void gelu_backward(const std::vector<Scalar>& dydx, std::vector<Scalar>& d, std::int64_t cols,
+                   Scalar* dbias);
 
 // Rotates the query and key parts of fused qkv rows ([q | k | v], row_stride apart) by the
 // rotary position angles; inverse=true applies the transposed rotation (its backward).

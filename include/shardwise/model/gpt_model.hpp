@@ -85,7 +85,7 @@ class GptModel {
   const Scalar* use(ParamId id);
   // Forward and backward pieces; x / dres hold this rank's rows (all of them without SP).
   void embed_forward(std::vector<Scalar>& x);
-  void block_forward(int layer, std::vector<Scalar>& x);
+  void block_forward(int layer, std::vector<Scalar>& out);
   void block_backward(int layer, std::vector<Scalar>& dres,
                       const std::function<void(ParamId)>& grad_ready);
   void embed_backward(std::vector<Scalar>& dres, const std::function<void(ParamId)>& grad_ready);
