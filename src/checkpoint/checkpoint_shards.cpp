@@ -155,17 +155,17 @@ std::uint64_t write_optimizer_shard_file(const optim::Optimizer& optimizer, cons
                                          const std::map<std::string, std::string>& metadata,
                                          bool include_shards, bool skip_replica_copies) {
   std::vector<OptimizerShard> shards;
-  optim::OptimizerState state;
+  optim::OptimizerStateView state;  // the tensors are written from the optimizer's own buffers
   if (include_shards) {
     shards = skip_replica_copies ? optimizer_shards_to_save(optimizer) : optimizer_shards(optimizer);
-    state = optimizer.state_dict();
+    state = optimizer.state_view();
   }
   SafetensorsWriter writer;
   json index = json::object();
   for (const OptimizerShard& shard : shards) {
-    const auto it = state.find(shard.param);
-    SW_CHECK(it != state.end(), "optimizer ", optimizer.kind(), " has no state entry for param ",
-             shard.param);
+    const auto it = state.params().find(shard.param);
+    SW_CHECK(it != state.params().end(), "optimizer ", optimizer.kind(),
+             " has no state entry for param ", shard.param);
     const std::vector<std::int64_t> shape = stored_shape(shard);
     std::vector<std::string> fields{std::string(kMainParamField)};
     writer.add(shard_tensor_name(shard.param, kMainParamField), DType::kFloat32, shape,
