@@ -177,7 +177,8 @@ std::uint64_t SafetensorsWriter::file_bytes() const {
   return total;
 }
 
-void SafetensorsWriter::write_atomic(const std::filesystem::path& path) const {
+void SafetensorsWriter::write_atomic(const std::filesystem::path& path,
+                                     RenameSync rename_sync) const {
   static_assert(std::endian::native == std::endian::little);
   const std::string text = header();
   const std::vector<const Entry*> order = layout_order();
@@ -196,7 +197,7 @@ void SafetensorsWriter::write_atomic(const std::filesystem::path& path) const {
                  printable(e->name), "': producer wrote ", e->nbytes - chunks.remaining(), " of ",
                  e->nbytes, " bytes");
     }
-  });
+  }, rename_sync);
 }
 
 }  // namespace shardwise

@@ -149,7 +149,8 @@ void FileSink::flush() {
 void fsync_directory(const fs::path& dir) { fsync_path(dir, O_RDONLY | O_DIRECTORY); }
 
 void write_file_atomic(const fs::path& target,
-                       const std::function<void(FileSink&)>& write_content) {
+                       const std::function<void(FileSink&)>& write_content,
+                       RenameSync rename_sync) {
   SW_REQUIRE(!target.empty() && target.has_filename(), InvalidArgument,
              "write_file_atomic: target path ", quoted(target), " has no file name");
   const fs::path temp = unique_sibling(target, "tmp");
@@ -174,11 +175,12 @@ void write_file_atomic(const fs::path& target,
         str_cat("cannot rename ", quoted(temp), " to ", quoted(target), ": ", std::strerror(err)));
   }
   guard.release();
-  fsync_directory(parent_or_dot(target));
+  if (rename_sync == RenameSync::kNow) fsync_directory(parent_or_dot(target));
 }
 
-void write_file_atomic(const fs::path& target, std::string_view content) {
-  write_file_atomic(target, [content](FileSink& sink) { sink.write(content); });
+void write_file_atomic(const fs::path& target, std::string_view content,
+                       RenameSync rename_sync) {
+  write_file_atomic(target, [content](FileSink& sink) { sink.write(content); }, rename_sync);
 }
 
 void replace_pointer_file(const fs::path& target, std::string_view value) {
@@ -219,7 +221,8 @@ fs::path create_temp_directory_next_to(const fs::path& target) {
   throw IoError(str_cat("cannot find a free temp directory name next to ", quoted(target)));
 }
 
-void commit_directory(const fs::path& staged, const fs::path& target, bool replace_existing) {
+void commit_directory(const fs::path& staged, const fs::path& target, bool replace_existing,
+                      StagedFiles staged_files) {
   std::error_code ec;
   SW_REQUIRE(fs::is_directory(staged, ec), IoError, "commit_directory: ", quoted(staged),
              " is not a directory");
@@ -232,7 +235,7 @@ void commit_directory(const fs::path& staged, const fs::path& target, bool repla
     if (it->is_symlink()) continue;
     if (it->is_directory()) {
       fsync_directory(it->path());
-    } else if (it->is_regular_file()) {
+    } else if (staged_files == StagedFiles::kUnsynced && it->is_regular_file()) {
       fsync_path(it->path(), O_RDONLY);
     }
   }
