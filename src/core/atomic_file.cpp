@@ -12,6 +12,7 @@
 #include <random>
 #include <sstream>
 
+#include "parallel_pwrite.hpp"
 #include "shardwise/core/error.hpp"
 
 namespace shardwise {
@@ -20,22 +21,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// Writes smaller than this are gathered; larger ones are passed to write(2) directly.
+// Writes smaller than this are gathered; larger ones are passed to the file directly.
 constexpr std::size_t kSinkBufferBytes = std::size_t{1} << 20;
-// Large writes go to write(2) in pieces of at most this size, and the kernel is asked to start
-// writing each piece to the disk at once (sync_file_range): the disk works while the rest is
-// produced, and the final fsync finds little left to do.
-constexpr std::size_t kWritebackBytes = std::size_t{8} << 20;
-
-// Asks the kernel to start writing the `size` bytes just written to the disk. Only a hint
-// (durability comes from the fsync in write_file_atomic): where it fails, nothing is lost but the
-// overlap.
-void start_writeback(int fd, std::size_t size) {
-  const off_t end = ::lseek(fd, 0, SEEK_CUR);
-  if (end < 0) return;
-  ::sync_file_range(fd, end - static_cast<off_t>(size), static_cast<off_t>(size),
-                    SYNC_FILE_RANGE_WRITE);
-}
 
 std::string quoted(const fs::path& path) { return str_cat("'", path.string(), "'"); }
 
@@ -107,37 +94,25 @@ void fsync_path(const fs::path& path, int flags) {
 FileSink::FileSink(int fd, fs::path path_for_errors)
     : fd_(fd), path_(std::move(path_for_errors)), buffer_(kSinkBufferBytes) {}
 
+// Writes at the end of what reached the file so far: everything accepted (total_) less what
+// waits in the buffer. Both callers account for `data` only after it was written.
 void FileSink::write_fully(const void* data, std::size_t size) {
-  const auto* bytes = static_cast<const std::byte*>(data);
-  while (size > 0) {
-    const std::size_t chunk = std::min(size, kWritebackBytes);
-    const ssize_t n = ::write(fd_, bytes, chunk);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      throw_errno("cannot write", path_, errno);
-    }
-    if (n == 0) throw IoError(str_cat("cannot write ", quoted(path_), ": write returned 0"));
-    start_writeback(fd_, static_cast<std::size_t>(n));
-    bytes += n;
-    size -= static_cast<std::size_t>(n);
-  }
+  core_detail::pwrite_in_parallel(fd_, path_, data, size, total_ - buffered_);
 }
 
 void FileSink::write(const void* data, std::size_t size) {
   if (size == 0) return;
+  if (buffered_ + size > buffer_.size()) {
+    flush();
+    if (size >= buffer_.size()) {
+      write_fully(data, size);  // straight from the caller's memory
+      total_ += size;
+      return;
+    }
+  }
+  std::memcpy(buffer_.data() + buffered_, data, size);
+  buffered_ += size;
   total_ += size;
-  if (buffered_ + size <= buffer_.size()) {
-    std::memcpy(buffer_.data() + buffered_, data, size);
-    buffered_ += size;
-    return;
-  }
-  flush();
-  if (size < buffer_.size()) {
-    std::memcpy(buffer_.data(), data, size);
-    buffered_ = size;
-  } else {
-    write_fully(data, size);
-  }
 }
 
 void FileSink::flush() {

@@ -21,7 +21,8 @@
 namespace shardwise {
 
 // Where the content callback of write_file_atomic writes. Small writes are buffered; large ones
-// go straight to write(2) from the caller's memory (no extra copy).
+// go straight from the caller's memory to the file (no extra copy), in pieces written by a few
+// threads at once, each piece's writeback started as soon as it is written.
 class FileSink {
  public:
   FileSink(int fd, std::filesystem::path path_for_errors);
