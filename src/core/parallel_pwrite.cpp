@@ -41,7 +41,7 @@ void write_piece(int fd, const std::filesystem::path& path, const std::byte* dat
 
 // Threads for `pieces` pieces: one per core (copying is CPU work), at most kMaxWriterThreads.
 unsigned writer_threads(std::size_t pieces) {
-  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  static const unsigned cores = std::max(1u, std::thread::hardware_concurrency());  // reads /sys
   return static_cast<unsigned>(
       std::min<std::size_t>(pieces, std::min(cores, kMaxWriterThreads)));
 }
