@@ -182,7 +182,10 @@ void SafetensorsWriter::write_atomic(const std::filesystem::path& path,
   static_assert(std::endian::native == std::endian::little);
   const std::string text = header();
   const std::vector<const Entry*> order = layout_order();
+  std::uint64_t file_size = 8 + text.size();
+  for (const Entry* e : order) file_size += e->nbytes;
   write_file_atomic(path, [&](FileSink& sink) {
+    sink.reserve(file_size);
     const std::uint64_t header_bytes = text.size();
     sink.write(&header_bytes, sizeof(header_bytes));
     sink.write(text);

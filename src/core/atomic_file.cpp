@@ -12,7 +12,6 @@
 #include <random>
 #include <sstream>
 
-#include "parallel_pwrite.hpp"
 #include "shardwise/core/error.hpp"
 
 namespace shardwise {
@@ -95,9 +94,22 @@ FileSink::FileSink(int fd, fs::path path_for_errors)
     : fd_(fd), path_(std::move(path_for_errors)), buffer_(kSinkBufferBytes) {}
 
 // Writes at the end of what reached the file so far: everything accepted (total_) less what
-// waits in the buffer. Both callers account for `data` only after it was written.
+// waits in the buffer (both callers account for `data` only after it was written). One pwrite
+// per run, straight from the caller's memory; no writeback is started here (sync_file_range after
+// each piece made saves slower and erratic on a disk shared with other writers: the writer then
+// waits for the device queue): the fsync in write_file_atomic writes the file back at once.
 void FileSink::write_fully(const void* data, std::size_t size) {
-  core_detail::pwrite_in_parallel(fd_, path_, data, size, total_ - buffered_);
+  const auto* bytes = static_cast<const std::byte*>(data);
+  auto offset = static_cast<off_t>(total_ - buffered_);
+  while (size > 0) {
+    const ssize_t n = ::pwrite(fd_, bytes, size, offset);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw_errno("cannot write", path_, errno);
+    if (n == 0) throw IoError(str_cat("cannot write ", quoted(path_), ": pwrite returned 0"));
+    bytes += n;
+    offset += n;
+    size -= static_cast<std::size_t>(n);
+  }
 }
 
 void FileSink::write(const void* data, std::size_t size) {
@@ -113,6 +125,13 @@ void FileSink::write(const void* data, std::size_t size) {
   std::memcpy(buffer_.data() + buffered_, data, size);
   buffered_ += size;
   total_ += size;
+}
+
+void FileSink::reserve(std::uint64_t total_bytes) {
+  if (total_bytes == 0) return;
+  // A hint: where it fails (a filesystem without fallocate) the writes allocate as they go.
+  const int ignored = ::fallocate(fd_, FALLOC_FL_KEEP_SIZE, 0, static_cast<off_t>(total_bytes));
+  static_cast<void>(ignored);
 }
 
 void FileSink::flush() {

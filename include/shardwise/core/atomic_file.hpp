@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <filesystem>
 #include <functional>
 #include <optional>
@@ -21,8 +22,7 @@
 namespace shardwise {
 
 // Where the content callback of write_file_atomic writes. Small writes are buffered; large ones
-// go straight from the caller's memory to the file (no extra copy), in pieces written by a few
-// threads at once, each piece's writeback started as soon as it is written.
+// go straight from the caller's memory to the file with one pwrite each (no extra copy).
 class FileSink {
  public:
   FileSink(int fd, std::filesystem::path path_for_errors);
@@ -31,6 +31,11 @@ class FileSink {
 
   void write(const void* data, std::size_t size);
   void write(std::string_view text) { write(text.data(), text.size()); }
+  // Allocates disk space for a file of `total_bytes` up front (fallocate, file size unchanged):
+  // the filesystem then finds one run of free blocks at once, instead of searching for blocks
+  // piece by piece as the pages are written back. Only a hint: where the filesystem cannot,
+  // nothing changes; a file that ends up shorter just keeps the spare blocks.
+  void reserve(std::uint64_t total_bytes);
   // Bytes accepted so far.
   std::size_t bytes_written() const { return total_; }
   // Pushes buffered bytes to the file descriptor (called by write_file_atomic before fsync).
