@@ -89,7 +89,7 @@ void write_model_file(const fs::path& path, const std::vector<ModelTensor>& mode
   for (const ModelTensor& t : model) writer.add(t.name, t.shape, t.values);
   writer.set_metadata("format", "pt");  // what Hugging Face loaders expect; plain tensors
   writer.set_metadata("shardwise.step", std::to_string(step));
-  writer.write_atomic(path);
+  writer.write_atomic(path, RenameSync::kByCommit);
 }
 
 void load_model_file(const fs::path& path, const std::vector<ModelTensor>& model) {
@@ -420,11 +420,13 @@ void write_rank_files(const SaveJob& job, const fs::path& staged,
     }
     std::exception_ptr shard_failure;
     try {
-      write_optimizer_shard_file(optimizer, staged / optimizer_rank_file_name(job.rank, job.size),
-                                 {{"rank", std::to_string(job.rank)},
-                                  {"data_parallel_size", std::to_string(job.size)},
-                                  {"step", std::to_string(job.request.step)}},
-                                 !replicated || job.rank == 0, /*skip_replica_copies=*/true);
+      optimizer_shard_file(optimizer,
+                           {{"rank", std::to_string(job.rank)},
+                            {"data_parallel_size", std::to_string(job.size)},
+                            {"step", std::to_string(job.request.step)}},
+                           !replicated || job.rank == 0, /*skip_replica_copies=*/true)
+          .writer.write_atomic(staged / optimizer_rank_file_name(job.rank, job.size),
+                               RenameSync::kByCommit);
     } catch (...) {
       shard_failure = std::current_exception();
     }
@@ -454,9 +456,11 @@ std::exception_ptr commit_on_rank0(const SaveJob& job, const fs::path& staged,
   try {
     const ordered_json manifest = build_manifest(job.request, staged, job.size, model, replicated,
                                                  replicas);
-    write_file_atomic(staged / kCheckpointManifestFile, manifest.dump(1) + "\n");
+    write_file_atomic(staged / kCheckpointManifestFile, manifest.dump(1) + "\n",
+                      RenameSync::kByCommit);
     fault_point("before_commit", job.rank);
-    commit_directory(staged, job.final_dir, /*replace_existing=*/true);
+    // Every rank's files were fsynced by their writers before the ranks agreed they were done.
+    commit_directory(staged, job.final_dir, /*replace_existing=*/true, StagedFiles::kSynced);
     committed = true;
     fault_point("committed", job.rank);
     replace_pointer_file(job.request.root / kCheckpointLatestFile, job.step_name);

@@ -152,21 +152,22 @@ std::string shard_tensor_name(std::string_view param, std::string_view field) {
   return str_cat(param, "/", field);
 }
 
-std::uint64_t write_optimizer_shard_file(const optim::Optimizer& optimizer, const fs::path& path,
-                                         const std::map<std::string, std::string>& metadata,
-                                         bool include_shards, bool skip_replica_copies) {
+OptimizerShardFile optimizer_shard_file(const optim::Optimizer& optimizer,
+                                        const std::map<std::string, std::string>& metadata,
+                                        bool include_shards, bool skip_replica_copies) {
   std::vector<OptimizerShard> shards;
-  optim::OptimizerState state;
+  OptimizerShardFile out;
+  const optim::OptimizerStateView& state = out.state;
   if (include_shards) {
     shards = skip_replica_copies ? optimizer_shards_to_save(optimizer) : optimizer_shards(optimizer);
-    state = optimizer.state_dict();
+    out.state = optimizer.state_view();
   }
-  SafetensorsWriter writer;
+  SafetensorsWriter& writer = out.writer;
   json index = json::object();
   for (const OptimizerShard& shard : shards) {
-    const auto it = state.find(shard.param);
-    SW_CHECK(it != state.end(), "optimizer ", optimizer.kind(), " has no state entry for param ",
-             shard.param);
+    const auto it = state.params().find(shard.param);
+    SW_CHECK(it != state.params().end(), "optimizer ", optimizer.kind(),
+             " has no state entry for param ", shard.param);
     const std::vector<std::int64_t> shape = stored_shape(shard);
     std::vector<std::string> fields{std::string(kMainParamField)};
     writer.add(shard_tensor_name(shard.param, kMainParamField), DType::kFloat32, shape,
@@ -189,8 +190,7 @@ std::uint64_t write_optimizer_shard_file(const optim::Optimizer& optimizer, cons
   writer.set_metadata("format_version", std::to_string(kShardFileFormatVersion));
   writer.set_metadata("optimizer", std::string(optimizer.kind()));
   writer.set_metadata("shards", index.dump());
-  writer.write_atomic(path);
-  return writer.file_bytes();
+  return out;
 }
 
 std::vector<SavedShard> read_shard_file_index(const fs::path& path) {
@@ -331,7 +331,7 @@ void load_optimizer_shards(optim::Optimizer& optimizer, const std::vector<SavedS
 }
 
 void save_state_dict_to_file(const optim::Optimizer& optimizer, const fs::path& path) {
-  write_optimizer_shard_file(optimizer, path, {});
+  optimizer_shard_file(optimizer, {}).writer.write_atomic(path);
 }
 
 void load_state_dict_from_file(optim::Optimizer& optimizer, const fs::path& path) {

@@ -175,11 +175,15 @@ std::uint64_t SafetensorsWriter::file_bytes() const {
   return total;
 }
 
-void SafetensorsWriter::write_atomic(const std::filesystem::path& path) const {
+void SafetensorsWriter::write_atomic(const std::filesystem::path& path,
+                                     RenameSync rename_sync) const {
   static_assert(std::endian::native == std::endian::little);
   const std::string text = header();
   const std::vector<const Entry*> order = layout_order();
+  std::uint64_t file_size = 8 + text.size();
+  for (const Entry* e : order) file_size += e->nbytes;
   write_file_atomic(path, [&](FileSink& sink) {
+    sink.reserve(file_size);
     const std::uint64_t header_bytes = text.size();
     sink.write(&header_bytes, sizeof(header_bytes));
     sink.write(text);
@@ -194,7 +198,7 @@ void SafetensorsWriter::write_atomic(const std::filesystem::path& path) const {
                  printable(e->name), "': producer wrote ", e->nbytes - chunks.remaining(), " of ",
                  e->nbytes, " bytes");
     }
-  });
+  }, rename_sync);
 }
 
 }  // namespace shardwise

@@ -20,22 +20,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// Writes smaller than this are gathered; larger ones are passed to write(2) directly.
+// Writes smaller than this are gathered; larger ones are passed to the file directly.
 constexpr std::size_t kSinkBufferBytes = std::size_t{1} << 20;
-// Large writes go to write(2) in pieces of at most this size, and the kernel is asked to start
-// writing each piece to the disk at once (sync_file_range): the disk works while the rest is
-// produced, and the final fsync finds little left to do.
-constexpr std::size_t kWritebackBytes = std::size_t{8} << 20;
-
-// Asks the kernel to start writing the `size` bytes just written to the disk. Only a hint
-// (durability comes from the fsync in write_file_atomic): where it fails, nothing is lost but the
-// overlap.
-void start_writeback(int fd, std::size_t size) {
-  const off_t end = ::lseek(fd, 0, SEEK_CUR);
-  if (end < 0) return;
-  ::sync_file_range(fd, end - static_cast<off_t>(size), static_cast<off_t>(size),
-                    SYNC_FILE_RANGE_WRITE);
-}
 
 std::string quoted(const fs::path& path) { return str_cat("'", path.string(), "'"); }
 
@@ -107,37 +93,45 @@ void fsync_path(const fs::path& path, int flags) {
 FileSink::FileSink(int fd, fs::path path_for_errors)
     : fd_(fd), path_(std::move(path_for_errors)), buffer_(kSinkBufferBytes) {}
 
+// Writes at the end of what reached the file so far: everything accepted (total_) less what
+// waits in the buffer (both callers account for `data` only after it was written). One pwrite
+// per run, straight from the caller's memory; no writeback is started here (sync_file_range after
+// each piece made saves slower and erratic on a disk shared with other writers: the writer then
+// waits for the device queue): the fsync in write_file_atomic writes the file back at once.
 void FileSink::write_fully(const void* data, std::size_t size) {
   const auto* bytes = static_cast<const std::byte*>(data);
+  auto offset = static_cast<off_t>(total_ - buffered_);
   while (size > 0) {
-    const std::size_t chunk = std::min(size, kWritebackBytes);
-    const ssize_t n = ::write(fd_, bytes, chunk);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      throw_errno("cannot write", path_, errno);
-    }
-    if (n == 0) throw IoError(str_cat("cannot write ", quoted(path_), ": write returned 0"));
-    start_writeback(fd_, static_cast<std::size_t>(n));
+    const ssize_t n = ::pwrite(fd_, bytes, size, offset);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw_errno("cannot write", path_, errno);
+    if (n == 0) throw IoError(str_cat("cannot write ", quoted(path_), ": pwrite returned 0"));
     bytes += n;
+    offset += n;
     size -= static_cast<std::size_t>(n);
   }
 }
 
 void FileSink::write(const void* data, std::size_t size) {
   if (size == 0) return;
+  if (buffered_ + size > buffer_.size()) {
+    flush();
+    if (size >= buffer_.size()) {
+      write_fully(data, size);  // straight from the caller's memory
+      total_ += size;
+      return;
+    }
+  }
+  std::memcpy(buffer_.data() + buffered_, data, size);
+  buffered_ += size;
   total_ += size;
-  if (buffered_ + size <= buffer_.size()) {
-    std::memcpy(buffer_.data() + buffered_, data, size);
-    buffered_ += size;
-    return;
-  }
-  flush();
-  if (size < buffer_.size()) {
-    std::memcpy(buffer_.data(), data, size);
-    buffered_ = size;
-  } else {
-    write_fully(data, size);
-  }
+}
+
+void FileSink::reserve(std::uint64_t total_bytes) {
+  if (total_bytes == 0) return;
+  // A hint: where it fails (a filesystem without fallocate) the writes allocate as they go.
+  const int ignored = ::fallocate(fd_, FALLOC_FL_KEEP_SIZE, 0, static_cast<off_t>(total_bytes));
+  static_cast<void>(ignored);
 }
 
 void FileSink::flush() {
@@ -149,7 +143,8 @@ void FileSink::flush() {
 void fsync_directory(const fs::path& dir) { fsync_path(dir, O_RDONLY | O_DIRECTORY); }
 
 void write_file_atomic(const fs::path& target,
-                       const std::function<void(FileSink&)>& write_content) {
+                       const std::function<void(FileSink&)>& write_content,
+                       RenameSync rename_sync) {
   SW_REQUIRE(!target.empty() && target.has_filename(), InvalidArgument,
              "write_file_atomic: target path ", quoted(target), " has no file name");
   const fs::path temp = unique_sibling(target, "tmp");
@@ -174,11 +169,12 @@ void write_file_atomic(const fs::path& target,
         str_cat("cannot rename ", quoted(temp), " to ", quoted(target), ": ", std::strerror(err)));
   }
   guard.release();
-  fsync_directory(parent_or_dot(target));
+  if (rename_sync == RenameSync::kNow) fsync_directory(parent_or_dot(target));
 }
 
-void write_file_atomic(const fs::path& target, std::string_view content) {
-  write_file_atomic(target, [content](FileSink& sink) { sink.write(content); });
+void write_file_atomic(const fs::path& target, std::string_view content,
+                       RenameSync rename_sync) {
+  write_file_atomic(target, [content](FileSink& sink) { sink.write(content); }, rename_sync);
 }
 
 void replace_pointer_file(const fs::path& target, std::string_view value) {
@@ -219,7 +215,8 @@ fs::path create_temp_directory_next_to(const fs::path& target) {
   throw IoError(str_cat("cannot find a free temp directory name next to ", quoted(target)));
 }
 
-void commit_directory(const fs::path& staged, const fs::path& target, bool replace_existing) {
+void commit_directory(const fs::path& staged, const fs::path& target, bool replace_existing,
+                      StagedFiles staged_files) {
   std::error_code ec;
   SW_REQUIRE(fs::is_directory(staged, ec), IoError, "commit_directory: ", quoted(staged),
              " is not a directory");
@@ -232,7 +229,7 @@ void commit_directory(const fs::path& staged, const fs::path& target, bool repla
     if (it->is_symlink()) continue;
     if (it->is_directory()) {
       fsync_directory(it->path());
-    } else if (it->is_regular_file()) {
+    } else if (staged_files == StagedFiles::kUnsynced && it->is_regular_file()) {
       fsync_path(it->path(), O_RDONLY);
     }
   }

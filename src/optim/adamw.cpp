@@ -103,6 +103,27 @@ OptimizerState AdamW::state_dict() const {
   return out;
 }
 
+OptimizerStateView AdamW::state_view() const {
+  OptimizerStateView view;
+  for (const ParamGroup& group : groups_) {
+    for (const OptimParam& p : group.params) {
+      OptimizerStateView::Fields& fields = view.fields_of(p.name);
+      const auto it = state_.find(p.name);
+      if (it == state_.end()) {  // never stepped: the zero state, as state_dict() gives it
+        const auto n = static_cast<std::size_t>(p.numel());
+        fields["exp_avg"] = view.hold(std::vector<float>(n, 0.0f));
+        fields["exp_avg_sq"] = view.hold(std::vector<float>(n, 0.0f));
+        fields["step"] = view.hold({0.0f});
+        continue;
+      }
+      fields["exp_avg"] = it->second.exp_avg;
+      fields["exp_avg_sq"] = it->second.exp_avg_sq;
+      fields["step"] = view.hold({step_to_float(it->second.step)});
+    }
+  }
+  return view;
+}
+
 void AdamW::take_state_dict(OptimizerState&& state) {
   check_state_dict(state);
   for (const ParamGroup& group : groups_) {

@@ -74,6 +74,12 @@ OptimizerState ChainedOptimizer::state_dict() const {
   return merged;
 }
 
+OptimizerStateView ChainedOptimizer::state_view() const {
+  OptimizerStateView merged;
+  for (const auto& child : children_) merged.merge(child->state_view());
+  return merged;
+}
+
 void ChainedOptimizer::load_state_dict(const OptimizerState& state) {
   std::vector<OptimizerState> parts(children_.size());
   std::map<std::string, std::size_t> owner;

@@ -227,6 +227,12 @@ OptimizerState LayerWiseDistributedOptimizer::state_dict() const {
   return state;
 }
 
+OptimizerStateView LayerWiseDistributedOptimizer::state_view() const {
+  OptimizerStateView view;
+  for (const auto& child : children_) view.merge(child->state_view());
+  return view;
+}
+
 void LayerWiseDistributedOptimizer::load_state_dict(const OptimizerState& state) {
   std::vector<OptimizerState> per_child(children_.size());
   std::size_t routed = 0;

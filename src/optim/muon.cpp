@@ -193,6 +193,20 @@ OptimizerState Muon::state_dict() const {
   return out;
 }
 
+OptimizerStateView Muon::state_view() const {
+  OptimizerStateView view;
+  for (const ParamGroup& group : groups_) {
+    for (const OptimParam& p : group.params) {
+      const auto it = momentum_.find(p.name);
+      view.fields_of(p.name)["momentum_buffer"] =
+          it != momentum_.end()
+              ? std::span<const float>(it->second)
+              : view.hold(std::vector<float>(static_cast<std::size_t>(p.numel()), 0.0f));
+    }
+  }
+  return view;
+}
+
 void Muon::load_state_dict(const OptimizerState& state) {
   check_no_unknown_params(*this, state, "Muon");
   for (const ParamGroup& group : groups_) {

@@ -19,6 +19,15 @@ std::int64_t OptimParam::numel() const {
 Optimizer::Optimizer(std::vector<ParamGroup> groups)
     : groups_(std::move(groups)), world_reduce_([](double local) { return local; }) {}
 
+OptimizerStateView Optimizer::state_view() const {
+  OptimizerStateView view;
+  for (auto& [param, fields] : state_dict()) {
+    OptimizerStateView::Fields& out = view.fields_of(param);
+    for (auto& [field, values] : fields) out[field] = view.hold(std::move(values));
+  }
+  return view;
+}
+
 void Optimizer::validate_params(std::string_view what) const {
   std::set<std::string> seen;
   for (const ParamGroup& group : groups_) {

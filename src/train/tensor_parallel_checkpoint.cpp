@@ -41,6 +41,13 @@ class HeldState : public optim::Optimizer {
     throw InvalidArgument("the checkpoint view of a tensor-parallel run does not step");
   }
   optim::OptimizerState state_dict() const override { return state_; }
+  optim::OptimizerStateView state_view() const override {
+    optim::OptimizerStateView view;
+    for (const auto& [param, fields] : state_) {
+      for (const auto& [field, values] : fields) view.fields_of(param)[field] = values;
+    }
+    return view;
+  }
   void load_state_dict(const optim::OptimizerState& state) override {
     optim::check_no_unknown_params(*this, state, "tensor-parallel checkpoint");
     state_ = state;

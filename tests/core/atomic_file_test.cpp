@@ -69,6 +69,43 @@ TEST_F(AtomicFileTest, SinkProducesExactBytesForMixedWriteSizes) {
   EXPECT_EQ(read_all(dir_ / "mixed"), expected);
 }
 
+TEST_F(AtomicFileTest, SinkWritesLargeRunsInPlace) {
+  // Large runs are written with pwrite at the offset the sink tracks: every byte must land where
+  // it belongs, after buffered bytes and before them.
+  std::mt19937 rng(12);
+  std::string expected;
+  write_file_atomic(dir_ / "pieces", [&](FileSink& sink) {
+    for (const std::size_t size : {std::size_t{3}, std::size_t{(8 << 20) * 3 + 5}, std::size_t{77},
+                                   std::size_t{(8 << 20) + 1}, std::size_t{(16 << 20)}}) {
+      std::string run(size, '\0');
+      for (char& c : run) c = static_cast<char>(rng());
+      sink.write(run);
+      expected += run;
+    }
+    EXPECT_EQ(sink.bytes_written(), expected.size());
+  });
+  EXPECT_EQ(fs::file_size(dir_ / "pieces"), expected.size());
+  EXPECT_TRUE(read_all(dir_ / "pieces") == expected);  // not printed: 57 MB
+}
+
+TEST_F(AtomicFileTest, ReservedSpaceDoesNotChangeTheFile) {
+  // reserve() only allocates blocks: a file that ends up shorter than reserved has exactly the
+  // bytes written, and one that ends up longer has them all too.
+  write_file_atomic(dir_ / "short", [](FileSink& sink) {
+    sink.reserve(std::uint64_t{4} << 20);
+    sink.write("abc");
+  });
+  EXPECT_EQ(read_all(dir_ / "short"), "abc");
+  const std::string run(3 << 20, 'x');
+  write_file_atomic(dir_ / "long", [&](FileSink& sink) {
+    sink.reserve(10);
+    sink.write(run);
+    sink.write("yz");
+  });
+  EXPECT_TRUE(read_all(dir_ / "long") == run + "yz");
+  EXPECT_EQ(names_in(dir_), (std::vector<std::string>{"long", "short"}));
+}
+
 TEST_F(AtomicFileTest, ThrowingCallbackKeepsOldFileAndRemovesTemp) {
   const fs::path path = dir_ / "state";
   write_file_atomic(path, "old");

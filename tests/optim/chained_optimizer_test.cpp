@@ -153,6 +153,34 @@ TEST(ChainedOptimizer, NonFiniteNormSkipsTheStep) {
   EXPECT_EQ(opt->state_dict(), state_before);
 }
 
+// The views a checkpoint writes from: the same fields and values as state_dict(), before any
+// step (the zero state) and after; the per-element fields are the optimizers' own buffers.
+OptimizerState copy_of(const OptimizerStateView& view) {
+  OptimizerState out;
+  for (const auto& [param, fields] : view.params()) {
+    for (const auto& [field, values] : fields) {
+      out[param][field].assign(values.begin(), values.end());
+    }
+  }
+  return out;
+}
+
+TEST(ChainedOptimizer, StateViewShowsTheStateDictWithoutCopying) {
+  Model m;
+  auto opt = m.chained();
+  EXPECT_EQ(copy_of(opt->state_view()), opt->state_dict());
+  opt->step();
+  opt->step();
+  const OptimizerStateView view = opt->state_view();
+  EXPECT_EQ(copy_of(view), opt->state_dict());
+  EXPECT_EQ(view.params().at("b").at("step")[0], 2.0f);
+  const OptimizerStateView again = opt->state_view();
+  EXPECT_EQ(view.params().at("w").at("momentum_buffer").data(),
+            again.params().at("w").at("momentum_buffer").data());
+  EXPECT_EQ(view.params().at("b").at("exp_avg_sq").data(),
+            again.params().at("b").at("exp_avg_sq").data());
+}
+
 TEST(ChainedOptimizer, StateDictRoutesToChildrenAndContinuesIdentically) {
   MuonAdamwModel a;
   auto opt_a = a.chained();

@@ -18,6 +18,7 @@
 #include <string_view>
 #include <vector>
 
+#include "shardwise/checkpoint/safetensors.hpp"
 #include "shardwise/optim/optimizer.hpp"
 
 namespace shardwise {
@@ -69,17 +70,22 @@ struct SavedShard {
   std::vector<std::string> fields;
 };
 
-// Writes the shards of `optimizer` (or none, when `include_shards` is false: a rank whose
-// replicated state another rank saves; or optimizer_shards_to_save with `skip_replica_copies`,
-// what a checkpoint writes) with their state as one safetensors file, atomically.
-// `metadata` entries are added to `__metadata__`. Returns the file's size in bytes.
-std::uint64_t write_optimizer_shard_file(const optim::Optimizer& optimizer,
-                                         const std::filesystem::path& path,
-                                         const std::map<std::string, std::string>& metadata,
-                                         bool include_shards = true,
-                                         bool skip_replica_copies = false);
+// One rank's optimizer shard file, ready to write with writer.write_atomic: the shards of
+// `optimizer` (or none, when `include_shards` is false: a rank whose replicated state another
+// rank saves; or optimizer_shards_to_save with `skip_replica_copies`, what a checkpoint writes)
+// with their state. The writer's tensors are views of the optimizer's main params and of
+// `state` (no copies), so the optimizer must not change until the file is written.
+// `metadata` entries are added to `__metadata__`.
+struct OptimizerShardFile {
+  optim::OptimizerStateView state;
+  SafetensorsWriter writer;
+};
+OptimizerShardFile optimizer_shard_file(const optim::Optimizer& optimizer,
+                                        const std::map<std::string, std::string>& metadata,
+                                        bool include_shards = true,
+                                        bool skip_replica_copies = false);
 
-// The shards a file written by write_optimizer_shard_file declares, checked against its tensors
+// The shards a file written from optimizer_shard_file declares, checked against its tensors
 // (each named tensor present, fp32, of the declared size). Throws FormatError naming the file and
 // the tensor or param.
 std::vector<SavedShard> read_shard_file_index(const std::filesystem::path& path);

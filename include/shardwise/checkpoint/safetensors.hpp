@@ -39,6 +39,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "shardwise/core/atomic_file.hpp"
 #include "shardwise/core/dtype.hpp"
 #include "shardwise/core/message_text.hpp"
 #include "shardwise/core/tensor_view.hpp"
@@ -189,8 +190,10 @@ class SafetensorsWriter {
   std::uint64_t file_bytes() const;
   // Writes the file atomically (see core/atomic_file.hpp). Throws IoError on filesystem errors,
   // InvalidArgument when a producer writes the wrong number of bytes; exceptions from producers
-  // propagate. In every failure case `path` keeps its previous content.
-  void write_atomic(const std::filesystem::path& path) const;
+  // propagate. In every failure case `path` keeps its previous content. `rename_sync` as for
+  // write_file_atomic (kByCommit for a file of a staging directory).
+  void write_atomic(const std::filesystem::path& path,
+                    RenameSync rename_sync = RenameSync::kNow) const;
 
  private:
   struct Entry {

@@ -54,6 +54,7 @@ class AdamW : public Optimizer {
   // range.
   bool step_group(std::size_t index);
   OptimizerState state_dict() const override;
+  OptimizerStateView state_view() const override;
   void load_state_dict(const OptimizerState& state) override;
   void take_state_dict(OptimizerState&& state) override;
 

@@ -31,6 +31,7 @@ class ChainedOptimizer : public Optimizer {
 
   // Union of the children's state dicts; loading routes each entry to the child owning it.
   OptimizerState state_dict() const override;
+  OptimizerStateView state_view() const override;
   void load_state_dict(const OptimizerState& state) override;
   void set_lr(double lr) override;
 

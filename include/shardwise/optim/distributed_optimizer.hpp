@@ -55,6 +55,7 @@ class DistributedOptimizer : public Optimizer {
   std::string_view kind() const override { return "distributed"; }
   bool step_with_ready_grads() override;
   OptimizerState state_dict() const override { return adamw_->state_dict(); }
+  OptimizerStateView state_view() const override { return adamw_->state_view(); }
   void load_state_dict(const OptimizerState& state) override;
   void take_state_dict(OptimizerState&& state) override;
   void set_lr(double lr) override;

@@ -63,6 +63,7 @@ class LayerWiseDistributedOptimizer : public Optimizer {
   std::string_view kind() const override { return "layer_wise"; }
   bool step_with_ready_grads() override;
   OptimizerState state_dict() const override;
+  OptimizerStateView state_view() const override;
   void load_state_dict(const OptimizerState& state) override;
   void set_lr(double lr) override;
 

@@ -62,6 +62,7 @@ class Muon : public Optimizer {
   // range.
   bool step_group(std::size_t index);
   OptimizerState state_dict() const override;
+  OptimizerStateView state_view() const override;
   void load_state_dict(const OptimizerState& state) override;
 
   const MuonOptions& defaults() const { return defaults_; }

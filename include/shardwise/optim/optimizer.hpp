@@ -16,6 +16,8 @@
 #include <string_view>
 #include <vector>
 
+#include "shardwise/optim/optimizer_state_view.hpp"
+
 namespace shardwise::optim {
 
 // One parameter as an optimizer sees it: views, never copies.
@@ -110,6 +112,9 @@ class Optimizer {
   virtual void scale_grads(float coeff);
 
   virtual OptimizerState state_dict() const = 0;
+  // The same state as state_dict(), as views without copies (what a checkpoint writes from).
+  // Default: views of a state_dict() copy that the view holds.
+  virtual OptimizerStateView state_view() const;
   // Restores state for every param this optimizer owns (each must be present with the right
   // sizes); entries for unknown params are an error. Throws naming the param and field.
   virtual void load_state_dict(const OptimizerState& state) = 0;
