@@ -166,7 +166,7 @@ OptimizerState copy_of(const OptimizerStateView& view) {
 }
 
 TEST(ChainedOptimizer, StateViewShowsTheStateDictWithoutCopying) {
-  Model m;
+  MuonAdamwModel m;
   auto opt = m.chained();
   EXPECT_EQ(copy_of(opt->state_view()), opt->state_dict());
   opt->step();
