@@ -40,7 +40,7 @@ struct ReferenceAdamW {
   }
 };
 
-std::vector<float> random_vector(std::size_t n, std::uint64_t seed, double scale = 1.0) {
+std::vector<float> normal_floats(std::size_t n, std::uint64_t seed, double scale = 1.0) {
   std::mt19937_64 rng(seed);
   std::normal_distribution<double> d(0.0, scale);
   std::vector<float> out(n);
@@ -50,7 +50,7 @@ std::vector<float> random_vector(std::size_t n, std::uint64_t seed, double scale
 
 struct Fixture {
   std::vector<float> w0, w1, g0, g1;
-  Fixture() : w0(random_vector(37, 1)), w1(random_vector(12, 2)), g0(37), g1(12) {}
+  Fixture() : w0(normal_floats(37, 1)), w1(normal_floats(12, 2)), g0(37), g1(12) {}
   std::vector<ParamGroup> groups() {
     std::vector<ParamGroup> groups(2);
     groups[0].name = "decay";
@@ -75,8 +75,8 @@ TEST(AdamW, MatchesDoubleReferenceWithBiasCorrectionAndDecay) {
   const Hyper h0{1e-2, 0.1, 0.9, 0.999, 1e-8};
   const Hyper h1{3e-2, 0.0, 0.8, 0.95, 1e-6};
   for (int step = 0; step < 6; ++step) {
-    overwrite(f.g0, random_vector(37, 100 + step));
-    overwrite(f.g1, random_vector(12, 200 + step, 0.01));
+    overwrite(f.g0, normal_floats(37, 100 + step));
+    overwrite(f.g1, normal_floats(12, 200 + step, 0.01));
     opt.step_with_ready_grads();
     r0.step(f.g0, h0);
     r1.step(f.g1, h1);
@@ -90,7 +90,7 @@ TEST(AdamW, MatchesDoubleReferenceWithBiasCorrectionAndDecay) {
   Fixture fresh;
   std::vector<float> before = fresh.w1;
   AdamW first(fresh.groups(), kDefaults);
-  overwrite(fresh.g1, random_vector(12, 5));
+  overwrite(fresh.g1, normal_floats(12, 5));
   first.step_with_ready_grads();
   for (std::size_t i = 0; i < before.size(); ++i)
     EXPECT_NEAR(before[i] - fresh.w1[i], 3e-2 * (fresh.g1[i] > 0 ? 1 : -1), 1e-5);
@@ -104,7 +104,7 @@ TEST(AdamW, ParamWithoutGradIsSkipped) {
   AdamW opt(std::move(groups), kDefaults);
   const std::vector<float> w1_before = f.w1;
   for (int step = 0; step < 2; ++step) {
-    overwrite(f.g0, random_vector(37, 300 + step));
+    overwrite(f.g0, normal_floats(37, 300 + step));
     opt.step_with_ready_grads();
     r0.step(f.g0, {1e-2, 0.1, 0.9, 0.999, 1e-8});
   }
@@ -119,8 +119,8 @@ TEST(AdamW, StateDictRoundTripContinuesIdentically) {
   Fixture a;
   AdamW opt_a(a.groups(), kDefaults);
   for (int step = 0; step < 3; ++step) {
-    overwrite(a.g0, random_vector(37, 400 + step));
-    overwrite(a.g1, random_vector(12, 500 + step));
+    overwrite(a.g0, normal_floats(37, 400 + step));
+    overwrite(a.g1, normal_floats(12, 500 + step));
     opt_a.step_with_ready_grads();
   }
   Fixture b;
@@ -130,10 +130,10 @@ TEST(AdamW, StateDictRoundTripContinuesIdentically) {
   opt_b.load_state_dict(opt_a.state_dict());
   EXPECT_EQ(opt_b.state_dict(), opt_a.state_dict());
   for (int step = 0; step < 3; ++step) {
-    overwrite(a.g0, random_vector(37, 600 + step));
-    overwrite(b.g0, random_vector(37, 600 + step));
-    overwrite(a.g1, random_vector(12, 700 + step));
-    overwrite(b.g1, random_vector(12, 700 + step));
+    overwrite(a.g0, normal_floats(37, 600 + step));
+    overwrite(b.g0, normal_floats(37, 600 + step));
+    overwrite(a.g1, normal_floats(12, 700 + step));
+    overwrite(b.g1, normal_floats(12, 700 + step));
     opt_a.step_with_ready_grads();
     opt_b.step_with_ready_grads();
   }
@@ -147,8 +147,8 @@ TEST(AdamW, StateDictRoundTripContinuesIdentically) {
 TEST(AdamW, TakeStateDictLoadsLikeLoadStateDictAndRejectsBadInputUntouched) {
   Fixture a;
   AdamW opt_a(a.groups(), kDefaults);
-  overwrite(a.g0, random_vector(37, 900));
-  overwrite(a.g1, random_vector(12, 901));
+  overwrite(a.g0, normal_floats(37, 900));
+  overwrite(a.g1, normal_floats(12, 901));
   opt_a.step_with_ready_grads();
   Fixture b;
   AdamW opt_b(b.groups(), kDefaults);
@@ -201,8 +201,8 @@ TEST(AdamW, LoadStateDictRejectsBadInputNamingTheParam) {
 TEST(AdamW, VectorBodyAndScalarTailGiveTheSameBits) {
   // adamw_update runs 4-wide lanes plus a scalar tail; an element must get the same bits in
   // either, so results do not depend on a param's length or offset in its buffer.
-  const std::vector<float> g = random_vector(13, 7), p0 = random_vector(13, 8);
-  const std::vector<float> m0 = random_vector(13, 9, 0.1), v_raw = random_vector(13, 10, 0.1);
+  const std::vector<float> g = normal_floats(13, 7), p0 = normal_floats(13, 8);
+  const std::vector<float> m0 = normal_floats(13, 9, 0.1), v_raw = normal_floats(13, 10, 0.1);
   std::vector<float> v0(13);
   for (std::size_t i = 0; i < 13; ++i) v0[i] = v_raw[i] * v_raw[i];
   const AdamWStepScalars s = AdamWStepScalars::make(1e-2, 0.1, 0.9, 0.999, 1e-8, 3);
@@ -226,8 +226,8 @@ TEST(AdamW, GroupsCanBeNarrowedAfterConstruction) {
   opt_n.param_groups()[0].params.clear();
   for (int step = 0; step < 3; ++step) {
     for (Fixture* f : {&narrowed, &full}) {
-      overwrite(f->g0, random_vector(37, 800 + step));
-      overwrite(f->g1, random_vector(12, 900 + step));
+      overwrite(f->g0, normal_floats(37, 800 + step));
+      overwrite(f->g1, normal_floats(12, 900 + step));
     }
     opt_n.step_with_ready_grads();
     opt_f.step_with_ready_grads();

@@ -44,7 +44,7 @@ logging: {progress: false}
 )"));
 }
 
-TrainerOptions quiet() {
+TrainerOptions quiet_trainer() {
   TrainerOptions o;
   o.quiet = true;
   return o;
@@ -75,11 +75,11 @@ TEST_P(TensorParallelParity, Tp2MatchesTp1OnTheSameDataParallelSize) {
   const ProcessGroupPtr world = init_mpi_world();
   const auto& [optimizer, sp] = GetParam();
   const int dp = world->size() / 2;
-  const TrainingSummary tp2 = run_training(config_for({optimizer, 2, sp}), world, quiet());
+  const TrainingSummary tp2 = run_training(config_for({optimizer, 2, sp}), world, quiet_trainer());
   // The same DP size without TP: the first dp ranks.
   const ProcessGroupPtr reference = first_ranks(world, dp);
   if (world->rank() < dp) {
-    const TrainingSummary tp1 = run_training(config_for({optimizer, 1, false}), reference, quiet());
+    const TrainingSummary tp1 = run_training(config_for({optimizer, 1, false}), reference, quiet_trainer());
     if (world->rank() == 0) {
       // Each TP rank really holds shards (fewer parameters than the whole model).
       EXPECT_LT(tp2.parameters, tp1.parameters);
@@ -106,18 +106,18 @@ INSTANTIATE_TEST_SUITE_P(EveryOptimizer, TensorParallelParity,
 TEST(TensorParallelTraining, WholeWorldTpAndTpTimesDpMatchOneRank) {
   const ProcessGroupPtr world = init_mpi_world();
   const int p = world->size();
-  const TrainingSummary wide = run_training(config_for({"layer-wise", p, true}), world, quiet());
+  const TrainingSummary wide = run_training(config_for({"layer-wise", p, true}), world, quiet_trainer());
   const TrainingSummary mixed =
-      p >= 4 ? run_training(config_for({"layer-wise", 2, true}), world, quiet())
+      p >= 4 ? run_training(config_for({"layer-wise", 2, true}), world, quiet_trainer())
              : TrainingSummary{};
   const ProcessGroupPtr solo = first_ranks(world, 1);
   if (world->rank() == 0) {
     RunShape one;
-    const TrainingSummary single = run_training(config_for(one), solo, quiet());
+    const TrainingSummary single = run_training(config_for(one), solo, quiet_trainer());
     expect_same_losses(wide, single, 1e-5, str_cat("tp=", p));
     if (p >= 4) {
       one.accum = p / 2;
-      const TrainingSummary accumulated = run_training(config_for(one), solo, quiet());
+      const TrainingSummary accumulated = run_training(config_for(one), solo, quiet_trainer());
       // DP ranks against accumulation: the grads are summed in another order, which stays far
       // inside the issue's 1e-5.
       expect_same_losses(mixed, accumulated, 1e-5, str_cat("tp=2 x dp=", p / 2));
@@ -133,7 +133,7 @@ TEST(TensorParallelCheckpoint, SavedAtTp2Dp2ResumesAtOtherTpAndDp) {
   if (world->size() != 4) GTEST_SKIP() << "needs 4 ranks";
   const fs::path dir = shared_temp_dir(*world);
   for (const std::string optimizer : {"layer-wise", "distributed"}) {
-    TrainerOptions save = quiet();
+    TrainerOptions save = quiet_trainer();
     save.save_dir = (dir / optimizer).string();
     save.save_interval = 4;
     RunShape shape{optimizer, 2, true, 5};
@@ -141,7 +141,7 @@ TEST(TensorParallelCheckpoint, SavedAtTp2Dp2ResumesAtOtherTpAndDp) {
     const double want = saved.steps.at(4).loss;
     const ProcessGroupPtr pair = first_ranks(world, 2);
     if (world->rank() < 2) {
-      TrainerOptions load = quiet();
+      TrainerOptions load = quiet_trainer();
       load.load_dir = save.save_dir;
       load.load_step = 4;
       RunShape tp1{optimizer, 1, false, 5};
