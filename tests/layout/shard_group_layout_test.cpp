@@ -8,6 +8,7 @@
 #include "shardwise/core/error.hpp"
 #include "shardwise/layout/layout_algorithms.hpp"
 #include "shardwise/layout/model_zoo.hpp"
+#include "sanitizer_budget.hpp"
 
 namespace shardwise {
 namespace {
@@ -30,6 +31,7 @@ TEST(ShardGroups, OptionsRejectAGroupSizeThatDoesNotDivideDp) {
 }
 
 TEST(ShardGroups, ZooLayoutsWithSEqualDpAreTheSingleGroupLayouts) {
+  SW_SKIP_UNDER_SANITIZERS();
   for (const std::string& name : bundled_model_names()) {
     const ParamList params = bundled_model_spec(name).params;
     for (int dp : {8, 64}) {
@@ -42,6 +44,7 @@ TEST(ShardGroups, ZooLayoutsWithSEqualDpAreTheSingleGroupLayouts) {
 }
 
 TEST(ShardGroups, ZooInvariantsHoldForEveryDivisorOfDp) {
+  SW_SKIP_UNDER_SANITIZERS();
   const int dp = 8;
   for (const std::string& name : bundled_model_names()) {
     const ParamList params = bundled_model_spec(name).params;
