@@ -10,7 +10,6 @@
 #include <set>
 #include <sstream>
 
-#include "quoted_path.hpp"
 #include "checkpoint_finite.hpp"
 #include "shardwise/checkpoint/checkpoint_shards.hpp"
 #include "shardwise/checkpoint/safetensors.hpp"
@@ -26,8 +25,6 @@ using nlohmann::json;
 using nlohmann::ordered_json;
 
 namespace {
-
-using checkpoint_detail::quoted;
 
 std::mutex& hook_mutex() {
   static std::mutex m;

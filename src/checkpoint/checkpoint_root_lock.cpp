@@ -8,17 +8,15 @@
 #include <cstring>
 #include <ctime>
 
-#include "quoted_path.hpp"
 #include "shardwise/core/error.hpp"
 #include "shardwise/core/logging.hpp"
+#include "shardwise/core/message_text.hpp"
 
 namespace shardwise {
 
 namespace fs = std::filesystem;
 
 namespace {
-
-using checkpoint_detail::quoted;
 
 std::string host_name() {
   char buf[256] = {};

@@ -4,7 +4,6 @@
 #include <utility>
 #include <nlohmann/json.hpp>
 
-#include "quoted_path.hpp"
 #include "checkpoint_finite.hpp"
 #include "shardwise/checkpoint/safetensors.hpp"
 #include "shardwise/core/shape.hpp"
@@ -12,6 +11,7 @@
 #include "shardwise/optim/chained_optimizer.hpp"
 #include "shardwise/optim/distributed_optimizer.hpp"
 #include "shardwise/optim/layer_wise_distributed_optimizer.hpp"
+#include "shardwise/core/message_text.hpp"
 
 namespace shardwise {
 
@@ -81,8 +81,6 @@ std::vector<std::int64_t> stored_shape(const OptimizerShard& shard) {
   if (shard.start == 0 && shard.count() == shape_numel(shard.shape)) return shard.shape;
   return {shard.count()};
 }
-
-using checkpoint_detail::quoted;
 
 // Opens each file once, on first use.
 class FileCache {

@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "shardwise/core/error.hpp"
+#include "shardwise/core/message_text.hpp"
 
 namespace shardwise {
 
@@ -22,8 +23,6 @@ namespace {
 
 // Writes smaller than this are gathered; larger ones are passed to the file directly.
 constexpr std::size_t kSinkBufferBytes = std::size_t{1} << 20;
-
-std::string quoted(const fs::path& path) { return str_cat("'", path.string(), "'"); }
 
 [[noreturn]] void throw_errno(std::string_view what, const fs::path& path, int err) {
   throw IoError(str_cat(what, " ", quoted(path), ": ", std::strerror(err)));

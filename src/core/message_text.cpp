@@ -114,4 +114,6 @@ std::string one_line(std::string_view message, std::size_t max_bytes) {
   return out;
 }
 
+std::string quoted(const std::filesystem::path& path) { return str_cat("'", path.string(), "'"); }
+
 }  // namespace shardwise

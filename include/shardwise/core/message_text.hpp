@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <filesystem>
 #include <string>
 #include <string_view>
 
@@ -17,6 +18,9 @@ inline constexpr std::size_t kMessageQuoteLimit = 64;
 // UTF-8 passes unchanged. Only the first `max_bytes` bytes of the input are kept (never cutting a
 // UTF-8 sequence); when more follow, "...(N bytes)" with the full length is appended.
 std::string printable(std::string_view text, std::size_t max_bytes = kMessageQuoteLimit);
+
+// 'PATH', quotes included: how messages name a file or directory the program chose or was given.
+std::string quoted(const std::filesystem::path& path);
 
 }  // namespace shardwise
 
