@@ -83,3 +83,9 @@ if(shardwise_cuda_tests)
   add_test(NAME cuda COMMAND test_cuda)
   set_tests_properties(cuda PROPERTIES LABELS "unit;cuda" TIMEOUT 300)
 endif()
+
+# GPU throughput next to a device-to-device copy (bench/cuda); exits 0 without a GPU.
+if(SHARDWISE_BUILD_BENCH)
+  add_executable(bench_mxfp8_cuda ${PROJECT_SOURCE_DIR}/bench/cuda/mxfp8_cuda.cpp)
+  target_link_libraries(bench_mxfp8_cuda PRIVATE shardwise_cuda CUDA::cudart)
+endif()

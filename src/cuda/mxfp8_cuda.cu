@@ -1,11 +1,20 @@
-// MXFP8 kernels for NVIDIA GPUs. Quantize: one warp per block of 32 elements (lane i holds
-// element i; the block amax is one warp max-reduction), so a warp reads 32 consecutive inputs and
-// writes 32 consecutive E4M3 bytes. Dequantize: one thread per element.
+// MXFP8 kernels for NVIDIA GPUs. Two shapes of each kernel:
+//  - vectorised (cols % 32 == 0 and 16-byte aligned pointers, the common case): a thread owns 8
+//    consecutive elements (one or two 16-byte loads, one 8-byte store of E4M3 codes), 4 threads
+//    own a block of 32 and combine their amax with two shuffles;
+//  - general (partial last blocks, odd alignment): quantize runs one warp per block of 32 (lane i
+//    holds element i; the amax is one warp max-reduction), dequantize one thread per element.
+// A thread that loads 2 bytes and stores 1 leaves most of HBM's bandwidth unused, hence the first.
 //
-// Bit-exactness with the CPU codec (core/fp8.hpp, src/core/mxfp8_kernels.cpp) comes from using
-// the same integer arithmetic for every conversion and IEEE round-to-nearest-even intrinsics
-// (__fmul_rn / __fadd_rn, no flush-to-zero) for the few float operations, instead of the
-// hardware cvt to e4m3, whose NaN/Inf handling differs from ours.
+// The kernels are bound by instructions, not bytes, once the loads are wide, so the narrowing
+// conversions use the hardware (two elements per cvt: fp32 -> E4M3 with round-to-nearest-even and
+// saturation at 448, fp32 -> bf16 / fp16 round-to-nearest-even). They agree with the CPU
+// codec (core/fp8.hpp, src/core/mxfp8_kernels.cpp) bit for bit on every number; NaN and Inf,
+// where the hardware spells results its own way, are patched to the CPU's bits. Products are
+// __fmul_rn (no flush-to-zero, no contraction).
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -23,10 +32,8 @@ constexpr std::int64_t kMaxCtas = 1 << 16;  // grid-stride loops cover the rest
 
 constexpr std::uint32_t kAbsMask = 0x7fffffffu;
 constexpr std::uint32_t kInfBits = 0x7f800000u;
-constexpr std::uint32_t kBitsOf448 = 0x43e00000u;
-constexpr std::uint32_t kBitsOfMinNormal = 0x3c800000u;       // 2^-6, smallest E4M3 normal
-constexpr std::uint32_t kBitsOfSubnormalMagic = 0x46800000u;  // 2^14
-constexpr std::uint32_t kRebias = (127u - 7u) << 23;
+constexpr std::uint32_t kQuietNaN = 0x7fc00000u;
+constexpr std::uint32_t kRebias = (127u - 7u) << 23;  // E4M3 exponent bias 7 -> fp32's 127
 
 void check(cudaError_t status, const char* what) {
   if (status != cudaSuccess) {
@@ -35,82 +42,134 @@ void check(cudaError_t status, const char* what) {
   }
 }
 
-// --- element conversions (device copies of the CPU formulas) ---------------------------------
+// --- element conversions ------------------------------------------------------------------------
 
+// Eight 16-bit values in one 16-byte vector, element 2k in the low half of word k.
+__device__ __forceinline__ void load_halves8(const std::uint16_t* p, std::uint32_t (&half)[8]) {
+  const uint4 v = *reinterpret_cast<const uint4*>(p);
+  const std::uint32_t words[4] = {v.x, v.y, v.z, v.w};
+  for (int k = 0; k < 4; ++k) {
+    half[2 * k] = words[k] & 0xffffu;
+    half[2 * k + 1] = words[k] >> 16;
+  }
+}
+
+// Each input reads one element as fp32 (general kernel) or the fp32 bits of 8 consecutive
+// elements from a 16-byte aligned address (vectorised kernel).
 struct Bf16Input {
   const std::uint16_t* p;
   __device__ float operator()(std::int64_t i) const {
     return __uint_as_float(static_cast<std::uint32_t>(p[i]) << 16);
   }
+  __device__ void load8(std::int64_t i, std::uint32_t (&bits)[8]) const {
+    load_halves8(p + i, bits);
+    for (auto& b : bits) b <<= 16;
+  }
 };
 
 struct F16Input {
   const std::uint16_t* p;
-  __device__ float operator()(std::int64_t i) const {
-    const std::uint32_t h = p[i];
-    const std::uint32_t sign = (h & 0x8000u) << 16;
-    const std::uint32_t exponent = h & 0x7c00u;
-    const std::uint32_t normal = ((h & 0x7fffu) << 13) + (112u << 23);
-    const std::uint32_t inf_nan = normal + (112u << 23);
-    const float sub = __fmul_rn(static_cast<float>(h & 0x3ffu), 5.9604644775390625e-08f);
-    std::uint32_t bits = exponent == 0x7c00u ? inf_nan : normal;
-    bits = exponent == 0 ? __float_as_uint(sub) : bits;
-    return __uint_as_float(sign | bits);
+  __device__ float operator()(std::int64_t i) const { return __half2float(__ushort_as_half(p[i])); }
+  __device__ void load8(std::int64_t i, std::uint32_t (&bits)[8]) const {
+    load_halves8(p + i, bits);
+    for (auto& b : bits) {
+      b = __float_as_uint(__half2float(__ushort_as_half(static_cast<unsigned short>(b))));
+    }
   }
 };
 
 struct F32Input {
   const float* p;
   __device__ float operator()(std::int64_t i) const { return p[i]; }
+  __device__ void load8(std::int64_t i, std::uint32_t (&bits)[8]) const {
+    const uint4 lo = *reinterpret_cast<const uint4*>(p + i);
+    const uint4 hi = *reinterpret_cast<const uint4*>(p + i + 4);
+    const std::uint32_t words[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+    for (int k = 0; k < 8; ++k) bits[k] = words[k];
+  }
 };
 
-// Magnitude bits (finite or Inf, not NaN) -> E4M3 magnitude code, RNE, saturating at 448.
-__device__ __forceinline__ std::uint32_t encode_e4m3_magnitude(std::uint32_t abs) {
-  const std::uint32_t sat = abs < kBitsOf448 ? abs : kBitsOf448;
-  const std::uint32_t rounded = sat + 0x7ffffu + ((sat >> 20) & 1u);
-  const std::uint32_t normal = (rounded - kRebias) >> 20;
-  const float sum = __fadd_rn(__uint_as_float(sat), 16384.0f);
-  const std::uint32_t subnormal = __float_as_uint(sum) - kBitsOfSubnormalMagic;
-  return sat < kBitsOfMinNormal ? subnormal : normal;
+// Smallest 2^e with amax <= 448 * 2^e as a biased E8M0 exponent (see scale_biased_exponent in
+// mxfp8_kernels.cpp); amax is the bits of a finite magnitude.
+__device__ __forceinline__ std::uint32_t scale_biased_exponent(std::uint32_t amax) {
+  int biased = static_cast<int>(amax >> 23) - 8 + ((amax & 0x7fffffu) > 0x600000u ? 1 : 0);
+  biased = biased < 0 ? 0 : (biased > 254 ? 254 : biased);
+  return static_cast<std::uint32_t>(biased);
 }
 
-__device__ __forceinline__ float e4m3_to_float(std::uint32_t code) {
-  const std::uint32_t sign = (code & 0x80u) << 24;
-  const std::uint32_t abs = code & 0x7fu;
-  const std::uint32_t normal = (abs << 20) + kRebias;
-  const float subnormal = __fmul_rn(static_cast<float>(abs & 7u), 0.001953125f);
-  std::uint32_t bits = abs < 8u ? __float_as_uint(subnormal) : normal;
-  bits = abs == 0x7fu ? 0x7fc00000u : bits;
-  return __uint_as_float(sign | bits);
+__device__ __forceinline__ float inverse_of_scale(std::uint32_t biased) {
+  return __uint_as_float((254u - biased) << 23);
+}
+
+// Two elements (fp32 bits) -> two E4M3 codes, element 0 in the low byte, signs kept. NaN and Inf
+// elements become the E4M3 NaN (0x7F with the sign); the hardware would saturate Inf to 448.
+__device__ __forceinline__ std::uint32_t encode_e4m3_pair(std::uint32_t u0, std::uint32_t u1,
+                                                          float inverse_scale) {
+  const std::uint32_t abs0 = u0 & kAbsMask, abs1 = u1 & kAbsMask;
+  const float2 scaled = make_float2(__fmul_rn(__uint_as_float(abs0), inverse_scale),
+                                    __fmul_rn(__uint_as_float(abs1), inverse_scale));
+  std::uint32_t codes = __nv_cvt_float2_to_fp8x2(scaled, __NV_SATFINITE, __NV_E4M3);
+  codes |= (abs0 >= kInfBits ? 0x7fu : 0u) | (abs1 >= kInfBits ? 0x7f00u : 0u);
+  return codes | ((u0 >> 24) & 0x80u) | ((u1 >> 16) & 0x8000u);
 }
 
 __device__ __forceinline__ float e8m0_to_float(std::uint32_t e) {
   std::uint32_t bits = e << 23;
   bits = e == 0 ? 0x00400000u : bits;
-  bits = e == 0xffu ? 0x7fc00000u : bits;
+  bits = e == 0xffu ? kQuietNaN : bits;
   return __uint_as_float(bits);
 }
 
-__device__ __forceinline__ std::uint16_t float_to_bf16(float f) {
-  const std::uint32_t u = __float_as_uint(f);
-  if ((u & kAbsMask) > kInfBits) return static_cast<std::uint16_t>((u >> 16) | 0x40u);
-  return static_cast<std::uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+// A NaN result as the CPU codec makes it: the quiet NaN with the E4M3 code's sign.
+__device__ __forceinline__ float scaled_or_nan(float product, std::uint32_t code, std::uint32_t e) {
+  const bool nan = e == 0xffu || (code & 0x7fu) == 0x7fu;
+  return nan ? __uint_as_float(kQuietNaN | ((code & 0x80u) << 24)) : product;
 }
 
-__device__ __forceinline__ std::uint16_t float_to_fp16(float f) {
-  const std::uint32_t u = __float_as_uint(f);
-  const std::uint32_t sign = (u >> 16) & 0x8000u;
-  const std::uint32_t abs = u & kAbsMask;
-  if (abs > kInfBits) return static_cast<std::uint16_t>(sign | 0x7e00u);
-  if (abs >= 0x477ff000u) return static_cast<std::uint16_t>(sign | 0x7c00u);
-  if (abs < 0x38800000u) {
-    const float scaled = __fmul_rn(__uint_as_float(abs), 16777216.0f);
-    const float rounded = __fsub_rn(__fadd_rn(scaled, 8388608.0f), 8388608.0f);
-    return static_cast<std::uint16_t>(sign | static_cast<std::uint32_t>(rounded));
+// E4M3 code -> fp32 by integer arithmetic. NaN codes are patched by scaled_or_nan.
+__device__ __forceinline__ float e4m3_to_float(std::uint32_t code) {
+  const std::uint32_t abs = code & 0x7fu;
+  const std::uint32_t normal = (abs << 20) + kRebias;
+  const float subnormal = __fmul_rn(static_cast<float>(abs & 7u), 0.001953125f);  // m * 2^-9
+  const std::uint32_t bits = abs < 8u ? __float_as_uint(subnormal) : normal;
+  return __uint_as_float(((code & 0x80u) << 24) | bits);
+}
+
+// Two E4M3 codes (element 0 in the low byte) times 2^(e - 127), in fp32. The codes are decoded
+// by the hardware (E4M3 -> fp16 -> fp32, both exact) or by integer arithmetic: on an H200 the
+// first is faster when the results are narrowed to 16 bits again (0.73 vs 0.56 of a copy for
+// bf16) and the second when they are stored as fp32 (0.94 vs 0.82), so each output picks one.
+template <bool kHardwareDecode>
+__device__ __forceinline__ float2 dequantize_pair(std::uint32_t codes, std::uint32_t e) {
+  const float scale = e8m0_to_float(e);
+  const std::uint32_t c0 = codes & 0xffu, c1 = (codes >> 8) & 0xffu;
+  float2 values;
+  if constexpr (kHardwareDecode) {
+    values = __half22float2(
+        __half2(__nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(codes), __NV_E4M3)));
+  } else {
+    values = make_float2(e4m3_to_float(c0), e4m3_to_float(c1));
   }
-  std::uint32_t v = abs - (112u << 23);
-  v += 0xfffu + ((v >> 13) & 1u);
-  return static_cast<std::uint16_t>(sign | (v >> 13));
+  return make_float2(scaled_or_nan(__fmul_rn(values.x, scale), c0, e),
+                     scaled_or_nan(__fmul_rn(values.y, scale), c1, e));
+}
+
+// fp32 pairs -> bf16 / fp16 pairs (element 0 in the low half), round to nearest even; NaN keeps
+// its sign and top payload bits as the CPU's float_to_bf16 / float_to_fp16 do.
+__device__ __forceinline__ std::uint32_t bf16_pair(float a, float b) {
+  const __nv_bfloat162 h = __floats2bfloat162_rn(a, b);
+  std::uint32_t lo = __bfloat16_as_ushort(h.x), hi = __bfloat16_as_ushort(h.y);
+  if (isnan(a)) lo = (__float_as_uint(a) >> 16) | 0x40u;
+  if (isnan(b)) hi = (__float_as_uint(b) >> 16) | 0x40u;
+  return lo | (hi << 16);
+}
+
+__device__ __forceinline__ std::uint32_t fp16_pair(float a, float b) {
+  const __half2 h = __floats2half2_rn(a, b);
+  std::uint32_t lo = __half_as_ushort(h.x), hi = __half_as_ushort(h.y);
+  if (isnan(a)) lo = ((__float_as_uint(a) >> 16) & 0x8000u) | 0x7e00u;
+  if (isnan(b)) hi = ((__float_as_uint(b) >> 16) & 0x8000u) | 0x7e00u;
+  return lo | (hi << 16);
 }
 
 // --- kernels ------------------------------------------------------------------------------------
@@ -134,29 +193,80 @@ __global__ void quantize_kernel(Input input, std::int64_t rows, std::int64_t col
     const std::uint32_t abs = u & kAbsMask;
     // Ceil rule: NaN/Inf are left out of amax; missing lanes of a partial block count as 0.
     const std::uint32_t amax = __reduce_max_sync(0xffffffffu, abs < kInfBits ? abs : 0u);
-    // Smallest 2^e with amax <= 448 * 2^e (see scale_biased_exponent in mxfp8_kernels.cpp).
-    int biased = static_cast<int>(amax >> 23) - 8 + ((amax & 0x7fffffu) > 0x600000u ? 1 : 0);
-    biased = biased < 0 ? 0 : (biased > 254 ? 254 : biased);
-    const float inverse_scale = __uint_as_float((254u - static_cast<std::uint32_t>(biased)) << 23);
-    const std::uint32_t scaled = __float_as_uint(__fmul_rn(__uint_as_float(abs), inverse_scale));
-    std::uint32_t magnitude = encode_e4m3_magnitude(scaled);
-    magnitude = abs >= kInfBits ? 0x7fu : magnitude;
-    if (valid) data[index] = static_cast<std::uint8_t>(((u >> 24) & 0x80u) | magnitude);
+    const std::uint32_t biased = scale_biased_exponent(amax);
+    const float inverse_scale = inverse_of_scale(biased);
+    if (valid) data[index] = static_cast<std::uint8_t>(encode_e4m3_pair(u, 0u, inverse_scale));
     if (lane == 0) scale[block] = static_cast<std::uint8_t>(biased);
   }
 }
 
+// Vectorised quantize: thread g owns elements [8g, 8g + 8), which lie in block g / 4 because
+// cols % 32 == 0. Lanes walk the groups a warp at a time so the quad shuffles see every lane.
+template <typename Input>
+__global__ void quantize_x8_kernel(Input input, std::int64_t groups,
+                                   std::uint8_t* __restrict__ data,
+                                   std::uint8_t* __restrict__ scale) {
+  const int lane = static_cast<int>(threadIdx.x) % kBlock;
+  const std::int64_t warp =
+      (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / kBlock;
+  const std::int64_t warps = static_cast<std::int64_t>(gridDim.x) * blockDim.x / kBlock;
+  for (std::int64_t base = warp * kBlock; base < groups; base += warps * kBlock) {
+    const std::int64_t g = base + lane;
+    const bool valid = g < groups;  // groups % 4 == 0: a quad is all valid or all not
+    std::uint32_t bits[8] = {};
+    if (valid) input.load8(g * 8, bits);
+    std::uint32_t amax = 0;
+    for (std::uint32_t b : bits) {
+      const std::uint32_t abs = b & kAbsMask;
+      amax = max(amax, abs < kInfBits ? abs : 0u);  // NaN/Inf left out, as in the general kernel
+    }
+    amax = max(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
+    amax = max(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
+    const std::uint32_t biased = scale_biased_exponent(amax);
+    const float inverse_scale = inverse_of_scale(biased);
+    std::uint32_t packed[2] = {0u, 0u};
+    for (int k = 0; k < 8; k += 2) {
+      packed[k / 4] |= encode_e4m3_pair(bits[k], bits[k + 1], inverse_scale) << (8 * (k % 4));
+    }
+    if (valid) {
+      *reinterpret_cast<uint2*>(data + g * 8) = make_uint2(packed[0], packed[1]);
+      if ((lane & 3) == 0) scale[g / 4] = static_cast<std::uint8_t>(biased);
+    }
+  }
+}
+
+// Each output writes one element (general kernel) or 8 consecutive elements to a 16-byte
+// aligned address (vectorised kernel).
 struct F32Output {
+  static constexpr bool kHardwareDecode = false;
   float* p;
   __device__ void operator()(std::int64_t i, float v) const { p[i] = v; }
+  __device__ void store8(std::int64_t i, const float (&v)[8]) const {
+    *reinterpret_cast<float4*>(p + i) = make_float4(v[0], v[1], v[2], v[3]);
+    *reinterpret_cast<float4*>(p + i + 4) = make_float4(v[4], v[5], v[6], v[7]);
+  }
 };
 struct Bf16Output {
+  static constexpr bool kHardwareDecode = true;
   std::uint16_t* p;
-  __device__ void operator()(std::int64_t i, float v) const { p[i] = float_to_bf16(v); }
+  __device__ void operator()(std::int64_t i, float v) const {
+    p[i] = static_cast<std::uint16_t>(bf16_pair(v, 0.0f));
+  }
+  __device__ void store8(std::int64_t i, const float (&v)[8]) const {
+    *reinterpret_cast<uint4*>(p + i) = make_uint4(bf16_pair(v[0], v[1]), bf16_pair(v[2], v[3]),
+                                                  bf16_pair(v[4], v[5]), bf16_pair(v[6], v[7]));
+  }
 };
 struct F16Output {
+  static constexpr bool kHardwareDecode = true;
   std::uint16_t* p;
-  __device__ void operator()(std::int64_t i, float v) const { p[i] = float_to_fp16(v); }
+  __device__ void operator()(std::int64_t i, float v) const {
+    p[i] = static_cast<std::uint16_t>(fp16_pair(v, 0.0f));
+  }
+  __device__ void store8(std::int64_t i, const float (&v)[8]) const {
+    *reinterpret_cast<uint4*>(p + i) = make_uint4(fp16_pair(v[0], v[1]), fp16_pair(v[2], v[3]),
+                                                  fp16_pair(v[4], v[5]), fp16_pair(v[6], v[7]));
+  }
 };
 
 template <typename Output>
@@ -169,13 +279,29 @@ __global__ void dequantize_kernel(const std::uint8_t* __restrict__ data,
        i += stride) {
     const std::int64_t row = i / cols;
     const std::int64_t block = (i % cols) / kBlock;
-    const std::uint32_t code = data[i];
     const std::uint32_t e = scale[row * blocks_per_row + block];
-    float v = __fmul_rn(e4m3_to_float(code), e8m0_to_float(e));
-    // GPU arithmetic returns one canonical NaN; the CPU keeps the NaN operand (with its sign).
-    if (e == 0xffu) v = __uint_as_float(0x7fc00000u);
-    if ((code & 0x7fu) == 0x7fu) v = __uint_as_float(((code & 0x80u) << 24) | 0x7fc00000u);
-    output(i, v);
+    output(i, dequantize_pair<Output::kHardwareDecode>(data[i], e).x);
+  }
+}
+
+// Vectorised dequantize: thread g reads the 8 codes [8g, 8g + 8) (block g / 4, cols % 32 == 0).
+template <typename Output>
+__global__ void dequantize_x8_kernel(const std::uint8_t* __restrict__ data,
+                                     const std::uint8_t* __restrict__ scale, std::int64_t groups,
+                                     Output output) {
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  for (std::int64_t g = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+       g < groups; g += stride) {
+    const uint2 codes = *reinterpret_cast<const uint2*>(data + g * 8);
+    const std::uint32_t e = scale[g / 4];
+    float v[8];
+    for (int k = 0; k < 8; k += 2) {
+      const std::uint32_t two_codes = (k < 4 ? codes.x : codes.y) >> (8 * (k % 4));
+      const float2 pair = dequantize_pair<Output::kHardwareDecode>(two_codes, e);
+      v[k] = pair.x;
+      v[k + 1] = pair.y;
+    }
+    output.store8(g * 8, v);
   }
 }
 
@@ -215,6 +341,47 @@ class DeviceBuffer {
   void* ptr_ = nullptr;
 };
 
+// The vectorised kernels need whole blocks in every row and 16-byte vectors (8-byte for E4M3
+// codes) at aligned addresses; anything else takes the general kernels.
+bool vectorisable(std::int64_t cols, const void* wide, const void* codes) {
+  const auto wide_address = reinterpret_cast<std::uintptr_t>(wide);
+  const auto codes_address = reinterpret_cast<std::uintptr_t>(codes);
+  return cols % kBlock == 0 && wide_address % 16 == 0 && codes_address % 8 == 0;
+}
+
+struct Launch {
+  std::int64_t rows, cols;
+  cudaStream_t stream;
+  bool vectorised;
+};
+
+template <typename Input>
+void launch_quantize(const Launch& l, Input input, std::uint8_t* data, std::uint8_t* scale) {
+  if (l.vectorised) {
+    const std::int64_t groups = l.rows * l.cols / 8;
+    quantize_x8_kernel<<<ctas_for(groups), kThreadsPerCta, 0, l.stream>>>(input, groups, data,
+                                                                          scale);
+    return;
+  }
+  const std::int64_t blocks_per_row = (l.cols + kBlock - 1) / kBlock;
+  quantize_kernel<<<ctas_for(l.rows * blocks_per_row * kBlock), kThreadsPerCta, 0, l.stream>>>(
+      input, l.rows, l.cols, blocks_per_row, data, scale);
+}
+
+template <typename Output>
+void launch_dequantize(const Launch& l, const std::uint8_t* data, const std::uint8_t* scale,
+                       Output output) {
+  if (l.vectorised) {
+    const std::int64_t groups = l.rows * l.cols / 8;
+    dequantize_x8_kernel<<<ctas_for(groups), kThreadsPerCta, 0, l.stream>>>(data, scale, groups,
+                                                                            output);
+    return;
+  }
+  const std::int64_t blocks_per_row = (l.cols + kBlock - 1) / kBlock;
+  dequantize_kernel<<<ctas_for(l.rows * l.cols), kThreadsPerCta, 0, l.stream>>>(
+      data, scale, l.rows, l.cols, blocks_per_row, output);
+}
+
 void require_gpu() { SW_REQUIRE(device_count() > 0, CudaError, "no CUDA device is available"); }
 
 }  // namespace
@@ -232,24 +399,18 @@ void quantize_mxfp8_device(const void* input, DType dtype, std::int64_t rows, st
                            std::uint8_t* data, std::uint8_t* scale, void* stream) {
   check_dtype(dtype, "quantize_mxfp8_device input");
   check_shape(rows, cols, "quantize_mxfp8_device");
-  const std::int64_t blocks_per_row = (cols + kBlock - 1) / kBlock;
   if (rows == 0 || cols == 0) return;
-  const unsigned grid = ctas_for(rows * blocks_per_row * kBlock);
-  auto s = static_cast<cudaStream_t>(stream);
+  const Launch launch{rows, cols, static_cast<cudaStream_t>(stream),
+                      vectorisable(cols, input, data)};
   switch (dtype) {
     case DType::kFloat32:
-      quantize_kernel<<<grid, kThreadsPerCta, 0, s>>>(F32Input{static_cast<const float*>(input)},
-                                                      rows, cols, blocks_per_row, data, scale);
+      launch_quantize(launch, F32Input{static_cast<const float*>(input)}, data, scale);
       break;
     case DType::kBFloat16:
-      quantize_kernel<<<grid, kThreadsPerCta, 0, s>>>(
-          Bf16Input{static_cast<const std::uint16_t*>(input)}, rows, cols, blocks_per_row, data,
-          scale);
+      launch_quantize(launch, Bf16Input{static_cast<const std::uint16_t*>(input)}, data, scale);
       break;
     default:
-      quantize_kernel<<<grid, kThreadsPerCta, 0, s>>>(
-          F16Input{static_cast<const std::uint16_t*>(input)}, rows, cols, blocks_per_row, data,
-          scale);
+      launch_quantize(launch, F16Input{static_cast<const std::uint16_t*>(input)}, data, scale);
       break;
   }
   check(cudaGetLastError(), "quantize_mxfp8 kernel launch");
@@ -259,22 +420,18 @@ void dequantize_mxfp8_device(const std::uint8_t* data, const std::uint8_t* scale
                              std::int64_t cols, void* output, DType dtype, void* stream) {
   check_dtype(dtype, "dequantize_mxfp8_device output");
   check_shape(rows, cols, "dequantize_mxfp8_device");
-  const std::int64_t blocks_per_row = (cols + kBlock - 1) / kBlock;
   if (rows == 0 || cols == 0) return;
-  const unsigned grid = ctas_for(rows * cols);
-  auto s = static_cast<cudaStream_t>(stream);
+  const Launch launch{rows, cols, static_cast<cudaStream_t>(stream),
+                      vectorisable(cols, output, data)};
   switch (dtype) {
     case DType::kFloat32:
-      dequantize_kernel<<<grid, kThreadsPerCta, 0, s>>>(data, scale, rows, cols, blocks_per_row,
-                                                        F32Output{static_cast<float*>(output)});
+      launch_dequantize(launch, data, scale, F32Output{static_cast<float*>(output)});
       break;
     case DType::kBFloat16:
-      dequantize_kernel<<<grid, kThreadsPerCta, 0, s>>>(
-          data, scale, rows, cols, blocks_per_row, Bf16Output{static_cast<std::uint16_t*>(output)});
+      launch_dequantize(launch, data, scale, Bf16Output{static_cast<std::uint16_t*>(output)});
       break;
     default:
-      dequantize_kernel<<<grid, kThreadsPerCta, 0, s>>>(
-          data, scale, rows, cols, blocks_per_row, F16Output{static_cast<std::uint16_t*>(output)});
+      launch_dequantize(launch, data, scale, F16Output{static_cast<std::uint16_t*>(output)});
       break;
   }
   check(cudaGetLastError(), "dequantize_mxfp8 kernel launch");
