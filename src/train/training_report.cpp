@@ -73,6 +73,7 @@ void TrainingReport::step(const StepMetrics& s) {
                   {"lr", s.lr},
                   {"tokens_per_s", s.tokens_per_s},
                   {"step_ms", s.step_ms},
+                  {"cpu_ms", s.cpu_ms},
                   {"comm_hidden_fraction", s.comm_hidden_fraction},
                   {"groups_dispatched_in_backward", s.groups_dispatched_in_backward},
                   {"skipped", s.skipped}});

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <ctime>
 #include <limits>
 
 #include "training_run.hpp"
@@ -12,6 +13,12 @@ namespace shardwise::train_detail {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+double process_cpu_seconds() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+}
 
 double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
@@ -74,6 +81,7 @@ std::vector<const ProcessGroup*> data_parallel_comm_groups(const TrainingModel& 
 StepMetrics run_training_step(TrainingModel& m, ProcessGroup& dp_group, NonFiniteSteps& nonfinite,
                               const StepPlan& plan) {
   const auto t0 = Clock::now();
+  const double cpu0 = process_cpu_seconds();
   const int dp = dp_group.size();
   DistributedDataParallel& ddp = m.ddp();
   m.optimizer->set_lr(plan.lr);
@@ -96,6 +104,7 @@ StepMetrics run_training_step(TrainingModel& m, ProcessGroup& dp_group, NonFinit
   if (std::isfinite(s.loss)) s.grad_norm = m.optimizer->step().grad_norm;
   s.skipped = nonfinite.skip_step(dp_group, s.step, s.loss, s.grad_norm);
   s.step_ms = seconds_since(t0) * 1e3;
+  s.cpu_ms = (process_cpu_seconds() - cpu0) * 1e3;
   const std::int64_t global_batch =
       std::int64_t{plan.micro_batch_size} * plan.grad_accumulation * dp;
   s.tokens_per_s = static_cast<double>(global_batch * m.dataset->seq_len()) / (s.step_ms / 1e3);

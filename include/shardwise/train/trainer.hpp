@@ -24,6 +24,9 @@ struct StepMetrics {
   double lr = 0;
   double tokens_per_s = 0;
   double step_ms = 0;
+  // CPU time of this process during the step, all threads (step_ms is wall time): on a machine
+  // shared with other jobs it leaves out the time they took.
+  double cpu_ms = 0;
   // Share of this step's gradient collectives that ran while backward was still computing.
   double comm_hidden_fraction = 0;
   // Bucket groups whose grad collective had been dispatched before the trainer entered
