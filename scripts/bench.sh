@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every benchmark that prints a `bench:` figure (multi-rank ones under scripts/run.sh, as the
 # README does) and ends with the 14 figures as one table (then every `bench:` line, the
-# tp_overlap_<algorithm>_tp<T> step-time ratios of bench_tp_overlap among them):
+# tp_overlap_<algorithm>_tp<T> step-time ratios of bench_tp_overlap among them; those compare with
+# the same step without overlap and name it baseline_off= instead of limit=):
 #   bench: <figure-name> ours=<value> limit=<value> unit=<GB/s|GF/s> ratio=<ours/limit>
 # Each limit is measured by a probe in the same run (bench/machine_limits.hpp). Sizes keep the
 # whole script to a few minutes on a 2-core machine.
