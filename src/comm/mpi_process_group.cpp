@@ -38,6 +38,7 @@
 #include "shardwise/comm/ordered_worker.hpp"
 #include "shardwise/comm/traffic_model.hpp"
 #include "shardwise/core/logging.hpp"
+#include "shardwise/core/streaming_copy.hpp"
 #include "shared_memory_collectives.hpp"
 
 namespace shardwise {
@@ -190,7 +191,15 @@ class MpiProcessGroup final : public ProcessGroup {
       const CollectiveAlgorithm algorithm = algorithm_for(input.nbytes());
       if (algorithm != CollectiveAlgorithm::kMpi) {
         const TensorView own = output.slice(rank_ * input.numel, input.numel);
-        if (!in_place) std::memcpy(own.data, input.data, input.nbytes());
+        if (!in_place) {
+          auto* to = static_cast<std::byte*>(own.data);
+          const auto* from = static_cast<const std::byte*>(input.data);
+          if (output.nbytes() >= kStreamingCopyMinBytes) {
+            streaming_copy(to, from, input.nbytes());
+          } else {
+            std::memcpy(to, from, input.nbytes());
+          }
+        }
         auto* bytes = static_cast<std::byte*>(output.data);
         if (algorithm == CollectiveAlgorithm::kSharedMemory) {
           shm_->all_gather(bytes, input.nbytes(), shm_watch());

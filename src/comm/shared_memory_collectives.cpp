@@ -16,6 +16,7 @@
 #include "rank_order_reduce.hpp"
 #include "shardwise/core/error.hpp"
 #include "shardwise/core/logging.hpp"
+#include "shardwise/core/streaming_copy.hpp"
 
 namespace shardwise {
 
@@ -248,6 +249,7 @@ void SharedMemoryCollectives::all_gather(std::byte* output, std::size_t shard_by
                                          const SharedMemoryWatch& watch) {
   const int p = size_;
   const int r = rank_;
+  const bool stream = shard_bytes * static_cast<std::size_t>(p) >= kStreamingCopyMinBytes;
   for (std::size_t offset = 0; offset < shard_bytes; offset += kSharedMemoryHalfBytes) {
     const std::size_t n = std::min(kSharedMemoryHalfBytes, shard_bytes - offset);
     std::byte* mine = begin_round(watch);
@@ -257,7 +259,12 @@ void SharedMemoryCollectives::all_gather(std::byte* output, std::size_t shard_by
     for (int j = 1; j < p; ++j) {
       const int q = (r + j) % p;
       wait_one(flags(q).ready, 2 * round_ + 1, q, watch);
-      std::memcpy(output + static_cast<std::size_t>(q) * shard_bytes + offset, half(q, round_), n);
+      std::byte* destination = output + static_cast<std::size_t>(q) * shard_bytes + offset;
+      if (stream) {
+        streaming_copy(destination, half(q, round_), n);
+      } else {
+        std::memcpy(destination, half(q, round_), n);
+      }
     }
     finish_round();
   }
