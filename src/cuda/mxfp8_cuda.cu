@@ -113,6 +113,14 @@ __device__ __forceinline__ std::uint32_t encode_e4m3_pair(std::uint32_t u0, std:
   return codes | ((u0 >> 24) & 0x80u) | ((u1 >> 16) & 0x8000u);
 }
 
+// The same for two finite elements: the hardware conversion keeps the sign (-0 becomes 0x80).
+__device__ __forceinline__ std::uint32_t encode_finite_e4m3_pair(std::uint32_t u0, std::uint32_t u1,
+                                                                 float inverse_scale) {
+  const float2 scaled = make_float2(__fmul_rn(__uint_as_float(u0), inverse_scale),
+                                    __fmul_rn(__uint_as_float(u1), inverse_scale));
+  return __nv_cvt_float2_to_fp8x2(scaled, __NV_SATFINITE, __NV_E4M3);
+}
+
 __device__ __forceinline__ float e8m0_to_float(std::uint32_t e) {
   std::uint32_t bits = e << 23;
   bits = e == 0 ? 0x00400000u : bits;
@@ -139,7 +147,7 @@ __device__ __forceinline__ float e4m3_to_float(std::uint32_t code) {
 // by the hardware (E4M3 -> fp16 -> fp32, both exact) or by integer arithmetic: on an H200 the
 // first is faster when the results are narrowed to 16 bits again (0.73 vs 0.56 of a copy for
 // bf16) and the second when they are stored as fp32 (0.94 vs 0.82), so each output picks one.
-template <bool kHardwareDecode>
+template <bool kHardwareDecode, bool kMayBeNaN = true>
 __device__ __forceinline__ float2 dequantize_pair(std::uint32_t codes, std::uint32_t e) {
   const float scale = e8m0_to_float(e);
   const std::uint32_t c0 = codes & 0xffu, c1 = (codes >> 8) & 0xffu;
@@ -150,23 +158,36 @@ __device__ __forceinline__ float2 dequantize_pair(std::uint32_t codes, std::uint
   } else {
     values = make_float2(e4m3_to_float(c0), e4m3_to_float(c1));
   }
+  if constexpr (!kMayBeNaN) {
+    return make_float2(__fmul_rn(values.x, scale), __fmul_rn(values.y, scale));
+  }
   return make_float2(scaled_or_nan(__fmul_rn(values.x, scale), c0, e),
                      scaled_or_nan(__fmul_rn(values.y, scale), c1, e));
 }
 
+// Whether any of the four E4M3 codes in `word` is a NaN (magnitude 0x7F): adding 1 to each
+// magnitude carries into bit 7 of that byte only for 0x7F.
+__device__ __forceinline__ bool has_nan_code(std::uint32_t word) {
+  return (((word & 0x7f7f7f7fu) + 0x01010101u) & 0x80808080u) != 0;
+}
+
 // fp32 pairs -> bf16 / fp16 pairs (element 0 in the low half), round to nearest even; NaN keeps
 // its sign and top payload bits as the CPU's float_to_bf16 / float_to_fp16 do.
+template <bool kMayBeNaN = true>
 __device__ __forceinline__ std::uint32_t bf16_pair(float a, float b) {
   const __nv_bfloat162 h = __floats2bfloat162_rn(a, b);
   std::uint32_t lo = __bfloat16_as_ushort(h.x), hi = __bfloat16_as_ushort(h.y);
+  if (!kMayBeNaN) return lo | (hi << 16);
   if (isnan(a)) lo = (__float_as_uint(a) >> 16) | 0x40u;
   if (isnan(b)) hi = (__float_as_uint(b) >> 16) | 0x40u;
   return lo | (hi << 16);
 }
 
+template <bool kMayBeNaN = true>
 __device__ __forceinline__ std::uint32_t fp16_pair(float a, float b) {
   const __half2 h = __floats2half2_rn(a, b);
   std::uint32_t lo = __half_as_ushort(h.x), hi = __half_as_ushort(h.y);
+  if (!kMayBeNaN) return lo | (hi << 16);
   if (isnan(a)) lo = ((__float_as_uint(a) >> 16) & 0x8000u) | 0x7e00u;
   if (isnan(b)) hi = ((__float_as_uint(b) >> 16) & 0x8000u) | 0x7e00u;
   return lo | (hi << 16);
@@ -216,9 +237,17 @@ __global__ void quantize_x8_kernel(Input input, std::int64_t groups,
     std::uint32_t bits[8] = {};
     if (valid) input.load8(g * 8, bits);
     std::uint32_t amax = 0;
-    for (std::uint32_t b : bits) {
-      const std::uint32_t abs = b & kAbsMask;
-      amax = max(amax, abs < kInfBits ? abs : 0u);  // NaN/Inf left out, as in the general kernel
+    for (std::uint32_t b : bits) amax = max(amax, b & kAbsMask);
+    // NaN or Inf among this thread's elements (amax compares above every finite value): the ceil
+    // rule leaves them out of the amax and stores them as the E4M3 NaN. Rare, so that work is
+    // done only by warps that have one (the shuffles below need the whole warp).
+    const bool special = amax >= kInfBits;
+    if (__any_sync(0xffffffffu, special)) {
+      amax = 0;
+      for (std::uint32_t b : bits) {
+        const std::uint32_t abs = b & kAbsMask;
+        amax = max(amax, abs < kInfBits ? abs : 0u);
+      }
     }
     amax = max(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
     amax = max(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
@@ -226,7 +255,10 @@ __global__ void quantize_x8_kernel(Input input, std::int64_t groups,
     const float inverse_scale = inverse_of_scale(biased);
     std::uint32_t packed[2] = {0u, 0u};
     for (int k = 0; k < 8; k += 2) {
-      packed[k / 4] |= encode_e4m3_pair(bits[k], bits[k + 1], inverse_scale) << (8 * (k % 4));
+      const std::uint32_t codes =
+          special ? encode_e4m3_pair(bits[k], bits[k + 1], inverse_scale)
+                  : encode_finite_e4m3_pair(bits[k], bits[k + 1], inverse_scale);
+      packed[k / 4] |= codes << (8 * (k % 4));
     }
     if (valid) {
       *reinterpret_cast<uint2*>(data + g * 8) = make_uint2(packed[0], packed[1]);
@@ -241,6 +273,7 @@ struct F32Output {
   static constexpr bool kHardwareDecode = false;
   float* p;
   __device__ void operator()(std::int64_t i, float v) const { p[i] = v; }
+  template <bool kMayBeNaN>
   __device__ void store8(std::int64_t i, const float (&v)[8]) const {
     *reinterpret_cast<float4*>(p + i) = make_float4(v[0], v[1], v[2], v[3]);
     *reinterpret_cast<float4*>(p + i + 4) = make_float4(v[4], v[5], v[6], v[7]);
@@ -252,9 +285,11 @@ struct Bf16Output {
   __device__ void operator()(std::int64_t i, float v) const {
     p[i] = static_cast<std::uint16_t>(bf16_pair(v, 0.0f));
   }
+  template <bool kMayBeNaN>
   __device__ void store8(std::int64_t i, const float (&v)[8]) const {
-    *reinterpret_cast<uint4*>(p + i) = make_uint4(bf16_pair(v[0], v[1]), bf16_pair(v[2], v[3]),
-                                                  bf16_pair(v[4], v[5]), bf16_pair(v[6], v[7]));
+    *reinterpret_cast<uint4*>(p + i) =
+        make_uint4(bf16_pair<kMayBeNaN>(v[0], v[1]), bf16_pair<kMayBeNaN>(v[2], v[3]),
+                   bf16_pair<kMayBeNaN>(v[4], v[5]), bf16_pair<kMayBeNaN>(v[6], v[7]));
   }
 };
 struct F16Output {
@@ -263,9 +298,11 @@ struct F16Output {
   __device__ void operator()(std::int64_t i, float v) const {
     p[i] = static_cast<std::uint16_t>(fp16_pair(v, 0.0f));
   }
+  template <bool kMayBeNaN>
   __device__ void store8(std::int64_t i, const float (&v)[8]) const {
-    *reinterpret_cast<uint4*>(p + i) = make_uint4(fp16_pair(v[0], v[1]), fp16_pair(v[2], v[3]),
-                                                  fp16_pair(v[4], v[5]), fp16_pair(v[6], v[7]));
+    *reinterpret_cast<uint4*>(p + i) =
+        make_uint4(fp16_pair<kMayBeNaN>(v[0], v[1]), fp16_pair<kMayBeNaN>(v[2], v[3]),
+                   fp16_pair<kMayBeNaN>(v[4], v[5]), fp16_pair<kMayBeNaN>(v[6], v[7]));
   }
 };
 
@@ -284,6 +321,19 @@ __global__ void dequantize_kernel(const std::uint8_t* __restrict__ data,
   }
 }
 
+template <bool kMayBeNaN, typename Output>
+__device__ __forceinline__ void dequantize8(uint2 codes, std::uint32_t e, std::int64_t i,
+                                            const Output& output) {
+  float v[8];
+  for (int k = 0; k < 8; k += 2) {
+    const std::uint32_t two_codes = (k < 4 ? codes.x : codes.y) >> (8 * (k % 4));
+    const float2 pair = dequantize_pair<Output::kHardwareDecode, kMayBeNaN>(two_codes, e);
+    v[k] = pair.x;
+    v[k + 1] = pair.y;
+  }
+  output.template store8<kMayBeNaN>(i, v);
+}
+
 // Vectorised dequantize: thread g reads the 8 codes [8g, 8g + 8) (block g / 4, cols % 32 == 0).
 template <typename Output>
 __global__ void dequantize_x8_kernel(const std::uint8_t* __restrict__ data,
@@ -294,14 +344,12 @@ __global__ void dequantize_x8_kernel(const std::uint8_t* __restrict__ data,
        g < groups; g += stride) {
     const uint2 codes = *reinterpret_cast<const uint2*>(data + g * 8);
     const std::uint32_t e = scale[g / 4];
-    float v[8];
-    for (int k = 0; k < 8; k += 2) {
-      const std::uint32_t two_codes = (k < 4 ? codes.x : codes.y) >> (8 * (k % 4));
-      const float2 pair = dequantize_pair<Output::kHardwareDecode>(two_codes, e);
-      v[k] = pair.x;
-      v[k + 1] = pair.y;
+    // Without NaN codes or a NaN scale (the usual case) no result is NaN: skip the patching.
+    if (e != 0xffu && !has_nan_code(codes.x) && !has_nan_code(codes.y)) {
+      dequantize8<false>(codes, e, g * 8, output);
+    } else {
+      dequantize8<true>(codes, e, g * 8, output);
     }
-    output.store8(g * 8, v);
   }
 }
 

@@ -21,7 +21,7 @@ namespace {
   if (!gpu_available()) GTEST_SKIP() << "no CUDA device: cudaGetDeviceCount() found none"
 
 // Row r of the tensor has magnitudes around 2^(r % 40 - 25), so blocks span normal, E4M3-subnormal
-// and clamped-scale ranges; a few elements are 0, NaN or +-Inf, and row 3 is all zeros.
+// and clamped-scale ranges; a few elements are -0, NaN or +-Inf, and row 3 is all zeros.
 std::vector<float> random_values(std::int64_t rows, std::int64_t cols, std::uint32_t seed,
                                  bool specials) {
   std::mt19937 rng(seed);
@@ -31,6 +31,7 @@ std::vector<float> random_values(std::int64_t rows, std::int64_t cols, std::uint
     for (std::int64_t c = 0; c < cols; ++c) {
       float x = normal(rng) * std::ldexp(1.0f, static_cast<int>(r % 40) - 25);
       if (r == 3) x = 0.0f;
+      if ((r * cols + c) % 229 == 3) x = -0.0f;
       if (specials && (r * cols + c) % 211 == 17) x = std::numeric_limits<float>::quiet_NaN();
       if (specials && (r * cols + c) % 223 == 41) x = (c % 2 ? -1.0f : 1.0f) * INFINITY;
       v[static_cast<std::size_t>(r * cols + c)] = x;
