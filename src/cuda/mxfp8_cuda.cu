@@ -10,8 +10,9 @@
 // conversions use the hardware (two elements per cvt: fp32 -> E4M3 with round-to-nearest-even and
 // saturation at 448, fp32 -> bf16 / fp16 round-to-nearest-even). They agree with the CPU
 // codec (core/fp8.hpp, src/core/mxfp8_kernels.cpp) bit for bit on every number; NaN and Inf,
-// where the hardware spells results its own way, are patched to the CPU's bits. Products are
-// __fmul_rn (no flush-to-zero, no contraction).
+// where the hardware spells results its own way, are patched to the CPU's bits; the vectorised
+// kernels skip that patching for groups that hold no NaN or Inf (nearly all of them). Products
+// are __fmul_rn (no flush-to-zero, no contraction). README "MXFP8 on the GPU" has the H200 figures.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
