@@ -189,21 +189,21 @@ class MpiProcessGroup final : public ProcessGroup {
       const int n = static_cast<int>(input.numel);
       const MPI_Datatype type = mpi_type(input.dtype);
       const CollectiveAlgorithm algorithm = algorithm_for(input.nbytes());
-      if (algorithm != CollectiveAlgorithm::kMpi) {
-        const TensorView own = output.slice(rank_ * input.numel, input.numel);
+      const auto* own_input = static_cast<const std::byte*>(input.data);
+      auto* bytes = static_cast<std::byte*>(output.data);
+      if (algorithm == CollectiveAlgorithm::kSharedMemory) {
+        // The segment path copies this rank's shard to its place itself (from cache).
+        shm_->all_gather(bytes, in_place ? nullptr : own_input, input.nbytes(), shm_watch());
+      } else if (algorithm != CollectiveAlgorithm::kMpi) {
         if (!in_place) {
-          auto* to = static_cast<std::byte*>(own.data);
-          const auto* from = static_cast<const std::byte*>(input.data);
+          auto* own = static_cast<std::byte*>(output.slice(rank_ * input.numel, input.numel).data);
           if (output.nbytes() >= kStreamingCopyMinBytes) {
-            streaming_copy(to, from, input.nbytes());
+            streaming_copy(own, own_input, input.nbytes());
           } else {
-            std::memcpy(to, from, input.nbytes());
+            std::memcpy(own, own_input, input.nbytes());
           }
         }
-        auto* bytes = static_cast<std::byte*>(output.data);
-        if (algorithm == CollectiveAlgorithm::kSharedMemory) {
-          shm_->all_gather(bytes, input.nbytes(), shm_watch());
-        } else if (algorithm == CollectiveAlgorithm::kRing) {
+        if (algorithm == CollectiveAlgorithm::kRing) {
           ring_all_gather(p2p_links(), bytes, input.nbytes());
         } else {
           direct_all_gather(p2p_links(), bytes, input.nbytes());

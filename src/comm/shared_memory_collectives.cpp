@@ -245,26 +245,32 @@ void SharedMemoryCollectives::reduce_scatter(const std::byte* input, std::byte* 
   }
 }
 
-void SharedMemoryCollectives::all_gather(std::byte* output, std::size_t shard_bytes,
-                                         const SharedMemoryWatch& watch) {
+void SharedMemoryCollectives::all_gather(std::byte* output, const std::byte* own_input,
+                                         std::size_t shard_bytes, const SharedMemoryWatch& watch) {
   const int p = size_;
   const int r = rank_;
   const bool stream = shard_bytes * static_cast<std::size_t>(p) >= kStreamingCopyMinBytes;
+  const auto copy_out = [stream](std::byte* destination, const std::byte* source, std::size_t n) {
+    if (stream) {
+      streaming_copy(destination, source, n);
+    } else {
+      std::memcpy(destination, source, n);
+    }
+  };
+  std::byte* own_output = output + static_cast<std::size_t>(r) * shard_bytes;
   for (std::size_t offset = 0; offset < shard_bytes; offset += kSharedMemoryHalfBytes) {
     const std::size_t n = std::min(kSharedMemoryHalfBytes, shard_bytes - offset);
     std::byte* mine = begin_round(watch);
-    std::memcpy(mine, output + static_cast<std::size_t>(r) * shard_bytes + offset, n);
+    std::memcpy(mine, (own_input != nullptr ? own_input : own_output) + offset, n);
     publish(2 * round_ + 2);
+    // Out of place, this rank's own piece goes to the output from the half, still in cache,
+    // rather than in a pass of its own over the input.
+    if (own_input != nullptr) copy_out(own_output + offset, mine, n);
     // Copy each peer's piece as soon as it is there, not after the slowest one.
     for (int j = 1; j < p; ++j) {
       const int q = (r + j) % p;
       wait_one(flags(q).ready, 2 * round_ + 1, q, watch);
-      std::byte* destination = output + static_cast<std::size_t>(q) * shard_bytes + offset;
-      if (stream) {
-        streaming_copy(destination, half(q, round_), n);
-      } else {
-        std::memcpy(destination, half(q, round_), n);
-      }
+      copy_out(output + static_cast<std::size_t>(q) * shard_bytes + offset, half(q, round_), n);
     }
     finish_round();
   }

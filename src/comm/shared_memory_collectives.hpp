@@ -61,8 +61,10 @@ class SharedMemoryCollectives {
                       std::size_t elem_size, ElementCombine combine, float input_scale,
                       const SharedMemoryWatch& watch);
 
-  // `output` holds size shards of `shard_bytes` with this rank's shard in place; fills the others.
-  void all_gather(std::byte* output, std::size_t shard_bytes, const SharedMemoryWatch& watch);
+  // `output` holds size shards of `shard_bytes`; fills them all from the ranks' shards. This
+  // rank's shard is `own_input`, or already in place in `output` when own_input is null.
+  void all_gather(std::byte* output, const std::byte* own_input, std::size_t shard_bytes,
+                  const SharedMemoryWatch& watch);
 
   // In place on `numel` elements of `elem_size` bytes: every element reduced in rank order.
   void all_reduce(std::byte* data, std::size_t numel, std::size_t elem_size, ElementCombine combine,
