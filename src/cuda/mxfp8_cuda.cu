@@ -280,32 +280,27 @@ struct F32Output {
     *reinterpret_cast<float4*>(p + i + 4) = make_float4(v[4], v[5], v[6], v[7]);
   }
 };
-struct Bf16Output {
+// bf16 (kBf16) or fp16 outputs: the same code but for the pair conversion.
+template <bool kBf16>
+struct HalfOutput {
   static constexpr bool kHardwareDecode = true;
   std::uint16_t* p;
+  template <bool kMayBeNaN = true>
+  __device__ static std::uint32_t pair(float a, float b) {
+    return kBf16 ? bf16_pair<kMayBeNaN>(a, b) : fp16_pair<kMayBeNaN>(a, b);
+  }
   __device__ void operator()(std::int64_t i, float v) const {
-    p[i] = static_cast<std::uint16_t>(bf16_pair(v, 0.0f));
+    p[i] = static_cast<std::uint16_t>(pair(v, 0.0f));
   }
   template <bool kMayBeNaN>
   __device__ void store8(std::int64_t i, const float (&v)[8]) const {
     *reinterpret_cast<uint4*>(p + i) =
-        make_uint4(bf16_pair<kMayBeNaN>(v[0], v[1]), bf16_pair<kMayBeNaN>(v[2], v[3]),
-                   bf16_pair<kMayBeNaN>(v[4], v[5]), bf16_pair<kMayBeNaN>(v[6], v[7]));
+        make_uint4(pair<kMayBeNaN>(v[0], v[1]), pair<kMayBeNaN>(v[2], v[3]),
+                   pair<kMayBeNaN>(v[4], v[5]), pair<kMayBeNaN>(v[6], v[7]));
   }
 };
-struct F16Output {
-  static constexpr bool kHardwareDecode = true;
-  std::uint16_t* p;
-  __device__ void operator()(std::int64_t i, float v) const {
-    p[i] = static_cast<std::uint16_t>(fp16_pair(v, 0.0f));
-  }
-  template <bool kMayBeNaN>
-  __device__ void store8(std::int64_t i, const float (&v)[8]) const {
-    *reinterpret_cast<uint4*>(p + i) =
-        make_uint4(fp16_pair<kMayBeNaN>(v[0], v[1]), fp16_pair<kMayBeNaN>(v[2], v[3]),
-                   fp16_pair<kMayBeNaN>(v[4], v[5]), fp16_pair<kMayBeNaN>(v[6], v[7]));
-  }
-};
+using Bf16Output = HalfOutput<true>;
+using F16Output = HalfOutput<false>;
 
 template <typename Output>
 __global__ void dequantize_kernel(const std::uint8_t* __restrict__ data,
