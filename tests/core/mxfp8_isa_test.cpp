@@ -11,6 +11,7 @@
 #include <random>
 #include <vector>
 
+#include "core/every_isa_level.hpp"
 #include "shardwise/core/cpu_isa.hpp"
 #include "shardwise/core/float_convert.hpp"
 #include "shardwise/core/fp8.hpp"
@@ -67,22 +68,17 @@ TEST(Mxfp8IsaLevels, EveryLevelGivesTheBaselineBytes) {
   for (auto rule : {Mxfp8ScaleRule::kCeil, Mxfp8ScaleRule::kFloor}) {
     for (auto layout : {Mxfp8ScaleLayout::kRowMajor, Mxfp8ScaleLayout::kSwizzled128x4}) {
       for (const auto& [ptr, dtype] : inputs) {
-        Outputs baseline;
-        {
-          ScopedIsaLevel forced(IsaLevel::kBaseline);
-          baseline = run(ptr, dtype, rule, layout);
-        }
-        for (IsaLevel level : supported_isa_levels()) {
-          ScopedIsaLevel forced(level);
-          const Outputs got = run(ptr, dtype, rule, layout);
-          EXPECT_TRUE(got.data == baseline.data && got.scale == baseline.scale)
-              << isa_level_name(level) << " quantize " << dtype_name(dtype);
-          EXPECT_TRUE(got.bf16 == baseline.bf16 && got.f16 == baseline.f16)
-              << isa_level_name(level) << " dequantize from " << dtype_name(dtype);
-          // fp32 outputs may hold NaN: compare bits.
-          EXPECT_EQ(0, std::memcmp(got.f32.data(), baseline.f32.data(), got.f32.size() * 4))
-              << isa_level_name(level) << " dequantize fp32 from " << dtype_name(dtype);
-        }
+        test::compare_every_isa_level_with_baseline(
+            [&, ptr = ptr, dtype = dtype] { return run(ptr, dtype, rule, layout); },
+            [&, dtype = dtype](IsaLevel level, const Outputs& got, const Outputs& baseline) {
+              EXPECT_TRUE(got.data == baseline.data && got.scale == baseline.scale)
+                  << isa_level_name(level) << " quantize " << dtype_name(dtype);
+              EXPECT_TRUE(got.bf16 == baseline.bf16 && got.f16 == baseline.f16)
+                  << isa_level_name(level) << " dequantize from " << dtype_name(dtype);
+              // fp32 outputs may hold NaN: compare bits.
+              EXPECT_EQ(0, std::memcmp(got.f32.data(), baseline.f32.data(), got.f32.size() * 4))
+                  << isa_level_name(level) << " dequantize fp32 from " << dtype_name(dtype);
+            });
       }
     }
   }
@@ -122,21 +118,15 @@ TEST(Mxfp8IsaLevels, Bf16QuantizeOverEveryScaleExponent) {
       return quantize_mxfp8({const_cast<std::uint16_t*>(x.data()), rows * 64, DType::kBFloat16},
                             rows, 64, {rule, Mxfp8ScaleLayout::kRowMajor, 1});
     };
-    Mxfp8Tensor baseline;
-    {
-      ScopedIsaLevel forced(IsaLevel::kBaseline);
-      baseline = quantize();
-    }
-    for (IsaLevel level : supported_isa_levels()) {
-      ScopedIsaLevel forced(level);
-      const Mxfp8Tensor got = quantize();
-      for (std::size_t i = 0; i < got.data.size(); ++i) {
-        ASSERT_EQ(got.data[i], baseline.data[i])
-            << isa_level_name(level) << " element " << i << " bf16 " << std::hex << x[i]
-            << " scale " << int(baseline.scale[i / 32]);
-      }
-      EXPECT_EQ(got.scale, baseline.scale) << isa_level_name(level);
-    }
+    test::compare_every_isa_level_with_baseline(
+        quantize, [&](IsaLevel level, const Mxfp8Tensor& got, const Mxfp8Tensor& baseline) {
+          for (std::size_t i = 0; i < got.data.size(); ++i) {
+            ASSERT_EQ(got.data[i], baseline.data[i])
+                << isa_level_name(level) << " element " << i << " bf16 " << std::hex << x[i]
+                << " scale " << int(baseline.scale[i / 32]);
+          }
+          EXPECT_EQ(got.scale, baseline.scale) << isa_level_name(level);
+        });
   }
 }
 

@@ -13,6 +13,7 @@
 #include <random>
 #include <vector>
 
+#include "core/every_isa_level.hpp"
 #include "shardwise/core/cpu_isa.hpp"
 #include "shardwise/core/float_convert.hpp"
 #include "shardwise/core/mxfp8.hpp"
@@ -109,23 +110,18 @@ void expect_every_level_matches_baseline(const void* x, DType dtype, std::int64_
       return quantize_mxfp8({const_cast<void*>(x), n, dtype}, rows, kRowElements,
                             {rule, Mxfp8ScaleLayout::kRowMajor, 1});
     };
-    Mxfp8Tensor baseline;
-    {
-      ScopedIsaLevel forced(IsaLevel::kBaseline);
-      baseline = quantize();
-    }
-    for (IsaLevel level : supported_isa_levels()) {
-      ScopedIsaLevel forced(level);
-      const Mxfp8Tensor got = quantize();
-      const auto rule_name = rule == Mxfp8ScaleRule::kCeil ? "ceil" : "floor";
-      ASSERT_EQ(got.scale, baseline.scale) << isa_level_name(level) << " " << rule_name;
-      for (std::size_t i = 0; i < got.data.size(); ++i) {
-        ASSERT_EQ(got.data[i], baseline.data[i])
-            << isa_level_name(level) << " " << rule_name << " " << dtype_name(dtype) << " element "
-            << i << " scale byte "
-            << int(baseline.scale[i / kRowElements * got.geometry().blocks_per_row + i % kRowElements / 32]);
-      }
-    }
+    test::compare_every_isa_level_with_baseline(
+        quantize, [&](IsaLevel level, const Mxfp8Tensor& got, const Mxfp8Tensor& baseline) {
+          const auto rule_name = rule == Mxfp8ScaleRule::kCeil ? "ceil" : "floor";
+          ASSERT_EQ(got.scale, baseline.scale) << isa_level_name(level) << " " << rule_name;
+          for (std::size_t i = 0; i < got.data.size(); ++i) {
+            ASSERT_EQ(got.data[i], baseline.data[i])
+                << isa_level_name(level) << " " << rule_name << " " << dtype_name(dtype)
+                << " element " << i << " scale byte "
+                << int(baseline.scale[i / kRowElements * got.geometry().blocks_per_row +
+                                      i % kRowElements / 32]);
+          }
+        });
   }
 }
 
