@@ -11,7 +11,7 @@
 #include <random>
 #include <vector>
 
-#include "core/every_isa_level.hpp"
+#include "every_isa_level.hpp"
 #include "shardwise/core/cpu_isa.hpp"
 #include "shardwise/core/float_convert.hpp"
 #include "shardwise/core/fp8.hpp"

@@ -13,7 +13,7 @@
 #include <random>
 #include <vector>
 
-#include "core/every_isa_level.hpp"
+#include "every_isa_level.hpp"
 #include "shardwise/core/cpu_isa.hpp"
 #include "shardwise/core/float_convert.hpp"
 #include "shardwise/core/mxfp8.hpp"

@@ -7,6 +7,7 @@
 #include <random>
 #include <vector>
 
+#include "every_isa_level.hpp"
 #include "shardwise/core/cpu_isa.hpp"
 #include "shardwise/model/attention_kernels.hpp"
 #include "shardwise/model/dense_kernels.hpp"
@@ -146,18 +147,13 @@ TEST(Attention, FloatKernelsMatchTheDoubleBlasPath) {
 }
 
 TEST(Attention, EveryIsaLevelGivesTheBaselineBits) {
-  AttentionResult baseline;
-  {
-    ScopedIsaLevel forced(IsaLevel::kBaseline);
-    baseline = run_attention<float>(2, 12, 3, 64);
-  }
-  for (IsaLevel level : supported_isa_levels()) {
-    ScopedIsaLevel forced(level);
-    const AttentionResult got = run_attention<float>(2, 12, 3, 64);
-    EXPECT_EQ(got.probs, baseline.probs) << isa_level_name(level);
-    EXPECT_EQ(got.out, baseline.out) << isa_level_name(level);
-    EXPECT_EQ(got.dqkv, baseline.dqkv) << isa_level_name(level);
-  }
+  test::compare_every_isa_level_with_baseline(
+      [] { return run_attention<float>(2, 12, 3, 64); },
+      [](IsaLevel level, const AttentionResult& got, const AttentionResult& baseline) {
+        EXPECT_EQ(got.probs, baseline.probs) << isa_level_name(level);
+        EXPECT_EQ(got.out, baseline.out) << isa_level_name(level);
+        EXPECT_EQ(got.dqkv, baseline.dqkv) << isa_level_name(level);
+      });
 }
 
 }  // namespace
