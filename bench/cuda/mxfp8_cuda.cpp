@@ -71,11 +71,14 @@ int main(int argc, char** argv) {
   check(cudaMalloc(&wide, static_cast<std::size_t>(n) * 4 + 16), "cudaMalloc");
   check(cudaMalloc(&copy, static_cast<std::size_t>(n) * 4 + 16), "cudaMalloc");
   check(cudaMalloc(&data, static_cast<std::size_t>(n) + 16), "cudaMalloc");
-  check(cudaMalloc(&scale, static_cast<std::size_t>(n / 32) + 16), "cudaMalloc");
+  // Room for either scale layout (the swizzled one pads rows to 128 and block columns to 4).
+  const auto scale_bytes = static_cast<std::size_t>(
+      mxfp8_geometry(rows, cols, Mxfp8ScaleLayout::kSwizzled128x4).scale_bytes + 16);
+  check(cudaMalloc(&scale, scale_bytes), "cudaMalloc");
   // bf16 0x3f80 / fp32 bit patterns of ordinary magnitudes: a byte pattern of 0x3c gives both.
   check(cudaMemset(wide, 0x3c, static_cast<std::size_t>(n) * 4 + 16), "cudaMemset");
   check(cudaMemset(data, 0x3c, static_cast<std::size_t>(n) + 16), "cudaMemset");
-  check(cudaMemset(scale, 127, static_cast<std::size_t>(n / 32) + 16), "cudaMemset");
+  check(cudaMemset(scale, 127, scale_bytes), "cudaMemset");
 
   auto copy_gbs = [&](std::size_t bytes) {
     const double s = time_gpu(iters, [&] {
@@ -90,28 +93,34 @@ int main(int argc, char** argv) {
     const char* figure;
     DType dtype;
     bool quantize;
+    Mxfp8ScaleLayout layout = Mxfp8ScaleLayout::kRowMajor;
   };
-  for (const Case c : {Case{"mxfp8_quantize_bf16_cuda", DType::kBFloat16, true},
-                       Case{"mxfp8_dequantize_bf16_cuda", DType::kBFloat16, false},
-                       Case{"mxfp8_quantize_fp32_cuda", DType::kFloat32, true},
-                       Case{"mxfp8_dequantize_fp32_cuda", DType::kFloat32, false},
-                       Case{"mxfp8_quantize_fp16_cuda", DType::kFloat16, true},
-                       Case{"mxfp8_dequantize_fp16_cuda", DType::kFloat16, false}}) {
+  constexpr auto kSwizzled = Mxfp8ScaleLayout::kSwizzled128x4;
+  for (const Case c :
+       {Case{"mxfp8_quantize_bf16_cuda", DType::kBFloat16, true},
+        Case{"mxfp8_dequantize_bf16_cuda", DType::kBFloat16, false},
+        Case{"mxfp8_quantize_fp32_cuda", DType::kFloat32, true},
+        Case{"mxfp8_dequantize_fp32_cuda", DType::kFloat32, false},
+        Case{"mxfp8_quantize_fp16_cuda", DType::kFloat16, true},
+        Case{"mxfp8_dequantize_fp16_cuda", DType::kFloat16, false},
+        Case{"mxfp8_quantize_bf16_swizzled_cuda", DType::kBFloat16, true, kSwizzled},
+        Case{"mxfp8_dequantize_bf16_swizzled_cuda", DType::kBFloat16, false, kSwizzled}}) {
     const double traffic =
         static_cast<double>(n) * static_cast<double>(dtype_size(c.dtype)) + mx_bytes;
     auto run = [&](void* tensor) {
       return time_gpu(iters, [&] {
         if (c.quantize) {
-          cuda::quantize_mxfp8_device(tensor, c.dtype, rows, cols, data, scale);
+          cuda::quantize_mxfp8_device(tensor, c.dtype, rows, cols, data, scale, nullptr, c.layout);
         } else {
-          cuda::dequantize_mxfp8_device(data, scale, rows, cols, tensor, c.dtype);
+          cuda::dequantize_mxfp8_device(data, scale, rows, cols, tensor, c.dtype, nullptr,
+                                        c.layout);
         }
       });
     };
     const double vectorised = traffic / run(wide) * 1e-9;
     const double general =
         traffic / run(static_cast<std::uint8_t*>(wide) + dtype_size(c.dtype)) * 1e-9;
-    std::printf("  %-28s vectorised %8.1f GB/s   general kernel %8.1f GB/s\n", c.figure, vectorised,
+    std::printf("  %-36s vectorised %8.1f GB/s   general kernel %8.1f GB/s\n", c.figure, vectorised,
                 general);
     print_figure(c.figure, vectorised, limit);
   }

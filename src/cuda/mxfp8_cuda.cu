@@ -194,12 +194,27 @@ __device__ __forceinline__ std::uint32_t fp16_pair(float a, float b) {
   return lo | (hi << 16);
 }
 
+// Where the scale of block b (row-major numbering: b = row * blocks_per_row + block column)
+// lives: at b in the row-major layout; in the swizzled 128x4 layout in 512-byte tiles of 128 rows
+// x 4 block columns, rows r and r + 32k of a tile interleaved (mxfp8_scale_offset on the CPU).
+struct ScaleIndex {
+  bool swizzled;
+  std::int64_t blocks_per_row;
+  std::int64_t tiles_per_row;
+  __device__ std::int64_t operator()(std::int64_t block) const {
+    if (!swizzled) return block;
+    const std::int64_t row = block / blocks_per_row, column = block % blocks_per_row;
+    const std::int64_t tile = (row / 128) * tiles_per_row + column / 4;
+    return tile * 512 + (row % 32) * 16 + ((row % 128) / 32) * 4 + column % 4;
+  }
+};
+
 // --- kernels ------------------------------------------------------------------------------------
 
 template <typename Input>
 __global__ void quantize_kernel(Input input, std::int64_t rows, std::int64_t cols,
                                 std::int64_t blocks_per_row, std::uint8_t* __restrict__ data,
-                                std::uint8_t* __restrict__ scale) {
+                                std::uint8_t* __restrict__ scale, ScaleIndex scale_index) {
   const int lane = static_cast<int>(threadIdx.x) % kBlock;
   const std::int64_t warp =
       (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / kBlock;
@@ -218,7 +233,7 @@ __global__ void quantize_kernel(Input input, std::int64_t rows, std::int64_t col
     const std::uint32_t biased = scale_biased_exponent(amax);
     const float inverse_scale = inverse_of_scale(biased);
     if (valid) data[index] = static_cast<std::uint8_t>(encode_e4m3_pair(u, 0u, inverse_scale));
-    if (lane == 0) scale[block] = static_cast<std::uint8_t>(biased);
+    if (lane == 0) scale[scale_index(block)] = static_cast<std::uint8_t>(biased);
   }
 }
 
@@ -227,7 +242,7 @@ __global__ void quantize_kernel(Input input, std::int64_t rows, std::int64_t col
 template <typename Input>
 __global__ void quantize_x8_kernel(Input input, std::int64_t groups,
                                    std::uint8_t* __restrict__ data,
-                                   std::uint8_t* __restrict__ scale) {
+                                   std::uint8_t* __restrict__ scale, ScaleIndex scale_index) {
   const int lane = static_cast<int>(threadIdx.x) % kBlock;
   const std::int64_t warp =
       (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / kBlock;
@@ -263,7 +278,7 @@ __global__ void quantize_x8_kernel(Input input, std::int64_t groups,
     }
     if (valid) {
       *reinterpret_cast<uint2*>(data + g * 8) = make_uint2(packed[0], packed[1]);
-      if ((lane & 3) == 0) scale[g / 4] = static_cast<std::uint8_t>(biased);
+      if ((lane & 3) == 0) scale[scale_index(g / 4)] = static_cast<std::uint8_t>(biased);
     }
   }
 }
@@ -305,14 +320,15 @@ using F16Output = HalfOutput<false>;
 template <typename Output>
 __global__ void dequantize_kernel(const std::uint8_t* __restrict__ data,
                                   const std::uint8_t* __restrict__ scale, std::int64_t rows,
-                                  std::int64_t cols, std::int64_t blocks_per_row, Output output) {
+                                  std::int64_t cols, std::int64_t blocks_per_row,
+                                  ScaleIndex scale_index, Output output) {
   const std::int64_t n = rows * cols;
   const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
   for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += stride) {
     const std::int64_t row = i / cols;
     const std::int64_t block = (i % cols) / kBlock;
-    const std::uint32_t e = scale[row * blocks_per_row + block];
+    const std::uint32_t e = scale[scale_index(row * blocks_per_row + block)];
     output(i, dequantize_pair<Output::kHardwareDecode>(data[i], e).x);
   }
 }
@@ -334,12 +350,12 @@ __device__ __forceinline__ void dequantize8(uint2 codes, std::uint32_t e, std::i
 template <typename Output>
 __global__ void dequantize_x8_kernel(const std::uint8_t* __restrict__ data,
                                      const std::uint8_t* __restrict__ scale, std::int64_t groups,
-                                     Output output) {
+                                     ScaleIndex scale_index, Output output) {
   const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
   for (std::int64_t g = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
        g < groups; g += stride) {
     const uint2 codes = *reinterpret_cast<const uint2*>(data + g * 8);
-    const std::uint32_t e = scale[g / 4];
+    const std::uint32_t e = scale[scale_index(g / 4)];
     // Without NaN codes or a NaN scale (the usual case) no result is NaN: skip the patching.
     if (e != 0xffu && !has_nan_code(codes.x) && !has_nan_code(codes.y)) {
       dequantize8<false>(codes, e, g * 8, output);
@@ -397,19 +413,25 @@ struct Launch {
   std::int64_t rows, cols;
   cudaStream_t stream;
   bool vectorised;
+  ScaleIndex scale_index;
 };
+
+ScaleIndex scale_index_for(Mxfp8ScaleLayout layout, std::int64_t cols) {
+  const std::int64_t blocks_per_row = (cols + kBlock - 1) / kBlock;
+  return {layout == Mxfp8ScaleLayout::kSwizzled128x4, blocks_per_row, (blocks_per_row + 3) / 4};
+}
 
 template <typename Input>
 void launch_quantize(const Launch& l, Input input, std::uint8_t* data, std::uint8_t* scale) {
   if (l.vectorised) {
     const std::int64_t groups = l.rows * l.cols / 8;
     quantize_x8_kernel<<<ctas_for(groups), kThreadsPerCta, 0, l.stream>>>(input, groups, data,
-                                                                          scale);
+                                                                          scale, l.scale_index);
     return;
   }
   const std::int64_t blocks_per_row = (l.cols + kBlock - 1) / kBlock;
   quantize_kernel<<<ctas_for(l.rows * blocks_per_row * kBlock), kThreadsPerCta, 0, l.stream>>>(
-      input, l.rows, l.cols, blocks_per_row, data, scale);
+      input, l.rows, l.cols, blocks_per_row, data, scale, l.scale_index);
 }
 
 template <typename Output>
@@ -418,12 +440,12 @@ void launch_dequantize(const Launch& l, const std::uint8_t* data, const std::uin
   if (l.vectorised) {
     const std::int64_t groups = l.rows * l.cols / 8;
     dequantize_x8_kernel<<<ctas_for(groups), kThreadsPerCta, 0, l.stream>>>(data, scale, groups,
-                                                                            output);
+                                                                            l.scale_index, output);
     return;
   }
   const std::int64_t blocks_per_row = (l.cols + kBlock - 1) / kBlock;
   dequantize_kernel<<<ctas_for(l.rows * l.cols), kThreadsPerCta, 0, l.stream>>>(
-      data, scale, l.rows, l.cols, blocks_per_row, output);
+      data, scale, l.rows, l.cols, blocks_per_row, l.scale_index, output);
 }
 
 void require_gpu() { SW_REQUIRE(device_count() > 0, CudaError, "no CUDA device is available"); }
@@ -440,12 +462,13 @@ int device_count() {
 }
 
 void quantize_mxfp8_device(const void* input, DType dtype, std::int64_t rows, std::int64_t cols,
-                           std::uint8_t* data, std::uint8_t* scale, void* stream) {
+                           std::uint8_t* data, std::uint8_t* scale, void* stream,
+                           Mxfp8ScaleLayout layout) {
   check_dtype(dtype, "quantize_mxfp8_device input");
   check_shape(rows, cols, "quantize_mxfp8_device");
   if (rows == 0 || cols == 0) return;
   const Launch launch{rows, cols, static_cast<cudaStream_t>(stream),
-                      vectorisable(cols, input, data)};
+                      vectorisable(cols, input, data), scale_index_for(layout, cols)};
   switch (dtype) {
     case DType::kFloat32:
       launch_quantize(launch, F32Input{static_cast<const float*>(input)}, data, scale);
@@ -461,12 +484,13 @@ void quantize_mxfp8_device(const void* input, DType dtype, std::int64_t rows, st
 }
 
 void dequantize_mxfp8_device(const std::uint8_t* data, const std::uint8_t* scale, std::int64_t rows,
-                             std::int64_t cols, void* output, DType dtype, void* stream) {
+                             std::int64_t cols, void* output, DType dtype, void* stream,
+                             Mxfp8ScaleLayout layout) {
   check_dtype(dtype, "dequantize_mxfp8_device output");
   check_shape(rows, cols, "dequantize_mxfp8_device");
   if (rows == 0 || cols == 0) return;
   const Launch launch{rows, cols, static_cast<cudaStream_t>(stream),
-                      vectorisable(cols, output, data)};
+                      vectorisable(cols, output, data), scale_index_for(layout, cols)};
   switch (dtype) {
     case DType::kFloat32:
       launch_dequantize(launch, data, scale, F32Output{static_cast<float*>(output)});
@@ -481,19 +505,22 @@ void dequantize_mxfp8_device(const std::uint8_t* data, const std::uint8_t* scale
   check(cudaGetLastError(), "dequantize_mxfp8 kernel launch");
 }
 
-Mxfp8Tensor quantize_mxfp8_cuda(TensorView input, std::int64_t rows, std::int64_t cols) {
+Mxfp8Tensor quantize_mxfp8_cuda(TensorView input, std::int64_t rows, std::int64_t cols,
+                                Mxfp8ScaleLayout layout) {
   check_dtype(input.dtype, "quantize_mxfp8_cuda input");
   check_shape(rows, cols, "quantize_mxfp8_cuda");
   SW_REQUIRE(input.numel == rows * cols, ShapeError, "quantize_mxfp8_cuda: input has ", input.numel,
              " elements, shape [", rows, ", ", cols, "] needs ", rows * cols);
-  Mxfp8Tensor out = Mxfp8Tensor::allocate(rows, cols, Mxfp8ScaleLayout::kRowMajor);
+  Mxfp8Tensor out = Mxfp8Tensor::allocate(rows, cols, layout);
   if (input.numel == 0) return out;
   require_gpu();
   DeviceBuffer d_in(input.nbytes()), d_data(out.data.size()), d_scale(out.scale.size());
   check(cudaMemcpy(d_in.get(), input.data, input.nbytes(), cudaMemcpyHostToDevice),
         "cudaMemcpy (input to device)");
+  // The swizzled layout's padding stays zero, as Mxfp8Tensor::allocate makes it on the CPU.
+  check(cudaMemset(d_scale.get(), 0, out.scale.size()), "cudaMemset (scales)");
   quantize_mxfp8_device(d_in.get(), input.dtype, rows, cols, d_data.as<std::uint8_t>(),
-                        d_scale.as<std::uint8_t>());
+                        d_scale.as<std::uint8_t>(), nullptr, layout);
   check(cudaMemcpy(out.data.data(), d_data.get(), out.data.size(), cudaMemcpyDeviceToHost),
         "cudaMemcpy (data to host)");
   check(cudaMemcpy(out.scale.data(), d_scale.get(), out.scale.size(), cudaMemcpyDeviceToHost),
@@ -504,8 +531,6 @@ Mxfp8Tensor quantize_mxfp8_cuda(TensorView input, std::int64_t rows, std::int64_
 void dequantize_mxfp8_cuda(const Mxfp8ConstView& src, TensorView output) {
   check_dtype(output.dtype, "dequantize_mxfp8_cuda output");
   check_shape(src.rows, src.cols, "dequantize_mxfp8_cuda");
-  SW_REQUIRE(src.layout == Mxfp8ScaleLayout::kRowMajor, InvalidArgument,
-             "dequantize_mxfp8_cuda: only the row-major scale layout is supported");
   const Mxfp8Geometry g = mxfp8_geometry(src.rows, src.cols, src.layout);
   SW_REQUIRE(static_cast<std::int64_t>(src.data.size()) >= g.data_bytes &&
                  static_cast<std::int64_t>(src.scale.size()) >= g.scale_bytes,
@@ -523,7 +548,7 @@ void dequantize_mxfp8_cuda(const Mxfp8ConstView& src, TensorView output) {
   check(cudaMemcpy(d_scale.get(), src.scale.data(), scale_bytes, cudaMemcpyHostToDevice),
         "cudaMemcpy (scales to device)");
   dequantize_mxfp8_device(d_data.as<std::uint8_t>(), d_scale.as<std::uint8_t>(), src.rows, src.cols,
-                          d_out.get(), output.dtype);
+                          d_out.get(), output.dtype, nullptr, src.layout);
   check(cudaMemcpy(output.data, d_out.get(), output.nbytes(), cudaMemcpyDeviceToHost),
         "cudaMemcpy (output to host)");
 }

@@ -1,6 +1,7 @@
 // The CUDA MXFP8 kernels against the CPU codec (core/mxfp8.hpp): bit-identical data, scales and
-// dequantized values on random inputs of every input dtype, with partial last blocks, zero
-// blocks, tiny (E4M3-subnormal) blocks and NaN/Inf elements. Skips when no GPU is present.
+// dequantized values, in both scale layouts, on random inputs of every input dtype, with partial
+// last blocks, zero blocks, tiny (E4M3-subnormal) blocks and NaN/Inf elements. Skips when no GPU is
+// present.
 #include "shardwise/cuda/mxfp8_cuda.hpp"
 
 #include <gtest/gtest.h>
@@ -62,6 +63,9 @@ Input make_input(DType dtype, const std::vector<float>& values) {
 
 class Mxfp8CudaTest : public ::testing::TestWithParam<DType> {};
 
+constexpr Mxfp8ScaleLayout kLayouts[] = {Mxfp8ScaleLayout::kRowMajor,
+                                         Mxfp8ScaleLayout::kSwizzled128x4};
+
 TEST_P(Mxfp8CudaTest, QuantizeMatchesCpuCodecBitForBit) {
   SKIP_WITHOUT_GPU();
   const DType dtype = GetParam();
@@ -72,23 +76,28 @@ TEST_P(Mxfp8CudaTest, QuantizeMatchesCpuCodecBitForBit) {
   std::uint32_t seed = 1;
   for (const auto& [rows, cols] : shapes) {
     for (bool specials : {false, true}) {
-      SCOPED_TRACE(::testing::Message() << dtype_name(dtype) << " [" << rows << ", " << cols
-                                        << "] specials=" << specials);
-      Input in = make_input(dtype, random_values(rows, cols, seed++, specials));
-      const Mxfp8Tensor cpu = quantize_mxfp8(in.view(), rows, cols);
-      const Mxfp8Tensor gpu = quantize_mxfp8_cuda(in.view(), rows, cols);
-      ASSERT_EQ(gpu.scale, cpu.scale);
-      ASSERT_EQ(gpu.data, cpu.data);
+      for (Mxfp8ScaleLayout layout : kLayouts) {
+        SCOPED_TRACE(::testing::Message()
+                     << dtype_name(dtype) << " [" << rows << ", " << cols
+                     << "] specials=" << specials << " layout " << static_cast<int>(layout));
+        Input in = make_input(dtype, random_values(rows, cols, seed++, specials));
+        const Mxfp8Tensor cpu =
+            quantize_mxfp8(in.view(), rows, cols, {Mxfp8ScaleRule::kCeil, layout, 1});
+        const Mxfp8Tensor gpu = quantize_mxfp8_cuda(in.view(), rows, cols, layout);
+        ASSERT_EQ(gpu.scale, cpu.scale);
+        ASSERT_EQ(gpu.data, cpu.data);
+      }
     }
   }
 }
 
 // Every E4M3 code (NaNs included) with scales over the whole E8M0 range, 0 and 0xFF included,
 // dequantized on the GPU and the CPU; element-by-element equal bits.
-void expect_dequantize_matches_cpu(std::int64_t rows, std::int64_t cols, DType out_dtype) {
+void expect_dequantize_matches_cpu(std::int64_t rows, std::int64_t cols, DType out_dtype,
+                                   Mxfp8ScaleLayout layout) {
   std::mt19937 rng(static_cast<std::uint32_t>(rows * 7 + cols));
   std::uniform_int_distribution<int> byte(0, 255);
-  Mxfp8Tensor t = Mxfp8Tensor::allocate(rows, cols);
+  Mxfp8Tensor t = Mxfp8Tensor::allocate(rows, cols, layout);
   for (auto& b : t.data) b = static_cast<std::uint8_t>(byte(rng));
   for (auto& s : t.scale) s = static_cast<std::uint8_t>(byte(rng));
   t.scale[0] = 0;
@@ -102,8 +111,8 @@ void expect_dequantize_matches_cpu(std::int64_t rows, std::int64_t cols, DType o
   const std::int64_t blocks_per_row = (cols + 31) / 32;
   for (std::size_t i = 0; i < n; ++i) {
     const auto element = static_cast<std::int64_t>(i);
-    const auto block =
-        static_cast<std::size_t>(element / cols * blocks_per_row + element % cols / 32);
+    const auto block = static_cast<std::size_t>(
+        mxfp8_scale_offset(layout, element / cols, element % cols / 32, blocks_per_row));
     ASSERT_EQ(std::memcmp(cpu.data() + i * size, gpu.data() + i * size, size), 0)
         << "element " << i << " data 0x" << std::hex << int{t.data[i]} << " scale 0x"
         << int{t.scale[block]};
@@ -115,8 +124,11 @@ TEST_P(Mxfp8CudaTest, DequantizeMatchesCpuCodecBitForBit) {
   // 200 columns: a partial last block (general kernel); 256 and 32: whole blocks (vectorised).
   for (const auto& [rows, cols] :
        std::vector<std::pair<std::int64_t, std::int64_t>>{{129, 200}, {67, 256}, {3, 32}}) {
-    SCOPED_TRACE(::testing::Message() << "[" << rows << ", " << cols << "]");
-    expect_dequantize_matches_cpu(rows, cols, GetParam());
+    for (Mxfp8ScaleLayout layout : kLayouts) {
+      SCOPED_TRACE(::testing::Message()
+                   << "[" << rows << ", " << cols << "] layout " << static_cast<int>(layout));
+      expect_dequantize_matches_cpu(rows, cols, GetParam(), layout);
+    }
   }
 }
 
