@@ -94,6 +94,7 @@ int main(int argc, char** argv) {
     DType dtype;
     bool quantize;
     Mxfp8ScaleLayout layout = Mxfp8ScaleLayout::kRowMajor;
+    Mxfp8ScaleRule rule = Mxfp8ScaleRule::kCeil;
   };
   constexpr auto kSwizzled = Mxfp8ScaleLayout::kSwizzled128x4;
   for (const Case c :
@@ -104,13 +105,16 @@ int main(int argc, char** argv) {
         Case{"mxfp8_quantize_fp16_cuda", DType::kFloat16, true},
         Case{"mxfp8_dequantize_fp16_cuda", DType::kFloat16, false},
         Case{"mxfp8_quantize_bf16_swizzled_cuda", DType::kBFloat16, true, kSwizzled},
-        Case{"mxfp8_dequantize_bf16_swizzled_cuda", DType::kBFloat16, false, kSwizzled}}) {
+        Case{"mxfp8_dequantize_bf16_swizzled_cuda", DType::kBFloat16, false, kSwizzled},
+        Case{"mxfp8_quantize_bf16_floor_cuda", DType::kBFloat16, true, Mxfp8ScaleLayout::kRowMajor,
+             Mxfp8ScaleRule::kFloor}}) {
     const double traffic =
         static_cast<double>(n) * static_cast<double>(dtype_size(c.dtype)) + mx_bytes;
     auto run = [&](void* tensor) {
       return time_gpu(iters, [&] {
         if (c.quantize) {
-          cuda::quantize_mxfp8_device(tensor, c.dtype, rows, cols, data, scale, nullptr, c.layout);
+          cuda::quantize_mxfp8_device(tensor, c.dtype, rows, cols, data, scale, nullptr,
+                                      {c.rule, c.layout, 0});
         } else {
           cuda::dequantize_mxfp8_device(data, scale, rows, cols, tensor, c.dtype, nullptr,
                                         c.layout);

@@ -90,12 +90,21 @@ struct F32Input {
   }
 };
 
-// Smallest 2^e with amax <= 448 * 2^e as a biased E8M0 exponent (see scale_biased_exponent in
-// mxfp8_kernels.cpp); amax is the bits of a finite magnitude.
+// The block scale as a biased E8M0 exponent for a finite amax (fp32 bits), as
+// scale_biased_exponent in mxfp8_kernels.cpp: ceil rule, the smallest 2^e with
+// amax <= 448 * 2^e; floor rule (OCP), e = floor(log2(amax)) - 8.
+template <bool kFloor>
 __device__ __forceinline__ std::uint32_t scale_biased_exponent(std::uint32_t amax) {
-  int biased = static_cast<int>(amax >> 23) - 8 + ((amax & 0x7fffffu) > 0x600000u ? 1 : 0);
+  int biased = static_cast<int>(amax >> 23) - 8;
+  if (!kFloor) biased += (amax & 0x7fffffu) > 0x600000u ? 1 : 0;
   biased = biased < 0 ? 0 : (biased > 254 ? 254 : biased);
   return static_cast<std::uint32_t>(biased);
+}
+
+// Floor rule: a block holding NaN or Inf gets the NaN scale and every element the E4M3 NaN.
+constexpr std::uint32_t kE8M0NaN = 0xffu;
+__device__ __forceinline__ std::uint32_t nan_code(std::uint32_t u) {
+  return ((u >> 24) & 0x80u) | 0x7fu;
 }
 
 __device__ __forceinline__ float inverse_of_scale(std::uint32_t biased) {
@@ -211,7 +220,7 @@ struct ScaleIndex {
 
 // --- kernels ------------------------------------------------------------------------------------
 
-template <typename Input>
+template <bool kFloor, typename Input>
 __global__ void quantize_kernel(Input input, std::int64_t rows, std::int64_t cols,
                                 std::int64_t blocks_per_row, std::uint8_t* __restrict__ data,
                                 std::uint8_t* __restrict__ scale, ScaleIndex scale_index) {
@@ -229,17 +238,19 @@ __global__ void quantize_kernel(Input input, std::int64_t rows, std::int64_t col
     const std::uint32_t u = valid ? __float_as_uint(input(index)) : 0u;
     const std::uint32_t abs = u & kAbsMask;
     // Ceil rule: NaN/Inf are left out of amax; missing lanes of a partial block count as 0.
-    const std::uint32_t amax = __reduce_max_sync(0xffffffffu, abs < kInfBits ? abs : 0u);
-    const std::uint32_t biased = scale_biased_exponent(amax);
-    const float inverse_scale = inverse_of_scale(biased);
-    if (valid) data[index] = static_cast<std::uint8_t>(encode_e4m3_pair(u, 0u, inverse_scale));
+    const std::uint32_t amax = __reduce_max_sync(0xffffffffu, kFloor || abs < kInfBits ? abs : 0u);
+    const bool nan_block = kFloor && amax >= kInfBits;
+    const std::uint32_t biased = nan_block ? kE8M0NaN : scale_biased_exponent<kFloor>(amax);
+    const std::uint32_t code =
+        nan_block ? nan_code(u) : encode_e4m3_pair(u, 0u, inverse_of_scale(biased)) & 0xffu;
+    if (valid) data[index] = static_cast<std::uint8_t>(code);
     if (lane == 0) scale[scale_index(block)] = static_cast<std::uint8_t>(biased);
   }
 }
 
 // Vectorised quantize: thread g owns elements [8g, 8g + 8), which lie in block g / 4 because
 // cols % 32 == 0. Lanes walk the groups a warp at a time so the quad shuffles see every lane.
-template <typename Input>
+template <bool kFloor, typename Input>
 __global__ void quantize_x8_kernel(Input input, std::int64_t groups,
                                    std::uint8_t* __restrict__ data,
                                    std::uint8_t* __restrict__ scale, ScaleIndex scale_index) {
@@ -258,7 +269,7 @@ __global__ void quantize_x8_kernel(Input input, std::int64_t groups,
     // rule leaves them out of the amax and stores them as the E4M3 NaN. Rare, so that work is
     // done only by warps that have one (the shuffles below need the whole warp).
     const bool special = amax >= kInfBits;
-    if (__any_sync(0xffffffffu, special)) {
+    if (!kFloor && __any_sync(0xffffffffu, special)) {
       amax = 0;
       for (std::uint32_t b : bits) {
         const std::uint32_t abs = b & kAbsMask;
@@ -267,13 +278,20 @@ __global__ void quantize_x8_kernel(Input input, std::int64_t groups,
     }
     amax = max(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
     amax = max(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
-    const std::uint32_t biased = scale_biased_exponent(amax);
+    // Floor rule: NaN/Inf anywhere in the block (same for the whole quad) makes it all NaN.
+    const bool nan_block = kFloor && amax >= kInfBits;
+    const std::uint32_t biased = nan_block ? kE8M0NaN : scale_biased_exponent<kFloor>(amax);
     const float inverse_scale = inverse_of_scale(biased);
     std::uint32_t packed[2] = {0u, 0u};
     for (int k = 0; k < 8; k += 2) {
-      const std::uint32_t codes =
-          special ? encode_e4m3_pair(bits[k], bits[k + 1], inverse_scale)
-                  : encode_finite_e4m3_pair(bits[k], bits[k + 1], inverse_scale);
+      std::uint32_t codes;
+      if (nan_block) {
+        codes = nan_code(bits[k]) | (nan_code(bits[k + 1]) << 8);
+      } else if (special) {  // ceil rule only: a floor-rule block with one is a NaN block
+        codes = encode_e4m3_pair(bits[k], bits[k + 1], inverse_scale);
+      } else {
+        codes = encode_finite_e4m3_pair(bits[k], bits[k + 1], inverse_scale);
+      }
       packed[k / 4] |= codes << (8 * (k % 4));
     }
     if (valid) {
@@ -414,6 +432,7 @@ struct Launch {
   cudaStream_t stream;
   bool vectorised;
   ScaleIndex scale_index;
+  bool floor_rule = false;
 };
 
 ScaleIndex scale_index_for(Mxfp8ScaleLayout layout, std::int64_t cols) {
@@ -421,17 +440,27 @@ ScaleIndex scale_index_for(Mxfp8ScaleLayout layout, std::int64_t cols) {
   return {layout == Mxfp8ScaleLayout::kSwizzled128x4, blocks_per_row, (blocks_per_row + 3) / 4};
 }
 
-template <typename Input>
-void launch_quantize(const Launch& l, Input input, std::uint8_t* data, std::uint8_t* scale) {
+template <bool kFloor, typename Input>
+void launch_quantize_rule(const Launch& l, Input input, std::uint8_t* data, std::uint8_t* scale) {
   if (l.vectorised) {
     const std::int64_t groups = l.rows * l.cols / 8;
-    quantize_x8_kernel<<<ctas_for(groups), kThreadsPerCta, 0, l.stream>>>(input, groups, data,
-                                                                          scale, l.scale_index);
+    quantize_x8_kernel<kFloor><<<ctas_for(groups), kThreadsPerCta, 0, l.stream>>>(
+        input, groups, data, scale, l.scale_index);
     return;
   }
   const std::int64_t blocks_per_row = (l.cols + kBlock - 1) / kBlock;
-  quantize_kernel<<<ctas_for(l.rows * blocks_per_row * kBlock), kThreadsPerCta, 0, l.stream>>>(
-      input, l.rows, l.cols, blocks_per_row, data, scale, l.scale_index);
+  quantize_kernel<kFloor>
+      <<<ctas_for(l.rows * blocks_per_row * kBlock), kThreadsPerCta, 0, l.stream>>>(
+          input, l.rows, l.cols, blocks_per_row, data, scale, l.scale_index);
+}
+
+template <typename Input>
+void launch_quantize(const Launch& l, Input input, std::uint8_t* data, std::uint8_t* scale) {
+  if (l.floor_rule) {
+    launch_quantize_rule<true>(l, input, data, scale);
+  } else {
+    launch_quantize_rule<false>(l, input, data, scale);
+  }
 }
 
 template <typename Output>
@@ -463,12 +492,16 @@ int device_count() {
 
 void quantize_mxfp8_device(const void* input, DType dtype, std::int64_t rows, std::int64_t cols,
                            std::uint8_t* data, std::uint8_t* scale, void* stream,
-                           Mxfp8ScaleLayout layout) {
+                           const Mxfp8Options& options) {
   check_dtype(dtype, "quantize_mxfp8_device input");
   check_shape(rows, cols, "quantize_mxfp8_device");
   if (rows == 0 || cols == 0) return;
-  const Launch launch{rows, cols, static_cast<cudaStream_t>(stream),
-                      vectorisable(cols, input, data), scale_index_for(layout, cols)};
+  const Launch launch{rows,
+                      cols,
+                      static_cast<cudaStream_t>(stream),
+                      vectorisable(cols, input, data),
+                      scale_index_for(options.layout, cols),
+                      options.rule == Mxfp8ScaleRule::kFloor};
   switch (dtype) {
     case DType::kFloat32:
       launch_quantize(launch, F32Input{static_cast<const float*>(input)}, data, scale);
@@ -506,12 +539,12 @@ void dequantize_mxfp8_device(const std::uint8_t* data, const std::uint8_t* scale
 }
 
 Mxfp8Tensor quantize_mxfp8_cuda(TensorView input, std::int64_t rows, std::int64_t cols,
-                                Mxfp8ScaleLayout layout) {
+                                const Mxfp8Options& options) {
   check_dtype(input.dtype, "quantize_mxfp8_cuda input");
   check_shape(rows, cols, "quantize_mxfp8_cuda");
   SW_REQUIRE(input.numel == rows * cols, ShapeError, "quantize_mxfp8_cuda: input has ", input.numel,
              " elements, shape [", rows, ", ", cols, "] needs ", rows * cols);
-  Mxfp8Tensor out = Mxfp8Tensor::allocate(rows, cols, layout);
+  Mxfp8Tensor out = Mxfp8Tensor::allocate(rows, cols, options.layout);
   if (input.numel == 0) return out;
   require_gpu();
   DeviceBuffer d_in(input.nbytes()), d_data(out.data.size()), d_scale(out.scale.size());
@@ -520,7 +553,7 @@ Mxfp8Tensor quantize_mxfp8_cuda(TensorView input, std::int64_t rows, std::int64_
   // The swizzled layout's padding stays zero, as Mxfp8Tensor::allocate makes it on the CPU.
   check(cudaMemset(d_scale.get(), 0, out.scale.size()), "cudaMemset (scales)");
   quantize_mxfp8_device(d_in.get(), input.dtype, rows, cols, d_data.as<std::uint8_t>(),
-                        d_scale.as<std::uint8_t>(), nullptr, layout);
+                        d_scale.as<std::uint8_t>(), nullptr, options);
   check(cudaMemcpy(out.data.data(), d_data.get(), out.data.size(), cudaMemcpyDeviceToHost),
         "cudaMemcpy (data to host)");
   check(cudaMemcpy(out.scale.data(), d_scale.get(), out.scale.size(), cudaMemcpyDeviceToHost),

@@ -1,7 +1,7 @@
 // The CUDA MXFP8 kernels against the CPU codec (core/mxfp8.hpp): bit-identical data, scales and
-// dequantized values, in both scale layouts, on random inputs of every input dtype, with partial
-// last blocks, zero blocks, tiny (E4M3-subnormal) blocks and NaN/Inf elements. Skips when no GPU is
-// present.
+// dequantized values, in both scale layouts and both scale rules, on random inputs of every input
+// dtype, with partial last blocks, zero blocks, tiny (E4M3-subnormal) blocks and NaN/Inf elements.
+// Skips when no GPU is present.
 #include "shardwise/cuda/mxfp8_cuda.hpp"
 
 #include <gtest/gtest.h>
@@ -77,15 +77,18 @@ TEST_P(Mxfp8CudaTest, QuantizeMatchesCpuCodecBitForBit) {
   for (const auto& [rows, cols] : shapes) {
     for (bool specials : {false, true}) {
       for (Mxfp8ScaleLayout layout : kLayouts) {
-        SCOPED_TRACE(::testing::Message()
-                     << dtype_name(dtype) << " [" << rows << ", " << cols
-                     << "] specials=" << specials << " layout " << static_cast<int>(layout));
-        Input in = make_input(dtype, random_values(rows, cols, seed++, specials));
-        const Mxfp8Tensor cpu =
-            quantize_mxfp8(in.view(), rows, cols, {Mxfp8ScaleRule::kCeil, layout, 1});
-        const Mxfp8Tensor gpu = quantize_mxfp8_cuda(in.view(), rows, cols, layout);
-        ASSERT_EQ(gpu.scale, cpu.scale);
-        ASSERT_EQ(gpu.data, cpu.data);
+        for (Mxfp8ScaleRule rule : {Mxfp8ScaleRule::kCeil, Mxfp8ScaleRule::kFloor}) {
+          SCOPED_TRACE(::testing::Message()
+                       << dtype_name(dtype) << " [" << rows << ", " << cols
+                       << "] specials=" << specials << " layout " << static_cast<int>(layout)
+                       << " rule " << static_cast<int>(rule));
+          Input in = make_input(dtype, random_values(rows, cols, seed++, specials));
+          const Mxfp8Options options{rule, layout, 1};
+          const Mxfp8Tensor cpu = quantize_mxfp8(in.view(), rows, cols, options);
+          const Mxfp8Tensor gpu = quantize_mxfp8_cuda(in.view(), rows, cols, options);
+          ASSERT_EQ(gpu.scale, cpu.scale);
+          ASSERT_EQ(gpu.data, cpu.data);
+        }
       }
     }
   }
