@@ -2,8 +2,8 @@
 // the shard group and the owned shard all-reduced across the replicas, which must equal a full
 // all-reduce within fp32 rounding and leave every replica with the same bits; params are
 // all-gathered in the shard group; element-sharded buffers keep full-dp sharding; expert buffers
-// (expert dp = dp here) are handled the same way; and the bytes
-// each rank moves are the formula of docs/shard_groups.md.
+// (expert dp = dp here) are handled the same way, and with expert parallelism 2 in shard groups
+// of the expert-DP group; and the bytes each rank moves are the formula of docs/shard_groups.md.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -56,9 +56,9 @@ class ShardGroupSync : public ::testing::Test {
   void SetUp() override {
     if (dp < 2) GTEST_SKIP() << "needs at least 2 ranks";
     const LayoutOptions options = config.layout_options(LayoutAlgorithm::kLayerWise, dp);
-    ddp = std::make_unique<DistributedDataParallel>(
-        params, compute_full_param_layout(params, options), config,
-        DataParallelGroups{world, nullptr});
+    ddp = std::make_unique<DistributedDataParallel>(params,
+                                                    compute_full_param_layout(params, options),
+                                                    config, DataParallelGroups{world, nullptr});
   }
   void fill_random_grads(unsigned seed) {
     std::mt19937 rng(seed * 7919u + static_cast<unsigned>(world->rank()));
@@ -207,7 +207,8 @@ TEST_F(ShardGroupSync, BytesPerRankAreTheShardGroupFormula) {
     for (const Bucket& bucket : b->buckets()) {
       const std::int64_t n = bucket.numel();
       if (b->key().is_layer_wise) {
-        layer_wise_bytes += (S - 1) * n * g / S + 2 * (R - 1) * (n / S * g) / R + (S - 1) * n * p / S;
+        layer_wise_bytes +=
+            (S - 1) * n * g / S + 2 * (R - 1) * (n / S * g) / R + (S - 1) * n * p / S;
       } else {
         element_sharded_bytes += (D - 1) * n * g / D + (D - 1) * n * p / D;
       }
@@ -232,6 +233,87 @@ TEST_F(ShardGroupSync, BytesPerRankAreTheShardGroupFormula) {
   EXPECT_EQ(shard_group_sent, layer_wise_bytes);
   EXPECT_EQ(shard_group_received, layer_wise_bytes);
   EXPECT_EQ(world->traffic().total_sent(), element_sharded_bytes);
+}
+
+// Expert parallelism 2 (np 4: expert-DP groups {0, 2} and {1, 3}, as Megatron lays them out
+// with the EP ranks adjacent): expert layer-wise buffers use shard groups of gcd(S, expert dp)
+// ranks inside the expert-DP group, and their reduced shards equal an all-reduce over the
+// expert-DP group, the same bits on every replica. S = 1 gives expert shard groups of one rank
+// with replicas across expert DP; S = 2 covers the whole expert-DP group (no replicas).
+TEST(ExpertShardGroupSync, ExpertBuffersReduceInShardGroupsOfTheExpertDpGroup) {
+  const ProcessGroupPtr world = init_mpi_world();
+  const int dp = world->size();
+  if (dp < 4 || dp % 2 != 0) GTEST_SKIP() << "needs an even number of ranks, at least 4";
+  const int ep = 2, expert_dp = dp / ep;
+  const ProcessGroupPtr expert_group =
+      split_group(world, world->rank() % ep, world->rank(), "expert_dp");
+  ASSERT_EQ(expert_group->size(), expert_dp);
+  const ParamList params = tiny_model();
+  for (int s : {1, 2}) {
+    SCOPED_TRACE(::testing::Message() << "S = " << s);
+    const DistributedDataParallelConfig config = shard_group_config(s);
+    DistributedDataParallel ddp(
+        params,
+        compute_full_param_layout(
+            params, config.layout_options(LayoutAlgorithm::kLayerWise, dp, expert_dp)),
+        config, DataParallelGroups{world, expert_group});
+    const int expert_shards = std::gcd(s, expert_dp);
+    int expert_layer_wise = 0;
+    std::mt19937 rng(11u + static_cast<unsigned>(world->rank()));
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    std::vector<std::vector<float>> reference;
+    for (const auto& b : ddp.buffers()) {
+      const bool expert = b->key().is_expert_parallel;
+      if (expert && b->key().is_layer_wise) {
+        ++expert_layer_wise;
+        EXPECT_EQ(b->layout().num_shards, expert_shards);
+        EXPECT_EQ(ddp.group_for(b->key())->size(), expert_shards);
+        const ProcessGroupPtr& replica = ddp.replica_group_for(b->key());
+        if (expert_shards < expert_dp) {
+          ASSERT_NE(replica, nullptr);
+          EXPECT_EQ(replica->size(), expert_dp / expert_shards);
+        } else {
+          EXPECT_EQ(replica, nullptr);
+        }
+      }
+      float* g = b->grad_data().as<float>();
+      for (std::int64_t i = 0; i < b->numel(); ++i) g[i] = u(rng);
+      // Reference: scaled by 1/dp as the buckets are, summed over the group the buffer uses.
+      std::vector<float> copy(g, g + b->numel());
+      for (float& x : copy) x *= static_cast<float>(1.0 / dp);
+      (expert ? expert_group : world)
+          ->all_reduce(TensorView{copy.data(), b->numel(), DType::kFloat32}, ReduceOp::kSum)
+          ->wait();
+      reference.push_back(std::move(copy));
+    }
+    EXPECT_GT(expert_layer_wise, 0);
+    for (ParamId p = 0; p < params.size(); ++p) ddp.register_grad_ready(p);
+    ddp.finish_grad_sync();
+    for (std::size_t k = 0; k < ddp.buffers().size(); ++k) {
+      const ParamAndGradBuffer& b = *ddp.buffers()[k];
+      const int shard = ddp.group_for(b.key())->rank();
+      const float* g = b.grad_data().as<float>();
+      std::int64_t bad = 0;
+      std::uint64_t checksum = 1469598103934665603ull;
+      for (const Bucket& bucket : b.buckets()) {
+        const BucketRange r = bucket.shard_range(shard);
+        for (std::int64_t e = r.start; e < r.end; ++e) {
+          const float want = reference[k][static_cast<std::size_t>(e)];
+          if (std::abs(g[e] - want) > 1e-6f * std::max(1.0f, std::abs(want)) && ++bad <= 3) {
+            ADD_FAILURE() << b.key().to_string() << " element " << e << ": " << g[e] << " vs "
+                          << want;
+          }
+          std::uint32_t bits = 0;
+          std::memcpy(&bits, &g[e], 4);
+          checksum = (checksum ^ bits) * 1099511628211ull;
+        }
+      }
+      EXPECT_EQ(bad, 0) << b.key().to_string();
+      if (const ProcessGroupPtr& replica = ddp.replica_group_for(b.key())) {
+        replica->check_same_on_all_ranks(checksum, "reduced shard of " + b.key().to_string());
+      }
+    }
+  }
 }
 
 }  // namespace
