@@ -89,3 +89,9 @@ if(SHARDWISE_BUILD_BENCH)
   add_executable(bench_mxfp8_cuda ${PROJECT_SOURCE_DIR}/bench/cuda/mxfp8_cuda.cpp)
   target_link_libraries(bench_mxfp8_cuda PRIVATE shardwise_cuda CUDA::cudart)
 endif()
+
+# `shardwise version` says whether (and for which architectures) the CUDA kernels were built.
+if(TARGET shardwise)
+  target_compile_definitions(shardwise PRIVATE
+                             SHARDWISE_CUDA_ARCHITECTURES="${CMAKE_CUDA_ARCHITECTURES}")
+endif()

@@ -65,7 +65,7 @@ void set_num_threads(int threads) {
 }
 
 std::string library_config() {
-  return str_cat("OpenBLAS ", openblas_get_config(), " core=", openblas_get_corename());
+  return str_cat(openblas_get_config(), " core=", openblas_get_corename());  // "OpenBLAS 0.3.x ..."
 }
 
 }  // namespace shardwise::blas

@@ -24,6 +24,12 @@ train=("$shardwise" train --config examples/default.yaml)
 run run2 scripts/run.sh 2 -- "$shardwise" --version
 [[ $rc -eq 0 && $(lines "shardwise" "$work/run2.out") -eq 2 ]] ||
   fail "run.sh 2 -- shardwise --version: rc $rc, $(cat "$work/run2.out")"
+# `shardwise version`: the build configuration, one line each.
+run version "$shardwise" version
+[[ $rc -eq 0 ]] || fail "version: rc $rc"
+for field in "BLAS: OpenBLAS" "CPU kernels: " "CUDA kernels: "; do
+  grep -q "^$field" "$work/version.out" || fail "version has no '$field' line: $(cat "$work/version.out")"
+done
 run run_bad scripts/run.sh two -- true
 [[ $rc -eq 2 ]] || fail "run.sh with NP 'two': exit $rc, expected 2"
 
