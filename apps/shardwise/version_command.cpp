@@ -22,7 +22,7 @@ const char* cuda_kernels() {
 #ifdef SHARDWISE_CUDA_ARCHITECTURES
   return "built for CUDA architectures " SHARDWISE_CUDA_ARCHITECTURES;
 #else
-  return "not built (no nvcc when configured)";
+  return "not built (cmake/cuda.cmake says when they are)";
 #endif
 }
 
