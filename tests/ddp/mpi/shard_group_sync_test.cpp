@@ -51,6 +51,36 @@ DistributedDataParallelConfig shard_group_config(int s) {
   return config;
 }
 
+// Each rank's reduced shard of every buffer equals `reference` (one vector per buffer) within fp32
+// rounding, and every replica of a shard holds the same bits (so every replica steps identically).
+void expect_owned_shards_match(const DistributedDataParallel& ddp,
+                               const std::vector<std::vector<float>>& reference) {
+  for (std::size_t k = 0; k < ddp.buffers().size(); ++k) {
+    const ParamAndGradBuffer& b = *ddp.buffers()[k];
+    const int shard = ddp.group_for(b.key())->rank();
+    const float* g = b.grad_data().as<float>();
+    std::int64_t bad = 0;
+    std::uint64_t checksum = 1469598103934665603ull;
+    for (const Bucket& bucket : b.buckets()) {
+      const BucketRange r = bucket.shard_range(shard);
+      for (std::int64_t e = r.start; e < r.end; ++e) {
+        const float want = reference[k][static_cast<std::size_t>(e)];
+        if (std::abs(g[e] - want) > 1e-6f * std::max(1.0f, std::abs(want)) && ++bad <= 3) {
+          ADD_FAILURE() << b.key().to_string() << " element " << e << ": " << g[e] << " vs "
+                        << want;
+        }
+        std::uint32_t bits = 0;
+        std::memcpy(&bits, &g[e], 4);
+        checksum = (checksum ^ bits) * 1099511628211ull;
+      }
+    }
+    EXPECT_EQ(bad, 0) << b.key().to_string();
+    if (const ProcessGroupPtr& replica = ddp.replica_group_for(b.key())) {
+      replica->check_same_on_all_ranks(checksum, "reduced shard of " + b.key().to_string());
+    }
+  }
+}
+
 class ShardGroupSync : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -123,31 +153,7 @@ TEST_F(ShardGroupSync, ShardedReduceEqualsFullAllReduceAndReplicasAgreeBitwise) 
     }
     register_all_in_random_order(iteration);
     ddp->finish_grad_sync();
-    for (std::size_t k = 0; k < ddp->buffers().size(); ++k) {
-      const ParamAndGradBuffer& b = *ddp->buffers()[k];
-      const int shard = ddp->group_for(b.key())->rank();
-      const float* g = b.grad_data().as<float>();
-      std::int64_t bad = 0;
-      std::uint64_t checksum = 1469598103934665603ull;
-      for (const Bucket& bucket : b.buckets()) {
-        const BucketRange r = bucket.shard_range(shard);
-        for (std::int64_t e = r.start; e < r.end; ++e) {
-          const float want = reference[k][static_cast<std::size_t>(e)];
-          if (std::abs(g[e] - want) > 1e-6f * std::max(1.0f, std::abs(want)) && ++bad <= 3) {
-            ADD_FAILURE() << b.key().to_string() << " element " << e << ": " << g[e] << " vs "
-                          << want;
-          }
-          std::uint32_t bits = 0;
-          std::memcpy(&bits, &g[e], 4);
-          checksum = (checksum ^ bits) * 1099511628211ull;
-        }
-      }
-      EXPECT_EQ(bad, 0) << b.key().to_string();
-      // Every replica of a shard holds the same bits (so every replica steps identically).
-      if (const ProcessGroupPtr& replica = ddp->replica_group_for(b.key())) {
-        replica->check_same_on_all_ranks(checksum, "reduced shard of " + b.key().to_string());
-      }
-    }
+    expect_owned_shards_match(*ddp, reference);
     ddp->zero_grad_buffer();
   }
 }
@@ -289,30 +295,7 @@ TEST(ExpertShardGroupSync, ExpertBuffersReduceInShardGroupsOfTheExpertDpGroup) {
     EXPECT_GT(expert_layer_wise, 0);
     for (ParamId p = 0; p < params.size(); ++p) ddp.register_grad_ready(p);
     ddp.finish_grad_sync();
-    for (std::size_t k = 0; k < ddp.buffers().size(); ++k) {
-      const ParamAndGradBuffer& b = *ddp.buffers()[k];
-      const int shard = ddp.group_for(b.key())->rank();
-      const float* g = b.grad_data().as<float>();
-      std::int64_t bad = 0;
-      std::uint64_t checksum = 1469598103934665603ull;
-      for (const Bucket& bucket : b.buckets()) {
-        const BucketRange r = bucket.shard_range(shard);
-        for (std::int64_t e = r.start; e < r.end; ++e) {
-          const float want = reference[k][static_cast<std::size_t>(e)];
-          if (std::abs(g[e] - want) > 1e-6f * std::max(1.0f, std::abs(want)) && ++bad <= 3) {
-            ADD_FAILURE() << b.key().to_string() << " element " << e << ": " << g[e] << " vs "
-                          << want;
-          }
-          std::uint32_t bits = 0;
-          std::memcpy(&bits, &g[e], 4);
-          checksum = (checksum ^ bits) * 1099511628211ull;
-        }
-      }
-      EXPECT_EQ(bad, 0) << b.key().to_string();
-      if (const ProcessGroupPtr& replica = ddp.replica_group_for(b.key())) {
-        replica->check_same_on_all_ranks(checksum, "reduced shard of " + b.key().to_string());
-      }
-    }
+    expect_owned_shards_match(ddp, reference);
   }
 }
 
