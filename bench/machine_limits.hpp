@@ -17,7 +17,6 @@
 
 #include <fcntl.h>
 #include <mpi.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -31,22 +30,10 @@
 #include <vector>
 
 #include "bench_harness.hpp"
-
 #include "shardwise/core/blas.hpp"
+#include "shardwise/core/cpu_time.hpp"
 
 namespace shardwise::bench {
-
-// CPU seconds consumed so far by the calling thread / by the whole process.
-inline double thread_cpu_seconds() {
-  timespec t{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
-}
-inline double process_cpu_seconds() {
-  timespec t{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
-  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
-}
 
 // Best (shortest) thread CPU time of `reps` runs of f after one warm-up run (page faults,
 // caches). f must do its work on the calling thread.
@@ -142,8 +129,9 @@ inline double sgemm_gflops(std::int64_t n = 2048, int reps = 3) {
 
 // Disk write limit, dd-style: each (name, bytes) is written with large write()s into a fresh
 // file in `dir`, fsync'd, then the directory is fsync'd. Returns wall seconds.
-inline double write_fsync_seconds(const std::filesystem::path& dir,
-                                  const std::vector<std::pair<std::string, std::vector<char>>>& files) {
+inline double write_fsync_seconds(
+    const std::filesystem::path& dir,
+    const std::vector<std::pair<std::string, std::vector<char>>>& files) {
   return seconds_of([&] {
     for (const auto& [name, content] : files) {
       const std::filesystem::path path = dir / name;

@@ -4,21 +4,15 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <ctime>
 #include <limits>
 
+#include "shardwise/core/cpu_time.hpp"
 #include "training_run.hpp"
 
 namespace shardwise::train_detail {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-double process_cpu_seconds() {
-  timespec t{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
-  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
-}
 
 double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();

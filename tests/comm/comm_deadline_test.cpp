@@ -3,11 +3,11 @@
 #include "shardwise/comm/comm_deadline.hpp"
 
 #include <gtest/gtest.h>
-#include <time.h>
 
 #include <chrono>
 #include <limits>
 
+#include "shardwise/core/cpu_time.hpp"
 #include "shardwise/core/error.hpp"
 
 namespace shardwise {
@@ -17,12 +17,6 @@ using std::chrono::microseconds;
 using std::chrono::milliseconds;
 using std::chrono::nanoseconds;
 using Clock = std::chrono::steady_clock;
-
-double thread_cpu_seconds() {
-  timespec ts{};
-  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
-}
 
 TEST(PollBackoff, SpinsFirstThenSleepsAGrowingSliceCappedAtOneMillisecond) {
   for (int polls = 0; polls < PollBackoff::kSpinPolls; ++polls) {

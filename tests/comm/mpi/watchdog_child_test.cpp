@@ -5,7 +5,6 @@
 // 3 s comm timeout: the watchdog must report the wait and abort the job. Rank 0 also prints how
 // much CPU the process used while it waited.
 #include <gtest/gtest.h>
-#include <sys/resource.h>
 
 #include <chrono>
 #include <csignal>
@@ -15,18 +14,12 @@
 
 #include "comm/comm_test_data.hpp"
 #include "shardwise/comm/mpi_process_group.hpp"
+#include "shardwise/core/cpu_time.hpp"
 
 namespace shardwise {
 namespace {
 
 constexpr double kTimeoutSeconds = 3.0;
-
-double process_cpu_seconds() {
-  rusage usage{};
-  ::getrusage(RUSAGE_SELF, &usage);
-  auto seconds = [](const timeval& t) { return static_cast<double>(t.tv_sec) + t.tv_usec * 1e-6; };
-  return seconds(usage.ru_utime) + seconds(usage.ru_stime);
-}
 
 // Prints the process's CPU use over 0.5 s .. 2.0 s of the wait (the watchdog fires at 3 s).
 void report_cpu_while_waiting() {
