@@ -197,11 +197,7 @@ class MpiProcessGroup final : public ProcessGroup {
       } else if (algorithm != CollectiveAlgorithm::kMpi) {
         if (!in_place) {
           auto* own = static_cast<std::byte*>(output.slice(rank_ * input.numel, input.numel).data);
-          if (output.nbytes() >= kStreamingCopyMinBytes) {
-            streaming_copy(own, own_input, input.nbytes());
-          } else {
-            std::memcpy(own, own_input, input.nbytes());
-          }
+          copy_into_output(own, own_input, input.nbytes(), output.nbytes());
         }
         if (algorithm == CollectiveAlgorithm::kRing) {
           ring_all_gather(p2p_links(), bytes, input.nbytes());

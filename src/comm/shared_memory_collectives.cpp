@@ -249,14 +249,7 @@ void SharedMemoryCollectives::all_gather(std::byte* output, const std::byte* own
                                          std::size_t shard_bytes, const SharedMemoryWatch& watch) {
   const int p = size_;
   const int r = rank_;
-  const bool stream = shard_bytes * static_cast<std::size_t>(p) >= kStreamingCopyMinBytes;
-  const auto copy_out = [stream](std::byte* destination, const std::byte* source, std::size_t n) {
-    if (stream) {
-      streaming_copy(destination, source, n);
-    } else {
-      std::memcpy(destination, source, n);
-    }
-  };
+  const std::size_t output_bytes = shard_bytes * static_cast<std::size_t>(p);
   std::byte* own_output = output + static_cast<std::size_t>(r) * shard_bytes;
   for (std::size_t offset = 0; offset < shard_bytes; offset += kSharedMemoryHalfBytes) {
     const std::size_t n = std::min(kSharedMemoryHalfBytes, shard_bytes - offset);
@@ -265,12 +258,13 @@ void SharedMemoryCollectives::all_gather(std::byte* output, const std::byte* own
     publish(2 * round_ + 2);
     // Out of place, this rank's own piece goes to the output from the half, still in cache,
     // rather than in a pass of its own over the input.
-    if (own_input != nullptr) copy_out(own_output + offset, mine, n);
+    if (own_input != nullptr) copy_into_output(own_output + offset, mine, n, output_bytes);
     // Copy each peer's piece as soon as it is there, not after the slowest one.
     for (int j = 1; j < p; ++j) {
       const int q = (r + j) % p;
       wait_one(flags(q).ready, 2 * round_ + 1, q, watch);
-      copy_out(output + static_cast<std::size_t>(q) * shard_bytes + offset, half(q, round_), n);
+      copy_into_output(output + static_cast<std::size_t>(q) * shard_bytes + offset, half(q, round_),
+                       n, output_bytes);
     }
     finish_round();
   }

@@ -46,4 +46,16 @@ inline void streaming_copy(std::byte* dst, const std::byte* src, std::size_t n) 
 #endif
 }
 
+// Copies `n` bytes into a collective output of `output_bytes` in all: with streaming stores from
+// kStreamingCopyMinBytes on, with memcpy below (a small output may well stay in cache for its
+// reader).
+inline void copy_into_output(std::byte* dst, const std::byte* src, std::size_t n,
+                             std::size_t output_bytes) {
+  if (output_bytes >= kStreamingCopyMinBytes) {
+    streaming_copy(dst, src, n);
+  } else {
+    std::memcpy(dst, src, n);
+  }
+}
+
 }  // namespace shardwise
