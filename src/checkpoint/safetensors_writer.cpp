@@ -169,10 +169,14 @@ std::string SafetensorsWriter::header() const {
   return text;
 }
 
-std::uint64_t SafetensorsWriter::file_bytes() const {
-  std::uint64_t total = 8 + header().size();
+std::uint64_t SafetensorsWriter::file_bytes_with_header(std::size_t header_bytes) const {
+  std::uint64_t total = 8 + header_bytes;
   for (const Entry& e : entries_) total += e.nbytes;
   return total;
+}
+
+std::uint64_t SafetensorsWriter::file_bytes() const {
+  return file_bytes_with_header(header().size());
 }
 
 void SafetensorsWriter::write_atomic(const std::filesystem::path& path,
@@ -180,25 +184,26 @@ void SafetensorsWriter::write_atomic(const std::filesystem::path& path,
   static_assert(std::endian::native == std::endian::little);
   const std::string text = header();
   const std::vector<const Entry*> order = layout_order();
-  std::uint64_t file_size = 8 + text.size();
-  for (const Entry* e : order) file_size += e->nbytes;
-  write_file_atomic(path, [&](FileSink& sink) {
-    sink.reserve(file_size);
-    const std::uint64_t header_bytes = text.size();
-    sink.write(&header_bytes, sizeof(header_bytes));
-    sink.write(text);
-    for (const Entry* e : order) {
-      if (e->producer == nullptr) {
-        sink.write(e->data, static_cast<std::size_t>(e->nbytes));
-        continue;
-      }
-      CountingChunkSink chunks(sink, e->name, e->nbytes);
-      e->producer(chunks);
-      SW_REQUIRE(chunks.remaining() == 0, InvalidArgument, "safetensors tensor '",
-                 printable(e->name), "': producer wrote ", e->nbytes - chunks.remaining(), " of ",
-                 e->nbytes, " bytes");
-    }
-  }, rename_sync);
+  write_file_atomic(
+      path,
+      [&](FileSink& sink) {
+        sink.reserve(file_bytes_with_header(text.size()));
+        const std::uint64_t header_bytes = text.size();
+        sink.write(&header_bytes, sizeof(header_bytes));
+        sink.write(text);
+        for (const Entry* e : order) {
+          if (e->producer == nullptr) {
+            sink.write(e->data, static_cast<std::size_t>(e->nbytes));
+            continue;
+          }
+          CountingChunkSink chunks(sink, e->name, e->nbytes);
+          e->producer(chunks);
+          SW_REQUIRE(chunks.remaining() == 0, InvalidArgument, "safetensors tensor '",
+                     printable(e->name), "': producer wrote ", e->nbytes - chunks.remaining(),
+                     " of ", e->nbytes, " bytes");
+        }
+      },
+      rename_sync);
 }
 
 }  // namespace shardwise

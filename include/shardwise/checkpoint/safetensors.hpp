@@ -207,6 +207,8 @@ class SafetensorsWriter {
   void add_entry(Entry entry);
   // Entries in file order (decreasing element size, then insertion order).
   std::vector<const Entry*> layout_order() const;
+  // File size for a header of `header_bytes`: the 8-byte length, the header, every tensor.
+  std::uint64_t file_bytes_with_header(std::size_t header_bytes) const;
 
   std::vector<Entry> entries_;
   std::unordered_set<std::string> names_;  // of entries_, for O(1) duplicate checks
