@@ -19,22 +19,24 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
-#include <vector>
 
 #include "shardwise/cuda/mxfp8_cuda.hpp"
 
 namespace shardwise::cuda {
 namespace {
 
-constexpr int kBlock = 32;
+// The format's constants come from the CPU codec's headers (core/fp8.hpp, core/mxfp8.hpp).
+constexpr int kBlock = static_cast<int>(kMxfp8BlockSize);
 constexpr int kWarpsPerCta = 8;
 constexpr int kThreadsPerCta = kBlock * kWarpsPerCta;
 constexpr std::int64_t kMaxCtas = 1 << 16;  // grid-stride loops cover the rest
 
-constexpr std::uint32_t kAbsMask = 0x7fffffffu;
-constexpr std::uint32_t kInfBits = 0x7f800000u;
+constexpr std::uint32_t kAbsMask = fp8_detail::kF32AbsMask;
+constexpr std::uint32_t kInfBits = fp8_detail::kF32Inf;
+constexpr std::uint32_t kRebias = fp8_detail::kExponentRebias;  // E4M3 bias 7 -> fp32's 127
 constexpr std::uint32_t kQuietNaN = 0x7fc00000u;
-constexpr std::uint32_t kRebias = (127u - 7u) << 23;  // E4M3 exponent bias 7 -> fp32's 127
+constexpr std::uint32_t kE4M3NaNCode = kE4M3NaN;  // magnitude 0x7F; the sign bit is separate
+constexpr std::uint32_t kE8M0NaNCode = kE8M0NaN;
 
 void check(cudaError_t status, const char* what) {
   if (status != cudaSuccess) {
@@ -102,9 +104,8 @@ __device__ __forceinline__ std::uint32_t scale_biased_exponent(std::uint32_t ama
 }
 
 // Floor rule: a block holding NaN or Inf gets the NaN scale and every element the E4M3 NaN.
-constexpr std::uint32_t kE8M0NaN = 0xffu;
 __device__ __forceinline__ std::uint32_t nan_code(std::uint32_t u) {
-  return ((u >> 24) & 0x80u) | 0x7fu;
+  return ((u >> 24) & 0x80u) | kE4M3NaNCode;
 }
 
 __device__ __forceinline__ float inverse_of_scale(std::uint32_t biased) {
@@ -119,7 +120,7 @@ __device__ __forceinline__ std::uint32_t encode_e4m3_pair(std::uint32_t u0, std:
   const float2 scaled = make_float2(__fmul_rn(__uint_as_float(abs0), inverse_scale),
                                     __fmul_rn(__uint_as_float(abs1), inverse_scale));
   std::uint32_t codes = __nv_cvt_float2_to_fp8x2(scaled, __NV_SATFINITE, __NV_E4M3);
-  codes |= (abs0 >= kInfBits ? 0x7fu : 0u) | (abs1 >= kInfBits ? 0x7f00u : 0u);
+  codes |= (abs0 >= kInfBits ? kE4M3NaNCode : 0u) | (abs1 >= kInfBits ? kE4M3NaNCode << 8 : 0u);
   return codes | ((u0 >> 24) & 0x80u) | ((u1 >> 16) & 0x8000u);
 }
 
@@ -134,13 +135,13 @@ __device__ __forceinline__ std::uint32_t encode_finite_e4m3_pair(std::uint32_t u
 __device__ __forceinline__ float e8m0_to_float(std::uint32_t e) {
   std::uint32_t bits = e << 23;
   bits = e == 0 ? 0x00400000u : bits;
-  bits = e == 0xffu ? kQuietNaN : bits;
+  bits = e == kE8M0NaNCode ? kQuietNaN : bits;
   return __uint_as_float(bits);
 }
 
 // A NaN result as the CPU codec makes it: the quiet NaN with the E4M3 code's sign.
 __device__ __forceinline__ float scaled_or_nan(float product, std::uint32_t code, std::uint32_t e) {
-  const bool nan = e == 0xffu || (code & 0x7fu) == 0x7fu;
+  const bool nan = e == kE8M0NaNCode || (code & 0x7fu) == kE4M3NaNCode;
   return nan ? __uint_as_float(kQuietNaN | ((code & 0x80u) << 24)) : product;
 }
 
@@ -240,7 +241,7 @@ __global__ void quantize_kernel(Input input, std::int64_t rows, std::int64_t col
     // Ceil rule: NaN/Inf are left out of amax; missing lanes of a partial block count as 0.
     const std::uint32_t amax = __reduce_max_sync(0xffffffffu, kFloor || abs < kInfBits ? abs : 0u);
     const bool nan_block = kFloor && amax >= kInfBits;
-    const std::uint32_t biased = nan_block ? kE8M0NaN : scale_biased_exponent<kFloor>(amax);
+    const std::uint32_t biased = nan_block ? kE8M0NaNCode : scale_biased_exponent<kFloor>(amax);
     const std::uint32_t code =
         nan_block ? nan_code(u) : encode_e4m3_pair(u, 0u, inverse_of_scale(biased)) & 0xffu;
     if (valid) data[index] = static_cast<std::uint8_t>(code);
@@ -280,7 +281,7 @@ __global__ void quantize_x8_kernel(Input input, std::int64_t groups,
     amax = max(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
     // Floor rule: NaN/Inf anywhere in the block (same for the whole quad) makes it all NaN.
     const bool nan_block = kFloor && amax >= kInfBits;
-    const std::uint32_t biased = nan_block ? kE8M0NaN : scale_biased_exponent<kFloor>(amax);
+    const std::uint32_t biased = nan_block ? kE8M0NaNCode : scale_biased_exponent<kFloor>(amax);
     const float inverse_scale = inverse_of_scale(biased);
     std::uint32_t packed[2] = {0u, 0u};
     for (int k = 0; k < 8; k += 2) {
@@ -375,7 +376,7 @@ __global__ void dequantize_x8_kernel(const std::uint8_t* __restrict__ data,
     const uint2 codes = *reinterpret_cast<const uint2*>(data + g * 8);
     const std::uint32_t e = scale[scale_index(g / 4)];
     // Without NaN codes or a NaN scale (the usual case) no result is NaN: skip the patching.
-    if (e != 0xffu && !has_nan_code(codes.x) && !has_nan_code(codes.y)) {
+    if (e != kE8M0NaNCode && !has_nan_code(codes.x) && !has_nan_code(codes.y)) {
       dequantize8<false>(codes, e, g * 8, output);
     } else {
       dequantize8<true>(codes, e, g * 8, output);
