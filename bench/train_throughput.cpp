@@ -157,6 +157,7 @@ void print_flops_figure(const ProcessGroupPtr& world, const std::string& path) {
     const int vocab = config.model.vocab > 0 ? config.model.vocab : SyntheticTaskDataset::kVocab;
     const double sequences = config.training.micro_batch_size * config.training.grad_accumulation;
     double best = 0, sum = 0;
+    int measured = 0;
     for (const StepMetrics& m : summary.steps) {
       if (m.step == 1) continue;  // warm-up: first touches of the model's buffers
       // The synthetic samples are shorter than model.seq_len: the sequence length that ran is
@@ -164,18 +165,19 @@ void print_flops_figure(const ProcessGroupPtr& world, const std::string& path) {
       const double tokens = m.tokens_per_s * m.step_ms / 1e3;
       const double gflops = flops_per_token(config.model, vocab, tokens / sequences) * tokens /
                             (m.cpu_ms / 1e3) * 1e-9;
-      std::printf("train 3.2M params dp=1: step %lld, %d x %d sequences, %.0f tokens (seq %.0f) in "
-                  "%.2f CPU s: %.1f GF/s\n",
-                  static_cast<long long>(m.step), kFlopsMicroBatches,
-                  config.training.micro_batch_size, tokens, tokens / sequences, m.cpu_ms / 1e3,
-                  gflops);
+      std::printf(
+          "train 3.2M params dp=1: step %lld, %d x %d sequences, %.0f tokens (seq %.0f) in "
+          "%.2f CPU s: %.1f GF/s\n",
+          static_cast<long long>(m.step), config.training.grad_accumulation,
+          config.training.micro_batch_size, tokens, tokens / sequences, m.cpu_ms / 1e3, gflops);
       best = std::max(best, gflops);
       sum += gflops;
+      ++measured;
     }
-    std::printf("train 3.2M params dp=1: best %.1f GF/s, mean %.1f GF/s over %d steps (%.3f / "
-                "%.3f of the sgemm probe)\n",
-                best, sum / kFlopsMeasuredSteps, kFlopsMeasuredSteps, best / limit,
-                sum / kFlopsMeasuredSteps / limit);
+    std::printf(
+        "train 3.2M params dp=1: best %.1f GF/s, mean %.1f GF/s over %d steps (%.3f / "
+        "%.3f of the sgemm probe)\n",
+        best, sum / measured, measured, best / limit, sum / measured / limit);
     bench::print_figure("train_flops_3m_dp1", best, limit, "GF/s");
     blas::set_num_threads(saved_blas);
     omp_set_num_threads(saved_omp);

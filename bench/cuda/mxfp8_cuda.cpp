@@ -47,57 +47,108 @@ void print_figure(const std::string& name, double ours, double limit) {
               ours / limit);
 }
 
+using shardwise::DType;
+using shardwise::Mxfp8ScaleLayout;
+using shardwise::Mxfp8ScaleRule;
+
+struct Shape {
+  std::int64_t rows, cols;
+  std::int64_t numel() const { return rows * cols; }
+};
+
+// The device buffers every case works in, freed on scope exit. `wide` (an fp32/bf16/fp16 tensor)
+// has 16 spare bytes so the same tensor can also sit one element further on.
+struct DeviceBuffers {
+  void* wide = nullptr;
+  void* copy = nullptr;
+  std::uint8_t* data = nullptr;
+  std::uint8_t* scale = nullptr;
+
+  explicit DeviceBuffers(Shape shape) {
+    const auto n = static_cast<std::size_t>(shape.numel());
+    // Room for either scale layout (the swizzled one pads rows to 128 and block columns to 4).
+    const auto scale_bytes = static_cast<std::size_t>(
+        shardwise::mxfp8_geometry(shape.rows, shape.cols, Mxfp8ScaleLayout::kSwizzled128x4)
+            .scale_bytes +
+        16);
+    check(cudaMalloc(&wide, n * 4 + 16), "cudaMalloc");
+    check(cudaMalloc(&copy, n * 4 + 16), "cudaMalloc");
+    check(cudaMalloc(&data, n + 16), "cudaMalloc");
+    check(cudaMalloc(&scale, scale_bytes), "cudaMalloc");
+    // bf16 0x3f80 / fp32 bit patterns of ordinary magnitudes: a byte pattern of 0x3c gives both.
+    check(cudaMemset(wide, 0x3c, n * 4 + 16), "cudaMemset");
+    check(cudaMemset(data, 0x3c, n + 16), "cudaMemset");
+    check(cudaMemset(scale, 127, scale_bytes), "cudaMemset");
+  }
+  ~DeviceBuffers() {
+    cudaFree(wide);
+    cudaFree(copy);
+    cudaFree(data);
+    cudaFree(scale);
+  }
+  DeviceBuffers(const DeviceBuffers&) = delete;
+  DeviceBuffers& operator=(const DeviceBuffers&) = delete;
+};
+
+// The limit: a device-to-device copy of the bf16 tensor, bytes read + written per second.
+double copy_gbs(const DeviceBuffers& b, Shape shape, int iters) {
+  const auto bytes = static_cast<std::size_t>(shape.numel()) * 2;
+  const double s = time_gpu(iters, [&] {
+    check(cudaMemcpyAsync(b.copy, b.wide, bytes, cudaMemcpyDeviceToDevice), "cudaMemcpyAsync");
+  });
+  return 2.0 * static_cast<double>(bytes) / s * 1e-9;
+}
+
+struct Case {
+  const char* figure;
+  DType dtype;
+  bool quantize;
+  Mxfp8ScaleLayout layout = Mxfp8ScaleLayout::kRowMajor;
+  Mxfp8ScaleRule rule = Mxfp8ScaleRule::kCeil;
+};
+
+// Times one case on the aligned tensor (vectorised kernels) and one element further on (general
+// kernels), prints both and the bench: line of the first.
+void measure(const Case& c, const DeviceBuffers& b, Shape shape, int iters, double limit) {
+  const double n = static_cast<double>(shape.numel());
+  const double traffic = n * static_cast<double>(shardwise::dtype_size(c.dtype)) + n + n / 32;
+  auto gbs = [&](void* tensor) {
+    const double s = time_gpu(iters, [&] {
+      if (c.quantize) {
+        shardwise::cuda::quantize_mxfp8_device(tensor, c.dtype, shape.rows, shape.cols, b.data,
+                                               b.scale, nullptr, {c.rule, c.layout, 0});
+      } else {
+        shardwise::cuda::dequantize_mxfp8_device(b.data, b.scale, shape.rows, shape.cols, tensor,
+                                                 c.dtype, nullptr, c.layout);
+      }
+    });
+    return traffic / s * 1e-9;
+  };
+  const double vectorised = gbs(b.wide);
+  const double general = gbs(static_cast<std::uint8_t*>(b.wide) + shardwise::dtype_size(c.dtype));
+  std::printf("  %-36s vectorised %8.1f GB/s   general kernel %8.1f GB/s\n", c.figure, vectorised,
+              general);
+  print_figure(c.figure, vectorised, limit);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  using namespace shardwise;
-  const std::int64_t rows = argc > 1 ? std::atoll(argv[1]) : 8192;
-  const std::int64_t cols = argc > 2 ? std::atoll(argv[2]) : 8192;
+  const Shape shape{argc > 1 ? std::atoll(argv[1]) : 8192, argc > 2 ? std::atoll(argv[2]) : 8192};
   const int iters = argc > 3 ? std::atoi(argv[3]) : 20;
-  if (!cuda::gpu_available()) {
+  if (!shardwise::cuda::gpu_available()) {
     std::printf("bench_mxfp8_cuda: no CUDA device, nothing measured\n");
     return 0;
   }
   cudaDeviceProp prop{};
   check(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
-  const std::int64_t n = rows * cols;
-  const double mx_bytes = static_cast<double>(n) + static_cast<double>(n / 32);
   std::printf("device: %s, tensor [%lld, %lld], %d iterations\n", prop.name,
-              static_cast<long long>(rows), static_cast<long long>(cols), iters);
-
-  // One input buffer with 16 spare bytes so the same tensor can also sit one element further on.
-  void *wide = nullptr, *copy = nullptr;
-  std::uint8_t *data = nullptr, *scale = nullptr;
-  check(cudaMalloc(&wide, static_cast<std::size_t>(n) * 4 + 16), "cudaMalloc");
-  check(cudaMalloc(&copy, static_cast<std::size_t>(n) * 4 + 16), "cudaMalloc");
-  check(cudaMalloc(&data, static_cast<std::size_t>(n) + 16), "cudaMalloc");
-  // Room for either scale layout (the swizzled one pads rows to 128 and block columns to 4).
-  const auto scale_bytes = static_cast<std::size_t>(
-      mxfp8_geometry(rows, cols, Mxfp8ScaleLayout::kSwizzled128x4).scale_bytes + 16);
-  check(cudaMalloc(&scale, scale_bytes), "cudaMalloc");
-  // bf16 0x3f80 / fp32 bit patterns of ordinary magnitudes: a byte pattern of 0x3c gives both.
-  check(cudaMemset(wide, 0x3c, static_cast<std::size_t>(n) * 4 + 16), "cudaMemset");
-  check(cudaMemset(data, 0x3c, static_cast<std::size_t>(n) + 16), "cudaMemset");
-  check(cudaMemset(scale, 127, scale_bytes), "cudaMemset");
-
-  auto copy_gbs = [&](std::size_t bytes) {
-    const double s = time_gpu(iters, [&] {
-      check(cudaMemcpyAsync(copy, wide, bytes, cudaMemcpyDeviceToDevice), "cudaMemcpyAsync");
-    });
-    return 2.0 * static_cast<double>(bytes) / s * 1e-9;
-  };
-  const double limit = copy_gbs(static_cast<std::size_t>(n) * 2);
+              static_cast<long long>(shape.rows), static_cast<long long>(shape.cols), iters);
+  const DeviceBuffers buffers(shape);
+  const double limit = copy_gbs(buffers, shape, iters);
   std::printf("device-to-device copy of the bf16 tensor: %.1f GB/s (read + write)\n", limit);
-
-  struct Case {
-    const char* figure;
-    DType dtype;
-    bool quantize;
-    Mxfp8ScaleLayout layout = Mxfp8ScaleLayout::kRowMajor;
-    Mxfp8ScaleRule rule = Mxfp8ScaleRule::kCeil;
-  };
   constexpr auto kSwizzled = Mxfp8ScaleLayout::kSwizzled128x4;
-  for (const Case c :
+  for (const Case& c :
        {Case{"mxfp8_quantize_bf16_cuda", DType::kBFloat16, true},
         Case{"mxfp8_dequantize_bf16_cuda", DType::kBFloat16, false},
         Case{"mxfp8_quantize_fp32_cuda", DType::kFloat32, true},
@@ -108,30 +159,8 @@ int main(int argc, char** argv) {
         Case{"mxfp8_dequantize_bf16_swizzled_cuda", DType::kBFloat16, false, kSwizzled},
         Case{"mxfp8_quantize_bf16_floor_cuda", DType::kBFloat16, true, Mxfp8ScaleLayout::kRowMajor,
              Mxfp8ScaleRule::kFloor}}) {
-    const double traffic =
-        static_cast<double>(n) * static_cast<double>(dtype_size(c.dtype)) + mx_bytes;
-    auto run = [&](void* tensor) {
-      return time_gpu(iters, [&] {
-        if (c.quantize) {
-          cuda::quantize_mxfp8_device(tensor, c.dtype, rows, cols, data, scale, nullptr,
-                                      {c.rule, c.layout, 0});
-        } else {
-          cuda::dequantize_mxfp8_device(data, scale, rows, cols, tensor, c.dtype, nullptr,
-                                        c.layout);
-        }
-      });
-    };
-    const double vectorised = traffic / run(wide) * 1e-9;
-    const double general =
-        traffic / run(static_cast<std::uint8_t*>(wide) + dtype_size(c.dtype)) * 1e-9;
-    std::printf("  %-36s vectorised %8.1f GB/s   general kernel %8.1f GB/s\n", c.figure, vectorised,
-                general);
-    print_figure(c.figure, vectorised, limit);
+    measure(c, buffers, shape, iters, limit);
   }
   check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
-  cudaFree(wide);
-  cudaFree(copy);
-  cudaFree(data);
-  cudaFree(scale);
   return 0;
 }
