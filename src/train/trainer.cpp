@@ -108,6 +108,7 @@ TrainingSummary run_training(const TrainingConfig& input_config, const ProcessGr
           save_training_checkpoint(m, run, options, s.step, consumed_samples));
       report.checkpoint_saved(summary.checkpoints.back());
     }
+    if (options.on_step) options.on_step(s);
   }
   m.ddp().finish_all_param_sync();
   summary.final_loss = summary.steps.empty() ? 0 : summary.steps.back().loss;

@@ -74,6 +74,10 @@ struct TrainerOptions {
   bool quiet = false;     // no per-step lines (tests)
   // Called on every rank once training and the final evaluation are done.
   std::function<void(const TrainedModel&)> on_finish;
+  // Called on every rank after each step, once it is logged (and evaluated / saved where the
+  // config says so), with that step's metrics: progress reporting, or work that must run between
+  // steps. The next step starts when it returns; time spent in it is in no step's metrics.
+  std::function<void(const StepMetrics&)> on_step;
   // Overrides the resolved optimizer.overlap_param_gather_with_optimizer_step. The config layer
   // only allows it with an interleaved pipeline, which this data-parallel trainer does not run;
   // the distributed optimizers support it on their own (tests and benchmarks use this).

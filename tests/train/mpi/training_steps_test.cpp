@@ -1,14 +1,17 @@
 // The trainer's steps on their own (src/train/training_run.hpp), on every rank of the job:
 // held-out evaluation against numbers computed without it, and one training step applying a
-// finite update or skipping (then refusing) a non-finite one on every rank alike.
+// finite update or skipping (then refusing) a non-finite one on every rank alike; and
+// TrainerOptions::on_step, called once per step of a whole run.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <vector>
 
 #include "../../../src/train/training_run.hpp"
 #include "shardwise/comm/mpi_process_group.hpp"
+#include "shardwise/train/trainer.hpp"
 
 namespace shardwise::train_detail {
 namespace {
@@ -121,6 +124,22 @@ TEST(TrainingSteps, ANonFiniteStepIsSkippedOnEveryRankThenRefused) {
   EXPECT_TRUE(same_bits(before, all_weights(b.m)));  // no update reached any weight
   EXPECT_THROW(run_training_step(b.m, b.run.dp_group(), nonfinite, StepPlan{1, 0.003, 8, 4, 2}),
                NonFiniteTrainingError);
+}
+
+TEST(TrainingSteps, OnStepSeesEveryStepInOrderWithTheSummarysMetrics) {
+  TrainerOptions options;
+  options.quiet = true;
+  std::vector<StepMetrics> seen;
+  options.on_step = [&](const StepMetrics& s) { seen.push_back(s); };
+  const TrainingSummary summary = run_training(tiny_config("layer-wise"), init_mpi_world(), options);
+  ASSERT_EQ(summary.steps.size(), 4u);
+  ASSERT_EQ(seen.size(), summary.steps.size());
+  for (std::size_t i = 0; i < seen.size(); ++i) {
+    EXPECT_EQ(seen[i].step, static_cast<std::int64_t>(i + 1));
+    EXPECT_EQ(seen[i].step, summary.steps[i].step);
+    EXPECT_EQ(std::memcmp(&seen[i].loss, &summary.steps[i].loss, sizeof(double)), 0);
+    EXPECT_EQ(seen[i].cpu_ms, summary.steps[i].cpu_ms);
+  }
 }
 
 }  // namespace
