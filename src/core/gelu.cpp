@@ -13,7 +13,7 @@ namespace {
 
 using fp8_detail::select;
 
-// exp(y) for y in [0, 20] (Cephes expf): y = n ln2 + r with |r| <= ln2 / 2 (ln2 split in two
+// exp(y) for y in [-87, 87] (Cephes expf): y = n ln2 + r with |r| <= ln2 / 2 (ln2 split in two
 // so n ln2 is exact), exp(r) by a degree-7 polynomial, 2^n put in the exponent field.
 SW_KERNEL_INLINE float exp_small_range(float y) {
   constexpr float kLog2e = 1.44269504088896341f;
@@ -58,26 +58,43 @@ SW_KERNEL_INLINE void tanh_body(const float* __restrict x, float* __restrict y, 
   for (std::int64_t i = 0; i < n; ++i) y[i] = tanh_lane(x[i]);
 }
 
+// GELU through 0.5 (1 + tanh(u)) = s = 1 / (1 + e), e = exp(-2u): one exp and one division, no
+// second polynomial and no select between two tanh ranges, and no cancellation in 1 + tanh(u)
+// for large negative inputs (or in 1 - s, which is e s). -2u is clamped to [-87, 87] so e stays
+// finite and non-zero; NaN fails both compares and flows on.
+struct GeluLane {
+  float s;  // 0.5 (1 + tanh(u))
+  float e;  // exp(-2u), so 1 - s = e s
+};
+SW_KERNEL_INLINE GeluLane gelu_lane(float v) {
+  const float m = -2.0f * gelu_inner(v);
+  std::uint32_t bits = std::bit_cast<std::uint32_t>(m);
+  bits = select(m > 87.0f, std::bit_cast<std::uint32_t>(87.0f), bits);
+  bits = select(m < -87.0f, std::bit_cast<std::uint32_t>(-87.0f), bits);
+  const float e = exp_small_range(std::bit_cast<float>(bits));
+  return {1.0f / (1.0f + e), e};
+}
+
+// gelu'(v) = s + 2 v s (1 - s) u'(v); one expression for backward and forward_and_grad so both
+// give the same bits.
+SW_KERNEL_INLINE float gelu_grad_lane(float v, GeluLane g) {
+  const float du = kGeluTanhK * (1.0f + 3.0f * kGeluTanhC * v * v);
+  return g.s + 2.0f * v * g.s * (g.e * g.s) * du;
+}
+
 // Not __restrict: forward may run in place.
 SW_KERNEL_INLINE void forward_body(const float* x, float* y, std::int64_t n) {
   for (std::int64_t i = 0; i < n; ++i) {
     const float v = x[i];
-    y[i] = 0.5f * v * (1.0f + tanh_lane(gelu_inner(v)));
+    y[i] = v * gelu_lane(v).s;
   }
-}
-
-// gelu'(v) given t = tanh(gelu_inner(v)); one expression for backward and forward_and_grad so
-// both give the same bits.
-SW_KERNEL_INLINE float gelu_grad_lane(float v, float t) {
-  const float dt = (1.0f - t * t) * kGeluTanhK * (1.0f + 3.0f * kGeluTanhC * v * v);
-  return 0.5f * (1.0f + t) + 0.5f * v * dt;
 }
 
 SW_KERNEL_INLINE void backward_body(const float* __restrict x, float* __restrict d,
                                     std::int64_t n) {
   for (std::int64_t i = 0; i < n; ++i) {
     const float v = x[i];
-    d[i] *= gelu_grad_lane(v, tanh_lane(gelu_inner(v)));
+    d[i] *= gelu_grad_lane(v, gelu_lane(v));
   }
 }
 
@@ -85,9 +102,9 @@ SW_KERNEL_INLINE void forward_and_grad_body(const float* __restrict x, float* __
                                             float* __restrict dydx, std::int64_t n) {
   for (std::int64_t i = 0; i < n; ++i) {
     const float v = x[i];
-    const float t = tanh_lane(gelu_inner(v));
-    y[i] = 0.5f * v * (1.0f + t);
-    dydx[i] = gelu_grad_lane(v, t);
+    const GeluLane g = gelu_lane(v);
+    y[i] = v * g.s;
+    dydx[i] = gelu_grad_lane(v, g);
   }
 }
 
@@ -120,6 +137,10 @@ constexpr GeluKernels kGeluKernels[kNumIsaLevels] = {kGelu_baseline, kGelu_avx2,
 }  // namespace
 
 float tanh_approx(float x) { return tanh_lane(x); }
+
+float gelu_approx(float x) { return x * gelu_lane(x).s; }
+
+float gelu_grad_approx(float x) { return gelu_grad_lane(x, gelu_lane(x)); }
 
 void tanh_approx_n(const float* x, float* y, std::int64_t n) {
   dispatch(kGeluKernels).tanh(x, y, n);

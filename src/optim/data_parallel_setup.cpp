@@ -1,5 +1,6 @@
 #include "shardwise/optim/data_parallel_setup.hpp"
 
+#include <algorithm>
 #include <bit>
 
 #include "shardwise/core/error.hpp"
@@ -121,14 +122,24 @@ std::vector<std::unique_ptr<DistributedDataParallel>> wrap_with_ddp(
   return out;
 }
 
-double all_reduce_sum_exact(ProcessGroup& group, double local_value) {
-  std::vector<std::int64_t> values(static_cast<std::size_t>(group.size()));
-  std::int64_t mine = std::bit_cast<std::int64_t>(local_value);
-  group.all_gather(TensorView{values.data(), group.size(), DType::kInt64},
-                   TensorView{&mine, 1, DType::kInt64})
+std::vector<double> all_gather_exact(ProcessGroup& group, const std::vector<double>& local) {
+  // As 64-bit integers: the bits travel unchanged whatever the transport does with floats.
+  const auto count = static_cast<std::int64_t>(local.size());
+  std::vector<std::int64_t> mine(local.size()), all(local.size() * group.size());
+  std::transform(local.begin(), local.end(), mine.begin(),
+                 [](double v) { return std::bit_cast<std::int64_t>(v); });
+  group.all_gather(TensorView{all.data(), count * group.size(), DType::kInt64},
+                   TensorView{mine.data(), count, DType::kInt64})
       ->wait();
+  std::vector<double> out(all.size());
+  std::transform(all.begin(), all.end(), out.begin(),
+                 [](std::int64_t v) { return std::bit_cast<double>(v); });
+  return out;
+}
+
+double all_reduce_sum_exact(ProcessGroup& group, double local_value) {
   double sum = 0;
-  for (std::int64_t v : values) sum += std::bit_cast<double>(v);
+  for (double v : all_gather_exact(group, {local_value})) sum += v;
   return sum;
 }
 

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include "shardwise/core/cpu_time.hpp"
 #include "training_run.hpp"
@@ -31,22 +32,38 @@ double grad_comm_seconds(const std::vector<const ProcessGroup*>& groups) {
   return total;
 }
 
-// Forward and backward over this rank's micro-batches; returns its mean loss.
-double accumulate_gradients(TrainingModel& m, const StepPlan& plan, int dp, int rank) {
+// Forward and backward over this rank's micro-batches; returns each one's loss. Micro-batch
+// `micro` of rank `rank` holds the step's global micro-batch micro * dp + rank.
+std::vector<double> accumulate_gradients(TrainingModel& m, const StepPlan& plan, int dp,
+                                         int rank) {
   DistributedDataParallel& ddp = m.ddp();
   const int mbs = plan.micro_batch_size, accum = plan.grad_accumulation;
   const int seq = m.dataset->seq_len();
   std::vector<std::int32_t> tokens(static_cast<std::size_t>(mbs) * seq),
       targets(static_cast<std::size_t>(mbs) * seq);
-  double local_loss = 0;
+  std::vector<double> losses;
   for (int micro = 0; micro < accum; ++micro) {
     ddp.set_is_last_microbatch(micro == accum - 1);
     const std::int64_t first = plan.first_sample + (std::int64_t{micro} * dp + rank) * mbs;
     m.dataset->fill(Split::kTrain, first, mbs, tokens.data(), targets.data());
-    local_loss += m.model->forward(tokens.data(), targets.data(), mbs, seq) / accum;
+    losses.push_back(m.model->forward(tokens.data(), targets.data(), mbs, seq));
     m.model->backward(1.0 / accum, [&ddp](ParamId id) { ddp.register_grad_ready(id); });
   }
-  return local_loss;
+  return losses;
+}
+
+// The step's loss: the mean over its global micro-batches, added in global order. The same
+// global batch then gives the same bits at any dp / accumulation split (a checkpoint resumed at
+// another dp reports exactly the loss the saving run did).
+double global_mean_loss(ProcessGroup& dp_group, const std::vector<double>& local_losses) {
+  const std::vector<double> all = optim::all_gather_exact(dp_group, local_losses);
+  const int dp = dp_group.size();
+  const auto accum = static_cast<int>(local_losses.size());
+  double sum = 0;
+  for (int micro = 0; micro < accum; ++micro) {
+    for (int rank = 0; rank < dp; ++rank) sum += all[static_cast<std::size_t>(rank) * accum + micro];
+  }
+  return sum / (static_cast<double>(dp) * accum);
 }
 
 int groups_dispatched(const DistributedDataParallel& ddp) {
@@ -82,7 +99,7 @@ StepMetrics run_training_step(TrainingModel& m, ProcessGroup& dp_group, NonFinit
   ddp.zero_grad_buffer();
   const std::vector<const ProcessGroup*> comm_groups = data_parallel_comm_groups(m, dp_group);
   const double busy_before = grad_comm_seconds(comm_groups);
-  const double local_loss = accumulate_gradients(m, plan, dp, dp_group.rank());
+  const std::vector<double> local_losses = accumulate_gradients(m, plan, dp, dp_group.rank());
   StepMetrics s;
   s.step = plan.step + 1;
   s.lr = plan.lr;
@@ -91,7 +108,7 @@ StepMetrics run_training_step(TrainingModel& m, ProcessGroup& dp_group, NonFinit
   ddp.finish_grad_sync();
   const double exposed = seconds_since(t_wait);
   const double comm = grad_comm_seconds(comm_groups) - busy_before;
-  s.loss = optim::all_reduce_sum_exact(dp_group, local_loss) / dp;
+  s.loss = global_mean_loss(dp_group, local_losses);
   // A non-finite loss never reaches the optimizer; a non-finite grad norm makes it skip the
   // update. Either way the step is skipped (within the allowance) or the run stops here.
   s.grad_norm = std::numeric_limits<double>::quiet_NaN();

@@ -1,8 +1,10 @@
 // GELU with the tanh approximation (GPT-2) on fp32 arrays, vectorised for the CPU at run time
 // (cpu_isa.hpp). libm's tanhf is a scalar call and was a third of a training step's CPU time;
-// these use a branch-free tanh (Cephes' tanhf/expf polynomials) that stays within a few ulp of
-// libm and gives the same bits on every ISA level.
-//   gelu(x)  = 0.5 x (1 + tanh(k (x + c x^3))),  k = sqrt(2/pi), c = 0.044715
+// these are branch-free (Cephes' tanhf/expf polynomials) and give the same bits on every ISA
+// level.
+//   gelu(x)  = 0.5 x (1 + tanh(u)),  u = k (x + c x^3),  k = sqrt(2/pi), c = 0.044715
+// computed as x s with s = 1 / (1 + exp(-2u)) (the same function: 0.5 (1 + tanh(u)) = s), which
+// needs one exp and no cancellation where tanh(u) is near -1.
 #pragma once
 
 #include <cstdint>
@@ -14,6 +16,10 @@ inline constexpr float kGeluTanhC = 0.044715f;
 
 // The scalar form of the vectorised tanh (what every lane computes). NaN stays NaN, +-Inf -> +-1.
 float tanh_approx(float x);
+
+// The scalar forms of what every lane of the GELU kernels computes: gelu(x) and gelu'(x).
+float gelu_approx(float x);
+float gelu_grad_approx(float x);
 
 // y[i] = tanh_approx(x[i]).
 void tanh_approx_n(const float* x, float* y, std::int64_t n);

@@ -42,6 +42,9 @@ std::unique_ptr<Optimizer> make_optimizer(OptimizerMode mode,
                                           const ProcessGroupPtr& world,
                                           bool overlap_param_gather_with_optimizer_step = false);
 
+// Every rank's `local` values (the same count on each), bit-exactly, in rank order.
+std::vector<double> all_gather_exact(ProcessGroup& group, const std::vector<double>& local);
+
 // Sums a double over the group, deterministically: values are all-gathered bit-exactly and
 // added in rank order, so every rank gets the same bits.
 double all_reduce_sum_exact(ProcessGroup& group, double local_value);

@@ -3,6 +3,9 @@
 // identical runs are bit-identical.
 #include <gtest/gtest.h>
 
+#include <bit>
+#include <cstdint>
+
 #include <cmath>
 
 #include "shardwise/comm/mpi_process_group.hpp"
@@ -62,6 +65,35 @@ INSTANTIATE_TEST_SUITE_P(EveryOptimizer, TrainerParity,
                            for (char& c : name) c = c == '-' ? '_' : c;
                            return name;
                          });
+
+// Before any update every run holds the same weights and sees the same micro-batches, only split
+// differently over ranks: the step's loss (the mean over global micro-batches in global order)
+// has the same bits at dp = p, at dp = p/2 with 2 micro-batches per rank, and on one rank. (A
+// per-rank mean summed over ranks would add (0+2)+(1+3) at dp = 2 and ((0+1)+2)+3 at dp = 4.)
+TEST(TrainerDeterminism, FirstStepLossHasTheSameBitsAtAnyDataParallelSplit) {
+  const ProcessGroupPtr world = init_mpi_world();
+  const int p = world->size();
+  TrainerOptions quiet;
+  quiet.quiet = true;
+  auto first_loss_bits = [&](int dp) {
+    const ProcessGroupPtr sub = split_group(world, world->rank() < dp ? 0 : -1, world->rank(),
+                                            str_cat("first_loss_dp", dp));
+    std::uint64_t bits = 0;
+    if (sub) {
+      const TrainingSummary s = run_training(small_config("layer-wise", p / dp), sub, quiet);
+      bits = std::bit_cast<std::uint64_t>(s.steps.front().loss);
+    }
+    world->barrier()->wait();
+    return bits;
+  };
+  const std::uint64_t whole = first_loss_bits(p);
+  const std::uint64_t half = p % 2 == 0 ? first_loss_bits(p / 2) : whole;
+  const std::uint64_t one = first_loss_bits(1);
+  if (world->rank() == 0) {
+    EXPECT_EQ(whole, one) << "dp=" << p << " vs dp=1";
+    EXPECT_EQ(half, one) << "dp=" << p / 2 << " vs dp=1";
+  }
+}
 
 TEST(TrainerDeterminism, IdenticalRunsAreBitIdentical) {
   const ProcessGroupPtr world = init_mpi_world();
