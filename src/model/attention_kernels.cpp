@@ -128,13 +128,60 @@ SW_KERNEL_INLINE float dot_lanes(const float* a, const float* b, int depth) {
   return sum;
 }
 
+// [x0+x1, x2+x3, x4+x5, x6+x7, y0+y1, y2+y3, y4+y5, y6+y7]: one level of dot_lanes' pairwise
+// reduction for two accumulators at once.
+// (Results through a reference: a returned 32-byte vector would change the ABI of the baseline
+// build, which GCC warns about.)
+SW_KERNEL_INLINE void pair_sums(const Lanes8& x, const Lanes8& y, Lanes8& out) {
+  out = __builtin_shufflevector(x, y, 0, 2, 4, 6, 8, 10, 12, 14) +
+        __builtin_shufflevector(x, y, 1, 3, 5, 7, 9, 11, 13, 15);
+}
+
+// dot(a, b row j) for j < kDots (kDots = 4 or 8) with depth % 8 == 0: dot_lanes' lane partial
+// sums, reduced three levels deep for all kDots dots together (three rounds of pair_sums put
+// ((l0+l1)+(l2+l3))+((l4+l5)+(l6+l7)) of accumulator j in lane j), so the same bits in a
+// fraction of the horizontal adds; a's chunk is loaded once for all kDots rows of b.
+template <int kDots>
+SW_KERNEL_INLINE void dots_grouped(const float* a, const float* b, std::int64_t ldb, int depth,
+                                   float* out) {
+  Lanes8 acc[8] = {};
+  for (int d = 0; d < depth; d += 8) {
+    Lanes8 x;
+    __builtin_memcpy(&x, a + d, sizeof x);
+    for (int j = 0; j < kDots; ++j) {
+      Lanes8 y;
+      __builtin_memcpy(&y, b + j * ldb + d, sizeof y);
+      acc[j] += x * y;
+    }
+  }
+  Lanes8 p01, p23, low, high, sums;
+  pair_sums(acc[0], acc[1], p01);
+  pair_sums(acc[2], acc[3], p23);
+  pair_sums(p01, p23, low);
+  high = low;
+  if constexpr (kDots == 8) {
+    Lanes8 p45, p67;
+    pair_sums(acc[4], acc[5], p45);
+    pair_sums(acc[6], acc[7], p67);
+    pair_sums(p45, p67, high);
+  }
+  pair_sums(low, high, sums);
+  __builtin_memcpy(out, &sums, kDots * sizeof(float));
+}
+
 SW_KERNEL_INLINE void causal_dots_body(const float* a, std::int64_t lda, const float* b,
                                        std::int64_t ldb, int n, int depth, float* out,
                                        std::int64_t ld_out) {
   for (int i = 0; i < n; ++i) {
     float* row = out + i * ld_out;
-    for (int j = 0; j <= i; ++j) row[j] = dot_lanes(a + i * lda, b + j * ldb, depth);
-    for (int j = i + 1; j < n; ++j) row[j] = 0.0f;
+    const float* ai = a + i * lda;
+    int j = 0;
+    if (depth % 8 == 0) {
+      for (; j + 8 <= i + 1; j += 8) dots_grouped<8>(ai, b + j * ldb, ldb, depth, row + j);
+      for (; j + 4 <= i + 1; j += 4) dots_grouped<4>(ai, b + j * ldb, ldb, depth, row + j);
+    }
+    for (; j <= i; ++j) row[j] = dot_lanes(ai, b + j * ldb, depth);
+    for (j = i + 1; j < n; ++j) row[j] = 0.0f;
   }
 }
 

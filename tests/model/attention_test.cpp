@@ -2,6 +2,7 @@
 // the baseline bit for bit, and combine_rows / causal_dots against plain loops.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <random>
@@ -103,6 +104,38 @@ TEST(CausalDots, LanePartialSumsAddedPairwise) {
           ASSERT_EQ(out[i * ld_out + j], want)
               << isa_level_name(level) << " depth " << depth << " at " << i << "," << j;
         }
+      }
+    }
+  }
+}
+
+// Rows long enough for the grouped dots (8 and 4 at a time, depth a multiple of 8): the same
+// bits as one dot at a time, and the depth % 8 tail on its own path.
+TEST(CausalDots, GroupedDotsGiveTheOneAtATimeBits) {
+  const int n = 13;
+  for (int depth : {64, 24, 20}) {
+    const std::int64_t lda = depth + 3, ldb = depth + 5, ld_out = n;
+    const auto a = to_float(random_values(n * lda, 1.0, 7));
+    const auto b = to_float(random_values(n * ldb, 1.0, 8));
+    std::vector<float> want(n * ld_out);
+    {
+      ScopedIsaLevel baseline(IsaLevel::kBaseline);
+      for (int i = 0; i < n; ++i) {
+        for (int j = 0; j < n; ++j) {
+          // A 1 x 1 product: always the one-dot path.
+          causal_dots(a.data() + i * lda, lda, b.data() + j * ldb, ldb, 1, depth,
+                      &want[i * ld_out + j], 1);
+          if (j > i) want[i * ld_out + j] = 0.0f;
+        }
+      }
+    }
+    for (IsaLevel level : supported_isa_levels()) {
+      ScopedIsaLevel forced(level);
+      std::vector<float> out(n * ld_out, -7.0f);
+      causal_dots(a.data(), lda, b.data(), ldb, n, depth, out.data(), ld_out);
+      for (int k = 0; k < n * ld_out; ++k) {
+        ASSERT_EQ(std::bit_cast<std::uint32_t>(out[k]), std::bit_cast<std::uint32_t>(want[k]))
+            << isa_level_name(level) << " depth " << depth << " at " << k / n << "," << k % n;
       }
     }
   }
