@@ -10,8 +10,8 @@
 // compare: step time and bytes per rank of both paths and their ratios.
 // overlap: how much of the reduce-scatter time backward compute hides: time spent waiting in
 //          finish_grad_sync with overlap_grad_reduce vs the whole reduce-scatter time without;
-//          then `bench: ddp_step_comm_<dp>r`: that reduce-scatter's bus bandwidth vs an MPI
-//          ping-pong of one bucket's shard (machine_limits.hpp).
+//          then `bench: ddp_step_comm_<dp>r`: that reduce-scatter's bus bandwidth (median grad
+//          wait over the steps) vs an MPI ping-pong of one bucket's shard (machine_limits.hpp).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -130,10 +130,11 @@ StepTimes one_step(const Path& path, const ProcessGroupPtr& world, const Options
   return t;
 }
 
-// Runs the paths' steps interleaved (so load from other processes hits them alike); per path the
-// median step (by total time, slowest rank) after one warm-up round.
-std::vector<StepTimes> run_interleaved(const std::vector<Path>& paths, const ProcessGroupPtr& world,
-                                       const Options& o) {
+// Runs the paths' steps interleaved (so load from other processes hits them alike) and returns
+// every path's steps after one warm-up round.
+std::vector<std::vector<StepTimes>> run_interleaved(const std::vector<Path>& paths,
+                                                    const ProcessGroupPtr& world,
+                                                    const Options& o) {
   std::vector<std::vector<StepTimes>> samples(paths.size());
   for (int it = 0; it <= o.iters; ++it) {
     for (std::size_t p = 0; p < paths.size(); ++p) {
@@ -141,6 +142,11 @@ std::vector<StepTimes> run_interleaved(const std::vector<Path>& paths, const Pro
       if (it > 0) samples[p].push_back(t);
     }
   }
+  return samples;
+}
+
+// Per path the median step (by total time, slowest rank).
+std::vector<StepTimes> median_steps(std::vector<std::vector<StepTimes>> samples) {
   std::vector<StepTimes> medians;
   for (auto& s : samples) {
     std::sort(s.begin(), s.end(),
@@ -148,6 +154,11 @@ std::vector<StepTimes> run_interleaved(const std::vector<Path>& paths, const Pro
     medians.push_back(s[s.size() / 2]);
   }
   return medians;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
 }
 
 }  // namespace
@@ -184,7 +195,7 @@ int main(int argc, char** argv) {
       DistributedDataParallel ours_ddp(params, layout, buffered, {world, nullptr});
       DistributedDataParallel base_ddp(params, layout, legacy, {world, nullptr});
       const std::vector<StepTimes> t =
-          run_interleaved({{&ours_ddp, nullptr}, {&base_ddp, &owner}}, world, o);
+          median_steps(run_interleaved({{&ours_ddp, nullptr}, {&base_ddp, &owner}}, world, o));
       const StepTimes& ours = t[0];
       const StepTimes& base = t[1];
       if (root) {
@@ -212,17 +223,22 @@ int main(int argc, char** argv) {
       no_overlap.overlap_grad_reduce = false;
       DistributedDataParallel serial_ddp(params, layout, no_overlap, {world, nullptr});
       DistributedDataParallel overlapped_ddp(params, layout, buffered, {world, nullptr});
-      const std::vector<StepTimes> t =
+      // The figure: bus bandwidth of the step's reduce-scatters ((dp-1)/dp of the fp32 grad
+      // buffer over the non-overlapped grad wait, median over the steps) vs an MPI ping-pong of
+      // one bucket's shard.
+      const auto samples =
           run_interleaved({{&serial_ddp, nullptr}, {&overlapped_ddp, nullptr}}, world, o);
+      const std::vector<StepTimes> t = median_steps(samples);
       const StepTimes& serial = t[0];
       const StepTimes& overlapped = t[1];
-      // The figure: bus bandwidth of the step's reduce-scatters ((dp-1)/dp of the fp32 grad
-      // buffer over the non-overlapped grad wait) vs an MPI ping-pong of one bucket's shard.
+      std::vector<double> serial_waits;
+      for (const StepTimes& step : samples[0]) serial_waits.push_back(step.grad_wait);
+      const double grad_wait = median(serial_waits);
       const double limit = bench::mpi_ping_pong_gbps(
           static_cast<std::size_t>(std::max<std::int64_t>(o.bucket / dp, 1) * 4), o.iters);
       const double bus_gb = static_cast<double>(numel) * 4.0 * (dp - 1) / dp / 1e9;
-      if (root && dp > 1 && serial.grad_wait > 0) {
-        bench::print_figure(str_cat("ddp_step_comm_", dp, "r").c_str(), bus_gb / serial.grad_wait,
+      if (root && dp > 1 && grad_wait > 0) {
+        bench::print_figure(str_cat("ddp_step_comm_", dp, "r").c_str(), bus_gb / grad_wait,
                             limit, "GB/s");
       }
       if (root) {
