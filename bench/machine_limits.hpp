@@ -113,44 +113,57 @@ inline double stream_triad_gbs(int reps = 10) {
   return StreamProbe::kTriadBytes / best_seconds(reps, [&] { p.triad(); }) * 1e-9;
 }
 
-// One-thread sgemm GF/s on n x n x n (2 n^3 flops per call).
+// The operands of the one-thread sgemm probes: n x n x n products (2 n^3 flops each) on one
+// BLAS thread (timed in this thread's CPU time); the BLAS thread count is restored afterwards.
+class SgemmProbe {
+ public:
+  explicit SgemmProbe(std::int64_t n)
+      : n_(n),
+        saved_threads_(blas::num_threads()),
+        a_(static_cast<std::size_t>(n * n), 0.5f),
+        b_(static_cast<std::size_t>(n * n), 0.25f),
+        c_(static_cast<std::size_t>(n * n), 0.0f) {
+    blas::set_num_threads(1);
+  }
+  ~SgemmProbe() { blas::set_num_threads(saved_threads_); }
+  SgemmProbe(const SgemmProbe&) = delete;
+  SgemmProbe& operator=(const SgemmProbe&) = delete;
+
+  void product() {
+    blas::sgemm(blas::Op::kNone, blas::Op::kNone, n_, n_, n_, 1.0f, a_.data(), n_, b_.data(), n_,
+                0.0f, c_.data(), n_);
+  }
+  double gflops(int products, double seconds) const {
+    const auto n = static_cast<double>(n_);
+    return 2.0 * n * n * n * products / seconds * 1e-9;
+  }
+
+ private:
+  std::int64_t n_;
+  int saved_threads_;
+  std::vector<float> a_, b_, c_;
+};
+
+// One-thread sgemm GF/s: the best of `reps` single products.
 inline double sgemm_gflops(std::int64_t n = 2048, int reps = 3) {
-  const int saved_threads = blas::num_threads();
-  blas::set_num_threads(1);  // timed in this thread's CPU time
-  const auto count = static_cast<std::size_t>(n * n);
-  std::vector<float> a(count, 0.5f), b(count, 0.25f), c(count, 0.0f);
-  const double s = best_seconds(reps, [&] {
-    blas::sgemm(blas::Op::kNone, blas::Op::kNone, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f,
-                c.data(), n);
-  });
-  blas::set_num_threads(saved_threads);
-  return 2.0 * static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(n) / s * 1e-9;
+  SgemmProbe probe(n);
+  return probe.gflops(1, best_seconds(reps, [&] { probe.product(); }));
 }
 
-// One-thread sgemm GF/s sustained over a window: n x n x n products back to back until
-// `seconds` of thread CPU time have passed, total flops over total time. A best-of over single
-// products picks the luckiest fraction of a second on a shared VM (per-product rates here swing
-// by +-10%); a window as long as the work it is compared with averages over the same swings.
+// One-thread sgemm GF/s sustained over a window: products back to back until `seconds` of thread
+// CPU time have passed, total flops over total time. A best-of over single products picks the
+// luckiest fraction of a second on a shared VM (per-product rates here swing by +-10%); a window
+// as long as the work it is compared with averages over the same swings.
 inline double sgemm_gflops_sustained(double seconds, std::int64_t n = 2048) {
-  const int saved_threads = blas::num_threads();
-  blas::set_num_threads(1);
-  const auto count = static_cast<std::size_t>(n * n);
-  std::vector<float> a(count, 0.5f), b(count, 0.25f), c(count, 0.0f);
-  auto product = [&] {
-    blas::sgemm(blas::Op::kNone, blas::Op::kNone, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f,
-                c.data(), n);
-  };
-  product();  // warm-up: page faults, packing buffers
+  SgemmProbe probe(n);
+  probe.product();  // warm-up: page faults, packing buffers
   const double t0 = thread_cpu_seconds();
   int products = 0;
   do {
-    product();
+    probe.product();
     ++products;
   } while (thread_cpu_seconds() - t0 < seconds);
-  const double elapsed = thread_cpu_seconds() - t0;
-  blas::set_num_threads(saved_threads);
-  return 2.0 * static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(n) *
-         products / elapsed * 1e-9;
+  return probe.gflops(products, thread_cpu_seconds() - t0);
 }
 
 // Disk write limit, dd-style: each (name, bytes) is written with large write()s into a fresh

@@ -149,9 +149,10 @@ double step_gflops(const TrainingConfig& config, const StepMetrics& m) {
 // first one, a warm-up, aside) the probe runs sgemm back to back for as long as that step took,
 // so each step has a probe window of its own length right next to it; the figure is the best
 // step over the best window. A best single product (the probe the other figures use for short
-// kernels) is also printed with the ratio to it: on this shared VM it reads 10-15% above any
-// window of seconds, so it would compare a lucky fraction of a second with a 7-second step. The
-// other ranks sleep meanwhile.
+// kernels) is also printed with the ratio to it: on this shared VM single products swing by about
+// +-10% from one to the next, so a best of a few compares a lucky fraction of a second with a
+// 7-second step (it read 0.83x-1.10x the best window over one session's runs). The other ranks
+// sleep meanwhile.
 constexpr int kFlopsMeasuredSteps = 4;
 void print_flops_figure(const ProcessGroupPtr& world, const std::string& path) {
   const ProcessGroupPtr solo =
