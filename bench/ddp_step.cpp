@@ -1,6 +1,7 @@
 // One synthetic training step through DistributedDataParallel, run side by side for
 //   buffer path: grads reduce-scattered into each rank's shard, params all-gathered in place, and
-//   legacy path (seed 002): grads all-reduced, params synced by flatten / all_gather_v / unflatten.
+//   legacy path (Megatron-LM PR 4509's baseline): grads all-reduced, params synced by
+//   flatten / all_gather_v / unflatten.
 // "Backward" visits params in backprop order, writing each gradient with `passes` sweeps of
 // arithmetic (simulated compute) and registering it ready, so bucket collectives overlap it.
 //

@@ -18,12 +18,30 @@ link_line = re.compile(r"target_link_libraries\(shardwise_(\w+)\s+PUBLIC([^)]*)\
 dep_name = re.compile(r"\bshardwise_(\w+)\b")
 include_line = re.compile(r'^\s*#\s*include\s+"shardwise/(\w+)/', re.M)
 
+# How docs/architecture.md names the external libraries the build links.
+external_names = {
+    "nlohmann_json::nlohmann_json": "nlohmann-json", "OpenMP::OpenMP_CXX": "OpenMP",
+    "Threads::Threads": "Threads", "${BLAS_LIBRARIES}": "BLAS", "MPI::MPI_CXX": "MPI",
+    "yaml-cpp": "yaml-cpp", "PkgConfig::RE2": "RE2", "CUDA::cudart": "CUDA runtime",
+}
+
 deps = {}
+externals = {}
+
+
+def add_links(layer, link_text):
+    deps.setdefault(layer, set()).update(dep_name.findall(link_text))
+    for word in link_text.split():
+        if word in ("PUBLIC", "PRIVATE", "INTERFACE") or dep_name.fullmatch(word):
+            continue
+        externals.setdefault(layer, set()).add(external_names.get(word, word))
+
+
 for match in layer_line.finditer((root / "CMakeLists.txt").read_text()):
-    deps[match.group(1)] = set(dep_name.findall(match.group(2)))
+    add_links(match.group(1), match.group(2))
 for cmake in sorted((root / "cmake").glob("*.cmake")):
     for match in link_line.finditer(cmake.read_text()):
-        deps.setdefault(match.group(1), set()).update(dep_name.findall(match.group(2)))
+        add_links(match.group(1), match.group(2))
 if not deps:
     sys.exit(f"check_layering: no shardwise_layer(...) found under {root}")
 
@@ -51,6 +69,31 @@ for layer in sorted(deps):
                 if used not in allowed:
                     violations.append(f"{path.relative_to(root)}: includes shardwise/{used}/, but "
                                       f"layer {layer} does not link {used}")
+
+
+def table_names(cell):
+    return set() if cell in ("—", "-", "") else {name.strip() for name in cell.split(",")}
+
+
+documented = set()
+table_row = re.compile(r"^\| `(\w+)`(?: \(with nvcc\))? \| ([^|]*)\| ([^|]*)\|", re.M)
+for match in table_row.finditer((root / "docs" / "architecture.md").read_text()):
+    layer = match.group(1)
+    if layer not in deps:
+        continue
+    documented.add(layer)
+    said_deps = {name.strip("` ") for name in table_names(match.group(2).strip())}
+    if said_deps != deps[layer]:
+        violations.append(f"docs/architecture.md: layer {layer} depends on {sorted(deps[layer])} "
+                          f"in the build, the table says {sorted(said_deps)}")
+    said_externals = table_names(match.group(3).strip())
+    if said_externals != externals.get(layer, set()):
+        violations.append(f"docs/architecture.md: layer {layer} links "
+                          f"{sorted(externals.get(layer, set()))}, the table says "
+                          f"{sorted(said_externals)}")
+for layer in sorted(set(deps) - documented):
+    violations.append(f"docs/architecture.md: no row for layer {layer}")
+
 for line in violations:
     print(line)
 if violations:

@@ -134,7 +134,7 @@ TEST(CommOverlapPresets, EveryPresetMatchesTheTranscribedValues) {
   ASSERT_EQ(comm_overlap_presets().size(), std::size(kTranscribed));
   for (std::size_t i = 0; i < std::size(kTranscribed); ++i) {
     const auto& preset = comm_overlap_presets()[i];
-    EXPECT_EQ(preset.name, kTranscribed[i].name) << "presets keep seed 004's order";
+    EXPECT_EQ(preset.name, kTranscribed[i].name) << "presets keep Megatron-Bridge's order";
     std::stringstream in(kTranscribed[i].slots);
     std::size_t slot_index = 0;
     for (std::string token; in >> token; ++slot_index) {

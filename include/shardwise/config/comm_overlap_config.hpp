@@ -1,5 +1,5 @@
 // CommOverlapConfig: tensor-, pipeline- and data-parallel communication-overlap settings, resolved
-// against the parallel layout the way Megatron-Bridge's CommOverlapConfig.setup() does (seed 004).
+// against the parallel layout the way Megatron-Bridge's CommOverlapConfig.setup() does.
 // setup() runs the steps of comm_overlap_steps.hpp, one function per rule set below.
 //
 // Every field is optional: a set field is the user's explicit choice and always wins; an unset

@@ -1,5 +1,5 @@
-// The userbuffers_* TP-overlap presets Megatron-Bridge ships (seed 004), encoded as C++ data,
-// and the rule that picks one automatically.
+// The userbuffers_* TP-overlap presets Megatron-Bridge ships (module comm_overlap), encoded as C++
+// data, and the rule that picks one automatically.
 //
 // A preset name spells the setup it was tuned for:
 //   userbuffers_<precision>_<gpu>_h<hidden>_tp<tp>[_cp<cp>]_mbs<mbs>_seqlen<seqlen>[_lora]
@@ -24,7 +24,7 @@ struct CommOverlapPreset {
   TransformerLayerTPOverlapCfg cfg;
 };
 
-// All presets, in the order seed 004 lists them.
+// All presets, in the order Megatron-Bridge's comm_overlap module lists them.
 std::span<const CommOverlapPreset> comm_overlap_presets();
 
 // The preset called `name`; throws ConfigError listing the known names otherwise.

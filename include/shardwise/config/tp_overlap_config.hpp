@@ -1,6 +1,6 @@
 // Tensor-parallel communication-overlap settings per GEMM of a transformer layer, mirroring
-// Megatron-Bridge's TPOverlapCfg dataclasses (seed 004). The backend (Transformer Engine's
-// userbuffers) receives them as a flat map, see to_backend_map().
+// Megatron-Bridge's TPOverlapCfg dataclasses (module comm_overlap). The backend (Transformer
+// Engine's userbuffers) receives them as a flat map, see to_backend_map().
 #pragma once
 
 #include <array>

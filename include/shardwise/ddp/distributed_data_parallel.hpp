@@ -48,7 +48,7 @@ GradientScaling gradient_scaling(const DistributedDataParallelConfig& config, in
 // shard counts, param names and shapes (FNV-1a, independent of pointer values).
 std::uint64_t layout_hash(const ParamList& params, const FullParamLayout& layout);
 
-// Owner map for legacy_param_sync when the optimizer has no layout-derived ownership: seed 002's
+// Owner map for legacy_param_sync when the optimizer has no layout-derived ownership: PR 4509's
 // ping-pong assignment, dealt separately over the dense params (dp ranks) and the expert params
 // (expert_dp ranks) of `layout`.
 std::map<ParamId, int> ping_pong_owner_map(const ParamList& params, const FullParamLayout& layout,
@@ -153,7 +153,7 @@ class DistributedDataParallel {
   // Waits for every requested gather (in forward order).
   void finish_all_param_sync();
 
-  // --- legacy param sync (seed 002's baseline) ---
+  // --- legacy param sync (Megatron-LM PR 4509's baseline) ---
   // Each rank flattens the params it owns (owner: ParamId -> rank in the param's buffer group)
   // into a send buffer, all_gather_v's them, and copies every param back into its view.
   // Synchronous. Throws InvalidArgument for a param missing from `owner` or a rank out of range.

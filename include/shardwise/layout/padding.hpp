@@ -1,4 +1,4 @@
-// Padding and alignment rules shared by every layout algorithm (seed 000, param_layout).
+// Padding and alignment rules shared by every layout algorithm (Megatron-Core's param_layout).
 #pragma once
 
 #include <cstdint>

@@ -1,5 +1,6 @@
-// Layout data (seed 000): which buffer each parameter lives in, where, and in which bucket.
-// Computed by the optimizer's layout algorithm, consumed by DDP. Plain data: params are ParamIds.
+// Layout data (Megatron-Core's param_layout): which buffer each parameter lives in, where, and in
+// which bucket. Computed by the optimizer's layout algorithm, consumed by DDP. Plain data: params
+// are ParamIds.
 #pragma once
 
 #include <compare>

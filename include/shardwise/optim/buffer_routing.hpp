@@ -1,4 +1,5 @@
-// Which optimizer owns which DDP buffer (seed 001's _bucket_is_managed_by_layer_wise_optimizer).
+// Which optimizer owns which DDP buffer (Megatron-Core's
+// _bucket_is_managed_by_layer_wise_optimizer).
 #pragma once
 
 #include "shardwise/layout/param_layout.hpp"

@@ -6,7 +6,7 @@
 //   distributed:       DistOpt layout, reduce-scatter; Distributed(AdamW) (ZeRO-1).
 //   ddp:               default layout, all-reduce; AdamW on every rank.
 //   legacy-layer-wise: default layout, all-reduce; LayerWise with ping-pong owners and the
-//                      all_gather_v param sync (seed 002's baseline).
+//                      all_gather_v param sync (Megatron-LM PR 4509's baseline).
 #pragma once
 
 #include <memory>

@@ -1,4 +1,4 @@
-// LayerWiseDistributedOptimizer (seed 001 + the merged PR of seed 002): each rank owns WHOLE
+// LayerWiseDistributedOptimizer (Megatron-Core + Megatron-LM PR 4509): each rank owns WHOLE
 // parameters, so Muon's Newton–Schulz runs on full matrices. Ownership comes from the published
 // shard-aligned layout — owner = (start - bucket_start) / shard_size, and a param straddling a
 // shard is a loud error — so optimizer and DDP agree by construction. Grads arrive by
@@ -10,7 +10,7 @@
 // first replica counts them in the grad norm / zero count and writes them to a checkpoint.
 //
 // Legacy path (no shard-aligned layout, grads all-reduced): owners come from the ping-pong
-// assignment and params are synced by the flatten / all_gather_v / unflatten copy of seed 002.
+// assignment and params are synced by the flatten / all_gather_v / unflatten copy of PR 4509.
 //
 // The step walks the managed bucket groups in forward order. With
 // overlap_param_gather_with_optimizer_step (buffer path only) each group's all-gather is
@@ -32,7 +32,7 @@
 
 namespace shardwise::optim {
 
-// A caller-supplied child optimizer (seed 001 hands the constructor the optimizers to chain).
+// A caller-supplied child optimizer (Megatron-Core hands the constructor the optimizers to chain).
 // `selects` picks the managed params this child updates — every managed param must be picked by
 // exactly one child — and `make` builds the child over the ones this rank owns: one ParamGroup
 // per managed bucket group (named "bucket_group_<g>", forward order) of fp32 main-param views.
@@ -41,8 +41,8 @@ struct LayerWiseChild {
   std::function<bool(const ParamInfo&)> selects;
   std::function<std::unique_ptr<Optimizer>(std::vector<ParamGroup>)> make;
 };
-// Run once on its child right after the child is built (seed 001's init_state_fn_list), e.g. to
-// create or load optimizer state.
+// Run once on its child right after the child is built (Megatron-Core's init_state_fn_list), e.g.
+// to create or load optimizer state.
 using InitStateFn = std::function<void(Optimizer&)>;
 
 class LayerWiseDistributedOptimizer : public Optimizer {

@@ -1,5 +1,6 @@
-// Mxfp8ReshardTransform (seed 003): writes received weights into persistent MXFP8 buffers whose
-// addresses never change across refits (CUDA-graph captures stay valid).
+// Mxfp8ReshardTransform (Megatron-Core's MXFP8ReshardTransform): writes received weights into
+// persistent MXFP8 buffers whose addresses never change across refits (CUDA-graph captures stay
+// valid).
 //
 // A destination box is viewed as a 2-D matrix [prod(extents but last), last extent]; its
 // persistent buffer is an Mxfp8View of exactly that shape (any scale layout). MXFP8 blocks run

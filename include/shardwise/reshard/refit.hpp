@@ -1,5 +1,5 @@
-// Refit (seed 003, issue 8): moving freshly trained weights from the training ranks, where every
-// data-parallel rank holds each parameter whole, to an inference group that wants Megatron
+// Refit (Megatron-Core's resharding): moving freshly trained weights from the training ranks, where
+// every data-parallel rank holds each parameter whole, to an inference group that wants Megatron
 // tensor-parallel slices - bf16, or MXFP8 in persistent buffers whose addresses never change, so
 // CUDA-graph captures on the inference side stay valid from one refit to the next.
 //

@@ -1,9 +1,9 @@
 // ReshardTransform: hooks that replace the default send / receive / write-back of a transfer
-// (seed 003). For every op whose param should_transform(), the executor sends the tensors
-// prepare_send returns and receives into the buffers prepare_recv returns (the two lists must
-// have the same length and matching sizes), then calls finalize_recv. Tensor i of an op travels
-// as sub-id i (its own MPI tag, and its own slot in same-rank copies), so an op may carry several
-// tensors (e.g. MXFP8 data + scale) even when sender and receiver are the same rank.
+// (Megatron-Core's ReshardTransform). For every op whose param should_transform(), the executor
+// sends the tensors prepare_send returns and receives into the buffers prepare_recv returns (the
+// two lists must have the same length and matching sizes), then calls finalize_recv. Tensor i of an
+// op travels as sub-id i (its own MPI tag, and its own slot in same-rank copies), so an op may
+// carry several tensors (e.g. MXFP8 data + scale) even when sender and receiver are the same rank.
 #pragma once
 
 #include <cstdint>
