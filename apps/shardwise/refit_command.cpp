@@ -100,7 +100,9 @@ ModelWeights train_weights(const TrainingConfig& config, const ProcessGroupPtr& 
     for (std::size_t i = 0; i < model.params.size(); ++i) {
       const ParamInfo& p = model.params[i];
       const TensorView& v = model.values[i];
-      w.params.push_back({p.name, p.shape});
+      std::optional<TpRule> rule;
+      if (p.tp_split) rule = tp_rule_from_split(p.name, p.tp_split->dim, p.tp_split->stride);
+      w.params.push_back({p.name, p.shape, rule});
       w.values[p.name] = to_fp32(v.data, v.numel, v.dtype, p.name);
     }
   };
@@ -108,12 +110,20 @@ ModelWeights train_weights(const TrainingConfig& config, const ProcessGroupPtr& 
   return w;
 }
 
-// Rank 0's param list, sent to every rank of the world (the inference ranks build nothing).
+// Rank 0's param list with the model's TP splits (null: the name rules), sent to every rank of
+// the world (the inference ranks build nothing).
 std::vector<RefitParam> broadcast_params(ProcessGroup& world, const std::vector<RefitParam>& mine) {
   std::string text;
   if (world.rank() == 0) {
     nlohmann::json list = nlohmann::json::array();
-    for (const RefitParam& p : mine) list.push_back({p.name, p.shape});
+    for (const RefitParam& p : mine) {
+      nlohmann::json rule = nullptr;
+      if (p.tp_rule) {
+        const bool split = p.tp_rule->kind != TpKind::kReplicated;
+        rule = {split ? p.tp_rule->partition_dim : -1, p.tp_rule->stride};
+      }
+      list.push_back({p.name, p.shape, rule});
+    }
     text = list.dump();
   }
   std::int64_t length = static_cast<std::int64_t>(text.size());
@@ -122,8 +132,12 @@ std::vector<RefitParam> broadcast_params(ProcessGroup& world, const std::vector<
   world.broadcast({text.data(), length, DType::kUInt8}, 0)->wait();
   std::vector<RefitParam> params;
   for (const auto& entry : nlohmann::json::parse(text)) {
-    params.push_back(
-        {entry.at(0).get<std::string>(), entry.at(1).get<std::vector<std::int64_t>>()});
+    RefitParam p{entry.at(0).get<std::string>(), entry.at(1).get<std::vector<std::int64_t>>()};
+    if (!entry.at(2).is_null()) {
+      p.tp_rule = tp_rule_from_split(p.name, entry.at(2).at(0).get<int>(),
+                                     entry.at(2).at(1).get<int>());
+    }
+    params.push_back(std::move(p));
   }
   return params;
 }

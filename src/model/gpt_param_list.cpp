@@ -15,12 +15,14 @@ class ParamListBuilder {
   ParamInfo& replicated(std::string name, std::vector<std::int64_t> shape) {
     ParamInfo& p = add(std::move(name), std::move(shape));
     p.tp_duplicate = tp_ > 1;
+    p.tp_split = ParamInfo::TpSplitDeclaration{};
     return p;
   }
   // Split along `dim` (its extent divided by the TP size); stride > 1: `stride` equal parts.
   ParamInfo& split(std::string name, std::vector<std::int64_t> shape, int dim, int stride = 1) {
     shape[dim] /= tp_;
     ParamInfo& p = add(std::move(name), std::move(shape));
+    p.tp_split = ParamInfo::TpSplitDeclaration{dim, stride};
     if (tp_ > 1) {
       p.tp_partition_dim = dim;
       p.tp_stride = stride;

@@ -46,6 +46,10 @@ const char* refit_mode_name(RefitMode mode) {
   return "?";
 }
 
+TpRule refit_tp_rule(const RefitParam& p) {
+  return p.tp_rule ? *p.tp_rule : megatron_tp_rule(p.name, p.shape);
+}
+
 std::vector<ParamReshardRequest> make_refit_requests(const std::vector<RefitParam>& params,
                                                      const RefitTopology& topology) {
   SW_REQUIRE(topology.num_train_ranks >= 1 && topology.tp >= 1, InvalidArgument,
@@ -57,7 +61,7 @@ std::vector<ParamReshardRequest> make_refit_requests(const std::vector<RefitPara
     ParallelSharding replicas;
     replicas.dp = topology.num_train_ranks;
     requests.push_back({p.name, DType::kBFloat16, parallel_sharding(p.name, p.shape, replicas),
-                        tp_sharding(p.name, p.shape, megatron_tp_rule(p.name, p.shape), topology.tp,
+                        tp_sharding(p.name, p.shape, refit_tp_rule(p), topology.tp,
                                     topology.first_inference_rank())});
   }
   return requests;
@@ -81,7 +85,7 @@ InferenceTensor allocate_inference_tensor(const RefitParam& p, int tp, bool mxfp
   InferenceTensor t;
   t.name = p.name;
   t.global_shape = p.shape;
-  t.rule = megatron_tp_rule(p.name, p.shape);
+  t.rule = refit_tp_rule(p);
   t.local_shape = tp_local_shape(p.shape, t.rule, tp);
   t.mxfp8 = mxfp8;
   if (t.mxfp8) {

@@ -51,6 +51,14 @@ TpRule megatron_tp_rule(const std::string& name, const std::vector<std::int64_t>
   return rule;
 }
 
+TpRule tp_rule_from_split(const std::string& name, int dim, int stride) {
+  SW_REQUIRE(dim >= -1 && dim <= 1 && stride >= 1, InvalidArgument, "param ", name,
+             ": a tensor-parallel split along dim ", dim, " with stride ", stride,
+             " is not a Megatron split (dim -1, 0 or 1, stride >= 1)");
+  if (dim < 0) return TpRule{};
+  return {dim == 0 ? TpKind::kColumnParallel : TpKind::kRowParallel, dim, stride};
+}
+
 bool is_mxfp8_refit_candidate(const std::string& name, const std::vector<std::int64_t>& shape) {
   if (shape.size() != 2) return false;
   return name.find("embedding") == std::string::npos &&

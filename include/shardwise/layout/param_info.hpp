@@ -33,6 +33,15 @@ struct ParamInfo {
   // parts (a fused QKV's query, key and value) and each rank holds its chunk of every part.
   int tp_partition_dim = -1;
   int tp_stride = 1;
+  // How the model splits this parameter under tensor parallelism, declared at every TP size (tp = 1
+  // included), so that refit and export take the model's own split instead of guessing it from
+  // the name: dim -1 = replicated. Unset for parameters of a model that declares nothing.
+  struct TpSplitDeclaration {
+    int dim = -1;
+    int stride = 1;
+    bool operator==(const TpSplitDeclaration&) const = default;
+  };
+  std::optional<TpSplitDeclaration> tp_split = std::nullopt;
   // Held whole by every TP rank of a group of more than one (replicated, not partitioned): a
   // gradient norm over the TP group counts it once (Megatron's tensor_model_parallel=False).
   bool tp_duplicate = false;

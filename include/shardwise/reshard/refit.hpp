@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,8 +37,14 @@ const char* refit_mode_name(RefitMode mode);
 struct RefitParam {
   std::string name;
   std::vector<std::int64_t> shape;
+  // The model's own tensor-parallel split of the param; unset (weights from a file): the
+  // Megatron name rules (megatron_tp_rule).
+  std::optional<TpRule> tp_rule = std::nullopt;
   bool operator==(const RefitParam&) const = default;
 };
+
+// p.tp_rule when the model declared it, else the Megatron rule for its name.
+TpRule refit_tp_rule(const RefitParam& p);
 
 // Ranks of the refit group: [0, num_train_ranks) train, each holding every param whole (data-
 // parallel replicas, so the planner spreads the sends over them); [num_train_ranks,

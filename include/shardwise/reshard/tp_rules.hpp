@@ -1,8 +1,11 @@
 // Megatron tensor-parallel rules per weight kind: how the inference side splits each param over
 // its TP ranks. Used by the online refit (refit.hpp) and the offline export (tp_export.hpp).
 //
-// Rules are matched on the end of the param name, so both this repository's names and
-// Megatron-Core's linear_* names work:
+// The reference GPT declares its own splits (ParamInfo::tp_split, converted by
+// tp_rule_from_split), and refit from a training run uses those; the name rules below are for
+// weights read from a file. A test (tests/reshard/model_tp_split_test.cpp) keeps the two equal on
+// every parameter of the GPT. Rules are matched on the end of the param name, so both this
+// repository's names and Megatron-Core's linear_* names work:
 //   column-parallel, split along dim 0 (the output features):
 //     attention QKV weight and bias (*qkv.weight / *qkv.bias) with stride 3: the fused [q; k; v]
 //       rows are split block-wise so each TP rank gets the q, k and v rows of its own heads;
@@ -42,6 +45,11 @@ std::string to_string(const TpRule& rule);
 // The Megatron rule for a param (see the header comment). Throws InvalidArgument naming the param
 // when its shape cannot carry the rule (e.g. a 1-D "proj.weight").
 TpRule megatron_tp_rule(const std::string& name, const std::vector<std::int64_t>& shape);
+
+// The rule of a split declared by the model itself: split dimension `dim` (-1: replicated; 0:
+// column-parallel, 1: row-parallel) in `stride` interleaved parts. Throws InvalidArgument naming
+// the param for any other dimension or a stride below 1.
+TpRule tp_rule_from_split(const std::string& name, int dim, int stride);
 
 // Whether the inference side stores this param as MXFP8: 2-D and not an embedding / output layer.
 bool is_mxfp8_refit_candidate(const std::string& name, const std::vector<std::int64_t>& shape);
