@@ -38,7 +38,7 @@ HostState make_state(std::size_t n, DType grad_dtype, std::uint32_t seed) {
   h.exp_avg_sq = test::normal_values(n, 1e-4f, seed + 3);
   for (float& v : h.exp_avg_sq) v = v * v;  // second moments are >= 0
   for (std::size_t i = 0; i < n; i += 97) h.grad[i] = 0.0f;
-  for (std::size_t i = 5; i < n; i += 101) h.grad[i] *= 1e-30f;  // fp32 denormals after squaring
+  for (std::size_t i = 5; i < n; i += 101) h.grad[i] *= 1e-18f;  // g^2 an fp32 denormal
   for (float& g : h.grad) {
     if (grad_dtype == DType::kBFloat16) {
       h.grad16.push_back(float_to_bf16(g));
