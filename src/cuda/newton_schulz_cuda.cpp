@@ -121,11 +121,12 @@ void fp32_step(const Workspace& w, StepShape s, cublasComputeType_t compute, Coe
 }
 
 // One bf16 step, rounding where optim::NewtonSchulz rounds: X, A and B (= b A + c A A) go into
-// the GEMMs as bf16; a X is added in fp32 from the rounded X.
+// the GEMMs as bf16; a X is added in fp32 from the rounded X, which the rounding pass writes
+// straight into y (the GEMM's C with beta = a) instead of copying it there afterwards.
 void bf16_step(const Workspace& w, StepShape s, std::int64_t numel, Coefficients k) {
   const auto mm = static_cast<std::int64_t>(s.m) * s.m;
   auto* x16 = w.x16.as<std::uint16_t>();
-  detail::launch_round_to_bf16(w.xf(), x16, w.xf(), numel, w.stream);
+  detail::launch_round_to_bf16(w.xf(), x16, w.yf(), numel, w.stream);
   gram_product(w, s, CUBLAS_COMPUTE_32F, CUDA_R_16BF, x16, false);
   // gram16 = bf16(A); poly = A rounded, in fp32, ready for beta = b.
   detail::launch_round_to_bf16(w.gram.as<float>(), w.gram16.as<std::uint16_t>(), w.poly.as<float>(),
@@ -133,10 +134,6 @@ void bf16_step(const Workspace& w, StepShape s, std::int64_t numel, Coefficients
   polynomial(w, s, CUBLAS_COMPUTE_32F, CUDA_R_16BF, w.gram16.data(), k, false);
   detail::launch_round_to_bf16(w.poly.as<float>(), w.poly16.as<std::uint16_t>(), nullptr, mm,
                                w.stream);
-  check_cuda(
-      cudaMemcpyAsync(w.y.data(), w.x.data(), static_cast<std::size_t>(numel) * sizeof(float),
-                      cudaMemcpyDeviceToDevice, w.stream),
-      "cudaMemcpyAsync (X for the a X term)");
   apply_polynomial(w, s, CUBLAS_COMPUTE_32F, CUDA_R_16BF, w.poly16.data(), x16, k.a);
 }
 

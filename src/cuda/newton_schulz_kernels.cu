@@ -1,6 +1,7 @@
 #include "cuda_status.hpp"
 #include "float_bits.cuh"
 #include "newton_schulz_kernels.hpp"
+#include "shardwise/core/error.hpp"
 
 namespace shardwise::cuda::detail {
 namespace {
@@ -25,10 +26,26 @@ __global__ void normalise_kernel(const double* sum_of_squares, float eps, const 
   for (std::int64_t i = first_index(); i < n; i += grid_stride()) x[i] = __fmul_rn(g[i], inv);
 }
 
+// Tiles of 32 x 32 through shared memory, so both the read of the upper triangle and the write of
+// the lower one are coalesced (a column-major transpose read one element per thread would stride
+// by m). Block (I, J) writes the lower part of tile (I, J) from tile (J, I); tiles above the
+// diagonal have nothing to do. A diagonal tile reads all of itself before writing its lower half.
+constexpr int kTile = 32;
+constexpr int kTileRows = 8;  // threads per block: kTile x kTileRows
+
 __global__ void mirror_upper_kernel(float* a, std::int64_t m) {
-  for (std::int64_t idx = first_index(); idx < m * m; idx += grid_stride()) {
-    const std::int64_t i = idx % m, j = idx / m;  // element (i, j) sits at i + j * m
-    if (i > j) a[idx] = a[j + i * m];             // reads the upper triangle only
+  __shared__ float tile[kTile][kTile + 1];  // +1: no bank conflicts on the transposed read
+  const std::int64_t ti = blockIdx.x, tj = blockIdx.y;
+  if (ti < tj) return;
+  const int x = static_cast<int>(threadIdx.x);
+  for (int k = static_cast<int>(threadIdx.y); k < kTile; k += kTileRows) {
+    const std::int64_t row = tj * kTile + x, col = ti * kTile + k;
+    if (row < m && col < m) tile[k][x] = a[row + col * m];  // tile[k][x] = a(tj*32+x, ti*32+k)
+  }
+  __syncthreads();
+  for (int k = static_cast<int>(threadIdx.y); k < kTile; k += kTileRows) {
+    const std::int64_t row = ti * kTile + x, col = tj * kTile + k;
+    if (row < m && col < m && row > col) a[row + col * m] = tile[x][k];  // a(col, row)
   }
 }
 
@@ -56,7 +73,12 @@ void launch_normalise(const double* sum_of_squares, float eps, const float* g, f
 }
 
 void launch_mirror_upper(float* a, std::int64_t m, cudaStream_t stream) {
-  mirror_upper_kernel<<<blocks_for(m * m), kThreads, 0, stream>>>(a, m);
+  const std::int64_t tiles = (m + kTile - 1) / kTile;
+  if (tiles > 65535) {  // gridDim.y's limit; an m x m fp32 matrix that size needs > 16 TB anyway
+    throw CudaError(str_cat("mirror_upper_kernel: a ", m, " x ", m, " matrix is too large"));
+  }
+  const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>(tiles));
+  mirror_upper_kernel<<<grid, dim3(kTile, kTileRows), 0, stream>>>(a, m);
   check_launch("mirror_upper_kernel launch");
 }
 

@@ -20,7 +20,7 @@ void launch_mirror_upper(float* a, std::int64_t m, cudaStream_t stream);
 void launch_add_diagonal(float* a, std::int64_t m, float value, cudaStream_t stream);
 
 // bf16[i] = src[i] rounded to nearest even (bf16 bits); when rounded != null it also receives the
-// rounded value as fp32 (may alias src).
+// rounded value as fp32 (it may alias src).
 void launch_round_to_bf16(const float* src, std::uint16_t* bf16, float* rounded, std::int64_t n,
                           cudaStream_t stream);
 
