@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds what the GPU code needs, runs every GPU test (test_cuda: MXFP8, AdamW, Newton-Schulz,
-# grad stats, each against the CPU path) and every GPU benchmark (bench/cuda), and ends with
+# Muon, grad stats, each against the CPU path; and test_cuda_host_emulation, the same host code on
+# CPU stand-ins) and every GPU benchmark (bench/cuda), and ends with
 #   gpu_check: N passed, M failed
 # followed by the benchmarks' `bench:` lines. N and M count test cases (gtest) plus one per
 # benchmark that ran; without a GPU everything builds, the tests report themselves skipped, the
@@ -24,7 +25,8 @@ set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${GPU_BUILD_DIR:-$root/build-gpu}
 jobs=${JOBS:-$(nproc)}
-targets=(test_cuda bench_mxfp8_cuda bench_adamw_cuda bench_newton_schulz_cuda)
+targets=(test_cuda test_cuda_host_emulation bench_mxfp8_cuda bench_adamw_cuda
+         bench_newton_schulz_cuda)
 
 mode=build prebuilt="" memcheck=0
 while (($#)); do
@@ -40,7 +42,7 @@ done
 build_targets() {
   cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DSHARDWISE_CUDA=ON \
     -DSHARDWISE_CUDA_ARCHITECTURES="${SHARDWISE_CUDA_ARCHITECTURES:-90}" \
-    -DSHARDWISE_BUILD_BENCH=ON -DSHARDWISE_BUILD_APPS=OFF -DSHARDWISE_BUILD_PYTHON=OFF \
+    -DSHARDWISE_BUILD_BENCH=ON -DSHARDWISE_BUILD_APPS=OFF \
     >"$build.configure.log" 2>&1 || {
     tail -20 "$build.configure.log"
     echo "gpu_check: configuring failed (log: $build.configure.log). Without the build" \
@@ -119,6 +121,7 @@ run_bench() {
 command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total \
   --format=csv,noheader
 run_tests test_cuda "$bin/test_cuda"
+run_tests test_cuda_host_emulation "$bin/test_cuda_host_emulation"
 if ((memcheck)); then
   run_tests test_cuda_memcheck compute-sanitizer --tool memcheck --error-exitcode 1 "$bin/test_cuda"
 fi
