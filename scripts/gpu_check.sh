@@ -40,12 +40,13 @@ while (($#)); do
 done
 
 build_targets() {
+  mkdir -p "$build"
   cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DSHARDWISE_CUDA=ON \
     -DSHARDWISE_CUDA_ARCHITECTURES="${SHARDWISE_CUDA_ARCHITECTURES:-90}" \
     -DSHARDWISE_BUILD_BENCH=ON -DSHARDWISE_BUILD_APPS=OFF \
-    >"$build.configure.log" 2>&1 || {
-    tail -20 "$build.configure.log"
-    echo "gpu_check: configuring failed (log: $build.configure.log). Without the build" \
+    >"$build/configure.log" 2>&1 || {
+    tail -20 "$build/configure.log"
+    echo "gpu_check: configuring failed (log: $build/configure.log). Without the build" \
       "dependencies here, build elsewhere with --pack and run here with --prebuilt." >&2
     exit 2
   }
