@@ -1,5 +1,8 @@
-# CUDA kernels: library shardwise_cuda from src/cuda/*.cu (MXFP8 quantize / dequantize) and the
-# test binary test_cuda from tests/cuda/*.cpp, which skips itself when no GPU is present.
+# CUDA kernels: library shardwise_cuda from src/cuda/*.cu and *.cpp (MXFP8 quantize / dequantize,
+# fused AdamW, cuBLAS Newton-Schulz, a Muon step, grad norm / clip / zero count) and the test
+# binary test_cuda from tests/cuda/*.cpp, which skips itself when no GPU is present. It sits
+# above optim: the device optimizer pieces take optim's options and step scalars, so both paths
+# share one definition of the hyper-parameters and coefficient sets.
 #
 # When it is built:
 #   -DSHARDWISE_CUDA=ON         always (configuring fails without a CUDA compiler)
@@ -58,23 +61,31 @@ find_package(CUDAToolkit REQUIRED)
 message(STATUS "shardwise: CUDA kernels on (${CMAKE_CUDA_COMPILER}, "
                "CUDA ${CUDAToolkit_VERSION}, arch ${CMAKE_CUDA_ARCHITECTURES})")
 
-file(GLOB shardwise_cuda_sources CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/cuda/*.cu)
+file(GLOB shardwise_cuda_sources CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/cuda/*.cu
+     ${PROJECT_SOURCE_DIR}/src/cuda/*.cpp)
 add_library(shardwise_cuda STATIC ${shardwise_cuda_sources})
 target_include_directories(shardwise_cuda PUBLIC ${PROJECT_SOURCE_DIR}/include)
-target_link_libraries(shardwise_cuda PUBLIC shardwise_core PRIVATE CUDA::cudart)
+target_link_libraries(shardwise_cuda PUBLIC shardwise_optim PRIVATE CUDA::cudart CUDA::cublas)
 # One (shared) CUDA runtime. Executables that link this library are linked by g++, which adds
 # nvcc's implicit runtime libraries but not their directory: export it.
 set_target_properties(shardwise_cuda PROPERTIES CUDA_RUNTIME_LIBRARY Shared)
 target_link_directories(shardwise_cuda INTERFACE ${CUDAToolkit_LIBRARY_DIR})
 # The project-wide -Wall/-Wpedantic/-Werror are g++ flags that nvcc does not take; give nvcc its
-# own warnings-as-errors and pass the g++ ones to the host compiler.
+# own warnings-as-errors and pass the g++ ones to the host compiler. The .cpp files (host code
+# around cuBLAS) keep the project's g++ flags.
 set_target_properties(shardwise_cuda PROPERTIES COMPILE_OPTIONS "")
 set(shardwise_cuda_werror "")
+set(shardwise_cxx_werror "")
 if(SHARDWISE_WERROR)
   set(shardwise_cuda_werror --Werror=all-warnings -Xcompiler=-Werror)
+  set(shardwise_cxx_werror -Werror)
 endif()
-target_compile_options(shardwise_cuda PRIVATE -Xcompiler=-Wall -Xcompiler=-Wextra
-                                              ${shardwise_cuda_werror})
+foreach(flag -Xcompiler=-Wall -Xcompiler=-Wextra ${shardwise_cuda_werror})
+  target_compile_options(shardwise_cuda PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:${flag}>)
+endforeach()
+foreach(flag -Wall -Wextra -Wpedantic -ffp-contract=off ${shardwise_cxx_werror})
+  target_compile_options(shardwise_cuda PRIVATE $<$<COMPILE_LANGUAGE:CXX>:${flag}>)
+endforeach()
 
 file(GLOB shardwise_cuda_tests CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/tests/cuda/*.cpp)
 if(shardwise_cuda_tests)
@@ -84,10 +95,15 @@ if(shardwise_cuda_tests)
   set_tests_properties(cuda PROPERTIES LABELS "unit;cuda" TIMEOUT 300)
 endif()
 
-# GPU throughput next to a device-to-device copy (bench/cuda); exits 0 without a GPU.
+# GPU benchmarks (bench/cuda/<name>.cpp -> bench_<name>), each next to a limit measured in the
+# same run (device copy, cuBLAS GEMM); they exit 0 without a GPU.
 if(SHARDWISE_BUILD_BENCH)
-  add_executable(bench_mxfp8_cuda ${PROJECT_SOURCE_DIR}/bench/cuda/mxfp8_cuda.cpp)
-  target_link_libraries(bench_mxfp8_cuda PRIVATE shardwise_cuda CUDA::cudart)
+  file(GLOB shardwise_cuda_benches CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/bench/cuda/*.cpp)
+  foreach(source ${shardwise_cuda_benches})
+    get_filename_component(name ${source} NAME_WE)
+    add_executable(bench_${name} ${source})
+    target_link_libraries(bench_${name} PRIVATE shardwise_cuda CUDA::cudart CUDA::cublas)
+  endforeach()
 endif()
 
 # `shardwise version` says whether (and for which architectures) the CUDA kernels were built.

@@ -40,9 +40,13 @@ step "reshard, 4 ranks" "$run" 4 -- "$bin/bench_reshard_throughput" --rows 4096 
 step "Newton-Schulz" "$bin/bench_newton_schulz" --figures-only
 step "training FLOP/s" "$run" 1 -- "$bin/bench_train_throughput" --figures-only
 step "TP comm overlap, tp 2 and 4" "$run" 4 -- "$bin/bench_tp_overlap" --hidden 1024 --tokens 512 --iters 3
-# Built with the CUDA kernels: MXFP8 on the GPU against a device copy (says so and exits 0 without
-# a GPU).
+# Built with the CUDA kernels: MXFP8 and AdamW on the GPU against a device copy, Newton-Schulz
+# against cuBLAS GEMMs (each says so and exits 0 without a GPU).
 if [[ -x $bin/bench_mxfp8_cuda ]]; then step "MXFP8 on the GPU" "$bin/bench_mxfp8_cuda"; fi
+if [[ -x $bin/bench_adamw_cuda ]]; then step "AdamW on the GPU" "$bin/bench_adamw_cuda"; fi
+if [[ -x $bin/bench_newton_schulz_cuda ]]; then
+  step "Newton-Schulz on the GPU" "$bin/bench_newton_schulz_cuda"
+fi
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$log"
 
 echo
