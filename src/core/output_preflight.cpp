@@ -59,8 +59,7 @@ void preflight_output_file(const fs::path& file, std::string_view option) {
   if (exists && !S_ISREG(st.st_mode)) {
     refuse(option, file,
            str_cat("it is ", file_kind_name(st.st_mode),
-                   "; an output must be a regular file or not exist (leave the option out, or "
-                   "use stdout where the command prints)"));
+                   "; an output must be a regular file or not exist"));
   }
   const fs::path dir = file.has_parent_path() ? file.parent_path() : fs::path(".");
   std::error_code ec;

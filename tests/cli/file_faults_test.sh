@@ -19,12 +19,12 @@ root=${2:?usage: file_faults_test.sh SHARDWISE_BINARY REPO_ROOT}
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 cli_test_init file_faults
 
-# refuses NAME TEXT ARGS...: `shardwise ARGS` exits 2 within 20 s with one stderr line holding TEXT.
+# refuses NAME TEXT COMMAND...: COMMAND exits 2 within 20 s with one stderr line holding TEXT.
 refuses() {
   local name=$1 text=$2
   shift 2
   local rc=0
-  timeout 20 "$shardwise" "$@" >"$work/out" 2>"$work/err" </dev/null || rc=$?
+  timeout 20 "$@" >"$work/out" 2>"$work/err" </dev/null || rc=$?
   if [[ $rc -eq 124 ]]; then
     fail "$name: still running after 20 s (hangs)"
   elif [[ $rc -ne 2 ]]; then
