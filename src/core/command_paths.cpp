@@ -60,7 +60,7 @@ bool lies_inside(const PathIdentity& inner, const PathIdentity& outer) {
   return in_len > out_len && std::equal(out.begin(), out.end(), in.begin());
 }
 
-std::string named(const PathIdentity& id) {
+std::string described_path(const PathIdentity& id) {
   return str_cat(id.given->option, " '", printable(id.given->path.string(), 4096), "'");
 }
 
@@ -71,20 +71,20 @@ void check_pair(const PathIdentity& a, const PathIdentity& b) {
   if (!a_out && !b_out) return;
   if (same_file(a, b)) {
     if (a_out && b_out) {
-      throw IoError(str_cat(named(a), " and ", named(b),
+      throw IoError(str_cat(described_path(a), " and ", described_path(b),
                             " are the same file: one output would overwrite the other"));
     }
     const PathIdentity& out = a_out ? a : b;
     const PathIdentity& in = a_out ? b : a;
-    throw IoError(str_cat(named(out), " is the same file as the input ", named(in),
-                          ": writing it would destroy the input"));
+    throw IoError(str_cat(described_path(out), " is the same file as the input ",
+                          described_path(in), ": writing it would destroy the input"));
   }
   for (const auto& [inner, outer] : {std::pair{&a, &b}, std::pair{&b, &a}}) {
     const PathUse outer_use = outer->given->use;
     const bool destroys = (outer_use == PathUse::kReadTree && is_output(inner->given->use)) ||
                           outer_use == PathUse::kReplaceDirectory;
     if (destroys && lies_inside(*inner, *outer)) {
-      throw IoError(str_cat(named(*inner), " lies inside ", named(*outer),
+      throw IoError(str_cat(described_path(*inner), " lies inside ", described_path(*outer),
                             outer_use == PathUse::kReadTree
                                 ? ", which is read: writing there could destroy an input"
                                 : ", which is replaced as a whole"));

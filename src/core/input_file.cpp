@@ -15,22 +15,22 @@ namespace shardwise {
 
 namespace {
 
-std::string named(std::string_view what, const std::filesystem::path& path) {
+std::string input_named(std::string_view what, const std::filesystem::path& path) {
   return str_cat(what, " '", printable(path.string(), 4096), "'");
 }
 
 [[noreturn]] void refuse_open(std::string_view what, const std::filesystem::path& path, int err) {
-  if (err == ENOENT) throw IoError(str_cat(named(what, path), " does not exist"));
-  throw IoError(str_cat("cannot open ", named(what, path), ": ", std::strerror(err)));
+  if (err == ENOENT) throw IoError(str_cat(input_named(what, path), " does not exist"));
+  throw IoError(str_cat("cannot open ", input_named(what, path), ": ", std::strerror(err)));
 }
 
 // Refuses anything but a regular file of at most max_bytes.
 void require_plausible(const struct stat& st, std::string_view what,
                        const std::filesystem::path& path, std::uint64_t max_bytes) {
-  SW_REQUIRE(S_ISREG(st.st_mode), IoError, named(what, path), " is ", file_kind_name(st.st_mode),
-             ", not a regular file");
+  SW_REQUIRE(S_ISREG(st.st_mode), IoError, input_named(what, path), " is ",
+             file_kind_name(st.st_mode), ", not a regular file");
   const auto size = static_cast<std::uint64_t>(st.st_size);
-  SW_REQUIRE(size <= max_bytes, IoError, named(what, path), " is ", size,
+  SW_REQUIRE(size <= max_bytes, IoError, input_named(what, path), " is ", size,
              " bytes, more than any ", what, " (limit ", max_bytes, " bytes)");
 }
 
@@ -58,7 +58,7 @@ InputFile InputFile::open(const std::filesystem::path& path, std::string_view wh
   InputFile file(fd, 0);
   // Again on what was opened: the path may name something else by now.
   if (::fstat(fd, &st) != 0) {
-    throw IoError(str_cat("cannot stat ", named(what, path), ": ", std::strerror(errno)));
+    throw IoError(str_cat("cannot stat ", input_named(what, path), ": ", std::strerror(errno)));
   }
   require_plausible(st, what, path, max_bytes);
   file.size_ = static_cast<std::uint64_t>(st.st_size);
@@ -92,10 +92,11 @@ std::string read_input_file(const std::filesystem::path& path, std::string_view 
   for (;;) {
     const ssize_t n = ::read(file.fd(), chunk, sizeof chunk);
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) throw IoError(str_cat("cannot read ", named(what, path), ": ", std::strerror(errno)));
+    if (n < 0)
+      throw IoError(str_cat("cannot read ", input_named(what, path), ": ", std::strerror(errno)));
     if (n == 0) break;
     SW_REQUIRE(text.size() + static_cast<std::uint64_t>(n) <= max_bytes, IoError,
-               named(what, path), " grew past ", max_bytes,
+               input_named(what, path), " grew past ", max_bytes,
                " bytes while it was read; more than any ", what);
     text.append(chunk, static_cast<std::size_t>(n));
   }

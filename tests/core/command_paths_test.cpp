@@ -39,10 +39,12 @@ TEST_F(CommandPathsTest, OutputThatIsAnInputIsRefusedHoweverItIsSpelt) {
   const fs::path input = dir_ / "c.yaml";
   for (const fs::path& out : {input, dir_ / "sub" / ".." / "c.yaml", dir_ / "link.yaml",
                               dir_ / "hard.yaml", dir_ / "." / "c.yaml"}) {
-    const std::string m = check({{"--config", input, PathUse::kReadFile},
-                                 {"--log-jsonl", out, PathUse::kWriteFile}});
-    EXPECT_PATHS_MESSAGE(m, "--log-jsonl '" + out.string() + "' is the same file as the input "
-                            "--config '" + input.string() + "'");
+    const std::string m =
+        check({{"--config", input, PathUse::kReadFile}, {"--log-jsonl", out, PathUse::kWriteFile}});
+    EXPECT_PATHS_MESSAGE(m, "--log-jsonl '" + out.string() +
+                                "' is the same file as the input "
+                                "--config '" +
+                                input.string() + "'");
   }
   EXPECT_EQ(read_all(input), "config");
 }
@@ -79,11 +81,10 @@ TEST_F(CommandPathsTest, TreesReadAndDirectoriesReplacedProtectWhatIsInside) {
                    {"--log-jsonl", dir_ / "ckpt" / "m.jsonl", PathUse::kWriteFile}}),
             "(no error)");
   write_all(dir_ / "ckpt" / "model.safetensors", "w");
-  EXPECT_PATHS_MESSAGE(check({{"--checkpoint", dir_ / "ckpt" / "model.safetensors",
-                               PathUse::kReadFile},
-                              {"--out", dir_ / "ckpt", PathUse::kReplaceDirectory}}),
-                       "lies inside --out '" + (dir_ / "ckpt").string() +
-                           "', which is replaced as a whole");
+  EXPECT_PATHS_MESSAGE(
+      check({{"--checkpoint", dir_ / "ckpt" / "model.safetensors", PathUse::kReadFile},
+             {"--out", dir_ / "ckpt", PathUse::kReplaceDirectory}}),
+      "lies inside --out '" + (dir_ / "ckpt").string() + "', which is replaced as a whole");
   write_all(dir_ / "file", "keep");
   EXPECT_PATHS_MESSAGE(check({{"--out", dir_ / "file", PathUse::kReplaceDirectory}}),
                        "--out '" + (dir_ / "file").string() +
@@ -111,9 +112,8 @@ TEST_F(CommandPathsTest, OutputsThatAreNotRegularFilesAreRefusedAndLeftAlone) {
     if (out == "/dev/null") continue;  // the writer is tried on scratch paths only
     // The writer itself refuses as well (defence in depth), before any content is produced.
     bool produced = false;
-    const std::string w = error_message_of([&] {
-      write_file_atomic(out, [&](FileSink&) { produced = true; });
-    });
+    const std::string w =
+        error_message_of([&] { write_file_atomic(out, [&](FileSink&) { produced = true; }); });
     EXPECT_PATHS_MESSAGE(w, "an output must be a regular file or not exist");
     EXPECT_FALSE(produced);
   }
