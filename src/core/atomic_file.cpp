@@ -250,6 +250,11 @@ void commit_directory(const fs::path& staged, const fs::path& target, bool repla
         str_cat("cannot commit ", quoted(staged), ": target ", quoted(target), " already exists"));
   }
   if (target_exists) {
+    // Only a directory is replaced: the swapped-out target is removed below, which must never
+    // take a regular file, device or FIFO with it.
+    struct stat st {};
+    SW_REQUIRE(::stat(target.c_str(), &st) == 0 && S_ISDIR(st.st_mode), IoError, "cannot commit ",
+               quoted(staged), ": target ", quoted(target), " exists and is not a directory");
     // Atomic swap: target names the new directory, staged the old one, which is then removed.
     if (::renameat2(AT_FDCWD, staged.c_str(), AT_FDCWD, target.c_str(), RENAME_EXCHANGE) != 0) {
       const int err = errno;
