@@ -84,6 +84,11 @@ for kind in "${kinds[@]}"; do
       "$shardwise" reshard --checkpoint "$work/ckpt" --tp 1 --out "$out" --overwrite
   fi
 done
+# Each save replaces --save DIR/latest: refused before training, not at the first save.
+mkdir "$work/save_root" && mkfifo "$work/save_root/latest"
+refuses train_save_latest_fifo "--save '$work/save_root/latest' is not writable: it is a FIFO" \
+  "$shardwise" train --config "$work/c.yaml" "${tiny[@]}" training.steps=2 --save "$work/save_root"
+[[ -p "$work/save_root/latest" ]] || fail "the FIFO --save DIR/latest was replaced"
 [[ -p "$work/fifo" && -L "$work/to_fifo" && -S "$work/sock" && -d "$work/dir" ]] ||
   fail "an output that is not a regular file was replaced: $(ls -l "$work")"
 [[ -z $(ls -A "$work/dir") ]] || fail "something was written into $work/dir: $(ls -A "$work/dir")"
