@@ -89,6 +89,13 @@ mkdir "$work/save_root" && mkfifo "$work/save_root/latest"
 refuses train_save_latest_fifo "--save '$work/save_root/latest' is not writable: it is a FIFO" \
   "$shardwise" train --config "$work/c.yaml" "${tiny[@]}" training.steps=2 --save "$work/save_root"
 [[ -p "$work/save_root/latest" ]] || fail "the FIFO --save DIR/latest was replaced"
+# The lock file is written and truncated: never through a FIFO or a symlink to another file.
+mkdir "$work/lock_fifo" "$work/lock_link" && mkfifo "$work/lock_fifo/.lock"
+ln -s "$work/c.yaml" "$work/lock_link/.lock"
+refuses train_save_lock_fifo "lock file '$work/lock_fifo/.lock' is a FIFO" \
+  "$shardwise" train --config "$work/c.yaml" "${tiny[@]}" training.steps=2 --save "$work/lock_fifo"
+refuses train_save_lock_symlink "Too many levels of symbolic links" \
+  "$shardwise" train --config "$work/c.yaml" "${tiny[@]}" training.steps=2 --save "$work/lock_link"
 [[ -p "$work/fifo" && -L "$work/to_fifo" && -S "$work/sock" && -d "$work/dir" ]] ||
   fail "an output that is not a regular file was replaced: $(ls -l "$work")"
 [[ -z $(ls -A "$work/dir") ]] || fail "something was written into $work/dir: $(ls -A "$work/dir")"
