@@ -12,7 +12,7 @@
 #include "command_registry.hpp"
 #include "shardwise/checkpoint/mxfp8_convert.hpp"
 #include "shardwise/core/error.hpp"
-#include "shardwise/core/output_preflight.hpp"
+#include "shardwise/core/command_paths.hpp"
 
 namespace shardwise::cli {
 namespace {
@@ -96,8 +96,9 @@ void print_summary(const char* verb, const ConvertSummary& s, const std::string&
 }
 
 int run_convert(const ConvertArgs& args) {
-  // The output must be a writable file path before any tensor is read or converted.
-  preflight_output_file(args.output, "convert: output");
+  // The output must be a writable file path, not the input, before any tensor is read.
+  check_command_paths({{"convert: input", args.input, PathUse::kReadFile},
+                       {"convert: output", args.output, PathUse::kWriteFile}});
   ProgressBar bar(wants_progress(args.input));
   if (args.to == "mxfp8") {
     Mxfp8ConvertOptions options;

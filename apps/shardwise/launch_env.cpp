@@ -64,4 +64,16 @@ std::optional<TrainingConfig> load_config_once_per_job(const std::string& path,
   }
 }
 
+bool check_once_per_job(const std::function<void()>& check) {
+  try {
+    check();
+    return true;
+  } catch (const Error&) {
+    if (reports_for_the_job()) throw;
+    // As load_config_once_per_job: the reporting rank runs the same check; give it time to print.
+    std::this_thread::sleep_for(std::chrono::seconds(2));
+    return false;
+  }
+}
+
 }  // namespace shardwise::cli

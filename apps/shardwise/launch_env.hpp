@@ -2,6 +2,7 @@
 // starts: lets the CLI report config errors once per job and say when no launcher is present.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -30,5 +31,10 @@ void note_missing_launcher();
 // and every rank can exit 2.
 std::optional<TrainingConfig> load_config_once_per_job(const std::string& path,
                                                        const std::vector<std::string>& overrides);
+
+// Runs `check` (e.g. check_command_paths) on every rank before MPI starts. Its errors propagate on
+// rank 0 (or without a launcher); other ranks stay silent and get false, so the job reports each
+// problem once and every rank can exit 2.
+bool check_once_per_job(const std::function<void()>& check);
 
 }  // namespace shardwise::cli

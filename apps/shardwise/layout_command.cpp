@@ -6,6 +6,7 @@
 #include <string>
 
 #include "command_registry.hpp"
+#include "shardwise/core/command_paths.hpp"
 #include "shardwise/core/error.hpp"
 #include "shardwise/layout/layout_algorithms.hpp"
 #include "shardwise/layout/layout_report.hpp"
@@ -120,6 +121,12 @@ int run_layout(const LayoutArgs& args) {
              "--format: expected text or json, got '", args.format, "'");
   options.validate();
 
+  // --svg is written last: check it (and that it is not the spec file) before the work.
+  std::error_code ignored;
+  check_command_paths(
+      {{"--model", std::filesystem::exists(args.model, ignored) ? args.model : "",
+        PathUse::kReadFile},
+       {"--svg", args.svg, PathUse::kWriteFile}});
   const ModelSpec spec = load_model(args.model);
   std::optional<ShardGroupChoice> choice;
   if (args.shard_group_size == "auto") {

@@ -1,8 +1,10 @@
 // shardwise command-line entry point. Any shardwise::Error (bad input) becomes one line on stderr
-// and exit code 2; option parsing errors exit 2 as well.
+// and exit code 2, as does a std::filesystem error on a path the user gave; option parsing errors
+// exit 2 as well.
 #include <algorithm>
 #include <cstdio>
 #include <exception>
+#include <filesystem>
 #include <memory>
 
 #include "command_registry.hpp"
@@ -50,6 +52,12 @@ int main(int argc, char** argv) {
     }
   } catch (const Error& e) {
     std::fprintf(stderr, "shardwise: error: %s\n", one_line(e.what()).c_str());
+    return 2;
+  } catch (const std::filesystem::filesystem_error& e) {
+    // A path the user gave that cannot be accessed (a symlink loop, no permission): bad input.
+    const std::string path = e.path1().empty() ? std::string() : quoted(e.path1()) + ": ";
+    std::fprintf(stderr, "shardwise: error: cannot access %s\n",
+                 one_line(path + e.code().message()).c_str());
     return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "shardwise: internal error: %s\n", one_line(e.what()).c_str());

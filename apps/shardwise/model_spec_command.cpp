@@ -6,6 +6,7 @@
 #include <string>
 
 #include "command_registry.hpp"
+#include "shardwise/core/command_paths.hpp"
 #include "shardwise/core/error.hpp"
 #include "shardwise/layout/model_zoo.hpp"
 
@@ -57,6 +58,8 @@ int run_model_spec(const ModelSpecArgs& args) {
   }
   SW_REQUIRE(!args.arch.empty(), InvalidArgument,
              "model-spec: --arch is required (or --list to see the presets)");
+  const bool to_stdout = args.out.empty() || args.out == "-";
+  if (!to_stdout) check_command_paths({{"--out", args.out, PathUse::kWriteFile}});
   TransformerConfig config = bundled_model_config(args.arch);
   if (!args.name.empty()) config.name = args.name;
   override_if_set(args.layers, config.num_layers);
@@ -79,7 +82,7 @@ int run_model_spec(const ModelSpecArgs& args) {
   if (!args.dtype.empty()) config.dtype = dtype_from_name(args.dtype, "--dtype");
 
   const ModelSpec spec = generate_model_spec(config);
-  if (args.out.empty() || args.out == "-") {
+  if (to_stdout) {
     const std::string text = model_spec_to_json(spec);
     std::fwrite(text.data(), 1, text.size(), stdout);
   } else {

@@ -38,7 +38,7 @@
 #include "shardwise/core/float_convert.hpp"
 #include "shardwise/reshard/refit_verification.hpp"
 #include "shardwise/reshard/tp_export.hpp"
-#include "shardwise/core/output_preflight.hpp"
+#include "shardwise/core/command_paths.hpp"
 #include "shardwise/train/model_from_config.hpp"
 #include "shardwise/train/trainer.hpp"
 
@@ -475,9 +475,18 @@ const bool registered = register_command(
           if (!loaded) return 2;
           config = std::make_unique<TrainingConfig>(std::move(*loaded));
         }
-        if (!args->checkpoint.empty()) resolve_model_weights_file(args->checkpoint);
-        // The measurements file is written last: find out now if that cannot work.
-        if (!args->json.empty()) preflight_output_file(args->json, "--json");
+        const std::string weights =
+            args->checkpoint.empty() ? "" : resolve_model_weights_file(args->checkpoint).string();
+        // The measurements file is written last: find out now if that cannot work, or would
+        // overwrite an input.
+        if (!check_once_per_job([&] {
+              check_command_paths({{"--config", args->config, PathUse::kReadFile},
+                                   {"--checkpoint", weights, PathUse::kReadFile},
+                                   {"--tp-export", args->tp_export, PathUse::kReadTree},
+                                   {"--json", args->json, PathUse::kWriteFile}});
+            })) {
+          return 2;
+        }
         return run_rank_main([&] { return run_refit(*args, config.get()); });
       };
     });

@@ -18,7 +18,7 @@
 #include "shardwise/checkpoint/safetensors.hpp"
 #include "shardwise/core/atomic_file.hpp"
 #include "shardwise/core/error.hpp"
-#include "shardwise/core/output_preflight.hpp"
+#include "shardwise/core/command_paths.hpp"
 #include "shardwise/reshard/tp_export.hpp"
 
 namespace shardwise::cli {
@@ -43,7 +43,7 @@ std::filesystem::path weights_file(const ReshardArgs& args) {
   const std::optional<std::int64_t> step =
       args.step >= 0 ? std::optional<std::int64_t>(args.step) : std::nullopt;
   std::error_code ec;
-  if (fs::is_regular_file(path, ec)) {
+  if (fs::exists(path, ec) && !fs::is_directory(path, ec)) {  // a file (the reader checks it)
     SW_REQUIRE(!step, InvalidArgument, "--step needs a checkpoint directory, not the file ",
                path.string());
     return resolve_model_weights_file(path);
@@ -74,14 +74,15 @@ TpExportOptions export_options(const ReshardArgs& args) {
 int run_reshard(const ReshardArgs& args) {
   namespace fs = std::filesystem;
   const TpExportOptions options = export_options(args);
-  // The output is checked (and its parent created and probed) before the input is read.
+  // The output is checked (and its parent created and probed) before the input is read, and
+  // must not hold the input (--overwrite would remove it).
   const fs::path out = args.out;
   std::error_code ec;
-  SW_REQUIRE(args.overwrite || !fs::exists(out, ec), IoError, "--out ", out.string(),
-             " already exists (pass --overwrite to replace it)");
-  preflight_output_directory(out.has_parent_path() ? out.parent_path() : fs::path("."), "--out");
-
+  SW_REQUIRE(args.overwrite || !fs::exists(fs::symlink_status(out, ec)), IoError, "--out ",
+             out.string(), " already exists (pass --overwrite to replace it)");
   const fs::path input = weights_file(args);
+  check_command_paths({{"--checkpoint", input, PathUse::kReadFile},
+                       {"--out", out, PathUse::kReplaceDirectory}});
   const SafetensorsFile file = SafetensorsFile::open(input);
   std::vector<SourceTensor> tensors;
   for (const SafetensorsTensorInfo& info : file.tensors()) {

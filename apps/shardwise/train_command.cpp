@@ -3,6 +3,7 @@
 // Checkpoints: `--save DIR [--save-interval N] [--keep-last K]` writes DIR/step-0000100/ and the
 // DIR/latest pointer; `--load DIR [--load-step S]` resumes (DIR may also be a step directory),
 // at any data-parallel size.
+#include <filesystem>
 #include <optional>
 #include <memory>
 #include <string>
@@ -10,8 +11,10 @@
 
 #include "command_registry.hpp"
 #include "launch_env.hpp"
+#include "shardwise/checkpoint/checkpoint.hpp"
 #include "shardwise/comm/mpi_process_group.hpp"
 #include "shardwise/config/training_config.hpp"
+#include "shardwise/core/command_paths.hpp"
 #include "shardwise/train/trainer.hpp"
 
 namespace shardwise::cli {
@@ -29,6 +32,25 @@ struct TrainArgs {
   std::int64_t load_step = -1;
   double comm_timeout = kDefaultCommTimeoutSeconds;
 };
+
+// Every file the job reads or writes, checked together before any work (no output may be an
+// input or another output; see core/command_paths.hpp).
+void check_train_paths(const TrainArgs& args, const TrainingConfig& config) {
+  std::vector<CommandPath> paths = {{"--config", args.config, PathUse::kReadFile},
+                                    {"data.path", config.data.path, PathUse::kReadFile},
+                                    {"data.val_path", config.data.val_path, PathUse::kReadFile},
+                                    {"--log-jsonl", args.log_jsonl, PathUse::kWriteFile},
+                                    {"--plot", args.plot, PathUse::kWriteFile},
+                                    {"--save", args.save_dir, PathUse::kWriteIntoDirectory}};
+  if (!args.load_dir.empty()) {
+    const std::optional<std::int64_t> step =
+        args.load_step >= 0 ? std::optional<std::int64_t>(args.load_step) : std::nullopt;
+    const std::filesystem::path root = args.load_dir;
+    paths.push_back({"--load", resolve_checkpoint_directory(root, step), PathUse::kReadTree});
+    paths.push_back({"--load", root / kCheckpointLatestFile, PathUse::kReadFile});
+  }
+  check_command_paths(paths);
+}
 
 const bool registered = register_command(
     "train", "Train the reference GPT data-parallel (run under mpirun for several ranks)",
@@ -64,6 +86,7 @@ const bool registered = register_command(
         const std::optional<TrainingConfig> config =
             load_config_once_per_job(args->config, args->overrides);
         if (!config) return 2;
+        if (!check_once_per_job([&] { check_train_paths(*args, *config); })) return 2;
         note_missing_launcher();
         return run_rank_main([&] {
           TrainerOptions options;

@@ -15,6 +15,7 @@
 #include "shardwise/checkpoint/safetensors.hpp"
 #include "shardwise/core/atomic_file.hpp"
 #include "shardwise/core/error.hpp"
+#include "shardwise/core/input_file.hpp"
 #include "shardwise/core/message_text.hpp"
 #include "shardwise/core/logging.hpp"
 
@@ -504,14 +505,11 @@ fs::path save_checkpoint(const CheckpointSaveRequest& request,
 
 json read_checkpoint_manifest(const fs::path& directory) {
   const fs::path file = directory / kCheckpointManifestFile;
-  std::ifstream in(file);
-  SW_REQUIRE(in.good(), IoError, "cannot read checkpoint manifest ", quoted(file),
-             fs::exists(file) ? "" : " (it does not exist: not a complete checkpoint)");
-  std::stringstream text;
-  text << in.rdbuf();
+  // A regular file of plausible size: a FIFO or /dev/zero in its place must not hang the load.
+  const std::string text = read_input_file(file, "checkpoint manifest", kManifestFileMaxBytes);
   json m;
   try {
-    m = json::parse(text.str());
+    m = json::parse(text);
   } catch (const json::exception& e) {
     throw FormatError(str_cat("checkpoint manifest ", quoted(file), " is not valid JSON: ",
                               e.what()));
@@ -547,6 +545,15 @@ std::vector<std::int64_t> list_checkpoint_steps(const fs::path& root) {
 
 namespace {
 
+// fs::exists that reports a symlink loop or a permission error as an IoError naming the path,
+// not as a std::filesystem::filesystem_error.
+bool checkpoint_path_exists(const fs::path& path) {
+  std::error_code ec;
+  const bool exists = fs::exists(path, ec);
+  SW_REQUIRE(!ec, IoError, "cannot access ", quoted(path), ": ", ec.message());
+  return exists;
+}
+
 // "steps 100, 200" / "no complete checkpoints": what a root holds, for error messages.
 std::string describe_steps(const fs::path& root) {
   const std::vector<std::int64_t> steps = list_checkpoint_steps(root);
@@ -559,9 +566,11 @@ std::string describe_steps(const fs::path& root) {
 }  // namespace
 
 fs::path resolve_checkpoint_directory(const fs::path& path, std::optional<std::int64_t> step) {
-  SW_REQUIRE(fs::is_directory(path), IoError, "checkpoint directory ", quoted(path),
+  SW_REQUIRE(checkpoint_path_exists(path), IoError, "checkpoint directory ", quoted(path),
              " does not exist");
-  if (fs::exists(path / kCheckpointManifestFile)) {
+  SW_REQUIRE(fs::is_directory(path), IoError, "checkpoint directory ", quoted(path),
+             " is not a directory");
+  if (checkpoint_path_exists(path / kCheckpointManifestFile)) {
     if (step) {
       const json m = read_checkpoint_manifest(path);
       const auto saved = m.at("step").get<std::int64_t>();
@@ -572,7 +581,8 @@ fs::path resolve_checkpoint_directory(const fs::path& path, std::optional<std::i
   }
   if (step) {
     const fs::path dir = path / step_directory_name(*step);
-    SW_REQUIRE(fs::exists(dir / kCheckpointManifestFile), IoError, "no complete checkpoint of step ",
+    SW_REQUIRE(checkpoint_path_exists(dir / kCheckpointManifestFile), IoError,
+               "no complete checkpoint of step ",
                *step, " in ", quoted(path), " (", describe_steps(path), ")");
     return dir;
   }
@@ -584,7 +594,8 @@ fs::path resolve_checkpoint_directory(const fs::path& path, std::optional<std::i
   SW_REQUIRE(parse_step_directory_name(*latest).has_value(), FormatError, "checkpoint pointer ",
              quoted(pointer), " holds '", *latest, "', which is not a step directory name");
   const fs::path dir = path / *latest;
-  SW_REQUIRE(fs::exists(dir / kCheckpointManifestFile), FormatError, "checkpoint pointer ",
+  SW_REQUIRE(checkpoint_path_exists(dir / kCheckpointManifestFile), FormatError,
+             "checkpoint pointer ",
              quoted(pointer), " names ", quoted(dir), ", which is not a complete checkpoint");
   return dir;
 }
@@ -617,7 +628,7 @@ LoadedCheckpoint load_checkpoint(const fs::path& directory, const std::vector<Mo
     const auto files = m.at("optimizer_files").get<std::vector<std::string>>();
     for (std::size_t r = 0; r < files.size(); ++r) {
       const fs::path file = file_in(directory, files[r], manifest_file);
-      SW_REQUIRE(fs::exists(file), IoError, "checkpoint file ", quoted(file),
+      SW_REQUIRE(checkpoint_path_exists(file), IoError, "checkpoint file ", quoted(file),
                  " is missing (listed in ", quoted(manifest_file), ")");
       check_rank_file_metadata(SafetensorsFile::open(file), file,
                                {{"rank", std::to_string(r)},

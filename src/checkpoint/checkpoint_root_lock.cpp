@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -9,6 +10,7 @@
 #include <ctime>
 
 #include "shardwise/core/error.hpp"
+#include "shardwise/core/input_file.hpp"
 #include "shardwise/core/logging.hpp"
 #include "shardwise/core/message_text.hpp"
 
@@ -84,9 +86,18 @@ CheckpointRootLock::CheckpointRootLock(const fs::path& root) : root_(root) {
   SW_REQUIRE(fs::is_directory(root), IoError, "checkpoint directory ", quoted(root),
              " cannot be created", ec ? str_cat(": ", ec.message()) : std::string());
   const fs::path file = root / kCheckpointLockFile;
-  fd_ = ::open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+  // Our own regular file only: the owner line is written to it and truncated at exit, which must
+  // never reach a FIFO, a device or, through a symlink, some other file.
+  fd_ = ::open(file.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0666);
   SW_REQUIRE(fd_ >= 0, IoError, "cannot open checkpoint lock file ", quoted(file), ": ",
              std::strerror(errno));
+  struct stat st {};
+  if (::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd_);
+    fd_ = -1;
+    throw IoError(str_cat("checkpoint lock file ", quoted(file), " is ",
+                          file_kind_name(st.st_mode), ", not a regular file; remove it"));
+  }
   int rc;
   do {
     rc = ::flock(fd_, LOCK_EX | LOCK_NB);

@@ -14,6 +14,7 @@
 
 #include "shardwise/checkpoint/safetensors.hpp"
 #include "shardwise/core/error.hpp"
+#include "shardwise/core/input_file.hpp"
 #include "shardwise/core/message_text.hpp"
 
 namespace shardwise {
@@ -56,19 +57,11 @@ void pread_fully(int fd, std::byte* dst, std::size_t nbytes, off_t offset,
 
 SafetensorsFile SafetensorsFile::open(const std::filesystem::path& path) {
   const std::string name = printable(path.string(), 4096);  // for messages
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    throw IoError(str_cat("cannot open safetensors file '", name, "': ", std::strerror(errno)));
-  }
-  FdCloser closer{fd};
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) {
-    throw IoError(str_cat("cannot stat safetensors file '", name, "': ", std::strerror(errno)));
-  }
-  if (!S_ISREG(st.st_mode)) {
-    throw IoError(str_cat("safetensors file '", name, "' is not a regular file"));
-  }
-  const auto file_bytes = static_cast<std::uint64_t>(st.st_size);
+  // A regular file (a FIFO would block the open, /dev/zero has no end); mapped whatever its size.
+  InputFile input = InputFile::open(path, "safetensors file", kNoSizeLimit);
+  FdCloser closer{input.release()};
+  const int fd = closer.fd;
+  const auto file_bytes = input.size();
   if (file_bytes < 8) {
     throw FormatError(str_cat("safetensors file '", name, "': truncated: ", file_bytes,
                               " bytes, shorter than the 8-byte header length"));

@@ -6,6 +6,7 @@
 
 #include "shardwise/config/training_config.hpp"
 #include "shardwise/core/closest_name.hpp"
+#include "shardwise/core/input_file.hpp"
 #include "yaml_fields.hpp"
 
 namespace shardwise {
@@ -140,29 +141,10 @@ const std::vector<FieldSpec<ParallelConfig>>& parallel_fields() {
   return fields;
 }
 
-// A config is a regular file (or a pipe, for `--config <(...)`), and small: a directory opens
-// fine as a stream and reads as empty, which would train with every default.
+// A config is a small regular file: a directory opens fine as a stream and reads as empty (which
+// would train with every default), a FIFO blocks the reader, /dev/zero never ends.
 std::string read_config_text(const std::filesystem::path& path) {
-  constexpr std::size_t kMaxConfigBytes = std::size_t{16} << 20;
-  std::error_code ec;
-  const auto status = std::filesystem::status(path, ec);
-  SW_REQUIRE(!ec && std::filesystem::exists(status), IoError, "cannot open config file ",
-             path.string(), ": it does not exist");
-  SW_REQUIRE(std::filesystem::is_regular_file(status) || std::filesystem::is_fifo(status), IoError,
-             "config file ", path.string(), " is ",
-             std::filesystem::is_directory(status) ? "a directory" : "not a regular file",
-             "; pass a YAML file");
-  std::ifstream in(path, std::ios::binary);
-  SW_REQUIRE(in, IoError, "cannot open config file ", path.string());
-  std::string text;
-  char chunk[65536];
-  while (in.read(chunk, sizeof chunk) || in.gcount() > 0) {
-    text.append(chunk, static_cast<std::size_t>(in.gcount()));
-    SW_REQUIRE(text.size() <= kMaxConfigBytes, IoError, "config file ", path.string(),
-               " is larger than ", kMaxConfigBytes >> 20, " MiB; not a training config");
-  }
-  SW_REQUIRE(!in.bad(), IoError, "cannot read config file ", path.string());
-  return text;
+  return read_input_file(path, "config file", kConfigFileMaxBytes);
 }
 
 constexpr std::string_view kSections[] = {"model",    "data",    "optimizer",    "ddp",

@@ -8,11 +8,11 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <random>
 #include <sstream>
 
 #include "shardwise/core/error.hpp"
+#include "shardwise/core/input_file.hpp"
 #include "shardwise/core/message_text.hpp"
 
 namespace shardwise {
@@ -74,6 +74,18 @@ class TempFileGuard {
   fs::path path_;
   bool released_ = false;
 };
+
+// The rename replaces whatever the target names: only a regular file (or nothing) may be
+// replaced, never a device, FIFO, socket or directory (as root, /dev/null would become a file).
+void require_replaceable(const fs::path& target) {
+  struct stat st {};
+  if (::stat(target.c_str(), &st) != 0) {
+    if (errno == ENOENT) return;
+    throw_errno("cannot write", target, errno);
+  }
+  SW_REQUIRE(S_ISREG(st.st_mode), IoError, "cannot write ", quoted(target), ": it is ",
+             file_kind_name(st.st_mode), "; an output must be a regular file or not exist");
+}
 
 void fsync_path(const fs::path& path, int flags) {
   const int fd = ::open(path.c_str(), flags | O_CLOEXEC);
@@ -146,6 +158,7 @@ void write_file_atomic(const fs::path& target,
                        RenameSync rename_sync) {
   SW_REQUIRE(!target.empty() && target.has_filename(), InvalidArgument,
              "write_file_atomic: target path ", quoted(target), " has no file name");
+  require_replaceable(target);
   const fs::path temp = unique_sibling(target, "tmp");
   const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
   if (fd < 0) throw_errno("cannot create temp file", temp, errno);
@@ -162,6 +175,7 @@ void write_file_atomic(const fs::path& target,
   sink.flush();
   fsync_fd(fd, temp);
   guard.close_checked();
+  require_replaceable(target);  // again: the content may have taken long
   if (::rename(temp.c_str(), target.c_str()) != 0) {
     const int err = errno;
     throw IoError(
@@ -186,14 +200,10 @@ void replace_pointer_file(const fs::path& target, std::string_view value) {
 }
 
 std::optional<std::string> read_pointer_file(const fs::path& path) {
-  std::error_code ec;
-  if (!fs::exists(path, ec)) return std::nullopt;
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw IoError(str_cat("cannot open pointer file ", quoted(path)));
-  std::ostringstream content;
-  content << in.rdbuf();
-  if (in.bad()) throw IoError(str_cat("cannot read pointer file ", quoted(path)));
-  std::string text = content.str();
+  struct stat entry {};
+  if (::lstat(path.c_str(), &entry) != 0 && errno == ENOENT) return std::nullopt;
+  // A pointer is one short line: a FIFO or /dev/zero in its place must not hang the reader.
+  std::string text = read_input_file(path, "pointer file", kPointerFileMaxBytes);
   const auto is_space = [](char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; };
   std::size_t begin = 0;
   std::size_t end = text.size();
@@ -240,6 +250,11 @@ void commit_directory(const fs::path& staged, const fs::path& target, bool repla
         str_cat("cannot commit ", quoted(staged), ": target ", quoted(target), " already exists"));
   }
   if (target_exists) {
+    // Only a directory is replaced: the swapped-out target is removed below, which must never
+    // take a regular file, device or FIFO with it.
+    struct stat st {};
+    SW_REQUIRE(::stat(target.c_str(), &st) == 0 && S_ISDIR(st.st_mode), IoError, "cannot commit ",
+               quoted(staged), ": target ", quoted(target), " exists and is not a directory");
     // Atomic swap: target names the new directory, staged the old one, which is then removed.
     if (::renameat2(AT_FDCWD, staged.c_str(), AT_FDCWD, target.c_str(), RENAME_EXCHANGE) != 0) {
       const int err = errno;

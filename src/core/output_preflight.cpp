@@ -1,6 +1,7 @@
 #include "shardwise/core/output_preflight.hpp"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -8,6 +9,7 @@
 #include <string>
 
 #include "shardwise/core/error.hpp"
+#include "shardwise/core/input_file.hpp"
 #include "shardwise/core/message_text.hpp"
 
 namespace shardwise {
@@ -46,22 +48,27 @@ void probe_directory(const fs::path& dir, std::string_view option, const fs::pat
 }  // namespace
 
 void preflight_output_file(const fs::path& file, std::string_view option) {
-  std::error_code ec;
   SW_REQUIRE(!file.empty() && file.has_filename(), IoError, option, " '", file.string(),
              "' does not name a file");
-  const fs::file_status status = fs::status(file, ec);
-  if (fs::is_directory(status)) refuse(option, file, "it is a directory");
-  const bool exists = fs::exists(status);
-  // A device or pipe (/dev/null, /dev/stdout) is written in place: only it must open.
-  if (!exists || fs::is_regular_file(status)) {
-    const fs::path dir = file.has_parent_path() ? file.parent_path() : fs::path(".");
-    if (!fs::is_directory(dir, ec)) {
-      refuse(option, file, str_cat("its directory ", dir.string(), " does not exist"));
-    }
-    probe_directory(dir, option, file);
+  // Only a regular file may be replaced: the writers rename a new file over the path, which
+  // would turn a device (/dev/null, as root), FIFO or socket into a plain file.
+  struct stat st {};
+  const bool exists = ::stat(file.c_str(), &st) == 0;
+  if (!exists && errno != ENOENT) refuse(option, file, std::strerror(errno));
+  if (exists && S_ISDIR(st.st_mode)) refuse(option, file, "it is a directory");
+  if (exists && !S_ISREG(st.st_mode)) {
+    refuse(option, file,
+           str_cat("it is ", file_kind_name(st.st_mode),
+                   "; an output must be a regular file or not exist"));
   }
+  const fs::path dir = file.has_parent_path() ? file.parent_path() : fs::path(".");
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) {
+    refuse(option, file, str_cat("its directory ", dir.string(), " does not exist"));
+  }
+  probe_directory(dir, option, file);
   if (exists) {
-    // No O_TRUNC (leave it as it is), O_NONBLOCK (a pipe without a reader must not hang us).
+    // No O_TRUNC: leave it as it is.
     const int fd = ::open(file.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) refuse(option, file, std::strerror(errno));
     ::close(fd);
@@ -71,8 +78,13 @@ void preflight_output_file(const fs::path& file, std::string_view option) {
 void preflight_output_directory(const fs::path& dir, std::string_view option) {
   std::error_code ec;
   SW_REQUIRE(!dir.empty(), IoError, option, ": empty directory name");
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) == 0 && !S_ISDIR(st.st_mode)) {
+    refuse(option, dir, str_cat("it is ", file_kind_name(st.st_mode), ", not a directory"));
+  }
   fs::create_directories(dir, ec);
-  if (!fs::is_directory(dir)) {
+  std::error_code status_ec;
+  if (!fs::is_directory(dir, status_ec)) {
     refuse(option, dir,
            ec ? str_cat("cannot create it: ", ec.message())
               : std::string("it exists and is not a directory"));

@@ -9,7 +9,9 @@
 #include <set>
 #include <sstream>
 
+#include "shardwise/core/atomic_file.hpp"
 #include "shardwise/core/error.hpp"
+#include "shardwise/core/input_file.hpp"
 
 namespace shardwise {
 namespace {
@@ -132,12 +134,7 @@ ParamInfo parse_param(const json& entry, std::size_t index, std::string_view sou
 }
 
 std::string read_file(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  SW_REQUIRE(in.good(), IoError, "cannot open model spec ", path.string());
-  std::ostringstream text;
-  text << in.rdbuf();
-  SW_REQUIRE(!in.bad(), IoError, "cannot read model spec ", path.string());
-  return text.str();
+  return read_input_file(path, "model spec", kModelSpecFileMaxBytes);
 }
 
 // ordered_json keeps the field order readable: name, shape, dtype, then flags.
@@ -222,28 +219,8 @@ void save_model_spec(const ModelSpec& spec, const std::filesystem::path& path) {
 }
 
 void write_file_atomically(const std::filesystem::path& path, std::string_view text) {
-  // The temp file sits in the target's directory so the rename cannot cross filesystems.
-  std::filesystem::path temp = path;
-  temp += str_cat(".tmp.", ::getpid());
-  {
-    std::ofstream out(temp, std::ios::binary | std::ios::trunc);
-    SW_REQUIRE(out.good(), IoError, "cannot create ", temp.string());
-    out.write(text.data(), static_cast<std::streamsize>(text.size()));
-    out.flush();
-    if (!out.good()) {
-      std::error_code ignored;
-      std::filesystem::remove(temp, ignored);
-      throw IoError(str_cat("cannot write ", temp.string()));
-    }
-  }
-  std::error_code error;
-  std::filesystem::rename(temp, path, error);
-  if (error) {
-    std::error_code ignored;
-    std::filesystem::remove(temp, ignored);
-    throw IoError(str_cat("cannot rename ", temp.string(), " to ", path.string(), ": ",
-                          error.message()));
-  }
+  // The core writer: fsync'ed, and it refuses to rename over a device, FIFO or directory.
+  write_file_atomic(path, text);
 }
 
 }  // namespace shardwise

@@ -182,16 +182,21 @@ std::map<std::string, std::string> tp_export_metadata(const std::vector<SourceTe
 
 std::filesystem::path resolve_model_weights_file(const std::filesystem::path& path) {
   std::error_code ec;
-  if (std::filesystem::is_regular_file(path, ec)) {
+  const bool exists = std::filesystem::exists(path, ec);
+  SW_REQUIRE(!ec, IoError, "cannot access checkpoint ", path.string(), ": ", ec.message());
+  SW_REQUIRE(exists, IoError, "checkpoint ", path.string(),
+             " does not exist (expected a checkpoint directory or a .safetensors file)");
+  // Not a directory: the file itself (its reader refuses a FIFO or device, naming what it is).
+  if (!std::filesystem::is_directory(path, ec)) {
     SW_REQUIRE(path.extension() == ".safetensors", IoError, "checkpoint ", path.string(),
                " is a file but not a .safetensors file");
     return path;
   }
-  SW_REQUIRE(std::filesystem::is_directory(path, ec), IoError, "checkpoint ", path.string(),
-             " does not exist (expected a checkpoint directory or a .safetensors file)");
   const std::filesystem::path weights = path / "model.safetensors";
-  SW_REQUIRE(std::filesystem::is_regular_file(weights, ec), IoError, "checkpoint directory ",
-             path.string(), " has no model.safetensors");
+  const bool has_weights = std::filesystem::exists(weights, ec);
+  SW_REQUIRE(!ec, IoError, "cannot access ", weights.string(), ": ", ec.message());
+  SW_REQUIRE(has_weights, IoError, "checkpoint directory ", path.string(),
+             " has no model.safetensors");
   return weights;
 }
 

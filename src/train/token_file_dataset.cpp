@@ -8,6 +8,7 @@
 
 #include "shardwise/core/atomic_file.hpp"
 #include "shardwise/core/error.hpp"
+#include "shardwise/core/input_file.hpp"
 
 namespace shardwise {
 
@@ -19,25 +20,8 @@ constexpr std::size_t kBinHeaderInts = 256;
 
 // Data must be a regular file: /dev/zero would be read forever, a FIFO blocks until someone
 // writes to it, and a directory opens as an empty stream.
-void require_regular_file(const std::string& path) {
-  std::error_code ec;
-  const auto status = std::filesystem::status(path, ec);
-  SW_REQUIRE(std::filesystem::exists(status), IoError, "data file '", path, "' does not exist");
-  const char* kind = std::filesystem::is_directory(status)        ? "a directory"
-                     : std::filesystem::is_fifo(status)           ? "a FIFO (named pipe)"
-                     : std::filesystem::is_character_file(status) ? "a character device"
-                     : std::filesystem::is_block_file(status)     ? "a block device"
-                     : std::filesystem::is_socket(status)         ? "a socket"
-                                                                  : nullptr;
-  SW_REQUIRE(std::filesystem::is_regular_file(status), IoError, "data file '", path, "' is ",
-             kind ? kind : "not a regular file", "; training data must be a regular file");
-}
-
 std::string read_file_bytes(const std::string& path) {
-  require_regular_file(path);
-  std::ifstream in(path, std::ios::binary);
-  SW_REQUIRE(in.good(), IoError, "cannot open data file '", path, "'");
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  return read_input_file(path, "data file", kNoSizeLimit);
 }
 
 std::uint64_t mix(std::uint64_t x) {

@@ -44,6 +44,9 @@ std::unique_ptr<CheckpointRootLock> prepare_outputs(ProcessGroup& world, const O
       if (!paths.plot.empty()) preflight_output_file(paths.plot, "--plot");
       if (!paths.save_dir.empty()) {
         preflight_output_directory(paths.save_dir, "--save");
+        // Each save replaces DIR/latest: a FIFO or device there would only fail the first save.
+        preflight_output_file(std::filesystem::path(paths.save_dir) / kCheckpointLatestFile,
+                              "--save");
         lock = std::make_unique<CheckpointRootLock>(paths.save_dir);
         if (verbose && lock->removed_leftovers() > 0) {
           log::info("removed ", lock->removed_leftovers(), " leftover(s) of interrupted saves in '",

@@ -284,13 +284,13 @@ TEST(TrainingConfig, ConfigPathThatIsADirectoryOrDeviceIsRefused) {
     ADD_FAILURE() << "a directory was loaded as a config";
   } catch (const IoError& e) {
     EXPECT_ERROR_CONTAINS(std::string(e.what()),
-                          str_cat("config file ", dir.string(), " is a directory"));
+                          str_cat("config file '", dir.string(), "' is a directory"));
   }
   try {
     load_training_config("/dev/zero");
     ADD_FAILURE() << "/dev/zero was loaded as a config";
   } catch (const IoError& e) {
-    EXPECT_ERROR_CONTAINS(std::string(e.what()), "/dev/zero is not a regular file");
+    EXPECT_ERROR_CONTAINS(std::string(e.what()), "config file '/dev/zero' is a character device, not a regular file");
   }
   try {
     load_training_config(dir / "no-such-config.yaml");

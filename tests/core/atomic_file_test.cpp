@@ -225,6 +225,23 @@ TEST_F(AtomicFileTest, CommitDirectoryRefusesOrSwapsAnExistingTarget) {
   fs::remove(staged2);
   fs::remove(dir_ / "empty_target");
 
+  // Replacing swaps the target out and removes it: only a directory may be replaced that way.
+  ASSERT_EQ(::mkfifo((dir_ / "fifo").c_str(), 0600), 0);
+  write_file_atomic(dir_ / "file", "keep");
+  for (const char* name : {"fifo", "file"}) {
+    try {
+      commit_directory(staged, dir_ / name, /*replace_existing=*/true);
+      ADD_FAILURE() << "replaced " << name;
+    } catch (const IoError& e) {
+      EXPECT_NE(std::string(e.what()).find("exists and is not a directory"), std::string::npos)
+          << e.what();
+    }
+  }
+  EXPECT_TRUE(fs::is_fifo(dir_ / "fifo"));
+  EXPECT_EQ(read_all(dir_ / "file"), "keep");
+  fs::remove(dir_ / "fifo");
+  fs::remove(dir_ / "file");
+
   commit_directory(staged, target, /*replace_existing=*/true);
   EXPECT_EQ(names_in(target), std::vector<std::string>{"new"});
   EXPECT_EQ(names_in(dir_), std::vector<std::string>{"ckpt"});

@@ -63,8 +63,11 @@ TEST_F(OutputChecks, UsablePathsPassAndLeaveNoTrace) {
   EXPECT_EQ(error_message_of([&] { preflight_output_file(dir_ / "kept", "--plot"); }),
             "(no error)");
   EXPECT_EQ(read_all(dir_ / "kept"), "old content");
-  EXPECT_EQ(error_message_of([&] { preflight_output_file("/dev/null", "--log-jsonl"); }),
-            "(no error)");
+  // An output must be a regular file or not exist: the writers rename over it, which turned
+  // /dev/null into a regular file when run as root.
+  EXPECT_CONTAINS(error_message_of([&] { preflight_output_file("/dev/null", "--log-jsonl"); }),
+                  "--log-jsonl '/dev/null' is not writable: it is a character device");
+  EXPECT_TRUE(fs::is_character_file("/dev/null"));
 }
 
 TEST_F(OutputChecks, FullAndReadOnlyFilesystemsAreRefused) {

@@ -11,7 +11,8 @@
 namespace shardwise {
 
 // `file` will be written (created or replaced): its directory must exist and take a new file,
-// and `file` itself must not be a directory.
+// and `file` must be a regular file or not exist (a device, FIFO, socket or directory, or a
+// symlink to one, is refused).
 void preflight_output_file(const std::filesystem::path& file, std::string_view option);
 
 // Files will be written inside `dir`; it is created (with its parents) when missing.

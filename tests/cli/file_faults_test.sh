@@ -1,0 +1,214 @@
+#!/usr/bin/env bash
+# Fault tests of the files every subcommand reads and writes. Each case used to destroy a file,
+# hang or crash, and must now exit 2 with one line within seconds, leaving every file as it was:
+#  - outputs that are not regular files (a device node, a FIFO, a socket, a directory, a symlink
+#    to a FIFO) for train --log-jsonl/--plot/--save, layout --svg, model-spec --out, convert's
+#    output, reshard --out, refit --json (the atomic writer renamed over them: /dev/null became a
+#    regular file as root);
+#  - outputs that are the same file as an input or as another output (train --config c.yaml
+#    --log-jsonl c.yaml overwrote the config), spelt differently or through links;
+#  - inputs that are a FIFO or a symlink to /dev/zero: safetensors files, checkpoint.json,
+#    `latest`, optimizer rank files, configs, model specs, data (a FIFO blocked forever,
+#    /dev/zero was read until bad_alloc);
+#  - a symlink loop as --checkpoint (an `internal error:` line before).
+# Usage: file_faults_test.sh PATH/TO/shardwise REPO_ROOT
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+shardwise=${1:?usage: file_faults_test.sh SHARDWISE_BINARY REPO_ROOT}
+root=${2:?usage: file_faults_test.sh SHARDWISE_BINARY REPO_ROOT}
+export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
+cli_test_init file_faults
+
+# refuses NAME TEXT COMMAND...: COMMAND exits 2 within 20 s with one stderr line holding TEXT.
+refuses() {
+  local name=$1 text=$2
+  shift 2
+  local rc=0
+  timeout 20 "$@" >"$work/out" 2>"$work/err" </dev/null || rc=$?
+  if [[ $rc -eq 124 ]]; then
+    fail "$name: still running after 20 s (hangs)"
+  elif [[ $rc -ne 2 ]]; then
+    fail "$name: expected exit 2, got $rc ($(head -c 300 "$work/err"))"
+  elif [[ $(wc -l <"$work/err") -ne 1 ]]; then
+    fail "$name: expected one error line, got: $(head -c 600 "$work/err")"
+  elif ! grep -qF -- "$text" "$work/err"; then
+    fail "$name: stderr lacks '$text': $(cat "$work/err")"
+  elif grep -qF "internal error" "$work/err"; then
+    fail "$name: $(cat "$work/err")"
+  else
+    echo "ok: $name -> $(cat "$work/err")"
+  fi
+}
+
+tiny=(model.layers=1 model.hidden=16 model.heads=2 model.ffn=32 training.micro_batch_size=4
+      training.warmup_steps=0 training.eval_interval=0 data.eval_samples=8 logging.progress=false)
+cp "$root/examples/default.yaml" "$work/c.yaml"
+cp "$work/c.yaml" "$work/c.yaml.orig"
+
+# A checkpoint, its weights file and a model spec to read.
+expect_rc 0 make_checkpoint "$shardwise" train --config "$work/c.yaml" "${tiny[@]}" \
+  training.steps=2 --save "$work/ckpt" || exit 1
+step=$(cat "$work/ckpt/latest")
+weights="$work/ckpt/$step/model.safetensors"
+rank_file=$(cd "$work/ckpt/$step" && ls | grep -v -e checkpoint.json -e model.safetensors | head -1)
+[[ -n "$rank_file" ]] || { fail "no optimizer rank file in $work/ckpt/$step"; exit 1; }
+expect_rc 0 make_spec "$shardwise" model-spec --arch gpt-tiny --out "$work/spec.json" || exit 1
+
+# --- outputs that are not regular files ---------------------------------------------------------
+mkfifo "$work/fifo"
+ln -s "$work/fifo" "$work/to_fifo"
+mkdir "$work/dir"
+"$python" -c 'import socket, sys; socket.socket(socket.AF_UNIX).bind(sys.argv[1])' "$work/sock"
+kinds=("fifo:a FIFO" "to_fifo:a FIFO" "sock:a socket" "dir:a directory")
+# As root a device node can be made: a copy of /dev/null (same major/minor) stands in for it.
+if [[ $(id -u) -eq 0 ]] && mknod -m 666 "$work/null" c 1 3 2>/dev/null; then
+  kinds+=("null:a character device")
+else
+  echo "SKIP: not root: no device node output case (the FIFO and socket cases still run)" >&2
+fi
+for kind in "${kinds[@]}"; do
+  name=${kind%%:*} what=${kind#*:} out="$work/${kind%%:*}"
+  [[ $name == dir ]] && what="is a directory"
+  refuses "train_log_jsonl_$name" "$what" \
+    "$shardwise" train --config "$work/c.yaml" "${tiny[@]}" training.steps=2 --log-jsonl "$out"
+  refuses "train_plot_$name" "$what" \
+    "$shardwise" train --config "$work/c.yaml" "${tiny[@]}" training.steps=2 --plot "$out"
+  refuses "layout_svg_$name" "$what" "$shardwise" layout --model gpt-tiny --dp 2 --svg "$out"
+  refuses "model_spec_out_$name" "$what" "$shardwise" model-spec --arch gpt-tiny --out "$out"
+  refuses "convert_output_$name" "$what" "$shardwise" convert --to mxfp8 "$weights" "$out"
+  refuses "refit_json_$name" "$what" "$shardwise" refit --checkpoint "$work/ckpt/$step" --json "$out"
+  if [[ $name != dir ]]; then
+    refuses "train_save_$name" ", not a directory" \
+      "$shardwise" train --config "$work/c.yaml" "${tiny[@]}" training.steps=2 --save "$out"
+    refuses "reshard_out_$name" "it must be a directory or not exist" \
+      "$shardwise" reshard --checkpoint "$work/ckpt" --tp 1 --out "$out" --overwrite
+  fi
+done
+# Each save replaces --save DIR/latest: refused before training, not at the first save.
+mkdir "$work/save_root" && mkfifo "$work/save_root/latest"
+refuses train_save_latest_fifo "--save '$work/save_root/latest' is not writable: it is a FIFO" \
+  "$shardwise" train --config "$work/c.yaml" "${tiny[@]}" training.steps=2 --save "$work/save_root"
+[[ -p "$work/save_root/latest" ]] || fail "the FIFO --save DIR/latest was replaced"
+# The lock file is written and truncated: never through a FIFO or a symlink to another file.
+mkdir "$work/lock_fifo" "$work/lock_link" && mkfifo "$work/lock_fifo/.lock"
+ln -s "$work/c.yaml" "$work/lock_link/.lock"
+refuses train_save_lock_fifo "lock file '$work/lock_fifo/.lock' is a FIFO" \
+  "$shardwise" train --config "$work/c.yaml" "${tiny[@]}" training.steps=2 --save "$work/lock_fifo"
+refuses train_save_lock_symlink "Too many levels of symbolic links" \
+  "$shardwise" train --config "$work/c.yaml" "${tiny[@]}" training.steps=2 --save "$work/lock_link"
+[[ -p "$work/fifo" && -L "$work/to_fifo" && -S "$work/sock" && -d "$work/dir" ]] ||
+  fail "an output that is not a regular file was replaced: $(ls -l "$work")"
+[[ -z $(ls -A "$work/dir") ]] || fail "something was written into $work/dir: $(ls -A "$work/dir")"
+[[ ! -e "$work/null" || -c "$work/null" ]] || fail "the device node became $(stat -c %F "$work/null")"
+# The issue's own case, on the real /dev/null: it must stay a character device.
+refuses convert_dev_null "is a character device" \
+  "$shardwise" convert --to mxfp8 "$weights" /dev/null
+if [[ ! -c /dev/null ]]; then
+  fail "/dev/null is no longer a character device"
+  rm -f /dev/null && mknod -m 666 /dev/null c 1 3 || true
+fi
+
+# --- outputs that are the same file as an input or another output --------------------------------
+mkdir "$work/sub"
+ln -s "$work/c.yaml" "$work/c_link.yaml"
+ln "$work/c.yaml" "$work/c_hard.yaml"
+for spelling in "$work/c.yaml" "$work/sub/../c.yaml" "$work/c_link.yaml" "$work/c_hard.yaml"; do
+  refuses "train_jsonl_is_config ($spelling)" "is the same file as the input --config" \
+    "$shardwise" train --config "$work/c.yaml" "${tiny[@]}" training.steps=2 --log-jsonl "$spelling"
+done
+refuses train_plot_is_config "is the same file as the input --config" \
+  "$shardwise" train --config "$work/c.yaml" "${tiny[@]}" training.steps=2 --plot "$work/./c.yaml"
+refuses train_jsonl_is_plot "are the same file: one output would overwrite the other" \
+  "$shardwise" train --config "$work/c.yaml" "${tiny[@]}" training.steps=2 \
+  --log-jsonl "$work/m.out" --plot "$work/sub/../m.out"
+printf 'some training text\n%.0s' $(seq 200) >"$work/data.txt"
+cp "$work/data.txt" "$work/data.txt.orig"
+refuses train_jsonl_is_data "is the same file as the input data.path" \
+  "$shardwise" train --config "$work/c.yaml" "${tiny[@]}" data.source=text \
+  data.path="$work/data.txt" training.steps=2 --log-jsonl "$work/data.txt"
+refuses train_plot_is_latest "is the same file as the input --load" \
+  "$shardwise" train --config "$work/c.yaml" "${tiny[@]}" training.steps=4 \
+  --load "$work/ckpt" --plot "$work/ckpt/latest"
+refuses train_jsonl_in_loaded_step "which is read" \
+  "$shardwise" train --config "$work/c.yaml" "${tiny[@]}" training.steps=4 \
+  --load "$work/ckpt" --log-jsonl "$work/ckpt/$step/checkpoint.json"
+cp "$weights" "$work/w.safetensors"
+ln "$work/w.safetensors" "$work/w_hard.safetensors"
+refuses convert_output_is_input "is the same file as the input convert: input" \
+  "$shardwise" convert --to mxfp8 "$work/w.safetensors" "$work/w_hard.safetensors"
+refuses layout_svg_is_spec "is the same file as the input --model" \
+  "$shardwise" layout --model "$work/spec.json" --dp 2 --svg "$work/sub/../spec.json"
+refuses refit_json_is_weights "is the same file as the input --checkpoint" \
+  "$shardwise" refit --checkpoint "$work/ckpt/$step" --json "$weights"
+refuses refit_json_is_config "is the same file as the input --config" \
+  "$shardwise" refit --config "$work/c.yaml" --json "$work/c_link.yaml"
+refuses reshard_out_holds_input "which is replaced as a whole" \
+  "$shardwise" reshard --checkpoint "$work/ckpt" --tp 1 --out "$work/ckpt/$step" --overwrite
+cmp -s "$work/c.yaml" "$work/c.yaml.orig" || fail "the config was changed"
+cmp -s "$work/data.txt" "$work/data.txt.orig" || fail "the data file was changed"
+cmp -s "$work/w.safetensors" "$weights" || fail "the convert input was changed"
+[[ $(cat "$work/ckpt/latest") == "$step" ]] || fail "the checkpoint's latest was changed"
+[[ -f "$work/ckpt/$step/checkpoint.json" && -f "$weights" ]] || fail "the checkpoint was changed"
+"$python" -c 'import json, sys; json.load(open(sys.argv[1]))' "$work/spec.json" ||
+  fail "the model spec was changed"
+[[ ! -e "$work/m.out" ]] || fail "train_jsonl_is_plot wrote $work/m.out"
+
+# --- inputs that are a FIFO or a symlink to /dev/zero ---------------------------------------------
+ln -s /dev/zero "$work/zero"
+# damaged NAME FILE KIND: a copy of the checkpoint in $work/NAME with FILE (relative) replaced.
+damaged() {
+  rm -rf "$work/$1" && cp -r "$work/ckpt" "$work/$1" && rm -f "$work/$1/$2"
+  if [[ $3 == fifo ]]; then mkfifo "$work/$1/$2"; else ln -s /dev/zero "$work/$1/$2"; fi
+}
+for kind in fifo zero; do
+  what="a FIFO"
+  [[ $kind == zero ]] && what="a character device"
+  damaged "latest_$kind" latest $kind
+  refuses "load_latest_$kind" "'$work/latest_$kind/latest' is $what" \
+    "$shardwise" train --config "$work/c.yaml" "${tiny[@]}" training.steps=4 --load "$work/latest_$kind"
+  refuses "generate_latest_$kind" "is $what" \
+    "$shardwise" generate --checkpoint "$work/latest_$kind" --prompt x --tokens 1
+  damaged "manifest_$kind" "$step/checkpoint.json" $kind
+  refuses "load_manifest_$kind" "checkpoint manifest '$work/manifest_$kind/$step/checkpoint.json' is $what" \
+    "$shardwise" train --config "$work/c.yaml" "${tiny[@]}" training.steps=4 --load "$work/manifest_$kind"
+  refuses "generate_manifest_$kind" "is $what" \
+    "$shardwise" generate --checkpoint "$work/manifest_$kind" --prompt x --tokens 1
+  damaged "rank_$kind" "$step/$rank_file" $kind
+  refuses "load_rank_file_$kind" "safetensors file '$work/rank_$kind/$step/$rank_file' is $what" \
+    "$shardwise" train --config "$work/c.yaml" "${tiny[@]}" training.steps=4 --load "$work/rank_$kind"
+  damaged "model_$kind" "$step/model.safetensors" $kind
+  refuses "reshard_model_$kind" "is $what" \
+    "$shardwise" reshard --checkpoint "$work/model_$kind" --tp 1 --out "$work/never_$kind"
+  refuses "generate_model_$kind" "is $what" \
+    "$shardwise" generate --checkpoint "$work/model_$kind" --prompt x --tokens 1
+  refuses "convert_input_$kind" "is $what" \
+    "$shardwise" convert --to mxfp8 "$work/$kind" "$work/never_$kind.safetensors"
+  refuses "config_$kind" "config file '$work/$kind' is $what" \
+    "$shardwise" train --config "$work/$kind" "${tiny[@]}"
+  refuses "config_resolve_$kind" "is $what" "$shardwise" config resolve --config "$work/$kind"
+  refuses "refit_config_$kind" "is $what" "$shardwise" refit --config "$work/$kind"
+  ln -sf "$work/$kind" "$work/spec_$kind.json"
+  refuses "layout_model_$kind" "model spec '$work/spec_$kind.json' is $what" \
+    "$shardwise" layout --model "$work/spec_$kind.json" --dp 2
+  refuses "data_$kind" "data file '$work/$kind' is $what" \
+    "$shardwise" train --config "$work/c.yaml" "${tiny[@]}" data.source=text data.path="$work/$kind"
+  [[ ! -e "$work/never_$kind" && ! -e "$work/never_$kind.safetensors" ]] ||
+    fail "an output was written from a $kind input"
+done
+[[ -p "$work/fifo" ]] || fail "the input FIFO was replaced"
+
+# --- paths std::filesystem cannot resolve ---------------------------------------------------------
+ln -s "$work/loop_b" "$work/loop_a"
+ln -s "$work/loop_a" "$work/loop_b"
+refuses reshard_symlink_loop "Too many levels of symbolic links" \
+  "$shardwise" reshard --checkpoint "$work/loop_a" --tp 1 --out "$work/never_loop"
+refuses generate_symlink_loop "Too many levels of symbolic links" \
+  "$shardwise" generate --checkpoint "$work/loop_a" --prompt x --tokens 1
+refuses train_load_symlink_loop "Too many levels of symbolic links" \
+  "$shardwise" train --config "$work/c.yaml" "${tiny[@]}" training.steps=4 --load "$work/loop_a"
+refuses train_jsonl_symlink_loop "Too many levels of symbolic links" \
+  "$shardwise" train --config "$work/c.yaml" "${tiny[@]}" training.steps=2 --log-jsonl "$work/loop_a"
+refuses layout_model_symlink_loop "Too many levels of symbolic links" \
+  "$shardwise" layout --model "$work/loop_a" --dp 2
+
+cli_test_finish "all file fault cases passed"
