@@ -155,10 +155,12 @@ std::unique_ptr<Optimizer> make_optimizer(OptimizerMode mode,
       case OptimizerMode::kLayerWise: {
         // The layer-wise layout tags buffers, so each side owns exactly its tagged buffers.
         auto layer_wise = [](const BufferKey& key) {
-          return bucket_is_managed_by_layer_wise_optimizer(key, true, true);
+          return bucket_is_managed_by_layer_wise_optimizer(key, BufferTagging::kTagged,
+                                                           AskingOptimizer::kLayerWise);
         };
         auto element_sharded = [](const BufferKey& key) {
-          return !bucket_is_managed_by_layer_wise_optimizer(key, true, false);
+          return !bucket_is_managed_by_layer_wise_optimizer(key, BufferTagging::kTagged,
+                                                            AskingOptimizer::kElementSharded);
         };
         children.push_back(std::make_unique<LayerWiseDistributedOptimizer>(*ddp, layer_wise, muon,
                                                                            adamw, overlap));
@@ -178,7 +180,8 @@ std::unique_ptr<Optimizer> make_optimizer(OptimizerMode mode,
         children.push_back(std::make_unique<LayerWiseDistributedOptimizer>(
             *ddp,
             [](const BufferKey& key) {
-              return bucket_is_managed_by_layer_wise_optimizer(key, false, true);
+              return bucket_is_managed_by_layer_wise_optimizer(key, BufferTagging::kUntagged,
+                                                               AskingOptimizer::kLayerWise);
             },
             muon, adamw));
         break;
