@@ -50,8 +50,10 @@ void resolve_shard_group_size(const ParamList& params, OptimizerMode mode,
                               LayoutOptions& options) {
   const int dp = options.data_parallel_size;
   SW_REQUIRE(mode != OptimizerMode::kLegacyLayerWise || !options.layer_wise_shard_group_size,
-             ConfigError, "ddp.layer_wise_shard_group_size = ", config.layer_wise_shard_group_size,
-             " at dp ", dp, ": the legacy layer-wise path (optimizer legacy-layer-wise) all-reduces "
+             ConfigError,
+             "ddp.layer_wise_shard_group_size = ", config.layer_wise_shard_group_size.name(),
+             " at dp ", dp,
+             ": the legacy layer-wise path (optimizer legacy-layer-wise) all-reduces "
              "whole grads and has no shard groups; use dp, or optimizer layer-wise");
   if (mode != OptimizerMode::kLayerWise || !config.automatic_layer_wise_shard_group_size()) return;
   const ShardGroupChoice choice = choose_shard_group_size(params, options);
