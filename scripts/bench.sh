@@ -18,7 +18,7 @@ run=$root/scripts/run.sh
 log=${BENCH_LOG:-$(mktemp /tmp/shardwise-bench.XXXXXX.log)}
 : >"$log"
 
-for b in comm_collectives ddp_step checkpoint_io mxfp8_codec adamw_step reshard_throughput \
+for b in comm_collectives comm_wait ddp_step checkpoint_io mxfp8_codec adamw_step reshard_throughput \
          newton_schulz train_throughput tp_overlap; do
   [[ -x $bin/bench_$b ]] || { echo "scripts/bench.sh: $bin/bench_$b is missing (build with -DSHARDWISE_BUILD_BENCH=ON)" >&2; exit 2; }
 done
@@ -32,6 +32,7 @@ step() {  # step "title" command...: runs one bench, its output to the terminal 
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$log"
 step "collectives, 2 ranks, 16 MiB" "$run" 2 -- "$bin/bench_comm_collectives" --numel 4194304 --iters 10
 step "collectives, 4 ranks, 64 MiB" "$run" 4 -- "$bin/bench_comm_collectives" --numel 16777216 --iters 5
+step "communication waits" "$bin/bench_comm_wait"
 step "DDP step, 2 ranks" "$run" 2 -- "$bin/bench_ddp_step" --mode overlap --iters 5
 step "checkpoint save/load" "$run" 1 -- "$bin/bench_checkpoint_io" "${BENCH_DIR:-/tmp}" 128 5
 step "MXFP8 codec" "$bin/bench_mxfp8_codec" --figures-only

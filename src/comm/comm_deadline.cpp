@@ -49,17 +49,27 @@ std::chrono::nanoseconds PollBackoff::sleep_after(int polls, std::chrono::nanose
   return std::clamp(waited / 8, kMinSleep, kMaxSleep);
 }
 
-bool poll_until(const std::function<bool()>& done, std::chrono::duration<double> timeout) {
-  const auto start = Clock::now();
+const PollClock& real_poll_clock() {
+  static const PollClock clock{[] { return Clock::now(); },
+                               [](std::chrono::nanoseconds sleep) {
+                                 tighten_timer_slack();
+                                 std::this_thread::sleep_for(sleep);
+                               }};
+  return clock;
+}
+
+bool poll_until(const std::function<bool()>& done, std::chrono::duration<double> timeout,
+                const PollClock& clock) {
+  const auto start = clock.now();
   const auto limit = std::chrono::duration_cast<Clock::duration>(timeout);
   for (int polls = 0;; ++polls) {
     if (done()) return true;
-    const auto waited = Clock::now() - start;
+    const auto waited = clock.now() - start;
     if (waited >= limit) return false;
     const auto sleep = PollBackoff::sleep_after(polls, waited);
     if (sleep.count() > 0) {
-      tighten_timer_slack();
-      std::this_thread::sleep_for(std::min<Clock::duration>(sleep, limit - waited));
+      clock.sleep(std::chrono::duration_cast<std::chrono::nanoseconds>(
+          std::min<Clock::duration>(sleep, limit - waited)));
     }
   }
 }

@@ -116,4 +116,10 @@ void direct_all_gather(const PeerLinks& links, std::byte* output, std::size_t sh
   links.wait(static_cast<int>(sends.size()), sends.data(), (r + 1) % p);
 }
 
+std::unique_ptr<CollectiveImplementation> make_direct_collectives(
+    const CollectiveContext& context) {
+  return std::make_unique<PeerExchangeCollectives>(context, direct_reduce_scatter,
+                                                   direct_all_gather);
+}
+
 }  // namespace shardwise

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstddef>
+#include <memory>
 #include <vector>
 
 #include "ring_collectives.hpp"
@@ -23,5 +24,8 @@ void direct_reduce_scatter(const PeerLinks& links, const std::byte* input, std::
 
 // Same contract as ring_all_gather.
 void direct_all_gather(const PeerLinks& links, std::byte* output, std::size_t shard_bytes);
+
+// CollectiveAlgorithm::kDirect: the two above over the group's point-to-point communicator.
+std::unique_ptr<CollectiveImplementation> make_direct_collectives(const CollectiveContext& context);
 
 }  // namespace shardwise

@@ -5,11 +5,10 @@
 // completed by Work::wait, also under the deadline. Communicators use MPI_ERRORS_RETURN so MPI
 // failures become CommErrors rethrown by wait() instead of aborting in the library.
 //
-// reduce_scatter and all_gather of shards from kP2PMinShardBytes up run through the group's
-// shared-memory segment (shared_memory_collectives.hpp, set up on first use) or over send/recv on
-// a second communicator (direct_collectives.hpp, ring_collectives.hpp; ProcessGroupOptions picks),
-// smaller ones and the other collectives through MPI's non-blocking collectives; all_reduce from
-// kP2PMinShardBytes up also goes through the segment when there is one.
+// reduce_scatter, all_gather and all_reduce run through one of the collective algorithms
+// (collective_implementation.hpp; select_collective_algorithm picks per operation from the
+// group's ProcessGroupOptions and the size, built on first use); the other collectives through
+// MPI's non-blocking collectives.
 //
 // Reductions: fp32 natively; int32/int64 with SUM or MAX; bf16 and fp16 through an fp32 staging
 // buffer (see fp32_accumulation.hpp: accumulate in fp32, round once). AVG is an fp32 SUM divided
@@ -24,49 +23,27 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <climits>
 #include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
 
-#include "direct_collectives.hpp"
+#include "collective_arguments.hpp"
+#include "collective_implementation.hpp"
+#include "collective_selection.hpp"
 #include "mpi_p2p_work.hpp"
 #include "mpi_wait.hpp"
-#include "ring_collectives.hpp"
+#include "rank_agreement.hpp"
 #include "shardwise/comm/fp32_accumulation.hpp"
 #include "shardwise/comm/ordered_worker.hpp"
 #include "shardwise/comm/traffic_model.hpp"
 #include "shardwise/core/logging.hpp"
-#include "shardwise/core/streaming_copy.hpp"
-#include "shared_memory_collectives.hpp"
 
 namespace shardwise {
 
 namespace {
 
 constexpr std::int64_t kMaxChunk = std::int64_t{1} << 30;  // elements per MPI call when chunking
-
-MPI_Op mpi_op(ReduceOp op) { return op == ReduceOp::kMax ? MPI_MAX : MPI_SUM; }
-
-const char* reduce_op_name(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::kSum:
-      return "SUM";
-    case ReduceOp::kAvg:
-      return "AVG";
-    case ReduceOp::kMax:
-      return "MAX";
-  }
-  return "?";
-}
-
-bool byte_ranges_overlap(const TensorView& a, const TensorView& b) {
-  if (a.numel == 0 || b.numel == 0) return false;
-  const auto* a0 = static_cast<const std::byte*>(a.data);
-  const auto* b0 = static_cast<const std::byte*>(b.data);
-  return a0 < b0 + b.nbytes() && b0 < a0 + a.nbytes();
-}
 
 class MpiProcessGroup final : public ProcessGroup {
  public:
@@ -77,6 +54,7 @@ class MpiProcessGroup final : public ProcessGroup {
     MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
     MPI_Comm_rank(comm_, &rank_);
     MPI_Comm_size(comm_, &size_);
+    args_ = CollectiveArguments(name_, rank_, size_);
     int* tag_ub = nullptr;
     int flag = 0;
     MPI_Comm_get_attr(comm_, MPI_TAG_UB, &tag_ub, &flag);
@@ -117,8 +95,8 @@ class MpiProcessGroup final : public ProcessGroup {
 
   WorkPtr all_reduce(TensorView buffer, ReduceOp op) override {
     try {
-      require_view(buffer, "all_reduce", "buffer");
-      require_reducible(buffer.dtype, op, "all_reduce");
+      args_.require_view(buffer, "all_reduce", "buffer");
+      args_.require_reducible(buffer.dtype, op, "all_reduce");
     } catch (...) {
       return finished_work(std::current_exception());
     }
@@ -127,10 +105,10 @@ class MpiProcessGroup final : public ProcessGroup {
       if (reduces_through_fp32(buffer.dtype)) {
         float* staged = scratch_floats(buffer.numel);
         widen_to_fp32(buffer, staged);
-        all_reduce_any(staged, buffer.numel, DType::kFloat32, op);
+        run_all_reduce(reinterpret_cast<std::byte*>(staged), buffer.numel, DType::kFloat32, op);
         narrow_from_fp32(staged, buffer, divisor);
       } else {
-        all_reduce_any(buffer.data, buffer.numel, buffer.dtype, op);
+        run_all_reduce(static_cast<std::byte*>(buffer.data), buffer.numel, buffer.dtype, op);
         if (divisor != 1) divide_fp32(buffer, divisor);
       }
       return all_reduce_traffic(static_cast<std::int64_t>(buffer.nbytes()), size_);
@@ -140,7 +118,7 @@ class MpiProcessGroup final : public ProcessGroup {
   WorkPtr reduce_scatter(TensorView output, TensorView input, ReduceOp op) override {
     bool in_place = false;
     try {
-      in_place = check_reduce_scatter(output, input, op);
+      in_place = args_.reduce_scatter(output, input, op);
     } catch (...) {
       return finished_work(std::current_exception());
     }
@@ -151,14 +129,15 @@ class MpiProcessGroup final : public ProcessGroup {
                   });
   }
 
-  // Folds the scaling into the shared-memory reduction; other paths scale the input in place
-  // first (on the worker, not the caller's thread).
+  // An algorithm that folds_input_scale() scales inside its reduction; for the others the input
+  // is scaled in place first (on the worker, not the caller's thread).
   WorkPtr reduce_scatter_scaled(TensorView output, TensorView input, double input_scale) override {
     bool in_place = false;
     try {
-      SW_REQUIRE(input.dtype == DType::kFloat32, InvalidArgument, where("reduce_scatter_scaled"),
-                 ": input is ", dtype_name(input.dtype), ", expected fp32");
-      in_place = check_reduce_scatter(output, input, ReduceOp::kSum);
+      SW_REQUIRE(input.dtype == DType::kFloat32, InvalidArgument,
+                 args_.where("reduce_scatter_scaled"), ": input is ", dtype_name(input.dtype),
+                 ", expected fp32");
+      in_place = args_.reduce_scatter(output, input, ReduceOp::kSum);
     } catch (...) {
       return finished_work(std::current_exception());
     }
@@ -173,90 +152,39 @@ class MpiProcessGroup final : public ProcessGroup {
   WorkPtr all_gather(TensorView output, TensorView input) override {
     bool in_place = false;
     try {
-      require_view(output, "all_gather", "output");
-      require_view(input, "all_gather", "input");
-      require_same_dtype(output, input, "all_gather");
-      SW_REQUIRE(output.numel == input.numel * size_, InvalidArgument, where("all_gather"),
-                 ": output has ", output.numel, " elements, expected ", size_,
-                 " shards of the input's ", input.numel);
-      require_int_count(input.numel, "all_gather", "shard");
-      in_place =
-          aliases_own_shard(input, output, rank_ * input.numel, "all_gather", "input", "output");
+      in_place = args_.all_gather(output, input);
     } catch (...) {
       return finished_work(std::current_exception());
     }
     return run_op("all_gather", CollectiveKind::kAllGather, [this, output, input, in_place] {
-      const int n = static_cast<int>(input.numel);
-      const MPI_Datatype type = mpi_type(input.dtype);
-      const CollectiveAlgorithm algorithm = algorithm_for(input.nbytes());
       const auto* own_input = static_cast<const std::byte*>(input.data);
-      auto* bytes = static_cast<std::byte*>(output.data);
-      if (algorithm == CollectiveAlgorithm::kSharedMemory) {
-        // The segment path copies this rank's shard to its place itself (from cache).
-        shm_->all_gather(bytes, in_place ? nullptr : own_input, input.nbytes(), shm_watch());
-      } else if (algorithm != CollectiveAlgorithm::kMpi) {
-        if (!in_place) {
-          auto* own = static_cast<std::byte*>(output.slice(rank_ * input.numel, input.numel).data);
-          copy_into_output(own, own_input, input.nbytes(), output.nbytes());
-        }
-        if (algorithm == CollectiveAlgorithm::kRing) {
-          ring_all_gather(p2p_links(), bytes, input.nbytes());
-        } else {
-          direct_all_gather(p2p_links(), bytes, input.nbytes());
-        }
-      } else {
-        complete("MPI_Iallgather", [&](MPI_Request* r) {
-          return in_place ? MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, output.data, n, type,
-                                           comm_, r)
-                          : MPI_Iallgather(input.data, n, type, output.data, n, type, comm_, r);
-        });
-      }
+      algorithm_for(input.nbytes())
+          .all_gather(static_cast<std::byte*>(output.data), in_place ? nullptr : own_input,
+                      input.nbytes(), input.dtype);
       return all_gather_traffic(static_cast<std::int64_t>(output.nbytes()), size_);
     });
   }
 
   WorkPtr all_gather_v(TensorView output, TensorView input,
                        const std::vector<std::int64_t>& counts) override {
-    std::vector<int> icounts(static_cast<std::size_t>(size_));
-    std::vector<int> displs(static_cast<std::size_t>(size_));
+    GatherCounts gather;
     bool in_place = false;
     try {
-      require_view(output, "all_gather_v", "output");
-      require_view(input, "all_gather_v", "input");
-      require_same_dtype(output, input, "all_gather_v");
-      SW_REQUIRE(counts.size() == static_cast<std::size_t>(size_), InvalidArgument,
-                 where("all_gather_v"), ": ", counts.size(), " counts for ", size_, " ranks");
-      std::int64_t total = 0;
-      for (int r = 0; r < size_; ++r) {
-        const std::int64_t c = counts[static_cast<std::size_t>(r)];
-        SW_REQUIRE(c >= 0, InvalidArgument, where("all_gather_v"), ": count of rank ", r, " is ",
-                   c);
-        require_int_count(total, "all_gather_v", "displacement");
-        require_int_count(c, "all_gather_v", "count");
-        icounts[static_cast<std::size_t>(r)] = static_cast<int>(c);
-        displs[static_cast<std::size_t>(r)] = static_cast<int>(total);
-        total += c;
-      }
-      SW_REQUIRE(input.numel == counts[static_cast<std::size_t>(rank_)], InvalidArgument,
-                 where("all_gather_v"), ": input has ", input.numel, " elements but counts[", rank_,
-                 "] is ", counts[static_cast<std::size_t>(rank_)]);
-      SW_REQUIRE(output.numel == total, InvalidArgument, where("all_gather_v"), ": output has ",
-                 output.numel, " elements but the counts add up to ", total);
-      in_place = aliases_own_shard(input, output, displs[static_cast<std::size_t>(rank_)],
-                                   "all_gather_v", "input", "output");
+      in_place = args_.all_gather_v(output, input, counts, gather);
     } catch (...) {
       return finished_work(std::current_exception());
     }
     return run_op(
         "all_gather_v", CollectiveKind::kAllGatherV,
-        [this, output, input, icounts = std::move(icounts), displs = std::move(displs), in_place] {
+        [this, output, input, gather = std::move(gather), in_place] {
           const MPI_Datatype type = mpi_type(input.dtype);
           complete("MPI_Iallgatherv", [&](MPI_Request* r) {
+            const int* counts = gather.counts.data();
+            const int* displacements = gather.displacements.data();
             return in_place ? MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, output.data,
-                                              icounts.data(), displs.data(), type, comm_, r)
+                                              counts, displacements, type, comm_, r)
                             : MPI_Iallgatherv(input.data, static_cast<int>(input.numel), type,
-                                              output.data, icounts.data(), displs.data(), type,
-                                              comm_, r);
+                                              output.data, counts, displacements, type, comm_, r);
           });
           return all_gather_v_traffic(static_cast<std::int64_t>(input.nbytes()),
                                       static_cast<std::int64_t>(output.nbytes()), size_);
@@ -265,8 +193,8 @@ class MpiProcessGroup final : public ProcessGroup {
 
   WorkPtr broadcast(TensorView buffer, int root) override {
     try {
-      require_view(buffer, "broadcast", "buffer");
-      require_rank(root, "broadcast", "root");
+      args_.require_view(buffer, "broadcast", "buffer");
+      args_.require_rank(root, "broadcast", "root");
     } catch (...) {
       return finished_work(std::current_exception());
     }
@@ -309,36 +237,21 @@ class MpiProcessGroup final : public ProcessGroup {
           });
         })
         ->wait();
-    // Ranks holding each value; the most common value (lowest rank on ties) is the reference.
-    std::map<std::uint64_t, std::vector<int>> holders;
-    for (int r = 0; r < size_; ++r) holders[values[static_cast<std::size_t>(r)]].push_back(r);
-    if (holders.size() == 1) return;
-    std::uint64_t reference = values[0];
-    for (const auto& [v, ranks] : holders) {
-      const auto& best = holders[reference];
-      if (ranks.size() > best.size() || (ranks.size() == best.size() && ranks[0] < best[0])) {
-        reference = v;
-      }
-    }
-    std::string disagreeing;
-    std::string detail;
-    for (int r = 0; r < size_; ++r) {
-      if (values[static_cast<std::size_t>(r)] != reference) {
-        disagreeing += str_cat(disagreeing.empty() ? "" : ",", r);
-      }
-    }
-    for (const auto& [v, ranks] : holders) {
-      std::string list;
-      for (int r : ranks) list += str_cat(list.empty() ? "" : ",", r);
-      detail += str_cat(detail.empty() ? "" : "; ", ranks.size() == 1 ? "rank " : "ranks ", list,
-                        ranks.size() == 1 ? " has " : " have ", v);
-    }
-    throw CommError(str_cat("ranks of group ", name_, " disagree on ", what,
-                            ": disagreeing rank(s) ", disagreeing, " (", detail, ")"));
+    require_same_values(values, name_, what);
   }
 
   TrafficCounters traffic() const override { return traffic_->snapshot(); }
   void reset_traffic() override { traffic_->reset(); }
+
+  bool uses_shared_memory() {
+    bool active = false;
+    worker_
+        ->submit([&] {
+          active = implementations_[CollectiveAlgorithm::kSharedMemory].implementation != nullptr;
+        })
+        ->wait();
+    return active;
+  }
 
   // Collective over this group, queued behind its pending operations.
   ProcessGroupPtr split(int color, int key, const std::string& name) {
@@ -359,10 +272,6 @@ class MpiProcessGroup final : public ProcessGroup {
   }
 
  private:
-  std::string where(const char* op) const {
-    return str_cat(op, " on group ", name_, " (rank ", rank_, " of ", size_, ")");
-  }
-
   void check(int rc, const char* call) const {
     if (rc != MPI_SUCCESS) {
       throw CommError(
@@ -370,232 +279,103 @@ class MpiProcessGroup final : public ProcessGroup {
     }
   }
 
-  void require_view(const TensorView& v, const char* op, const char* role) const {
-    SW_REQUIRE(v.numel >= 0, InvalidArgument, where(op), ": ", role, " has ", v.numel, " elements");
-    SW_REQUIRE(v.numel == 0 || v.data != nullptr, InvalidArgument, where(op), ": ", role, " of ",
-               v.numel, " elements has no data");
+  // Worker thread: the algorithm of a reduce_scatter / all_gather of `bytes` per shard or an
+  // all_reduce of `bytes` (the same on every rank, so a collective set-up happens at the same
+  // point everywhere).
+  CollectiveImplementation& algorithm_for(std::size_t bytes) {
+    const CollectiveAlgorithm chosen = select_collective_algorithm(
+        static_cast<CollectiveAlgorithm>(algorithm_.load()), size_, bytes,
+        [this](CollectiveAlgorithm algorithm) { return implementation(algorithm) != nullptr; });
+    CollectiveImplementation* chosen_implementation = implementation(chosen);
+    SW_CHECK(chosen_implementation != nullptr, "group ", name_, ": collective algorithm ",
+             static_cast<int>(chosen), " was chosen but cannot run");
+    return *chosen_implementation;
   }
 
-  void require_same_dtype(const TensorView& a, const TensorView& b, const char* op) const {
-    SW_REQUIRE(a.dtype == b.dtype, InvalidArgument, where(op), ": output is ", dtype_name(a.dtype),
-               " but input is ", dtype_name(b.dtype));
-  }
-
-  void require_reducible(DType dtype, ReduceOp op, const char* what) const {
-    const bool floating =
-        dtype == DType::kFloat32 || dtype == DType::kBFloat16 || dtype == DType::kFloat16;
-    const bool integer = dtype == DType::kInt32 || dtype == DType::kInt64;
-    SW_REQUIRE(floating || (integer && op != ReduceOp::kAvg), InvalidArgument, where(what),
-               ": cannot reduce ", dtype_name(dtype), " with ", reduce_op_name(op),
-               " (reductions take fp32, bf16 or fp16 with SUM/AVG/MAX, int32 or int64 with "
-               "SUM/MAX)");
-  }
-
-  void require_int_count(std::int64_t n, const char* op, const char* what) const {
-    SW_REQUIRE(n <= INT_MAX, InvalidArgument, where(op), ": ", what, " of ", n,
-               " elements exceeds the MPI count limit ", INT_MAX);
-  }
-
-  void require_rank(int r, const char* op, const char* role) const {
-    SW_REQUIRE(r >= 0 && r < size_, InvalidArgument, where(op), ": ", role, " ", r,
-               " is not a rank of the group");
-  }
-
-  // True when `part` is exactly elements [offset, offset + part.numel) of `whole` (the in-place
-  // form); false when they do not overlap; throws when they overlap any other way.
-  bool aliases_own_shard(const TensorView& part, const TensorView& whole, std::int64_t offset,
-                         const char* op, const char* part_role, const char* whole_role) const {
-    if (!byte_ranges_overlap(part, whole)) return false;
-    const TensorView own = whole.slice(offset, part.numel);
-    SW_REQUIRE(own.data == part.data, InvalidArgument, where(op), ": ", part_role, " overlaps ",
-               whole_role, " but is not this rank's shard of it (elements [", offset, ", ",
-               offset + part.numel, "))");
-    return true;
-  }
-
-  void all_reduce_chunks(void* data, std::int64_t numel, MPI_Datatype type, MPI_Op op,
-                         std::size_t elem_size) {
-    auto* bytes = static_cast<std::byte*>(data);
-    for (std::int64_t offset = 0; offset < numel; offset += kMaxChunk) {
-      const std::int64_t n = std::min(kMaxChunk, numel - offset);
-      complete("MPI_Iallreduce", [&](MPI_Request* r) {
-        return MPI_Iallreduce(MPI_IN_PLACE, bytes + static_cast<std::size_t>(offset) * elem_size,
-                              static_cast<int>(n), type, op, comm_, r);
-      });
+  // Worker thread: the implementation of `algorithm`, built the first time it is asked for;
+  // null when it cannot run on this group.
+  CollectiveImplementation* implementation(CollectiveAlgorithm algorithm) {
+    ImplementationSlot& slot = implementations_[algorithm];
+    if (!slot.built) {
+      slot.built = true;
+      slot.implementation = make_collective_implementation(algorithm, collective_context());
     }
+    return slot.implementation.get();
   }
 
-  // The algorithm of a reduce_scatter / all_gather of shards of `shard_bytes` (worker thread;
-  // the same on every rank, so the segment's collective set-up happens at the same point).
-  CollectiveAlgorithm algorithm_for(std::size_t shard_bytes) {
-    const auto chosen = static_cast<CollectiveAlgorithm>(algorithm_.load());
-    if (size_ < 2) return CollectiveAlgorithm::kMpi;
-    if (chosen == CollectiveAlgorithm::kAuto && shard_bytes < kP2PMinShardBytes) {
-      return CollectiveAlgorithm::kMpi;
-    }
-    if (chosen == CollectiveAlgorithm::kAuto || chosen == CollectiveAlgorithm::kSharedMemory) {
-      return shared_memory() ? CollectiveAlgorithm::kSharedMemory : CollectiveAlgorithm::kDirect;
-    }
-    return chosen;
-  }
-
-  // Worker thread: the group's segment, set up (collectively) the first time it is asked for.
-  bool shared_memory() {
-    if (!shm_tried_) {
-      shm_tried_ = true;
-      shm_ = SharedMemoryCollectives::create(
-          p2p_comm_, name_, [this](const char* call, const std::function<int(MPI_Request*)>& post) {
-            complete(call, post);
-          });
-    }
-    return shm_ != nullptr;
-  }
-
-  SharedMemoryWatch shm_watch() {
-    return SharedMemoryWatch{timeout_seconds_.load(),
-                             [this](int peer) { return describe(current_op_, sequence_, peer); }};
-  }
-
- public:
-  bool uses_shared_memory() {
-    bool active = false;
-    worker_->submit([&] { active = shm_ != nullptr; })->wait();
-    return active;
-  }
-
- private:
-  // Validates a reduce_scatter's arguments; returns whether it is in place.
-  bool check_reduce_scatter(const TensorView& output, const TensorView& input, ReduceOp op) const {
-    require_view(output, "reduce_scatter", "output");
-    require_view(input, "reduce_scatter", "input");
-    require_same_dtype(output, input, "reduce_scatter");
-    require_reducible(input.dtype, op, "reduce_scatter");
-    SW_REQUIRE(input.numel == output.numel * size_, InvalidArgument, where("reduce_scatter"),
-               ": input has ", input.numel, " elements, expected ", size_,
-               " shards of the output's ", output.numel);
-    require_int_count(output.numel, "reduce_scatter", "shard");
-    return aliases_own_shard(output, input, rank_ * output.numel, "reduce_scatter", "output",
-                             "input");
+  CollectiveContext collective_context() {
+    return CollectiveContext{
+        comm_,
+        p2p_comm_,
+        rank_,
+        size_,
+        name_,
+        [this](const char* call, const std::function<int(MPI_Request*)>& post) {
+          complete(call, post);
+        },
+        [this](int count, MPI_Request* requests, int peer) {
+          check(wait_all_or_abort(count, requests, MPI_STATUSES_IGNORE, timeout_seconds_.load(),
+                                  [&] { return describe(current_op_, sequence_, peer); }),
+                "ring exchange");
+        },
+        [this](int rc, const char* call) { check(rc, call); },
+        [this] { return timeout_seconds_.load(); },
+        [this](int peer) { return describe(current_op_, sequence_, peer); }};
   }
 
   // Worker thread: the body of reduce_scatter; `scale` (fp32 SUM only) multiplies every input.
   void run_reduce_scatter(TensorView output, TensorView input, ReduceOp op, bool in_place,
                           float scale) {
     const int divisor = op == ReduceOp::kAvg ? size_ : 1;
-    if (scale != 1.0f && algorithm_for(output.nbytes()) != CollectiveAlgorithm::kSharedMemory) {
+    if (reduces_through_fp32(input.dtype)) {
+      SW_CHECK(scale == 1.0f, "reduce_scatter_scaled of ", dtype_name(input.dtype));
+      float* staged = scratch_floats(input.numel);
+      widen_to_fp32(input, staged);
+      CollectiveImplementation& algorithm =
+          algorithm_for(static_cast<std::size_t>(output.numel) * sizeof(float));
+      narrow_from_fp32(algorithm.reduce_scatter_staged(staged, output.numel, op), output, divisor);
+      return;
+    }
+    CollectiveImplementation& algorithm = algorithm_for(output.nbytes());
+    if (scale != 1.0f && !algorithm.folds_input_scale()) {
       float* data = input.as<float>();  // as the default reduce_scatter_scaled does
       for (std::int64_t i = 0; i < input.numel; ++i) data[i] *= scale;
       scale = 1.0f;
     }
-    if (reduces_through_fp32(input.dtype)) {
-      float* staged = scratch_floats(input.numel);
-      widen_to_fp32(input, staged);
-      narrow_from_fp32(reduce_scatter_staged(staged, output.numel, op), output, divisor);
-    } else if (algorithm_for(output.nbytes()) != CollectiveAlgorithm::kMpi) {
-      p2p_reduce_scatter(static_cast<const std::byte*>(input.data),
-                         static_cast<std::byte*>(output.data), output.nbytes(), input.dtype, op,
-                         scale);
-    } else {
-      mpi_reduce_scatter(output, input, op, in_place);
-    }
-    if (!reduces_through_fp32(input.dtype) && divisor != 1) divide_fp32(output, divisor);
+    ReduceScatterCall call;
+    call.input = static_cast<const std::byte*>(input.data);
+    call.output = static_cast<std::byte*>(output.data);
+    call.shard_bytes = output.nbytes();
+    call.dtype = input.dtype;
+    call.op = op;
+    call.in_place = in_place;
+    call.input_scale = scale;
+    algorithm.reduce_scatter(call);
+    if (divisor != 1) divide_fp32(output, divisor);
   }
 
-  // all_reduce in place: through the segment from kP2PMinShardBytes up (kAuto, kSharedMemory),
-  // else MPI's.
-  void all_reduce_any(void* data, std::int64_t numel, DType dtype, ReduceOp op) {
-    const auto chosen = static_cast<CollectiveAlgorithm>(algorithm_.load());
-    const std::size_t elem = dtype_size(dtype);
-    const std::size_t bytes = static_cast<std::size_t>(numel) * elem;
-    const bool eligible = chosen == CollectiveAlgorithm::kSharedMemory ||
-                          (chosen == CollectiveAlgorithm::kAuto && bytes >= kP2PMinShardBytes);
-    if (size_ >= 2 && eligible && shared_memory()) {
-      shm_->all_reduce(static_cast<std::byte*>(data), static_cast<std::size_t>(numel), elem,
-                       element_combine(dtype, op), shm_watch());
-      return;
-    }
-    all_reduce_chunks(data, numel, mpi_type(dtype), mpi_op(op), elem);
-  }
-
-  // Shared-memory, ring or direct reduce-scatter (algorithm_for decides) of a dtype the p2p
-  // paths reduce; `scale` != 1 only on the shared-memory path.
-  void p2p_reduce_scatter(const std::byte* input, std::byte* output, std::size_t shard_bytes,
-                          DType dtype, ReduceOp op, float scale = 1.0f) {
-    const CollectiveAlgorithm algorithm = algorithm_for(shard_bytes);
-    if (algorithm == CollectiveAlgorithm::kSharedMemory) {
-      shm_->reduce_scatter(input, output, shard_bytes, dtype_size(dtype),
-                           element_combine(dtype, op), scale, shm_watch());
-    } else if (algorithm == CollectiveAlgorithm::kRing) {
-      ring_reduce_scatter(p2p_links(), input, output, shard_bytes, dtype_size(dtype),
-                          element_combine(dtype, op), p2p_scratch_);
-    } else {
-      direct_reduce_scatter(p2p_links(), input, output, shard_bytes, dtype_size(dtype),
-                            element_combine(dtype, op), p2p_scratch_);
-    }
-  }
-
-  PeerLinks p2p_links() {
-    return PeerLinks{
-        p2p_comm_, rank_, size_,
-        [this](int count, MPI_Request* requests, int peer) {
-          check(wait_all_or_abort(count, requests, MPI_STATUSES_IGNORE, timeout_seconds_.load(),
-                                  [&] { return describe(current_op_, sequence_, peer); }),
-                "ring exchange");
-        },
-        [this](int rc, const char* call) { check(rc, call); }};
-  }
-
-  // Reduce-scatter of the fp32 copy of a 16-bit input (clobbered); returns this rank's reduced
-  // shard inside it.
-  float* reduce_scatter_staged(float* staged, std::int64_t shard, ReduceOp op) {
-    const std::size_t shard_bytes = static_cast<std::size_t>(shard) * sizeof(float);
-    if (algorithm_for(shard_bytes) != CollectiveAlgorithm::kMpi) {
-      auto* bytes = reinterpret_cast<std::byte*>(staged);
-      p2p_reduce_scatter(bytes, bytes + static_cast<std::size_t>(rank_) * shard_bytes, shard_bytes,
-                         DType::kFloat32, op);
-      return staged + rank_ * shard;
-    }
-    // MPI leaves this rank's reduced shard at the start of the buffer.
-    complete("MPI_Ireduce_scatter_block", [&](MPI_Request* r) {
-      return MPI_Ireduce_scatter_block(MPI_IN_PLACE, staged, static_cast<int>(shard), MPI_FLOAT,
-                                       mpi_op(op), comm_, r);
-    });
-    return staged;
-  }
-
-  void mpi_reduce_scatter(TensorView output, TensorView input, ReduceOp op, bool in_place) {
-    const int n = static_cast<int>(output.numel);
-    if (in_place) {
-      // MPI_IN_PLACE would leave the result at the start of `input` (rank 0's shard) on every
-      // rank and may clobber the other shards, so reduce into a shard-sized stage instead.
-      void* staged = scratch_bytes(output.nbytes());
-      complete("MPI_Ireduce_scatter_block", [&](MPI_Request* r) {
-        return MPI_Ireduce_scatter_block(input.data, staged, n, mpi_type(input.dtype), mpi_op(op),
-                                         comm_, r);
-      });
-      std::memcpy(output.data, staged, output.nbytes());
-    } else {
-      complete("MPI_Ireduce_scatter_block", [&](MPI_Request* r) {
-        return MPI_Ireduce_scatter_block(input.data, output.data, n, mpi_type(input.dtype),
-                                         mpi_op(op), comm_, r);
-      });
+  // Worker thread: all_reduce in place through the chosen algorithm, or MPI's when it has none.
+  void run_all_reduce(std::byte* data, std::int64_t numel, DType dtype, ReduceOp op) {
+    const std::size_t bytes = static_cast<std::size_t>(numel) * dtype_size(dtype);
+    if (!algorithm_for(bytes).all_reduce(data, numel, dtype, op)) {
+      implementation(CollectiveAlgorithm::kMpi)->all_reduce(data, numel, dtype, op);
     }
   }
 
   WorkPtr point_to_point(CollectiveKind kind, TensorView buffer, int peer, int tag) {
     const char* op = kind == CollectiveKind::kSend ? "send" : "recv";
     try {
-      require_view(buffer, op, "buffer");
-      require_rank(peer, op, "peer");
-      SW_REQUIRE(tag >= 0 && tag <= tag_ub_, InvalidArgument, where(op), ": tag ", tag,
+      args_.require_view(buffer, op, "buffer");
+      args_.require_rank(peer, op, "peer");
+      SW_REQUIRE(tag >= 0 && tag <= tag_ub_, InvalidArgument, args_.where(op), ": tag ", tag,
                  " outside [0, ", tag_ub_, "]");
-      require_int_count(buffer.numel, op, "message");
+      args_.require_int_count(buffer.numel, op, "message");
     } catch (...) {
       return finished_work(std::current_exception());
     }
     auto work = std::make_shared<P2PWork>(
         kind, buffer,
-        str_cat(where(op), kind == CollectiveKind::kSend ? " to rank " : " from rank ", peer,
+        str_cat(args_.where(op), kind == CollectiveKind::kSend ? " to rank " : " from rank ", peer,
                 " tag ", tag),
         describe(op, 0, peer), timeout_seconds_.load(), traffic_);
     worker_->post(
@@ -668,13 +448,11 @@ class MpiProcessGroup final : public ProcessGroup {
   }
 
   // Worker-thread scratch, grown on demand and reused across operations.
-  void* scratch_bytes(std::size_t bytes) {
+  float* scratch_floats(std::int64_t n) {
+    const std::size_t bytes = static_cast<std::size_t>(n) * sizeof(float);
     const std::size_t words = (bytes + sizeof(double) - 1) / sizeof(double);
     if (scratch_.size() < words) scratch_.resize(words);
-    return scratch_.data();
-  }
-  float* scratch_floats(std::int64_t n) {
-    return static_cast<float*>(scratch_bytes(static_cast<std::size_t>(n) * sizeof(float)));
+    return reinterpret_cast<float*>(scratch_.data());
   }
 
   MPI_Comm comm_;
@@ -682,17 +460,20 @@ class MpiProcessGroup final : public ProcessGroup {
   int rank_ = 0;
   int size_ = 1;
   int tag_ub_ = 32767;
+  CollectiveArguments args_;
   std::vector<int> world_ranks_;  // world rank of each rank of this group
   std::atomic<double> timeout_seconds_{kDefaultCommTimeoutSeconds};
   const char* current_op_ = "";  // worker thread only, like sequence_
   std::uint64_t sequence_ = 0;   // operations this group has run (posted, for send/recv)
   std::shared_ptr<TrafficRecorder> traffic_ = std::make_shared<TrafficRecorder>();
-  std::vector<double> scratch_;         // touched by the worker thread only
-  std::vector<std::byte> p2p_scratch_;  // likewise: received shards of ring / direct collectives
-  MPI_Comm p2p_comm_ = MPI_COMM_NULL;   // a duplicate reserved for their messages
-  std::atomic<int> algorithm_{static_cast<int>(CollectiveAlgorithm::kAuto)};
-  std::unique_ptr<SharedMemoryCollectives> shm_;  // worker thread only; null: none (yet)
-  bool shm_tried_ = false;                        // whether shared_memory() set it up already
+  std::vector<double> scratch_;        // touched by the worker thread only
+  MPI_Comm p2p_comm_ = MPI_COMM_NULL;  // a duplicate reserved for the algorithms' own messages
+  std::atomic<int> algorithm_{static_cast<int>(CollectiveAlgorithm::kAuto)};  // as requested
+  struct ImplementationSlot {
+    bool built = false;
+    std::unique_ptr<CollectiveImplementation> implementation;  // null: cannot run here
+  };
+  std::map<CollectiveAlgorithm, ImplementationSlot> implementations_;  // worker thread only
   std::unique_ptr<OrderedWorker> worker_;
 };
 

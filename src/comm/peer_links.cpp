@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "shardwise/core/error.hpp"
+#include "shardwise/core/streaming_copy.hpp"
 
 namespace shardwise {
 
@@ -36,6 +37,28 @@ ElementCombine element_combine(DType dtype, ReduceOp op) {
     default:
       throw InvariantError(str_cat("no element-wise reduction of ", dtype_name(dtype)));
   }
+}
+
+PeerExchangeCollectives::PeerExchangeCollectives(const CollectiveContext& context,
+                                                 ReduceScatter reduce_scatter, AllGather all_gather)
+    : CollectiveImplementation(context),
+      links_{context.p2p_comm, context.rank, context.size, context.wait, context.check},
+      reduce_scatter_(reduce_scatter),
+      all_gather_(all_gather) {}
+
+void PeerExchangeCollectives::reduce_scatter(const ReduceScatterCall& call) {
+  reduce_scatter_(links_, call.input, call.output, call.shard_bytes, dtype_size(call.dtype),
+                  element_combine(call.dtype, call.op), scratch_);
+}
+
+void PeerExchangeCollectives::all_gather(std::byte* output, const std::byte* own_input,
+                                         std::size_t shard_bytes, DType /*dtype*/) {
+  if (own_input != nullptr) {
+    std::byte* own = output + static_cast<std::size_t>(links_.rank) * shard_bytes;
+    copy_into_output(own, own_input, shard_bytes,
+                     shard_bytes * static_cast<std::size_t>(links_.size));
+  }
+  all_gather_(links_, output, shard_bytes);
 }
 
 }  // namespace shardwise

@@ -79,4 +79,8 @@ void ring_all_gather(const PeerLinks& ring, std::byte* output, std::size_t shard
   }
 }
 
+std::unique_ptr<CollectiveImplementation> make_ring_collectives(const CollectiveContext& context) {
+  return std::make_unique<PeerExchangeCollectives>(context, ring_reduce_scatter, ring_all_gather);
+}
+
 }  // namespace shardwise

@@ -11,6 +11,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "peer_links.hpp"
@@ -29,5 +30,8 @@ void ring_reduce_scatter(const PeerLinks& ring, const std::byte* input, std::byt
 // `output` holds size shards of `shard_bytes` with this rank's shard already in place; fills in
 // the others.
 void ring_all_gather(const PeerLinks& ring, std::byte* output, std::size_t shard_bytes);
+
+// CollectiveAlgorithm::kRing: the two above over the group's point-to-point communicator.
+std::unique_ptr<CollectiveImplementation> make_ring_collectives(const CollectiveContext& context);
 
 }  // namespace shardwise

@@ -302,4 +302,49 @@ void SharedMemoryCollectives::all_reduce(std::byte* data, std::size_t numel, std
   }
 }
 
+namespace {
+
+class SharedMemoryAlgorithm final : public CollectiveImplementation {
+ public:
+  SharedMemoryAlgorithm(const CollectiveContext& context,
+                        std::unique_ptr<SharedMemoryCollectives> segment)
+      : CollectiveImplementation(context), segment_(std::move(segment)) {}
+
+  void reduce_scatter(const ReduceScatterCall& call) override {
+    segment_->reduce_scatter(call.input, call.output, call.shard_bytes, dtype_size(call.dtype),
+                             element_combine(call.dtype, call.op), call.input_scale, watch());
+  }
+  bool folds_input_scale() const override { return true; }
+
+  // Copies this rank's shard to its place itself, from cache.
+  void all_gather(std::byte* output, const std::byte* own_input, std::size_t shard_bytes,
+                  DType /*dtype*/) override {
+    segment_->all_gather(output, own_input, shard_bytes, watch());
+  }
+
+  bool all_reduce(std::byte* data, std::int64_t numel, DType dtype, ReduceOp op) override {
+    segment_->all_reduce(data, static_cast<std::size_t>(numel), dtype_size(dtype),
+                         element_combine(dtype, op), watch());
+    return true;
+  }
+
+ private:
+  // The timeout as it is when the operation starts.
+  SharedMemoryWatch watch() const {
+    return SharedMemoryWatch{context().timeout_seconds(), context().describe};
+  }
+
+  std::unique_ptr<SharedMemoryCollectives> segment_;
+};
+
+}  // namespace
+
+std::unique_ptr<CollectiveImplementation> make_shared_memory_collectives(
+    const CollectiveContext& context) {
+  std::unique_ptr<SharedMemoryCollectives> segment =
+      SharedMemoryCollectives::create(context.p2p_comm, context.group_name, context.complete);
+  if (segment == nullptr) return nullptr;
+  return std::make_unique<SharedMemoryAlgorithm>(context, std::move(segment));
+}
+
 }  // namespace shardwise

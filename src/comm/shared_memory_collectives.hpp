@@ -21,6 +21,7 @@
 #include <memory>
 #include <string>
 
+#include "collective_implementation.hpp"
 #include "peer_links.hpp"
 #include "shardwise/comm/comm_deadline.hpp"
 
@@ -95,5 +96,11 @@ class SharedMemoryCollectives {
   int size_ = 1;
   std::uint64_t round_ = 0;  // rounds this group has run; the same on every rank
 };
+
+// CollectiveAlgorithm::kSharedMemory: the group's segment, set up (collectively) here; null when
+// SharedMemoryCollectives::create gives none. Folds the input scale into the reduction and has
+// an all_reduce of its own.
+std::unique_ptr<CollectiveImplementation> make_shared_memory_collectives(
+    const CollectiveContext& context);
 
 }  // namespace shardwise

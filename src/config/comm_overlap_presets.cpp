@@ -1,6 +1,6 @@
-// The userbuffers_* presets of Megatron-Bridge's training/comm_overlap.py, as data. Slot order in
-// layer(): qkv_dgrad, qkv_wgrad, fc1_dgrad, fc1_wgrad, qkv_fprop, proj_dgrad, fc1_fprop,
-// fc2_dgrad, proj_fprop, fc2_fprop.
+// The userbuffers_* presets of Megatron-Bridge's training/comm_overlap.py, as data, written as
+// upstream writes them: each slot and each field by name (a field left out keeps its struct's
+// default, which is upstream's).
 #include "shardwise/config/comm_overlap_presets.hpp"
 
 #include <charconv>
@@ -11,270 +11,308 @@
 namespace shardwise {
 namespace {
 
-using Slot = std::optional<TPOverlapCfg>;
-const Slot kNotOverlapped = std::nullopt;
-
-Slot bulk(int num_sm, int cga_size, bool set_sm_margin) {
-  BulkOverlapCfg cfg;
-  cfg.num_sm = num_sm;
-  cfg.cga_size = cga_size;
-  cfg.set_sm_margin = set_sm_margin;
-  return cfg;
-}
-
-Slot pipeline(int num_sm, int cga_size, int num_splits, bool set_sm_margin, bool fp8_buf,
-              bool atomic_gemm) {
-  PipelineOverlapCfg cfg;
-  cfg.num_sm = num_sm;
-  cfg.cga_size = cga_size;
-  cfg.num_splits = num_splits;
-  cfg.set_sm_margin = set_sm_margin;
-  cfg.fp8_buf = fp8_buf;
-  cfg.atomic_gemm = atomic_gemm;
-  return cfg;
-}
-
-Slot ring(bool aggregate, int num_sm, int cga_size, bool set_sm_margin, bool fp8_buf,
-          bool atomic_gemm) {
-  RingExchangeOverlapCfg cfg;
-  cfg.aggregate = aggregate;
-  cfg.num_sm = num_sm;
-  cfg.cga_size = cga_size;
-  cfg.set_sm_margin = set_sm_margin;
-  cfg.fp8_buf = fp8_buf;
-  cfg.atomic_gemm = atomic_gemm;
-  return cfg;
-}
-
-TransformerLayerTPOverlapCfg layer(Slot qkv_dgrad, Slot qkv_wgrad, Slot fc1_dgrad,
-                                   Slot fc1_wgrad, Slot qkv_fprop, Slot proj_dgrad,
-                                   Slot fc1_fprop, Slot fc2_dgrad, Slot proj_fprop,
-                                   Slot fc2_fprop) {
-  TransformerLayerTPOverlapCfg cfg;
-  cfg.qkv_dgrad = std::move(qkv_dgrad);
-  cfg.qkv_wgrad = std::move(qkv_wgrad);
-  cfg.fc1_dgrad = std::move(fc1_dgrad);
-  cfg.fc1_wgrad = std::move(fc1_wgrad);
-  cfg.qkv_fprop = std::move(qkv_fprop);
-  cfg.proj_dgrad = std::move(proj_dgrad);
-  cfg.fc1_fprop = std::move(fc1_fprop);
-  cfg.fc2_dgrad = std::move(fc2_dgrad);
-  cfg.proj_fprop = std::move(proj_fprop);
-  cfg.fc2_fprop = std::move(fc2_fprop);
-  return cfg;
-}
+constexpr std::nullopt_t kNotOverlapped = std::nullopt;
 
 const std::vector<CommOverlapPreset>& preset_table() {
   static const std::vector<CommOverlapPreset> kPresets = {
       {"userbuffers_bf16_h100_h8192_tp4_mbs1_seqlen8192",
-       layer(bulk(4, 2, false),
-             bulk(24, 2, false),
-             bulk(2, 2, false),
-             bulk(4, 2, false),
-             ring(false, 1, 1, false, false, false),
-             ring(false, 1, 1, false, false, false),
-             ring(false, 1, 1, false, false, false),
-             ring(false, 1, 1, false, false, false),
-             pipeline(24, 2, 4, true, false, false),
-             pipeline(16, 2, 4, true, false, false))},
+       {
+           .qkv_dgrad = BulkOverlapCfg{.num_sm = 4, .cga_size = 2},
+           .qkv_wgrad = BulkOverlapCfg{.num_sm = 24, .cga_size = 2},
+           .fc1_dgrad = BulkOverlapCfg{.num_sm = 2, .cga_size = 2},
+           .fc1_wgrad = BulkOverlapCfg{.num_sm = 4, .cga_size = 2},
+           .qkv_fprop = RingExchangeOverlapCfg{},
+           .proj_dgrad = RingExchangeOverlapCfg{},
+           .fc1_fprop = RingExchangeOverlapCfg{},
+           .fc2_dgrad = RingExchangeOverlapCfg{},
+           .proj_fprop =
+               PipelineOverlapCfg{
+                   .num_sm = 24, .cga_size = 2, .num_splits = 4, .set_sm_margin = true},
+           .fc2_fprop =
+               PipelineOverlapCfg{
+                   .num_sm = 16, .cga_size = 2, .num_splits = 4, .set_sm_margin = true},
+       }},
       {"userbuffers_fp8_h100_h8192_tp4_mbs1_seqlen8192",
-       layer(bulk(4, 2, false),
-             bulk(24, 2, false),
-             bulk(2, 2, false),
-             bulk(4, 2, false),
-             ring(false, 1, 1, false, false, false),
-             ring(false, 1, 1, false, false, false),
-             ring(false, 1, 1, false, false, false),
-             ring(false, 1, 1, false, false, false),
-             ring(false, 1, 1, true, false, false),
-             ring(false, 1, 1, true, false, false))},
+       {
+           .qkv_dgrad = BulkOverlapCfg{.num_sm = 4, .cga_size = 2},
+           .qkv_wgrad = BulkOverlapCfg{.num_sm = 24, .cga_size = 2},
+           .fc1_dgrad = BulkOverlapCfg{.num_sm = 2, .cga_size = 2},
+           .fc1_wgrad = BulkOverlapCfg{.num_sm = 4, .cga_size = 2},
+           .qkv_fprop = RingExchangeOverlapCfg{},
+           .proj_dgrad = RingExchangeOverlapCfg{},
+           .fc1_fprop = RingExchangeOverlapCfg{},
+           .fc2_dgrad = RingExchangeOverlapCfg{},
+           .proj_fprop = RingExchangeOverlapCfg{.set_sm_margin = true},
+           .fc2_fprop = RingExchangeOverlapCfg{.set_sm_margin = true},
+       }},
       {"userbuffers_bf16_b200_h8192_tp2_mbs1_seqlen8192",
-       layer(bulk(16, 2, false),
-             bulk(24, 2, false),
-             bulk(2, 2, false),
-             bulk(4, 2, false),
-             ring(false, 1, 1, false, false, false),
-             ring(false, 1, 1, false, false, false),
-             ring(false, 1, 1, false, false, false),
-             ring(false, 1, 1, false, false, false),
-             pipeline(32, 2, 4, true, false, false),
-             pipeline(16, 2, 4, true, false, false))},
+       {
+           .qkv_dgrad = BulkOverlapCfg{.num_sm = 16, .cga_size = 2},
+           .qkv_wgrad = BulkOverlapCfg{.num_sm = 24, .cga_size = 2},
+           .fc1_dgrad = BulkOverlapCfg{.num_sm = 2, .cga_size = 2},
+           .fc1_wgrad = BulkOverlapCfg{.num_sm = 4, .cga_size = 2},
+           .qkv_fprop = RingExchangeOverlapCfg{},
+           .proj_dgrad = RingExchangeOverlapCfg{},
+           .fc1_fprop = RingExchangeOverlapCfg{},
+           .fc2_dgrad = RingExchangeOverlapCfg{},
+           .proj_fprop =
+               PipelineOverlapCfg{
+                   .num_sm = 32, .cga_size = 2, .num_splits = 4, .set_sm_margin = true},
+           .fc2_fprop =
+               PipelineOverlapCfg{
+                   .num_sm = 16, .cga_size = 2, .num_splits = 4, .set_sm_margin = true},
+       }},
       {"userbuffers_fp8_b200_h8192_tp2_mbs1_seqlen8192",
-       layer(bulk(4, 2, false),
-             bulk(24, 2, false),
-             bulk(2, 2, false),
-             bulk(4, 2, false),
-             ring(false, 1, 1, false, false, false),
-             ring(false, 1, 1, false, false, false),
-             ring(false, 1, 1, false, false, false),
-             ring(false, 1, 1, false, false, false),
-             ring(false, 1, 1, true, false, false),
-             ring(false, 1, 1, true, false, false))},
+       {
+           .qkv_dgrad = BulkOverlapCfg{.num_sm = 4, .cga_size = 2},
+           .qkv_wgrad = BulkOverlapCfg{.num_sm = 24, .cga_size = 2},
+           .fc1_dgrad = BulkOverlapCfg{.num_sm = 2, .cga_size = 2},
+           .fc1_wgrad = BulkOverlapCfg{.num_sm = 4, .cga_size = 2},
+           .qkv_fprop = RingExchangeOverlapCfg{},
+           .proj_dgrad = RingExchangeOverlapCfg{},
+           .fc1_fprop = RingExchangeOverlapCfg{},
+           .fc2_dgrad = RingExchangeOverlapCfg{},
+           .proj_fprop = RingExchangeOverlapCfg{.set_sm_margin = true},
+           .fc2_fprop = RingExchangeOverlapCfg{.set_sm_margin = true},
+       }},
       {"userbuffers_bf16_h100_h16384_tp8_cp2_mbs1_seqlen8192",
-       layer(bulk(2, 2, false),
-             bulk(24, 2, false),
-             bulk(2, 2, false),
-             bulk(2, 2, false),
-             ring(false, 1, 1, false, false, false),
-             ring(false, 1, 1, false, false, false),
-             ring(false, 1, 1, false, false, false),
-             ring(false, 1, 1, false, false, false),
-             pipeline(24, 2, 4, true, false, false),
-             pipeline(8, 2, 4, true, false, false))},
+       {
+           .qkv_dgrad = BulkOverlapCfg{.num_sm = 2, .cga_size = 2},
+           .qkv_wgrad = BulkOverlapCfg{.num_sm = 24, .cga_size = 2},
+           .fc1_dgrad = BulkOverlapCfg{.num_sm = 2, .cga_size = 2},
+           .fc1_wgrad = BulkOverlapCfg{.num_sm = 2, .cga_size = 2},
+           .qkv_fprop = RingExchangeOverlapCfg{},
+           .proj_dgrad = RingExchangeOverlapCfg{},
+           .fc1_fprop = RingExchangeOverlapCfg{},
+           .fc2_dgrad = RingExchangeOverlapCfg{},
+           .proj_fprop =
+               PipelineOverlapCfg{
+                   .num_sm = 24, .cga_size = 2, .num_splits = 4, .set_sm_margin = true},
+           .fc2_fprop =
+               PipelineOverlapCfg{
+                   .num_sm = 8, .cga_size = 2, .num_splits = 4, .set_sm_margin = true},
+       }},
       {"userbuffers_fp8_h100_h16384_tp8_cp2_mbs1_seqlen8192",
-       layer(bulk(2, 2, false),
-             bulk(24, 2, false),
-             bulk(2, 2, false),
-             bulk(2, 2, false),
-             ring(false, 1, 1, false, false, false),
-             ring(false, 1, 1, false, false, false),
-             ring(false, 1, 1, false, false, false),
-             ring(false, 1, 1, false, false, false),
-             ring(false, 1, 1, true, false, false),
-             ring(false, 1, 1, true, false, false))},
+       {
+           .qkv_dgrad = BulkOverlapCfg{.num_sm = 2, .cga_size = 2},
+           .qkv_wgrad = BulkOverlapCfg{.num_sm = 24, .cga_size = 2},
+           .fc1_dgrad = BulkOverlapCfg{.num_sm = 2, .cga_size = 2},
+           .fc1_wgrad = BulkOverlapCfg{.num_sm = 2, .cga_size = 2},
+           .qkv_fprop = RingExchangeOverlapCfg{},
+           .proj_dgrad = RingExchangeOverlapCfg{},
+           .fc1_fprop = RingExchangeOverlapCfg{},
+           .fc2_dgrad = RingExchangeOverlapCfg{},
+           .proj_fprop = RingExchangeOverlapCfg{.set_sm_margin = true},
+           .fc2_fprop = RingExchangeOverlapCfg{.set_sm_margin = true},
+       }},
       {"userbuffers_bf16_b200_h16384_tp4_cp2_mbs1_seqlen8192",
-       layer(bulk(8, 2, false),
-             bulk(24, 2, false),
-             bulk(2, 2, false),
-             bulk(2, 2, false),
-             ring(false, 1, 1, false, false, false),
-             ring(false, 1, 1, false, false, false),
-             ring(false, 1, 1, false, false, false),
-             ring(false, 1, 1, false, false, false),
-             pipeline(32, 2, 4, true, false, false),
-             pipeline(8, 2, 4, true, false, false))},
+       {
+           .qkv_dgrad = BulkOverlapCfg{.num_sm = 8, .cga_size = 2},
+           .qkv_wgrad = BulkOverlapCfg{.num_sm = 24, .cga_size = 2},
+           .fc1_dgrad = BulkOverlapCfg{.num_sm = 2, .cga_size = 2},
+           .fc1_wgrad = BulkOverlapCfg{.num_sm = 2, .cga_size = 2},
+           .qkv_fprop = RingExchangeOverlapCfg{},
+           .proj_dgrad = RingExchangeOverlapCfg{},
+           .fc1_fprop = RingExchangeOverlapCfg{},
+           .fc2_dgrad = RingExchangeOverlapCfg{},
+           .proj_fprop =
+               PipelineOverlapCfg{
+                   .num_sm = 32, .cga_size = 2, .num_splits = 4, .set_sm_margin = true},
+           .fc2_fprop =
+               PipelineOverlapCfg{
+                   .num_sm = 8, .cga_size = 2, .num_splits = 4, .set_sm_margin = true},
+       }},
       {"userbuffers_fp8_b200_h16384_tp4_cp2_mbs1_seqlen8192",
-       layer(bulk(8, 2, false),
-             bulk(32, 2, false),
-             bulk(2, 2, false),
-             bulk(8, 2, false),
-             ring(false, 1, 1, false, false, false),
-             ring(false, 1, 1, false, false, false),
-             ring(false, 1, 1, false, false, false),
-             ring(false, 1, 1, false, false, false),
-             ring(false, 1, 1, true, false, false),
-             ring(false, 1, 1, true, false, false))},
+       {
+           .qkv_dgrad = BulkOverlapCfg{.num_sm = 8, .cga_size = 2},
+           .qkv_wgrad = BulkOverlapCfg{.num_sm = 32, .cga_size = 2},
+           .fc1_dgrad = BulkOverlapCfg{.num_sm = 2, .cga_size = 2},
+           .fc1_wgrad = BulkOverlapCfg{.num_sm = 8, .cga_size = 2},
+           .qkv_fprop = RingExchangeOverlapCfg{},
+           .proj_dgrad = RingExchangeOverlapCfg{},
+           .fc1_fprop = RingExchangeOverlapCfg{},
+           .fc2_dgrad = RingExchangeOverlapCfg{},
+           .proj_fprop = RingExchangeOverlapCfg{.set_sm_margin = true},
+           .fc2_fprop = RingExchangeOverlapCfg{.set_sm_margin = true},
+       }},
       {"userbuffers_fp8_h100_h8192_tp2_mbs1_seqlen4096_lora",
-       layer(bulk(2, 2, false),
-             kNotOverlapped,
-             pipeline(16, 2, 4, true, true, false),
-             kNotOverlapped,
-             ring(false, 1, 1, true, false, false),
-             ring(false, 1, 1, true, false, false),
-             ring(false, 1, 1, true, false, false),
-             ring(false, 1, 1, true, false, false),
-             ring(false, 1, 2, true, true, false),
-             ring(false, 1, 2, true, true, false))},
+       {
+           .qkv_dgrad = BulkOverlapCfg{.num_sm = 2, .cga_size = 2},
+           .qkv_wgrad = kNotOverlapped,
+           .fc1_dgrad = PipelineOverlapCfg{.num_sm = 16,
+                                           .cga_size = 2,
+                                           .num_splits = 4,
+                                           .set_sm_margin = true,
+                                           .fp8_buf = true},
+           .fc1_wgrad = kNotOverlapped,
+           .qkv_fprop = RingExchangeOverlapCfg{.set_sm_margin = true},
+           .proj_dgrad = RingExchangeOverlapCfg{.set_sm_margin = true},
+           .fc1_fprop = RingExchangeOverlapCfg{.set_sm_margin = true},
+           .fc2_dgrad = RingExchangeOverlapCfg{.set_sm_margin = true},
+           .proj_fprop =
+               RingExchangeOverlapCfg{.cga_size = 2, .set_sm_margin = true, .fp8_buf = true},
+           .fc2_fprop =
+               RingExchangeOverlapCfg{.cga_size = 2, .set_sm_margin = true, .fp8_buf = true},
+       }},
       {"userbuffers_fp8_h100_h16384_tp4_mbs1_seqlen2048_lora",
-       layer(bulk(2, 2, false),
-             kNotOverlapped,
-             pipeline(16, 2, 4, true, true, false),
-             kNotOverlapped,
-             ring(true, 1, 1, false, false, false),
-             ring(true, 1, 1, false, false, false),
-             ring(true, 1, 1, false, false, false),
-             ring(true, 1, 1, false, false, false),
-             pipeline(32, 2, 4, true, true, false),
-             pipeline(16, 2, 4, true, true, false))},
+       {
+           .qkv_dgrad = BulkOverlapCfg{.num_sm = 2, .cga_size = 2},
+           .qkv_wgrad = kNotOverlapped,
+           .fc1_dgrad = PipelineOverlapCfg{.num_sm = 16,
+                                           .cga_size = 2,
+                                           .num_splits = 4,
+                                           .set_sm_margin = true,
+                                           .fp8_buf = true},
+           .fc1_wgrad = kNotOverlapped,
+           .qkv_fprop = RingExchangeOverlapCfg{.aggregate = true},
+           .proj_dgrad = RingExchangeOverlapCfg{.aggregate = true},
+           .fc1_fprop = RingExchangeOverlapCfg{.aggregate = true},
+           .fc2_dgrad = RingExchangeOverlapCfg{.aggregate = true},
+           .proj_fprop = PipelineOverlapCfg{.num_sm = 32,
+                                            .cga_size = 2,
+                                            .num_splits = 4,
+                                            .set_sm_margin = true,
+                                            .fp8_buf = true},
+           .fc2_fprop = PipelineOverlapCfg{.num_sm = 16,
+                                           .cga_size = 2,
+                                           .num_splits = 4,
+                                           .set_sm_margin = true,
+                                           .fp8_buf = true},
+       }},
       {"userbuffers_bf16_h100_h6144_tp2_mbs2_seqlen2048",
-       layer(bulk(8, 2, false),
-             bulk(16, 2, false),
-             bulk(4, 2, false),
-             bulk(16, 2, false),
-             ring(false, 1, 1, false, false, false),
-             ring(false, 1, 1, false, false, false),
-             ring(false, 1, 1, false, false, false),
-             ring(false, 1, 1, false, false, false),
-             pipeline(16, 2, 4, true, false, false),
-             pipeline(24, 2, 4, true, false, false))},
+       {
+           .qkv_dgrad = BulkOverlapCfg{.num_sm = 8, .cga_size = 2},
+           .qkv_wgrad = BulkOverlapCfg{.num_sm = 16, .cga_size = 2},
+           .fc1_dgrad = BulkOverlapCfg{.num_sm = 4, .cga_size = 2},
+           .fc1_wgrad = BulkOverlapCfg{.num_sm = 16, .cga_size = 2},
+           .qkv_fprop = RingExchangeOverlapCfg{},
+           .proj_dgrad = RingExchangeOverlapCfg{},
+           .fc1_fprop = RingExchangeOverlapCfg{},
+           .fc2_dgrad = RingExchangeOverlapCfg{},
+           .proj_fprop =
+               PipelineOverlapCfg{
+                   .num_sm = 16, .cga_size = 2, .num_splits = 4, .set_sm_margin = true},
+           .fc2_fprop =
+               PipelineOverlapCfg{
+                   .num_sm = 24, .cga_size = 2, .num_splits = 4, .set_sm_margin = true},
+       }},
       {"userbuffers_fp8_h100_h6144_tp2_mbs2_seqlen2048",
-       layer(bulk(8, 2, false),
-             bulk(16, 2, false),
-             bulk(4, 2, false),
-             bulk(16, 2, false),
-             ring(false, 1, 1, false, false, false),
-             ring(false, 1, 1, false, false, false),
-             ring(false, 1, 1, false, false, false),
-             ring(false, 1, 1, false, false, false),
-             pipeline(16, 2, 4, true, true, false),
-             pipeline(24, 2, 4, true, true, false))},
+       {
+           .qkv_dgrad = BulkOverlapCfg{.num_sm = 8, .cga_size = 2},
+           .qkv_wgrad = BulkOverlapCfg{.num_sm = 16, .cga_size = 2},
+           .fc1_dgrad = BulkOverlapCfg{.num_sm = 4, .cga_size = 2},
+           .fc1_wgrad = BulkOverlapCfg{.num_sm = 16, .cga_size = 2},
+           .qkv_fprop = RingExchangeOverlapCfg{},
+           .proj_dgrad = RingExchangeOverlapCfg{},
+           .fc1_fprop = RingExchangeOverlapCfg{},
+           .fc2_dgrad = RingExchangeOverlapCfg{},
+           .proj_fprop =
+               PipelineOverlapCfg{.num_sm = 16,
+                                  .cga_size = 2,
+                                  .num_splits = 4,
+                                  .set_sm_margin = true,
+                                  .fp8_buf = true},
+           .fc2_fprop = PipelineOverlapCfg{.num_sm = 24,
+                                           .cga_size = 2,
+                                           .num_splits = 4,
+                                           .set_sm_margin = true,
+                                           .fp8_buf = true},
+       }},
       {"userbuffers_bf16_h100_h12288_tp4_mbs1_seqlen2048",
-       layer(bulk(4, 2, false),
-             bulk(4, 2, false),
-             bulk(2, 2, false),
-             bulk(4, 2, false),
-             ring(false, 1, 1, false, false, false),
-             ring(false, 1, 1, false, false, false),
-             ring(false, 1, 1, false, false, false),
-             ring(false, 1, 1, false, false, false),
-             pipeline(24, 2, 4, true, false, false),
-             ring(false, 1, 1, true, false, false))},
+       {
+           .qkv_dgrad = BulkOverlapCfg{.num_sm = 4, .cga_size = 2},
+           .qkv_wgrad = BulkOverlapCfg{.num_sm = 4, .cga_size = 2},
+           .fc1_dgrad = BulkOverlapCfg{.num_sm = 2, .cga_size = 2},
+           .fc1_wgrad = BulkOverlapCfg{.num_sm = 4, .cga_size = 2},
+           .qkv_fprop = RingExchangeOverlapCfg{},
+           .proj_dgrad = RingExchangeOverlapCfg{},
+           .fc1_fprop = RingExchangeOverlapCfg{},
+           .fc2_dgrad = RingExchangeOverlapCfg{},
+           .proj_fprop =
+               PipelineOverlapCfg{
+                   .num_sm = 24, .cga_size = 2, .num_splits = 4, .set_sm_margin = true},
+           .fc2_fprop = RingExchangeOverlapCfg{.set_sm_margin = true},
+       }},
       {"userbuffers_fp8_h100_h12288_tp4_mbs1_seqlen2048",
-       layer(bulk(4, 2, false),
-             bulk(4, 2, false),
-             bulk(2, 2, false),
-             bulk(4, 2, false),
-             ring(false, 1, 1, false, false, false),
-             ring(false, 1, 1, false, false, false),
-             ring(false, 1, 1, false, false, false),
-             ring(false, 1, 1, false, false, false),
-             ring(false, 1, 1, true, false, false),
-             ring(false, 1, 1, true, false, false))},
+       {
+           .qkv_dgrad = BulkOverlapCfg{.num_sm = 4, .cga_size = 2},
+           .qkv_wgrad = BulkOverlapCfg{.num_sm = 4, .cga_size = 2},
+           .fc1_dgrad = BulkOverlapCfg{.num_sm = 2, .cga_size = 2},
+           .fc1_wgrad = BulkOverlapCfg{.num_sm = 4, .cga_size = 2},
+           .qkv_fprop = RingExchangeOverlapCfg{},
+           .proj_dgrad = RingExchangeOverlapCfg{},
+           .fc1_fprop = RingExchangeOverlapCfg{},
+           .fc2_dgrad = RingExchangeOverlapCfg{},
+           .proj_fprop = RingExchangeOverlapCfg{.set_sm_margin = true},
+           .fc2_fprop = RingExchangeOverlapCfg{.set_sm_margin = true},
+       }},
       {"userbuffers_bf16_b200_h12288_tp4_mbs1_seqlen2048",
-       layer(bulk(4, 2, false),
-             bulk(16, 2, false),
-             bulk(2, 2, false),
-             bulk(8, 2, false),
-             ring(false, 1, 1, false, false, false),
-             ring(false, 1, 1, false, false, false),
-             ring(false, 1, 1, false, false, false),
-             ring(false, 1, 1, false, false, false),
-             ring(false, 1, 1, true, false, false),
-             ring(false, 1, 1, true, false, false))},
+       {
+           .qkv_dgrad = BulkOverlapCfg{.num_sm = 4, .cga_size = 2},
+           .qkv_wgrad = BulkOverlapCfg{.num_sm = 16, .cga_size = 2},
+           .fc1_dgrad = BulkOverlapCfg{.num_sm = 2, .cga_size = 2},
+           .fc1_wgrad = BulkOverlapCfg{.num_sm = 8, .cga_size = 2},
+           .qkv_fprop = RingExchangeOverlapCfg{},
+           .proj_dgrad = RingExchangeOverlapCfg{},
+           .fc1_fprop = RingExchangeOverlapCfg{},
+           .fc2_dgrad = RingExchangeOverlapCfg{},
+           .proj_fprop = RingExchangeOverlapCfg{.set_sm_margin = true},
+           .fc2_fprop = RingExchangeOverlapCfg{.set_sm_margin = true},
+       }},
       {"userbuffers_fp8_b200_h12288_tp4_mbs1_seqlen2048",
-       layer(bulk(4, 2, false),
-             bulk(16, 2, false),
-             bulk(2, 2, false),
-             bulk(8, 2, false),
-             ring(false, 1, 1, false, false, false),
-             ring(false, 1, 1, false, false, false),
-             ring(false, 1, 1, false, false, false),
-             ring(false, 1, 1, false, false, false),
-             ring(false, 1, 1, true, false, false),
-             ring(false, 1, 1, true, false, false))},
+       {
+           .qkv_dgrad = BulkOverlapCfg{.num_sm = 4, .cga_size = 2},
+           .qkv_wgrad = BulkOverlapCfg{.num_sm = 16, .cga_size = 2},
+           .fc1_dgrad = BulkOverlapCfg{.num_sm = 2, .cga_size = 2},
+           .fc1_wgrad = BulkOverlapCfg{.num_sm = 8, .cga_size = 2},
+           .qkv_fprop = RingExchangeOverlapCfg{},
+           .proj_dgrad = RingExchangeOverlapCfg{},
+           .fc1_fprop = RingExchangeOverlapCfg{},
+           .fc2_dgrad = RingExchangeOverlapCfg{},
+           .proj_fprop = RingExchangeOverlapCfg{.set_sm_margin = true},
+           .fc2_fprop = RingExchangeOverlapCfg{.set_sm_margin = true},
+       }},
       {"userbuffers_bf16_b200_h6144_tp2_mbs1_seqlen4096",
-       layer(bulk(8, 2, false),
-             bulk(32, 2, false),
-             bulk(2, 2, false),
-             bulk(8, 2, false),
-             ring(false, 1, 1, false, false, false),
-             ring(false, 1, 1, false, false, false),
-             ring(false, 1, 1, false, false, false),
-             ring(false, 1, 1, false, false, false),
-             ring(false, 1, 1, true, false, false),
-             ring(false, 1, 1, true, false, false))},
+       {
+           .qkv_dgrad = BulkOverlapCfg{.num_sm = 8, .cga_size = 2},
+           .qkv_wgrad = BulkOverlapCfg{.num_sm = 32, .cga_size = 2},
+           .fc1_dgrad = BulkOverlapCfg{.num_sm = 2, .cga_size = 2},
+           .fc1_wgrad = BulkOverlapCfg{.num_sm = 8, .cga_size = 2},
+           .qkv_fprop = RingExchangeOverlapCfg{},
+           .proj_dgrad = RingExchangeOverlapCfg{},
+           .fc1_fprop = RingExchangeOverlapCfg{},
+           .fc2_dgrad = RingExchangeOverlapCfg{},
+           .proj_fprop = RingExchangeOverlapCfg{.set_sm_margin = true},
+           .fc2_fprop = RingExchangeOverlapCfg{.set_sm_margin = true},
+       }},
       {"userbuffers_bf16_b200_h18432_tp8_mbs1_seqlen4096",
-       layer(bulk(8, 2, false),
-             bulk(32, 2, false),
-             bulk(2, 2, false),
-             bulk(8, 2, false),
-             ring(false, 1, 1, false, false, false),
-             ring(false, 1, 1, false, false, false),
-             ring(false, 1, 1, false, false, false),
-             ring(false, 1, 1, false, false, false),
-             ring(false, 1, 1, true, false, false),
-             pipeline(24, 2, 4, true, false, false))},
+       {
+           .qkv_dgrad = BulkOverlapCfg{.num_sm = 8, .cga_size = 2},
+           .qkv_wgrad = BulkOverlapCfg{.num_sm = 32, .cga_size = 2},
+           .fc1_dgrad = BulkOverlapCfg{.num_sm = 2, .cga_size = 2},
+           .fc1_wgrad = BulkOverlapCfg{.num_sm = 8, .cga_size = 2},
+           .qkv_fprop = RingExchangeOverlapCfg{},
+           .proj_dgrad = RingExchangeOverlapCfg{},
+           .fc1_fprop = RingExchangeOverlapCfg{},
+           .fc2_dgrad = RingExchangeOverlapCfg{},
+           .proj_fprop = RingExchangeOverlapCfg{.set_sm_margin = true},
+           .fc2_fprop =
+               PipelineOverlapCfg{
+                   .num_sm = 24, .cga_size = 2, .num_splits = 4, .set_sm_margin = true},
+       }},
       {"userbuffers_fp8_b200_h18432_tp8_mbs1_seqlen4096",
-       layer(bulk(8, 2, false),
-             bulk(32, 2, false),
-             bulk(2, 2, false),
-             bulk(8, 2, false),
-             ring(false, 1, 1, false, false, false),
-             ring(false, 1, 1, false, false, false),
-             ring(false, 1, 1, false, false, false),
-             ring(false, 1, 1, false, false, false),
-             ring(false, 1, 1, true, false, false),
-             ring(false, 1, 1, true, false, false))},
+       {
+           .qkv_dgrad = BulkOverlapCfg{.num_sm = 8, .cga_size = 2},
+           .qkv_wgrad = BulkOverlapCfg{.num_sm = 32, .cga_size = 2},
+           .fc1_dgrad = BulkOverlapCfg{.num_sm = 2, .cga_size = 2},
+           .fc1_wgrad = BulkOverlapCfg{.num_sm = 8, .cga_size = 2},
+           .qkv_fprop = RingExchangeOverlapCfg{},
+           .proj_dgrad = RingExchangeOverlapCfg{},
+           .fc1_fprop = RingExchangeOverlapCfg{},
+           .fc2_dgrad = RingExchangeOverlapCfg{},
+           .proj_fprop = RingExchangeOverlapCfg{.set_sm_margin = true},
+           .fc2_fprop = RingExchangeOverlapCfg{.set_sm_margin = true},
+       }},
   };
   return kPresets;
 }

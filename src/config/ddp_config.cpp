@@ -9,20 +9,43 @@
 namespace shardwise {
 namespace {
 
-// The shard group size as a number: nullopt for "dp" and "auto"; throws for anything else that
-// is not a positive integer.
-std::optional<int> explicit_shard_group_size(const std::string& value) {
-  if (value == "dp" || value == "auto") return std::nullopt;
-  const bool digits = !value.empty() && value.size() <= 9 &&
-                      std::all_of(value.begin(), value.end(),
-                                  [](unsigned char c) { return std::isdigit(c) != 0; });
-  SW_REQUIRE(digits && std::stoi(value) >= 1, ConfigError,
-             "ddp.layer_wise_shard_group_size must be dp, auto or a positive integer (got '",
-             value, "')");
-  return std::stoi(value);
+[[noreturn]] void bad_shard_group_size(std::string_view text) {
+  throw ConfigError(str_cat(
+      "ddp.layer_wise_shard_group_size must be dp, auto or a positive integer (got '", text, "')"));
+}
+
+// The shard group size as a number: nullopt for "dp" and "auto"; throws for a count below one.
+std::optional<int> explicit_shard_group_size(const LayerWiseShardGroupSize& size) {
+  if (size.kind != LayerWiseShardGroupSize::Kind::kRanks) return std::nullopt;
+  if (size.ranks < 1) bad_shard_group_size(size.name());
+  return size.ranks;
 }
 
 }  // namespace
+
+LayerWiseShardGroupSize LayerWiseShardGroupSize::parse(std::string_view text) {
+  if (text == "dp") return data_parallel();
+  if (text == "auto") return automatic();
+  const bool digits =
+      !text.empty() && text.size() <= 9 &&
+      std::all_of(text.begin(), text.end(), [](unsigned char c) { return std::isdigit(c) != 0; });
+  if (!digits) bad_shard_group_size(text);
+  const int ranks = std::stoi(std::string(text));
+  if (ranks < 1) bad_shard_group_size(text);
+  return of(ranks);
+}
+
+std::string LayerWiseShardGroupSize::name() const {
+  switch (kind) {
+    case Kind::kDataParallel:
+      return "dp";
+    case Kind::kAuto:
+      return "auto";
+    case Kind::kRanks:
+      break;
+  }
+  return std::to_string(ranks);
+}
 
 std::optional<std::int64_t> DistributedDataParallelConfig::resolved_bucket_size(
     int data_parallel_size) const {
@@ -47,8 +70,6 @@ void DistributedDataParallelConfig::validate() const {
              "ddp.per_token_loss and ddp.average_in_collective cannot both be set (the loss is "
              "already normalised by the token count)");
   explicit_shard_group_size(layer_wise_shard_group_size);
-  SW_REQUIRE(layer_wise_cuts == "overlap_aware" || layer_wise_cuts == "plain", ConfigError,
-             "ddp.layer_wise_cuts must be overlap_aware or plain (got '", layer_wise_cuts, "')");
 }
 
 void DistributedDataParallelConfig::validate_for_data_parallel_size(int data_parallel_size) const {
@@ -76,7 +97,7 @@ LayoutOptions DistributedDataParallelConfig::layout_options(
   // params (optim::wrap_with_ddp, via choose_shard_group_size).
   const std::optional<int> s = explicit_shard_group_size(layer_wise_shard_group_size);
   if (s && *s != data_parallel_size) options.layer_wise_shard_group_size = s;
-  options.overlap_aware_cuts = layer_wise_cuts != "plain";
+  options.overlap_aware_cuts = layer_wise_cuts == LayerWiseCuts::kOverlapAware;
   return options;
 }
 

@@ -177,6 +177,11 @@ void decode(const YAML::Node& node, std::string& out, const std::string& path) {
   out = node.Scalar();
 }
 
+void decode(const YAML::Node& node, LayerWiseShardGroupSize& out, const std::string& path) {
+  if (!node.IsScalar()) type_error(path, "dp, auto or a positive integer", node);
+  out = LayerWiseShardGroupSize::parse(node.Scalar());
+}
+
 void decode(const YAML::Node& node, DType& out, const std::string& path) {
   if (!node.IsScalar()) type_error(path, "a dtype name (fp32 or bf16)", node);
   const auto dtype = parse_dtype(node.Scalar());

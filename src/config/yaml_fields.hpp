@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "shardwise/config/ddp_config.hpp"
 #include "shardwise/config/enum_names.hpp"
 #include "shardwise/config/tp_overlap_config.hpp"
 #include "shardwise/core/dtype.hpp"
@@ -34,6 +35,7 @@ void decode(const YAML::Node& node, std::int64_t& out, const std::string& path);
 void decode(const YAML::Node& node, double& out, const std::string& path);
 void decode(const YAML::Node& node, std::string& out, const std::string& path);
 void decode(const YAML::Node& node, DType& out, const std::string& path);
+void decode(const YAML::Node& node, LayerWiseShardGroupSize& out, const std::string& path);
 // A preset name or a mapping of GEMM slots.
 void decode(const YAML::Node& node, TransformerLayerTPOverlapCfg& out, const std::string& path);
 
@@ -60,6 +62,7 @@ inline Json encode(std::int64_t value) { return value; }
 inline Json encode(double value) { return value; }
 inline Json encode(const std::string& value) { return value; }
 inline Json encode(DType value) { return std::string(dtype_name(value)); }
+inline Json encode(const LayerWiseShardGroupSize& value) { return value.name(); }
 Json encode(const TransformerLayerTPOverlapCfg& value);
 template <NamedEnum E>
 Json encode(E value) {

@@ -12,7 +12,6 @@ namespace shardwise::log {
 namespace {
 std::atomic<int> g_rank{0};
 std::atomic<int> g_world{0};  // 0: world not known yet, no prefix
-std::atomic<bool> g_all_ranks{false};
 std::atomic<Level> g_level{Level::kInfo};
 std::mutex g_mutex;
 
@@ -31,14 +30,13 @@ void set_rank(int rank, int world_size) {
   g_rank = rank;
   g_world = world_size;
 }
-void set_all_ranks(bool all_ranks) { g_all_ranks = all_ranks; }
 void set_level(Level level) { g_level = level; }
 Level level() { return g_level; }
 
 void write(Level lvl, const std::string& message) {
   if (lvl < g_level) return;
   const bool important = lvl >= Level::kWarning;
-  if (!important && !g_all_ranks && g_rank != 0) return;
+  if (!important && g_rank != 0) return;
   // One write per line: a line must not interleave with other output of this process (stdout and
   // stderr often share a pipe) or of other ranks.
   std::string line;

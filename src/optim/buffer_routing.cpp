@@ -2,9 +2,10 @@
 
 namespace shardwise::optim {
 
-bool bucket_is_managed_by_layer_wise_optimizer(const BufferKey& key, bool tagged,
-                                               bool default_for_untagged) {
-  return tagged ? key.is_layer_wise : default_for_untagged;
+bool bucket_is_managed_by_layer_wise_optimizer(const BufferKey& key, BufferTagging tagging,
+                                               AskingOptimizer asking) {
+  if (tagging == BufferTagging::kTagged) return key.is_layer_wise;
+  return asking == AskingOptimizer::kLayerWise;
 }
 
 }  // namespace shardwise::optim

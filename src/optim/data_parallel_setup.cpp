@@ -50,8 +50,10 @@ void resolve_shard_group_size(const ParamList& params, OptimizerMode mode,
                               LayoutOptions& options) {
   const int dp = options.data_parallel_size;
   SW_REQUIRE(mode != OptimizerMode::kLegacyLayerWise || !options.layer_wise_shard_group_size,
-             ConfigError, "ddp.layer_wise_shard_group_size = ", config.layer_wise_shard_group_size,
-             " at dp ", dp, ": the legacy layer-wise path (optimizer legacy-layer-wise) all-reduces "
+             ConfigError,
+             "ddp.layer_wise_shard_group_size = ", config.layer_wise_shard_group_size.name(),
+             " at dp ", dp,
+             ": the legacy layer-wise path (optimizer legacy-layer-wise) all-reduces "
              "whole grads and has no shard groups; use dp, or optimizer layer-wise");
   if (mode != OptimizerMode::kLayerWise || !config.automatic_layer_wise_shard_group_size()) return;
   const ShardGroupChoice choice = choose_shard_group_size(params, options);
@@ -155,10 +157,12 @@ std::unique_ptr<Optimizer> make_optimizer(OptimizerMode mode,
       case OptimizerMode::kLayerWise: {
         // The layer-wise layout tags buffers, so each side owns exactly its tagged buffers.
         auto layer_wise = [](const BufferKey& key) {
-          return bucket_is_managed_by_layer_wise_optimizer(key, true, true);
+          return bucket_is_managed_by_layer_wise_optimizer(key, BufferTagging::kTagged,
+                                                           AskingOptimizer::kLayerWise);
         };
         auto element_sharded = [](const BufferKey& key) {
-          return !bucket_is_managed_by_layer_wise_optimizer(key, true, false);
+          return !bucket_is_managed_by_layer_wise_optimizer(key, BufferTagging::kTagged,
+                                                            AskingOptimizer::kElementSharded);
         };
         children.push_back(std::make_unique<LayerWiseDistributedOptimizer>(*ddp, layer_wise, muon,
                                                                            adamw, overlap));
@@ -178,7 +182,8 @@ std::unique_ptr<Optimizer> make_optimizer(OptimizerMode mode,
         children.push_back(std::make_unique<LayerWiseDistributedOptimizer>(
             *ddp,
             [](const BufferKey& key) {
-              return bucket_is_managed_by_layer_wise_optimizer(key, false, true);
+              return bucket_is_managed_by_layer_wise_optimizer(key, BufferTagging::kUntagged,
+                                                               AskingOptimizer::kLayerWise);
             },
             muon, adamw));
         break;

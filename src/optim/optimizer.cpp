@@ -45,15 +45,6 @@ void Optimizer::validate_params(std::string_view what) const {
   }
 }
 
-const OptimParam* Optimizer::find_param(const std::string& name) const {
-  for (const ParamGroup& group : groups_) {
-    for (const OptimParam& p : group.params) {
-      if (p.name == name) return &p;
-    }
-  }
-  return nullptr;
-}
-
 double Optimizer::local_grad_sq_sum() const {
   double total = 0.0;
   for (const ParamGroup& group : groups_) {

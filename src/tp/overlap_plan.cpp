@@ -84,8 +84,6 @@ std::string_view gemm_slot_name(GemmSlot slot) {
   return TransformerLayerTPOverlapCfg::slots()[static_cast<std::size_t>(slot)].first;
 }
 
-bool mpi_overlap_backend_available() { return tp_comm_overlap_backend_available(); }
-
 TransformerLayerTPOverlapCfg default_tp_overlap_cfg() {
   BulkOverlapCfg bulk;
   bulk.num_sm = 4;

@@ -1,13 +1,14 @@
-// The watchdog's clock: back-off schedule, polling until done or the deadline, the CPU a long wait
-// costs, and the message printed when a wait times out.
+// The watchdog's clock: back-off schedule, polling until done or the deadline (on a simulated
+// clock: the CPU share and wake-up latency on a real one are measured by bench/comm_wait.cpp),
+// and the message printed when a wait times out.
 #include "shardwise/comm/comm_deadline.hpp"
 
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <limits>
+#include <vector>
 
-#include "shardwise/core/cpu_time.hpp"
 #include "shardwise/core/error.hpp"
 
 namespace shardwise {
@@ -35,42 +36,72 @@ TEST(PollBackoff, SpinsFirstThenSleepsAGrowingSliceCappedAtOneMillisecond) {
   }
 }
 
+// A clock that moves only when poll_until sleeps: what poll_until does is checked poll by poll,
+// with no wall-clock threshold that a loaded machine could break.
+struct SimulatedPollClock {
+  Clock::time_point now{};
+  std::vector<nanoseconds> sleeps;
+
+  PollClock clock() {
+    return PollClock{[this] { return now; },
+                     [this](nanoseconds sleep) {
+                       sleeps.push_back(sleep);
+                       now += sleep;
+                     }};
+  }
+  nanoseconds slept() const {
+    nanoseconds total{0};
+    for (nanoseconds s : sleeps) total += s;
+    return total;
+  }
+};
+
 TEST(PollUntil, ReturnsTrueAsSoonAsDoneWithoutSleepingForQuickOperations) {
+  SimulatedPollClock simulated;
   int calls = 0;
-  const auto start = Clock::now();
-  EXPECT_TRUE(poll_until([&] { return ++calls == 10; }, std::chrono::seconds(5)));
+  EXPECT_TRUE(
+      poll_until([&] { return ++calls == 10; }, std::chrono::seconds(5), simulated.clock()));
   EXPECT_EQ(calls, 10);
-  EXPECT_LT(Clock::now() - start, milliseconds(100));  // within the spin phase: no sleep at all
+  EXPECT_TRUE(simulated.sleeps.empty()) << "within the spin phase: no sleep at all";
 }
 
-TEST(PollUntil, NoticesCompletionSoonAfterItHappens) {
-  const auto start = Clock::now();
-  const auto ready_at = start + milliseconds(40);
-  Clock::time_point seen;
+TEST(PollUntil, NoticesCompletionWithinOneSleepOfAtMostAMillisecond) {
+  SimulatedPollClock simulated;
+  const auto ready_at = simulated.now + milliseconds(40);
+  int calls = 0;
   EXPECT_TRUE(poll_until(
       [&] {
-        seen = Clock::now();
-        return seen >= ready_at;
+        ++calls;
+        return simulated.now >= ready_at;
       },
-      std::chrono::seconds(10)));
-  // Sleeps are at most 1 ms (5 ms allows for a loaded machine's scheduling).
-  EXPECT_LT(seen - ready_at, milliseconds(5) + milliseconds(20));
+      std::chrono::seconds(10), simulated.clock()));
+  ASSERT_FALSE(simulated.sleeps.empty());
+  // Completion is seen at the first poll after it: late by less than the last sleep, which is
+  // at most PollBackoff::kMaxSleep.
+  EXPECT_GE(simulated.now, ready_at);
+  EXPECT_LT(simulated.now - ready_at, simulated.sleeps.back());
+  EXPECT_LE(simulated.sleeps.back(), PollBackoff::kMaxSleep);
+  EXPECT_EQ(calls, PollBackoff::kSpinPolls + static_cast<int>(simulated.sleeps.size()) + 1);
 }
 
-TEST(PollUntil, GivesUpAtTheDeadlineWithoutBurningTheCore) {
+TEST(PollUntil, GivesUpAtTheDeadlineSleepingThroughTheWait) {
+  SimulatedPollClock simulated;
   int calls = 0;
-  const double cpu_before = thread_cpu_seconds();
-  const auto start = Clock::now();
-  EXPECT_FALSE(poll_until([&] { return ++calls < 0; }, milliseconds(400)));
-  const double wall = std::chrono::duration<double>(Clock::now() - start).count();
-  const double cpu = thread_cpu_seconds() - cpu_before;
-  EXPECT_GE(wall, 0.4);
-  EXPECT_LT(wall, 0.4 + 0.5);  // the last sleep is cut at the deadline
-  // Spinning would poll millions of times and use the whole core; polling about once per
-  // millisecond uses a few percent of it.
-  EXPECT_LT(calls, 2000) << "polls in 0.4 s";
-  EXPECT_LT(cpu, 0.1 * wall) << "CPU seconds spent waiting " << cpu << " of " << wall;
-  EXPECT_GE(calls, 64);
+  EXPECT_FALSE(poll_until([&] { return ++calls < 0; }, milliseconds(400), simulated.clock()));
+  // The last sleep is cut at the deadline: the wait ends exactly there.
+  EXPECT_EQ(simulated.now - Clock::time_point{}, milliseconds(400));
+  // Every poll after the spin phase is followed by a sleep (no busy loop), none longer than
+  // kMaxSleep, and together they are the whole wait.
+  ASSERT_EQ(calls, PollBackoff::kSpinPolls + static_cast<int>(simulated.sleeps.size()) + 1);
+  EXPECT_EQ(simulated.slept(), milliseconds(400));
+  for (nanoseconds sleep : simulated.sleeps) {
+    EXPECT_GT(sleep.count(), 0);
+    EXPECT_LE(sleep, PollBackoff::kMaxSleep);
+  }
+  // A wait that has lasted a few milliseconds polls about once per millisecond: the ramp from
+  // kMinSleep to kMaxSleep takes a few dozen polls, then one per kMaxSleep.
+  EXPECT_LT(calls, PollBackoff::kSpinPolls + 100 + 400) << "polls in 0.4 s";
+  EXPECT_GE(calls, PollBackoff::kSpinPolls + 400 - 10);
 }
 
 TEST(PollUntil, ATimeoutOfZeroStillPollsOnce) {

@@ -91,7 +91,6 @@ TEST(OrderedWorker, ShutdownFinishesTheRunningOpAndFailsQueuedOnesWithoutRunning
   WorkPtr running;
   std::vector<WorkPtr> queued;
   std::atomic<bool> cancelled_post{false};
-  const auto start = std::chrono::steady_clock::now();
   std::thread releaser;
   {
     OrderedWorker worker("dp[0,1]");
@@ -112,11 +111,8 @@ TEST(OrderedWorker, ShutdownFinishesTheRunningOpAndFailsQueuedOnesWithoutRunning
       release = true;
     });
   }  // destructor: waits for the running op only
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   releaser.join();
-  EXPECT_LT(seconds, 2.0) << "shutdown ran the queued ops";
-  EXPECT_EQ(queued_ran.load(), 0);
+  EXPECT_EQ(queued_ran.load(), 0) << "shutdown ran the queued ops";
   EXPECT_TRUE(running->is_completed());
   EXPECT_NO_THROW(running->wait());
   EXPECT_TRUE(cancelled_post.load());

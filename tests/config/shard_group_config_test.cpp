@@ -21,7 +21,7 @@ std::string error_of(const std::function<void()>& fn) {
 
 TEST(ShardGroupConfig, DefaultIsOneGroupAndLaysOutAsBefore) {
   const TrainingConfig cfg = parse_training_config("");
-  EXPECT_EQ(cfg.ddp.layer_wise_shard_group_size, "dp");
+  EXPECT_EQ(cfg.ddp.layer_wise_shard_group_size, LayerWiseShardGroupSize::data_parallel());
   const LayoutOptions options = cfg.ddp.layout_options(LayoutAlgorithm::kLayerWise, 8);
   EXPECT_FALSE(options.layer_wise_shard_group_size.has_value());
   EXPECT_NE(to_yaml(cfg).find("layer_wise_shard_group_size: dp"), std::string::npos)
@@ -40,9 +40,30 @@ TEST(ShardGroupConfig, BadValuesNameTheKey) {
   }
 }
 
+TEST(ShardGroupConfig, SpellingsRoundTripAndASizeBelowOneIsRejected) {
+  for (const char* text : {"dp", "auto", "1", "12"}) {
+    EXPECT_EQ(LayerWiseShardGroupSize::parse(text).name(), text);
+  }
+  EXPECT_EQ(LayerWiseShardGroupSize::parse("dp"), LayerWiseShardGroupSize::data_parallel());
+  EXPECT_EQ(LayerWiseShardGroupSize::parse("auto"), LayerWiseShardGroupSize::automatic());
+  EXPECT_EQ(LayerWiseShardGroupSize::parse("12"), LayerWiseShardGroupSize::of(12));
+  DistributedDataParallelConfig config;
+  config.layer_wise_shard_group_size = LayerWiseShardGroupSize::of(0);
+  const std::string message = error_of([&] { config.validate(); });
+  EXPECT_NE(message.find("ddp.layer_wise_shard_group_size must be dp, auto or a positive integer "
+                         "(got '0')"),
+            std::string::npos)
+      << message;
+}
+
 TEST(ShardGroupConfig, GroupSizeReachesTheLayoutOptionsAndMustDivideDp) {
   const TrainingConfig cfg = parse_training_config("ddp: {layer_wise_shard_group_size: 4}");
-  EXPECT_EQ(cfg.ddp.layer_wise_shard_group_size, "4");
+  EXPECT_EQ(cfg.ddp.layer_wise_shard_group_size, LayerWiseShardGroupSize::of(4));
+  // Printed as the string it always was, and read back as the same size.
+  EXPECT_NE(to_yaml(cfg).find("layer_wise_shard_group_size: \"4\""), std::string::npos)
+      << to_yaml(cfg);
+  EXPECT_EQ(parse_training_config(to_yaml(cfg)).ddp.layer_wise_shard_group_size,
+            LayerWiseShardGroupSize::of(4));
   EXPECT_EQ(cfg.ddp.explicit_layer_wise_shard_group_size(), 4);
   // S = dp is today's layout: left unset, so layouts stay bit-identical.
   EXPECT_FALSE(cfg.ddp.layout_options(LayoutAlgorithm::kLayerWise, 4)

@@ -10,19 +10,23 @@ namespace {
 TEST(BufferRouting, TaggedBuffersFollowTheLayerWiseFlag) {
   BufferKey matrices{DType::kBFloat16, DType::kFloat32, false, true};
   BufferKey others{DType::kBFloat16, DType::kFloat32, false, false};
-  for (bool default_for_untagged : {true, false}) {
-    EXPECT_TRUE(bucket_is_managed_by_layer_wise_optimizer(matrices, true, default_for_untagged));
-    EXPECT_FALSE(bucket_is_managed_by_layer_wise_optimizer(others, true, default_for_untagged));
+  for (AskingOptimizer asking : {AskingOptimizer::kLayerWise, AskingOptimizer::kElementSharded}) {
+    EXPECT_TRUE(
+        bucket_is_managed_by_layer_wise_optimizer(matrices, BufferTagging::kTagged, asking));
+    EXPECT_FALSE(bucket_is_managed_by_layer_wise_optimizer(others, BufferTagging::kTagged, asking));
   }
 }
 
 TEST(BufferRouting, UntaggedBuffersGoToTheSideThatAsks) {
-  // Legacy layouts carry no layer-wise flag: the layer-wise side asks with true and owns every
-  // buffer, the DistributedOptimizer side asks with false and, negated, also owns every buffer.
+  // Legacy layouts carry no layer-wise flag: asked by the layer-wise side the answer is yes (it
+  // owns every buffer), asked by the DistributedOptimizer side no (negated, it also owns every
+  // buffer), whatever the key's flag says.
   for (bool flag : {true, false}) {
     BufferKey key{DType::kBFloat16, DType::kFloat32, false, flag};
-    EXPECT_TRUE(bucket_is_managed_by_layer_wise_optimizer(key, false, true));
-    EXPECT_FALSE(bucket_is_managed_by_layer_wise_optimizer(key, false, false));
+    EXPECT_TRUE(bucket_is_managed_by_layer_wise_optimizer(key, BufferTagging::kUntagged,
+                                                          AskingOptimizer::kLayerWise));
+    EXPECT_FALSE(bucket_is_managed_by_layer_wise_optimizer(key, BufferTagging::kUntagged,
+                                                           AskingOptimizer::kElementSharded));
   }
 }
 

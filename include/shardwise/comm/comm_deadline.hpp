@@ -33,9 +33,19 @@ class PollBackoff {
   static std::chrono::nanoseconds sleep_after(int polls, std::chrono::nanoseconds waited);
 };
 
+// The clock and the sleep poll_until runs on. The real one is the steady clock and the thread's
+// sleep; tests substitute a simulated clock, so the schedule is checked without timing anything.
+struct PollClock {
+  std::function<std::chrono::steady_clock::time_point()> now;
+  std::function<void(std::chrono::nanoseconds)> sleep;
+};
+const PollClock& real_poll_clock();
+
 // Calls `done` until it returns true (returns true) or `timeout` has passed since the call began
-// (returns false), sleeping per PollBackoff in between. `done` runs at least once.
-bool poll_until(const std::function<bool()>& done, std::chrono::duration<double> timeout);
+// (returns false), sleeping per PollBackoff in between; the last sleep is cut at the deadline.
+// `done` runs at least once.
+bool poll_until(const std::function<bool()>& done, std::chrono::duration<double> timeout,
+                const PollClock& clock = real_poll_clock());
 
 // What the watchdog says about a wait that passed its deadline.
 struct CommWaitDescription {

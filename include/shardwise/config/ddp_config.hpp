@@ -11,11 +11,41 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
+#include <string_view>
 
+#include "shardwise/config/enum_names.hpp"
 #include "shardwise/layout/layout_options.hpp"
 
 namespace shardwise {
+
+// ddp.layer_wise_cuts: how the layer-wise layout cuts buckets (LayoutOptions::overlap_aware_cuts).
+enum class LayerWiseCuts { kOverlapAware, kPlain };
+inline constexpr EnumName<LayerWiseCuts> kLayerWiseCutsNames[] = {
+    {LayerWiseCuts::kOverlapAware, "overlap_aware"},
+    {LayerWiseCuts::kPlain, "plain"},
+};
+inline std::span<const EnumName<LayerWiseCuts>> enum_names(LayerWiseCuts) {
+  return kLayerWiseCutsNames;
+}
+
+// ddp.layer_wise_shard_group_size, spelt "dp", "auto" or a positive integer in configs.
+struct LayerWiseShardGroupSize {
+  enum class Kind { kDataParallel, kAuto, kRanks };
+  Kind kind = Kind::kDataParallel;
+  int ranks = 0;  // kRanks only
+
+  static LayerWiseShardGroupSize data_parallel() { return {}; }
+  static LayerWiseShardGroupSize automatic() { return {Kind::kAuto, 0}; }
+  static LayerWiseShardGroupSize of(int ranks) { return {Kind::kRanks, ranks}; }
+  // The config spelling; throws ConfigError naming the key for anything else.
+  static LayerWiseShardGroupSize parse(std::string_view text);
+  // "dp", "auto" or the number.
+  std::string name() const;
+
+  bool operator==(const LayerWiseShardGroupSize&) const = default;
+};
 
 struct DistributedDataParallelConfig {
   // Reduce gradients in fp32 (grad buffers are fp32 whatever the param dtype).
@@ -49,11 +79,11 @@ struct DistributedDataParallelConfig {
   // the default), "auto", or a positive integer dividing dp. With S < dp the layer-wise buffers
   // are reduce-scattered / all-gathered inside shard groups of S consecutive DP ranks and the
   // owned shard is all-reduced across the dp/S replicas (docs/shard_groups.md).
-  std::string layer_wise_shard_group_size = "dp";
-  // How the layer-wise layout cuts buckets (LayoutOptions::overlap_aware_cuts): "overlap_aware"
-  // (the default: padding plus the last bucket's exposed reduce-scatter) or "plain" (padding
-  // only, the layouts from before overlap-aware cuts).
-  std::string layer_wise_cuts = "overlap_aware";
+  LayerWiseShardGroupSize layer_wise_shard_group_size;
+  // How the layer-wise layout cuts buckets: overlap_aware (the default: padding plus the last
+  // bucket's exposed reduce-scatter) or plain (padding only, the layouts from before
+  // overlap-aware cuts).
+  LayerWiseCuts layer_wise_cuts = LayerWiseCuts::kOverlapAware;
 
   // Megatron's default: max(40M, 1M * dp) elements with overlap_grad_reduce, a single bucket
   // (nullopt) without. An explicit bucket_size wins.
@@ -66,7 +96,7 @@ struct DistributedDataParallelConfig {
   // Throws ConfigError naming the key ("ddp.bucket_size must be >= 1"): bucket_size < 1,
   // num_buckets_per_group < 1, align_param_gather without overlap_param_gather,
   // overlap_param_gather without the distributed optimizer, per_token_loss together with
-  // average_in_collective, layer_wise_cuts other than overlap_aware or plain.
+  // average_in_collective, a layer_wise_shard_group_size of fewer than one rank.
   void validate() const;
 
   // The checks that need the run's dp: ddp.layer_wise_shard_group_size must divide dp. Throws
@@ -75,7 +105,7 @@ struct DistributedDataParallelConfig {
   // The shard group size as a number; nullopt for "dp" and "auto".
   std::optional<int> explicit_layer_wise_shard_group_size() const;
   bool automatic_layer_wise_shard_group_size() const {
-    return layer_wise_shard_group_size == "auto";
+    return layer_wise_shard_group_size.kind == LayerWiseShardGroupSize::Kind::kAuto;
   }
 
   // LayoutOptions the layout algorithms need for this config (bucket size resolved for dp, an

@@ -1,4 +1,4 @@
-// Rank-aware logging. Lines carry a "[rank R/W]" prefix once the world is known; by default only
+// Rank-aware logging. Lines carry a "[rank R/W]" prefix once the world is known; only
 // rank 0 prints info lines (warnings and errors print on every rank).
 #pragma once
 
@@ -12,8 +12,6 @@ enum class Level { kDebug = 0, kInfo = 1, kWarning = 2, kError = 3 };
 
 // Called once the process knows its place in the world (comm layer does this).
 void set_rank(int rank, int world_size);
-// Print info/debug lines from every rank instead of rank 0 only.
-void set_all_ranks(bool all_ranks);
 void set_level(Level level);
 Level level();
 

@@ -144,7 +144,6 @@ class Optimizer {
   virtual bool counts_in_grad_statistics(const OptimParam& /*param*/) const { return true; }
   // Checks names are unique and views are non-null; `what` names the optimizer in errors.
   void validate_params(std::string_view what) const;
-  const OptimParam* find_param(const std::string& name) const;
   // Whether p's grad enters the local statistics: it has a grad, is not excluded (a TP
   // duplicate) and this rank counts it (counts_in_grad_statistics).
   bool counts_in_grad_stats(const OptimParam& p) const;

@@ -62,10 +62,6 @@ struct TpOverlapPlan {
   bool operator==(const TpOverlapPlan&) const = default;
 };
 
-// Whether this build can run TP overlap: the MPI backend needs nothing beyond the comm layer's
-// point-to-point and collectives, which every build has.
-bool mpi_overlap_backend_available();
-
 // The per-slot config this backend uses when TP overlap is on and no config was given or
 // matched (Transformer Engine's own default: ring_exchange for the all-gather GEMMs, pipeline
 // with 4 splits for the reduce-scatter GEMMs, bulk for the column-parallel backward).

@@ -1,7 +1,7 @@
 // reduce_scatter and all_gather through every algorithm (ring and direct over send/recv, MPI's
-// own, and the automatic choice), forced per group: results equal the reference bit for bit for
-// every dtype and op, in and out of place, for empty, odd and multi-piece shards; the ring's and
-// the direct exchange's reduction orders are the documented ones.
+// own, the shared-memory segment, and the automatic choice), forced per group: results equal the
+// reference bit for bit for every dtype and op, in and out of place, for empty, odd and multi-piece
+// shards; the ring's and the direct exchange's reduction orders are the documented ones.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -92,7 +92,9 @@ TEST_P(RingAndMpi, AllGatherMatchesReferenceInAndOutOfPlace) {
 
 INSTANTIATE_TEST_SUITE_P(Algorithms, RingAndMpi,
                          ::testing::Values(CollectiveAlgorithm::kRing, CollectiveAlgorithm::kDirect,
-                                           CollectiveAlgorithm::kMpi, CollectiveAlgorithm::kAuto),
+                                           CollectiveAlgorithm::kMpi,
+                                           CollectiveAlgorithm::kSharedMemory,
+                                           CollectiveAlgorithm::kAuto),
                          [](const auto& info) -> std::string {
                            switch (info.param) {
                              case CollectiveAlgorithm::kRing:
@@ -101,6 +103,8 @@ INSTANTIATE_TEST_SUITE_P(Algorithms, RingAndMpi,
                                return "Direct";
                              case CollectiveAlgorithm::kMpi:
                                return "Mpi";
+                             case CollectiveAlgorithm::kSharedMemory:
+                               return "SharedMemory";
                              default:
                                return "Auto";
                            }

@@ -1,6 +1,7 @@
 // Send/recv Work: is_completed() answers while another thread waits on the same Work, and the
 // busy time of a send/recv is the time its request was in flight (not 0, not another
-// operation's time).
+// operation's time). The ranks order their steps by messages, not by sleeping, so a loaded
+// machine cannot change the outcome.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -20,55 +21,74 @@ double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
-TEST(PointToPointWork, IsCompletedAnswersAtOnceWhileAnotherThreadWaits) {
+// A group whose watchdog turns a hang into a failed job within seconds, not ten minutes.
+ProcessGroupPtr group_with_short_timeout(const ProcessGroupPtr& world, const std::string& name) {
+  ProcessGroupPtr group = split_group(world, 0, world->rank(), name);
+  set_process_group_options(group, ProcessGroupOptions{60});
+  return group;
+}
+
+TEST(PointToPointWork, IsCompletedAnswersWhileAnotherThreadWaits) {
   ProcessGroupPtr world = init_mpi_world();
   if (world->size() < 2) GTEST_SKIP() << "needs two ranks";
-  const int me = world->rank();
+  ProcessGroupPtr group = group_with_short_timeout(world, "p2p-is-completed");
+  const int me = group->rank();
   Buffer message = rank_data(DType::kFloat32, 31, 0, 4096);
   Buffer got(DType::kFloat32, 4096);
-  world->barrier()->wait();
+  Buffer go(DType::kInt32, 1);
   if (me == 0) {
-    // Late sender: rank 1's recv is pending for ~1.5 s.
-    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
-    world->send(message.view(), 1, 21)->wait();
+    // Rank 1 asks is_completed() before it lets this rank send: the answer cannot wait for the
+    // message. A wait that held the Work's lock across MPI_Wait would block is_completed() here
+    // until the watchdog aborts the job.
+    group->recv(go.view(), 1, 20)->wait();
+    group->send(message.view(), 1, 21)->wait();
   } else if (me == 1) {
-    WorkPtr recv = world->recv(got.view(), 0, 21);
+    WorkPtr recv = group->recv(got.view(), 0, 21);
     std::thread waiter([&] { recv->wait(); });
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the waiter is waiting
-    const auto start = Clock::now();
-    recv->is_completed();
-    // A wait that held the Work's lock across MPI_Wait blocked this until the message came.
-    EXPECT_LT(seconds_since(start), 0.5);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));  // usually inside wait() by now
+    EXPECT_FALSE(recv->is_completed()) << "nothing was sent yet";
+    group->send(go.view(), 0, 20)->wait();
     waiter.join();
     EXPECT_TRUE(recv->is_completed());
     EXPECT_TRUE(got.same_bits(message));
   }
-  world->barrier()->wait();
+  group->barrier()->wait();
 }
 
 TEST(PointToPointWork, BusyTimeOfARecvIsTheTimeItWasInFlight) {
   ProcessGroupPtr world = init_mpi_world();
   if (world->size() < 2) GTEST_SKIP() << "needs two ranks";
-  const int me = world->rank();
+  ProcessGroupPtr group = group_with_short_timeout(world, "p2p-busy-time");
+  const int me = group->rank();
   Buffer message = rank_data(DType::kInt32, 32, 0, 256);
-  world->barrier()->wait();
-  world->reset_traffic();
+  Buffer go(DType::kInt32, 1);
+  group->reset_traffic();
   if (me == 0) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));
-    world->send(message.view(), 1, 22)->wait();
+    Buffer probe(DType::kInt32, 1);
+    group->recv(probe.view(), 1, 24)->wait();
+    group->recv(go.view(), 1, 23)->wait();
+    group->send(message.view(), 1, 22)->wait();
   } else if (me == 1) {
     Buffer got(DType::kInt32, 256);
     const auto start = Clock::now();
-    world->recv(got.view(), 0, 22)->wait();
+    WorkPtr recv = group->recv(got.view(), 0, 22);
+    // The worker posts in issue order, so once this send was posted the recv was too; the
+    // message is sent only after `go`, so the recv was in flight for all of [posted, go].
+    Buffer probe(DType::kInt32, 1);
+    group->send(probe.view(), 0, 24)->wait();
+    const auto pending_from = Clock::now();
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    const double pending = seconds_since(pending_from);
+    group->send(go.view(), 0, 23)->wait();
+    recv->wait();
     const double waited = seconds_since(start);
-    const TrafficCounters t = world->traffic();
-    // Recorded from posting to completion: about the sender's delay, never more than the wait.
-    // (It used to be taken from a thread-local start that the waiting thread never set: 0.)
-    EXPECT_GE(t.busy_seconds.at(CollectiveKind::kRecv), 0.2);
-    EXPECT_LE(t.busy_seconds.at(CollectiveKind::kRecv), waited + 1e-3);
+    const TrafficCounters t = group->traffic();
+    // It used to be taken from a thread-local start that the waiting thread never set: 0.
+    EXPECT_GE(t.busy_seconds.at(CollectiveKind::kRecv), pending);
+    EXPECT_LE(t.busy_seconds.at(CollectiveKind::kRecv), waited);
     EXPECT_EQ(t.calls.at(CollectiveKind::kRecv), 1);
   }
-  world->barrier()->wait();
+  group->barrier()->wait();
 }
 
 TEST(ProcessGroupOptions, DefaultsInheritanceAndValidation) {

@@ -47,7 +47,7 @@ DistributedDataParallelConfig shard_group_config(int s) {
   config.overlap_grad_reduce = true;
   config.use_distributed_optimizer = true;
   config.bucket_size = 6000;
-  config.layer_wise_shard_group_size = std::to_string(s);
+  config.layer_wise_shard_group_size = LayerWiseShardGroupSize::of(s);
   return config;
 }
 

@@ -56,7 +56,7 @@ struct ShardGroupRun {
     DistributedDataParallelConfig config;
     config.overlap_grad_reduce = true;
     config.bucket_size = 1500;
-    config.layer_wise_shard_group_size = std::to_string(s);
+    config.layer_wise_shard_group_size = LayerWiseShardGroupSize::of(s);
     ddps = wrap_with_ddp({small_model()}, OptimizerMode::kLayerWise, config,
                          DataParallelGroups{world, nullptr});
     optimizer = make_optimizer(OptimizerMode::kLayerWise, {ddps[0].get()}, MuonOptions{},
@@ -119,7 +119,7 @@ TEST(ShardGroupOptimizer, AutoLaysTheLayerWiseBuffersOutForTheCostModelsChoice) 
   const ProcessGroupPtr world = init_mpi_world();
   DistributedDataParallelConfig config;
   config.bucket_size = 1500;
-  config.layer_wise_shard_group_size = "auto";
+  config.layer_wise_shard_group_size = LayerWiseShardGroupSize::automatic();
   const auto ddps = wrap_with_ddp({small_model()}, OptimizerMode::kLayerWise, config,
                                   DataParallelGroups{world, nullptr});
   LayoutOptions options = config.layout_options(LayoutAlgorithm::kLayerWise, world->size());
@@ -138,7 +138,7 @@ TEST(ShardGroupOptimizer, LegacyLayerWisePathRefusesShardGroupsSmallerThanDp) {
   const ProcessGroupPtr world = init_mpi_world();
   if (world->size() < 2) GTEST_SKIP() << "needs at least 2 ranks";
   DistributedDataParallelConfig config;
-  config.layer_wise_shard_group_size = std::to_string(world->size() / 2);
+  config.layer_wise_shard_group_size = LayerWiseShardGroupSize::of(world->size() / 2);
   try {
     wrap_with_ddp({small_model()}, OptimizerMode::kLegacyLayerWise, config,
                   DataParallelGroups{world, nullptr});
