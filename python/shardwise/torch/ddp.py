@@ -60,6 +60,7 @@ class DistributedDataParallel:
         self._infos = [_layout.param_info(p, i, name=n, embedding_or_output=id(p) in embedding_ids)
                        for i, (n, p) in enumerate(self._params)]
         self._ready_count = 0
+        self._backward_error = None
         self._grad_accumulators = []
         self._forward_hooks = []
         self.engine = None
@@ -107,12 +108,27 @@ class DistributedDataParallel:
 
     def _make_grad_hook(self, index, param):
         def hook(*_):
+            if self._backward_error is not None:
+                param.grad = None  # this backward already failed; the error ends it
+                return
             if param.grad is not None:
                 param.main_grad.add_(param.grad)
                 param.grad = None
             self._ready_count += 1
-            self.engine.register_grad_ready(index)
+            try:
+                self.engine.register_grad_ready(index)
+            except Exception as error:  # noqa: BLE001 (re-raised at the end of backward)
+                # Raised here, inside autograd, the exception would leave the rest of the graph
+                # in the thread's ready queue; at exit its tensors are freed after Python is
+                # gone, which hangs the process. backward() raises it once the graph is done.
+                self._backward_error = error
+                torch.autograd.Variable._execution_engine.queue_callback(
+                    self._raise_backward_error)
         return hook
+
+    def _raise_backward_error(self):
+        error, self._backward_error = self._backward_error, None
+        raise error
 
     def _install_read_guard(self):
         for handle in self._forward_hooks:
@@ -161,6 +177,7 @@ class DistributedDataParallel:
             p.grad = None
         self.engine.zero_grad_buffer()
         self._ready_count = 0
+        self._backward_error = None
 
     def finish_grad_sync(self):
         self.engine.finish_grad_sync()
