@@ -45,6 +45,10 @@ Engine::Engine(ParamList params, const EngineOptions& options)
   // off for the all-reduce modes.
   config.use_distributed_optimizer = reduce_scatters(mode_);
   config.overlap_param_gather = options.overlap_param_gather && config.use_distributed_optimizer;
+  // All gathers are issued when the step ends, so waiting for one never issues another: a
+  // param read on one rank only (logging, a checkpoint of rank 0) cannot reorder this rank's
+  // collectives against the other ranks' (which would deadlock the next collective).
+  config.align_param_gather = config.overlap_param_gather;
   ddp_ = wrap(std::move(params), mode_, config, DataParallelGroups::from(groups_),
               options.all_layer_wise);
 }

@@ -12,15 +12,16 @@ import sys
 import torch
 
 import shardwise.torch as sw
-from layer_models import EPS, MODELS, STEPS, VOCAB, fresh
+from layer_models import EPS, MODELS, STEPS, VOCAB, AttentionNet, fresh
 from models import batch
 
 BUCKET_SIZES = [4096, 1500, 600]
 GLOBAL_BATCH = 8
 
 
-def train_shardwise(model, steps=STEPS, **ddp_options):
-    """(per-step mean losses over the ranks, final params, bucket groups) of a shardwise run."""
+def train_shardwise(model, steps=STEPS, peek=None, **ddp_options):
+    """(per-step mean losses over the ranks, final params, bucket groups) of a shardwise run.
+    peek(model), when given, runs on rank 0 only after every step (a rank-local param read)."""
     ddp = sw.DistributedDataParallel(model, **ddp_options)
     opt = sw.make_optimizer(ddp, lr=1e-2, muon_lr=2e-2, weight_decay=0.1, eps=EPS, clip_grad=0)
     dp = ddp.engine.dp_size
@@ -30,6 +31,8 @@ def train_shardwise(model, steps=STEPS, **ddp_options):
         loss = model(*batch(step, GLOBAL_BATCH, sw.rank, dp, vocab=VOCAB))
         loss.backward()
         opt.step()
+        if peek is not None and sw.rank == 0:
+            peek(model)
         losses.append(sw.all_reduce_mean(ddp, loss.item()))
     params = {n: p.detach().clone() for n, p in model.named_parameters()}
     return losses, params, ddp.engine.num_bucket_groups()
@@ -70,6 +73,13 @@ def main(out):
                 "distributed_vs_torch": differences(run, reference),
                 "layer_wise_overlap_vs_sync": differences(overlap, sync),
             }
+    # Rank 0 alone reads the output head (the last group in forward order) right after each
+    # step: its gathers must still be issued in the same order as on the other ranks.
+    reference = train_torch(fresh(AttentionNet))
+    run = train_shardwise(fresh(AttentionNet), bucket_size=600, optimizer="distributed",
+                          peek=lambda model: model.head.weight.sum().item(), comm_timeout=60)
+    report["rank_local_read"] = {"groups": run[2],
+                                 "distributed_vs_torch": differences(run, reference)}
     if sw.rank == 0:
         with open(out, "w") as f:
             json.dump(report, f, indent=1)

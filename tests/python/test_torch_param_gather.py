@@ -39,6 +39,13 @@ def test_two_ranks_train_as_plain_torch(two_rank_report, model_class, bucket_siz
     assert case["layer_wise_overlap_vs_sync"] == [0, 0], case
 
 
+def test_a_read_on_one_rank_keeps_the_gathers_in_order(two_rank_report):
+    case = two_rank_report["rank_local_read"]
+    assert case["groups"] > 1
+    loss, param = case["distributed_vs_torch"]
+    assert loss <= 1e-5 and param <= 1e-5, case
+
+
 @pytest.mark.parametrize("model_class", MODELS, ids=lambda c: c.__name__)
 def test_one_rank_trains_as_plain_torch(model_class):
     run = train_shardwise(fresh(model_class), bucket_size=1500, optimizer="distributed")

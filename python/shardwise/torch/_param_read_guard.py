@@ -84,9 +84,16 @@ class ParamReadGuard(TorchFunctionMode):
                     continue
                 group = self._group_at(address)
                 if group in self.pending:
-                    self.pending.discard(group)
-                    self._wait(group)
+                    self._wait_through(group)
         return func(*args, **kwargs)
+
+    def _wait_through(self, group):
+        # Every rank must issue the gathers in the same order (each finish dispatches the next
+        # one), whatever it reads first: wait for the groups in forward order (groups are
+        # indexed in backprop order) up to and including `group`.
+        for g in sorted((g for g in self.pending if g >= group), reverse=True):
+            self.pending.discard(g)
+            self._wait(g)
 
     def arm(self, groups):
         """Marks `groups` as being gathered and starts watching param reads."""

@@ -117,7 +117,7 @@ class DistributedDataParallel:
             self._ready_count += 1
             try:
                 self.engine.register_grad_ready(index)
-            except Exception as error:  # noqa: BLE001 (re-raised at the end of backward)
+            except Exception as error:  # re-raised at the end of backward
                 # Raised here, inside autograd, the exception would leave the rest of the graph
                 # in the thread's ready queue; at exit its tensors are freed after Python is
                 # gone, which hangs the process. backward() raises it once the graph is done.
