@@ -26,9 +26,10 @@ def _metadata_functions():
     methods = ("size", "dim", "numel", "nelement", "stride", "data_ptr", "is_contiguous",
                "element_size", "storage_offset", "is_floating_point", "is_complex",
                "get_device", "requires_grad_", "register_hook")
+    tensor_base = getattr(torch._C, "TensorBase", None) or torch._C._TensorBase  # 2.x / 1.x name
     found = set()
     for name in properties:
-        descriptor = torch._C._TensorBase.__dict__.get(name)
+        descriptor = tensor_base.__dict__.get(name)
         for accessor in ("__get__", "__set__"):
             if hasattr(descriptor, accessor):
                 found.add(getattr(descriptor, accessor))
