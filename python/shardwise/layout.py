@@ -101,6 +101,9 @@ def param_info(param, index, name=None, embedding_or_output=False):
         shape = [int(d) for d in param.shape]
     except (AttributeError, TypeError):
         raise ValueError(f"param '{name}' has no usable .shape") from None
+    for d in shape:
+        if not -2 ** 63 <= d < 2 ** 63:
+            raise ValueError(f"param '{name}': dimension {d} of its shape does not fit in 64 bits")
     if not hasattr(param, "dtype"):
         raise ValueError(f"param '{name}' has no .dtype")
     use_muon = getattr(param, "use_muon", None)

@@ -10,6 +10,7 @@
 #include "engine.hpp"
 #include "layout_dict.hpp"
 #include "shardwise/comm/mpi_process_group.hpp"
+#include "shardwise/config/optimizer_hyperparameters.hpp"
 #include "shardwise/core/error.hpp"
 
 namespace py = pybind11;
@@ -37,6 +38,36 @@ py::array array_over(const py::object& owner, const TensorView& view,
 }
 
 Engine& engine_of(const py::object& self) { return self.cast<Engine&>(); }
+
+// A Python int as int64, saturated (so a huge value is refused by the range check, naming the
+// field, rather than by a cast error).
+std::int64_t saturated_int64(const py::handle& value) {
+  const py::int_ n = py::reinterpret_borrow<py::object>(value);
+  int overflow = 0;
+  const long long v = PyLong_AsLongLongAndOverflow(n.ptr(), &overflow);
+  if (overflow != 0) return overflow > 0 ? INT64_MAX : INT64_MIN;
+  return v;
+}
+
+// The checks of the YAML config's optimizer section, under the Python argument names.
+void validate_hyperparameters(const py::dict& o) {
+  static const OptimizerFieldNames names{"lr",      "muon_lr",  "weight_decay",
+                                         "betas[0]", "betas[1]", "eps",
+                                         "momentum", "ns_steps", "extra_scale_factor",
+                                         "clip_grad"};
+  OptimizerHyperparameters v;
+  v.lr = o["lr"].cast<double>();
+  v.muon_lr = o["muon_lr"].cast<double>();
+  v.weight_decay = o["weight_decay"].cast<double>();
+  v.beta1 = o["beta1"].cast<double>();
+  v.beta2 = o["beta2"].cast<double>();
+  v.eps = o["eps"].cast<double>();
+  v.momentum = o["momentum"].cast<double>();
+  v.ns_steps = saturated_int64(o["ns_steps"]);
+  v.extra_scale_factor = o["extra_scale_factor"].cast<double>();
+  v.clip_grad = o["clip_grad"].cast<double>();
+  validate(v, names);
+}
 
 optim::MuonOptions muon_options(const py::dict& o) {
   optim::MuonOptions m;
@@ -163,6 +194,7 @@ void bind_sync(py::class_<Engine>& c) {
 void bind_optimizer(py::class_<Engine>& c) {
   c.def("make_optimizer",
         [](Engine& e, const py::dict& options) {
+          validate_hyperparameters(options);
           e.make_optimizer(muon_options(options), adamw_options(options),
                            options["clip_grad"].cast<double>(),
                            options["overlap_param_gather_with_optimizer_step"].cast<bool>());
@@ -177,7 +209,11 @@ void bind_optimizer(py::class_<Engine>& c) {
              }
              return step_result(r);
            })
-      .def("set_lr", [](Engine& e, double lr) { e.optimizer().set_lr(lr); })
+      .def("set_lr",
+           [](Engine& e, double lr) {
+             validate_learning_rate(lr, "lr");
+             e.optimizer().set_lr(lr);
+           })
       .def("state_dict", [](const Engine& e) { return state_to_python(e.optimizer().state_dict()); })
       .def("state_numel",
            [](const Engine& e) {
@@ -237,7 +273,8 @@ void bind_engine(py::module_& m) {
       .def_readwrite("overlap_grad_reduce", &EngineOptions::overlap_grad_reduce)
       .def_readwrite("overlap_param_gather", &EngineOptions::overlap_param_gather)
       .def_readwrite("grad_reduce_in_fp32", &EngineOptions::grad_reduce_in_fp32)
-      .def_readwrite("all_layer_wise", &EngineOptions::all_layer_wise);
+      .def_readwrite("all_layer_wise", &EngineOptions::all_layer_wise)
+      .def_readwrite("comm_timeout", &EngineOptions::comm_timeout);
 
   py::class_<Engine> engine(m, "Engine", "DDP buffers + optimizer of one model on this rank");
   engine.def(py::init<ParamList, const EngineOptions&>(), py::arg("params"), py::arg("options"))

@@ -20,10 +20,21 @@ std::unique_ptr<DistributedDataParallel> wrap(ParamList params, optim::Optimizer
   return std::move(ddps.front());
 }
 
+// The world group with the watchdog set to `comm_timeout` before the engine's groups are split
+// from it (they inherit it). The world is shared: the latest engine's setting applies to it.
+ProcessGroupPtr world_with_comm_timeout(double comm_timeout) {
+  validate_comm_timeout(comm_timeout, "comm_timeout");
+  ProcessGroupPtr world = init_mpi_world();
+  ProcessGroupOptions options = process_group_options(world);
+  options.comm_timeout_seconds = comm_timeout;
+  set_process_group_options(world, options);
+  return world;
+}
+
 }  // namespace
 
 Engine::Engine(ParamList params, const EngineOptions& options)
-    : world_(init_mpi_world()),
+    : world_(world_with_comm_timeout(options.comm_timeout)),
       groups_(make_parallel_groups(world_, ParallelSizes{})),
       mode_(optim::parse_optimizer_mode(options.kind)) {
   DistributedDataParallelConfig config;
@@ -34,6 +45,10 @@ Engine::Engine(ParamList params, const EngineOptions& options)
   // off for the all-reduce modes.
   config.use_distributed_optimizer = reduce_scatters(mode_);
   config.overlap_param_gather = options.overlap_param_gather && config.use_distributed_optimizer;
+  // All gathers are issued when the step ends, so waiting for one never issues another: a
+  // param read on one rank only (logging, a checkpoint of rank 0) cannot reorder this rank's
+  // collectives against the other ranks' (which would deadlock the next collective).
+  config.align_param_gather = config.overlap_param_gather;
   ddp_ = wrap(std::move(params), mode_, config, DataParallelGroups::from(groups_),
               options.all_layer_wise);
 }

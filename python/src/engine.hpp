@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "shardwise/checkpoint/checkpoint.hpp"
+#include "shardwise/comm/comm_deadline.hpp"
 #include "shardwise/comm/process_group.hpp"
 #include "shardwise/ddp/distributed_data_parallel.hpp"
 #include "shardwise/optim/data_parallel_setup.hpp"
@@ -25,6 +26,9 @@ struct EngineOptions {
   bool overlap_param_gather = true;
   bool grad_reduce_in_fp32 = true;
   bool all_layer_wise = false;
+  // The collective watchdog (seconds): a collective or wait that has not completed by then names
+  // the group and peer it waited for and aborts the job (exit 3), as `train --comm-timeout`.
+  double comm_timeout = kDefaultCommTimeoutSeconds;
 };
 
 class Engine {

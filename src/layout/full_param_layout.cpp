@@ -1,11 +1,13 @@
 // Routing of params to buffers and of buffers to layout algorithms.
 #include "shardwise/layout/buffer_grouping.hpp"
 #include "shardwise/layout/layout_algorithms.hpp"
+#include "shardwise/layout/param_sizes.hpp"
 
 namespace shardwise {
 
 FullParamLayout compute_full_param_layout(const ParamList& params, const LayoutOptions& options) {
   options.validate();
+  validate_param_sizes(params);
   FullParamLayout full;
   for (auto& [key, group] : group_params_for_buffers(params, options)) {
     BufferLayoutInput input;

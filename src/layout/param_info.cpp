@@ -3,16 +3,43 @@
 #include <algorithm>
 
 #include "shardwise/core/error.hpp"
+#include "shardwise/layout/param_sizes.hpp"
 
 namespace shardwise {
+namespace {
+
+// "[a, b, ...]", cut after a few dimensions (the shape may come from untrusted input).
+std::string param_shape_text(const std::vector<std::int64_t>& shape) {
+  constexpr std::size_t kShown = 8;
+  std::string out = "[";
+  for (std::size_t i = 0; i < shape.size() && i < kShown; ++i) {
+    out += (i ? ", " : "") + std::to_string(shape[i]);
+  }
+  if (shape.size() > kShown) out += str_cat(", ... (", shape.size(), " dimensions)");
+  return out + "]";
+}
+
+}  // namespace
 
 std::int64_t ParamInfo::numel() const {
   std::int64_t n = 1;
   for (std::int64_t d : shape) {
     SW_REQUIRE(d >= 0, ShapeError, "param ", name, ": negative dimension ", d, " in shape");
-    n *= d;
+    // Checked so that a huge shape is refused instead of wrapping to a small (or empty) range.
+    SW_REQUIRE(!__builtin_mul_overflow(n, d, &n) && n <= kMaxModelNumel, ShapeError, "param ",
+               name, ": shape ", param_shape_text(shape), " has more than ", kMaxModelNumel,
+               " elements (2^50, the most shardwise lays out)");
   }
   return n;
+}
+
+void validate_param_sizes(const ParamList& params) {
+  std::int64_t total = 0;
+  for (const ParamInfo& p : params) {
+    total += p.numel();  // each at most kMaxModelNumel, so the sum of two cannot overflow
+    SW_REQUIRE(total <= kMaxModelNumel, ShapeError, "the params up to ", p.name, " hold ", total,
+               " elements, more than ", kMaxModelNumel, " (2^50, the most shardwise lays out)");
+  }
 }
 
 bool is_managed_by_layer_wise_optimizer(const ParamInfo& param) {

@@ -91,6 +91,15 @@ expect_exit2 "missing file" config resolve --config "$work/none.yaml"
 expect_exit2 "dp not dividing world" config resolve \
   --config "$examples/default.yaml" --world-size 4 comm_overlap.data_parallel_size=3
 
+# Optimizer values the shared hyperparameter checks refuse (the Python front end runs the same
+# ones): exit 2, one line naming the field.
+for bad in optimizer.lr=.nan optimizer.lr=-1 optimizer.adam_beta1=1 optimizer.adam_eps=0 \
+  optimizer.muon_momentum=2 optimizer.muon_ns_steps=0 optimizer.muon_ns_steps=2147483647 \
+  optimizer.clip_grad=.nan optimizer.weight_decay=-0.1; do
+  expect_exit2 "$bad" config resolve --config "$examples/default.yaml" "$bad"
+  grep -qF "${bad%%=*}" "$work/err" || fail "$bad: the message does not name ${bad%%=*}"
+done
+
 # ddp.layer_wise_shard_group_size: shown by resolve (default dp), validated on load.
 "$shardwise" config resolve --config "$examples/default.yaml" ddp.layer_wise_shard_group_size=2 \
   >"$work/sg.yaml" 2>"$work/sg.err" && grep -q "layer_wise_shard_group_size: \"\?2\"\?$" "$work/sg.yaml" ||

@@ -496,7 +496,7 @@ TEST(OptimizerConfig, DistributedKindsAndValidation) {
       {[](auto& o) { o.min_lr = 1; }, "optimizer.min_lr (1) must be <= optimizer.lr"},
       {[](auto& o) { o.adam_beta1 = 1.0; }, "optimizer.adam_beta1 must be in [0, 1)"},
       {[](auto& o) { o.adam_eps = 0; }, "optimizer.adam_eps must be > 0"},
-      {[](auto& o) { o.muon_ns_steps = 0; }, "optimizer.muon_ns_steps must be >= 1"},
+      {[](auto& o) { o.muon_ns_steps = 0; }, "optimizer.muon_ns_steps must be in [1, 100]"},
       {[](auto& o) { o.muon_extra_scale_factor = 0; }, "optimizer.muon_extra_scale_factor"},
       {[](auto& o) { o.clip_grad = -0.5; }, "optimizer.clip_grad must be >= 0"},
       {[](auto& o) {

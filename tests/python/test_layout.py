@@ -129,3 +129,36 @@ def test_bad_input_names_the_param():
         compute_full_param_layout([q], dp=0)
     with pytest.raises(shardwise.Error, match="unknown layout"):
         compute_full_param_layout([q], dp=1, optimizer="adam")
+
+
+class ShapedParam:
+    def __init__(self, name, shape, dtype=torch.float32):
+        self.name, self.shape, self.dtype = name, shape, dtype
+
+
+@pytest.mark.parametrize("shape", [(2 ** 33, 2 ** 32), (2 ** 62, 4), (3, 2 ** 62, 2 ** 62),
+                                   (2 ** 26, 2 ** 25)])
+def test_a_shape_past_the_element_limit_is_refused(shape):
+    # 2^65 elements used to wrap to an empty range; anything past 2^50 elements is refused.
+    params = [ShapedParam("small", (4, 4)), ShapedParam("huge", shape)]
+    with pytest.raises(shardwise.Error, match=r"param huge: shape \[.*\] has more than"):
+        compute_full_param_layout(params, dp=2)
+
+
+def test_a_dimension_past_64_bits_is_refused():
+    with pytest.raises(ValueError, match="'huge': dimension 36893488147419103232 .* 64 bits"):
+        compute_full_param_layout([ShapedParam("huge", (2 ** 65,))], dp=2)
+
+
+def test_params_past_the_element_limit_together_are_refused():
+    params = [ShapedParam(f"p{i}", (2 ** 24, 2 ** 24)) for i in range(5)]  # 2^48 each
+    with pytest.raises(shardwise.Error, match="the params up to p4 hold .* more than"):
+        compute_full_param_layout(params, dp=2, optimizer="ddp")
+
+
+def test_a_param_at_the_element_limit_is_laid_out_whole():
+    layout = compute_full_param_layout([ShapedParam("big", (2 ** 25, 2 ** 25))], dp=1,
+                                       optimizer="ddp")
+    (buffer,) = layout.layouts.values()
+    ((param, (start, end, _)),) = buffer.param_index_map.items()
+    assert end - start == 2 ** 50

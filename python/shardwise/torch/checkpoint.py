@@ -20,6 +20,7 @@ def save_checkpoint(directory, ddp, optimizer, step, consumed_samples=0, keep_la
         raise ValueError("save_checkpoint: the optimizer does not belong to this "
                          "DistributedDataParallel")
     ddp.check_unchanged()
+    ddp.finish_param_sync()
     entries = {"world_size": ddp.engine.world_size, "saved_by": "shardwise.torch"}
     entries.update(extra or {})
     return ddp.engine.save_checkpoint(str(directory), int(step), int(consumed_samples),
@@ -34,6 +35,7 @@ def load_checkpoint(directory, ddp, optimizer, step=None):
         raise ValueError("load_checkpoint: the optimizer does not belong to this "
                          "DistributedDataParallel")
     ddp.check_unchanged()
+    ddp.finish_param_sync()
     path, loaded_step, consumed, manifest = ddp.engine.load_checkpoint(
         str(directory), None if step is None else int(step))
     return {"directory": path, "step": loaded_step, "consumed_samples": consumed,

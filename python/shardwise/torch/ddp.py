@@ -8,6 +8,7 @@ import torch
 
 from .. import _core
 from .. import layout as _layout
+from ._param_read_guard import ParamReadGuard
 from ._tensors import check_params, materialize, tensor_over
 
 _DEFAULT_KIND = "layer-wise"
@@ -22,17 +23,26 @@ class DistributedDataParallel:
     ``param.grad`` and marks the param ready; a bucket's reduce-scatter (or all-reduce) is
     dispatched as soon as its last grad is ready (with ``overlap_grad_reduce``).
 
+    With ``overlap_param_gather``, step() returns while the updated params are still being
+    all-gathered; each param's first read afterwards (by any module or code: weight tying,
+    functional calls, ``nn.MultiheadAttention``'s ``out_proj``) waits for its own gather, and the
+    end of the module's forward waits for the rest.
+
     Params on the meta device are materialised as zeros in the buffer (initialise them after
     wrapping): a model built on "meta" never holds a second copy of its weights.
 
     The buffer layout depends on the optimizer, so `optimizer` names the kind the optimizer will
     be (``make_optimizer`` re-lays the buffers out when it asks for another kind before
     training starts). Rank 0's initial values are broadcast to every rank.
+
+    `comm_timeout` (seconds) is the collective watchdog of the job's groups, as ``shardwise train
+    --comm-timeout``: a collective that has not completed by then (a rank stopped or gone)
+    prints what it waited for and aborts every rank with exit code 3.
     """
 
     def __init__(self, module, bucket_size=None, overlap_grad_reduce=True,
                  overlap_param_gather=True, grad_reduce_in_fp32=True, optimizer=_DEFAULT_KIND,
-                 all_layer_wise=False):
+                 all_layer_wise=False, comm_timeout=600.0):
         if not isinstance(module, torch.nn.Module):
             raise TypeError(f"DistributedDataParallel wraps a torch.nn.Module, got "
                             f"{type(module).__name__}")
@@ -40,7 +50,7 @@ class DistributedDataParallel:
         self._options = dict(bucket_size=bucket_size, overlap_grad_reduce=overlap_grad_reduce,
                              overlap_param_gather=overlap_param_gather,
                              grad_reduce_in_fp32=grad_reduce_in_fp32,
-                             all_layer_wise=all_layer_wise)
+                             all_layer_wise=all_layer_wise, comm_timeout=float(comm_timeout))
         self._params = [(n, p) for n, p in module.named_parameters() if p.requires_grad]
         if not self._params:
             raise ValueError("DistributedDataParallel: the module has no trainable parameters")
@@ -50,6 +60,7 @@ class DistributedDataParallel:
         self._infos = [_layout.param_info(p, i, name=n, embedding_or_output=id(p) in embedding_ids)
                        for i, (n, p) in enumerate(self._params)]
         self._ready_count = 0
+        self._backward_error = None
         self._grad_accumulators = []
         self._forward_hooks = []
         self.engine = None
@@ -65,6 +76,7 @@ class DistributedDataParallel:
         options.overlap_param_gather = bool(self._options["overlap_param_gather"])
         options.grad_reduce_in_fp32 = bool(self._options["grad_reduce_in_fp32"])
         options.all_layer_wise = bool(self._options["all_layer_wise"])
+        options.comm_timeout = self._options["comm_timeout"]
         engine = _core.Engine(self._infos, options)
         self._ptrs = []
         with torch.no_grad():
@@ -80,7 +92,7 @@ class DistributedDataParallel:
                 self._ptrs.append(p.data_ptr())
         self.engine = engine  # the previous engine (if any) goes once nothing views it
         engine.broadcast_params_from_rank0()
-        self._register_forward_hooks()
+        self._install_read_guard()
 
     def _relayout(self, kind):
         """Rebuilds the buffers with the layout of optimizer `kind` (before training starts)."""
@@ -96,32 +108,50 @@ class DistributedDataParallel:
 
     def _make_grad_hook(self, index, param):
         def hook(*_):
+            if self._backward_error is not None:
+                param.grad = None  # this backward already failed; the error ends it
+                return
             if param.grad is not None:
                 param.main_grad.add_(param.grad)
                 param.grad = None
             self._ready_count += 1
-            self.engine.register_grad_ready(index)
+            try:
+                self.engine.register_grad_ready(index)
+            except Exception as error:  # re-raised at the end of backward
+                # Raised here, inside autograd, the exception would leave the rest of the graph
+                # in the thread's ready queue; at exit its tensors are freed after Python is
+                # gone, which hangs the process. backward() raises it once the graph is done.
+                self._backward_error = error
+                torch.autograd.Variable._execution_engine.queue_callback(
+                    self._raise_backward_error)
         return hook
 
-    def _register_forward_hooks(self):
+    def _raise_backward_error(self):
+        error, self._backward_error = self._backward_error, None
+        raise error
+
+    def _install_read_guard(self):
         for handle in self._forward_hooks:
             handle.remove()
         self._forward_hooks = []
-        if not self.engine.overlap_param_gather():
-            return
-        index_of = {id(p): i for i, (_, p) in enumerate(self._params)}
-        for module in self.module.modules():
-            ids = [index_of[id(p)] for p in module.parameters(recurse=False) if id(p) in index_of]
-            if not ids:
-                continue
-            groups = sorted({self.engine.bucket_group_of(i) for i in ids}, reverse=True)
-            # Before a module uses its params, wait for (and chain) their all-gathers.
-            self._forward_hooks.append(module.register_forward_pre_hook(
-                lambda _m, _inputs, groups=groups: self._wait_for_groups(groups)))
+        ranges = []
+        if self.engine.overlap_param_gather():
+            for i, (_, p) in enumerate(self._params):
+                start = p.data_ptr()
+                ranges.append((start, start + p.numel() * p.element_size(),
+                               self.engine.bucket_group_of(i)))
+        self._read_guard = ParamReadGuard(ranges, self.engine.finish_param_sync)
+        # After forward nothing may still be in flight: code after it (a loss on a tied head,
+        # logging) reads params too, and backward must not race a gather.
+        self._forward_hooks.append(self.module.register_forward_hook(
+            lambda *_: self.finish_param_sync()))
+        self._forward_hooks.append(self.module._register_state_dict_hook(
+            lambda *_: self.finish_param_sync()))
 
-    def _wait_for_groups(self, groups):
-        for g in groups:
-            self.engine.finish_param_sync(g)
+    def _params_gathering(self):
+        """Called once step() has dispatched the param all-gathers (overlap_param_gather)."""
+        if self.engine.overlap_param_gather():
+            self._read_guard.arm(range(self.engine.num_bucket_groups()))
 
     # --- training-loop API ---------------------------------------------------------------
     def __call__(self, *args, **kwargs):
@@ -147,13 +177,17 @@ class DistributedDataParallel:
             p.grad = None
         self.engine.zero_grad_buffer()
         self._ready_count = 0
+        self._backward_error = None
 
     def finish_grad_sync(self):
         self.engine.finish_grad_sync()
 
     def finish_param_sync(self):
-        """Waits for every in-flight param all-gather (read params outside forward after it)."""
+        """Waits for every in-flight param all-gather. Not needed for correctness (a read of a
+        param waits for its own gather); it ends the overlap early, before a long read-out."""
         self.engine.finish_all_param_sync()
+        self._read_guard.pending.clear()
+        self._read_guard.disarm()
 
     @contextlib.contextmanager
     def no_sync(self):

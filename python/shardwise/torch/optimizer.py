@@ -38,8 +38,9 @@ class Optimizer:
 
     def set_lr(self, lr):
         """Sets the AdamW lr to `lr` and Muon's to lr * muon_lr / lr (the schedule both follow)."""
-        self._lr = float(lr)
-        self.ddp.engine.set_lr(self._lr)
+        lr = float(lr)
+        self.ddp.engine.set_lr(lr)  # validates it first
+        self._lr = lr
 
     def step(self):
         self.ddp.check_unchanged()
@@ -48,6 +49,7 @@ class Optimizer:
                                "shardwise grad buffer since the last step() / zero_grad()")
         result = self.ddp.engine.step()
         self.ddp._ready_count = 0
+        self.ddp._params_gathering()
         return result
 
     def zero_grad(self, set_to_none=True):
