@@ -29,3 +29,7 @@ add_test(NAME cli_tp
                  bash ${PROJECT_SOURCE_DIR}/tests/cli/tp_cli_test.sh $<TARGET_FILE:shardwise>
                  ${PROJECT_SOURCE_DIR} ${MPIEXEC_EXECUTABLE})
 set_tests_properties(cli_tp PROPERTIES LABELS "cli;mpi" TIMEOUT 300)
+add_test(NAME cli_parsers
+         COMMAND bash ${PROJECT_SOURCE_DIR}/tests/cli/parsers_cli_test.sh $<TARGET_FILE:shardwise>
+                 ${PROJECT_SOURCE_DIR})
+set_tests_properties(cli_parsers PROPERTIES LABELS cli TIMEOUT 120)

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "shardwise/core/error.hpp"
+#include "shardwise/core/message_text.hpp"
 
 namespace shardwise {
 namespace {
@@ -18,7 +19,7 @@ std::optional<int> explicit_shard_group_size(const std::string& value) {
                                   [](unsigned char c) { return std::isdigit(c) != 0; });
   SW_REQUIRE(digits && std::stoi(value) >= 1, ConfigError,
              "ddp.layer_wise_shard_group_size must be dp, auto or a positive integer (got '",
-             value, "')");
+             printable(value), "')");
   return std::stoi(value);
 }
 
