@@ -144,7 +144,8 @@ const std::vector<FieldSpec<ParallelConfig>>& parallel_fields() {
 // A config is a regular file (or a pipe, for `--config <(...)`), and small: a directory opens
 // fine as a stream and reads as empty, which would train with every default.
 std::string read_config_text(const std::filesystem::path& path) {
-  constexpr std::size_t kMaxConfigBytes = std::size_t{16} << 20;
+  // Configs are a few KB; yaml-cpp reads a megabyte in about a second (twice: the alias check).
+  constexpr std::size_t kMaxConfigBytes = std::size_t{1} << 20;
   std::error_code ec;
   const auto status = std::filesystem::status(path, ec);
   SW_REQUIRE(!ec && std::filesystem::exists(status), IoError, "cannot open config file ",
@@ -185,7 +186,8 @@ void apply_override(YAML::Node& root, const std::string& text) {
   SW_REQUIRE(parts.size() >= 2 && dotted.back() != '.', ConfigError, "override '",
              printable(text, 200), "': expected section.key=value");
   const std::string where = str_cat("override '", printable(text, 200), "'");
-  const YAML::Node value = config_detail::load_yaml_document(text.substr(eq + 1), where);
+  const YAML::Node value =
+      config_detail::load_yaml_document(text.substr(eq + 1), where, "value is not valid YAML");
   config_detail::check_no_duplicate_keys(value, where);
   YAML::Node cursor;
   cursor.reset(root);

@@ -131,7 +131,8 @@ class SecondDocumentCheck final : public YAML::EventHandler {
 
 }  // namespace
 
-YAML::Node load_yaml_document(const std::string& text, std::string_view what) {
+YAML::Node load_yaml_document(const std::string& text, std::string_view what,
+                              std::string_view invalid) {
   const std::string prefix = what.empty() ? std::string() : str_cat(what, ": ");
   std::istringstream in(text);
   YAML::Parser parser(in);
@@ -142,7 +143,7 @@ YAML::Node load_yaml_document(const std::string& text, std::string_view what) {
     parser.HandleNextDocument(second);
     return YAML::Load(text);
   } catch (const YAML::Exception& e) {
-    throw ConfigError(str_cat(prefix, "invalid YAML: ", printable(e.what(), 200)));
+    throw ConfigError(str_cat(prefix, invalid, ": ", printable(e.what(), 200)));
   }
 }
 

@@ -166,11 +166,12 @@ void decode(const YAML::Node& node, bool& out, const std::string& path) {
       }
     }
   }
-  if (node.IsScalar() && node.Tag() == "!") {
-    throw ConfigError(str_cat(path, ": expected a boolean (true or false), got the quoted string ",
-                              describe(node), " (write true or false without quotes)"));
+  if (node.IsScalar()) {
+    throw ConfigError(str_cat(path, ": expected a boolean (true or false), got ",
+                              node.Tag() == "!" ? "the quoted string " : "", describe(node),
+                              " (only unquoted true and false are booleans)"));
   }
-  type_error(path, "a boolean (true or false, unquoted)", node);
+  type_error(path, "a boolean (true or false)", node);
 }
 
 void decode(const YAML::Node& node, std::int64_t& out, const std::string& path) {

@@ -108,7 +108,9 @@ inline constexpr std::int64_t kMaxYamlNodes = 1'000'000;
 // front when not empty) invalid YAML, a second document, an alias inside the node it names (a
 // cycle every walk would follow for ever) and aliases expanding to more than kMaxYamlNodes
 // nodes, all in one pass linear in the text. The tree it returns is acyclic and bounded.
-YAML::Node load_yaml_document(const std::string& text, std::string_view what);
+// `invalid` names a parse error ("invalid YAML", "value is not valid YAML").
+YAML::Node load_yaml_document(const std::string& text, std::string_view what,
+                              std::string_view invalid = "invalid YAML");
 
 // Rejects a mapping anywhere in `root` that has the same key twice (yaml-cpp keeps both and
 // lookups silently take the first). Bounded: refuses trees of more than a million nodes (aliases

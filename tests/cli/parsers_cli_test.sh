@@ -71,8 +71,11 @@ expect_exit2_with quoted_true "quoted string 'true'" config resolve --config "$w
 # --- huge values are cut in messages -------------------------------------------------------------
 "$python" -c "
 import sys
-open(sys.argv[1], 'w').write('model:\n  arch: ' + 'x' * (15 << 20) + '\n')" "$work/huge_arch.yaml"
-expect_exit2_with huge_arch "(15728640 bytes)" config resolve --config "$work/huge_arch.yaml"
+open(sys.argv[1], 'w').write('model:\n  arch: ' + 'x' * (15 << 20) + '\n')
+open(sys.argv[2], 'w').write('model:\n  arch: ' + 'x' * 100000 + '\n')" "$work/huge_arch.yaml" \
+  "$work/long_arch.yaml"
+expect_exit2_with huge_arch "is larger than 1 MiB" config resolve --config "$work/huge_arch.yaml"
+expect_exit2_with long_arch "(100000 bytes)" config resolve --config "$work/long_arch.yaml"
 
 # --- deeply nested JSON ---------------------------------------------------------------------------
 "$python" -c "
