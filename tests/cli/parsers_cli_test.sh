@@ -109,9 +109,20 @@ m = json.load(open(sys.argv[1]))
 assert m["batch_history"] == [[0, 4]], m["batch_history"]
 assert m["trainer"]["consumed_samples"] == 8, m["trainer"]
 PY
-  # Resuming the untouched checkpoint works.
-  "$shardwise" train "${tiny[@]}" training.steps=3 --load "$work/run" >"$work/resume.out" \
-    2>"$work/resume.err" || fail "resume of an unedited checkpoint: $(tail -2 "$work/resume.err")"
+  # Resuming the untouched checkpoint works, also at another global batch: the history then
+  # has two stretches and the sample count is their sum (2 x 4 + 1 x 2).
+  "$shardwise" train "${tiny[@]}" training.steps=3 training.micro_batch_size=2 \
+    --load "$work/run" --save "$work/run" >"$work/resume.out" 2>"$work/resume.err" ||
+    fail "resume of an unedited checkpoint: $(tail -2 "$work/resume.err")"
+  "$python" - "$work/run/step-0000003/checkpoint.json" <<'PY' || fail "resumed manifest: history"
+import json, sys
+m = json.load(open(sys.argv[1]))
+assert m["batch_history"] == [[0, 4], [2, 2]], m["batch_history"]
+assert m["trainer"]["consumed_samples"] == 10, m["trainer"]
+PY
+  "$shardwise" train "${tiny[@]}" training.steps=4 training.micro_batch_size=2 \
+    --load "$work/run" >"$work/resume2.out" 2>"$work/resume2.err" ||
+    fail "resume of a two-stretch history: $(tail -2 "$work/resume2.err")"
   "$python" - "$manifest" <<'PY'
 import json, sys
 m = json.load(open(sys.argv[1]))
