@@ -15,7 +15,7 @@
 namespace shardwise {
 namespace {
 
-std::string nested(int levels, char open = '[', char close = ']') {
+std::string nested_json(int levels, char open = '[', char close = ']') {
   return std::string(static_cast<std::size_t>(levels), open) +
          std::string(static_cast<std::size_t>(levels), close);
 }
@@ -37,7 +37,7 @@ TEST(JsonText, NestingDepthCountsBracketsOutsideStrings) {
   EXPECT_EQ(json_nesting_depth(R"(["[[[[", "\"[[[", "\\", [2]])", 64), 2);
   EXPECT_EQ(json_nesting_depth(R"({"k\\": "]]]]"})", 64), 1);
   // Stops as soon as the limit is passed, with a value above it.
-  EXPECT_GT(json_nesting_depth(nested(1'000'000), 64), 64);
+  EXPECT_GT(json_nesting_depth(nested_json(1'000'000), 64), 64);
 }
 
 // A random JSON value up to `levels` deep whose strings hold brackets, quotes and backslashes.
@@ -78,13 +78,13 @@ TEST(JsonText, DepthAgreesWithTheDocumentOnRandomValues) {
 }
 
 TEST(JsonText, DeepNestingIsRefusedBeforeParsing) {
-  EXPECT_NO_THROW(parse_json_text(nested(kMaxJsonDepth), "doc.json"));
-  const std::string message = format_error_of(nested(kMaxJsonDepth + 1));
+  EXPECT_NO_THROW(parse_json_text(nested_json(kMaxJsonDepth), "doc.json"));
+  const std::string message = format_error_of(nested_json(kMaxJsonDepth + 1));
   EXPECT_NE(message.find("doc.json: JSON nests deeper than 64 levels"), std::string::npos)
       << message;
   // 1 MB of '[' (what overflowed the stack in the error path) fails fast and cleanly.
   EXPECT_NE(format_error_of(std::string(1 << 20, '[')).find("nests deeper"), std::string::npos);
-  EXPECT_NE(format_error_of(nested(4, '{', '}'), 3).find("deeper than 3"), std::string::npos);
+  EXPECT_NE(format_error_of(nested_json(4, '{', '}'), 3).find("deeper than 3"), std::string::npos);
 }
 
 TEST(JsonText, ParseErrorsAreCut) {
