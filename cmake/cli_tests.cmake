@@ -33,3 +33,7 @@ add_test(NAME cli_file_faults
          COMMAND bash ${PROJECT_SOURCE_DIR}/tests/cli/file_faults_test.sh $<TARGET_FILE:shardwise>
                  ${PROJECT_SOURCE_DIR})
 set_tests_properties(cli_file_faults PROPERTIES LABELS cli TIMEOUT 600)
+add_test(NAME cli_parsers
+         COMMAND bash ${PROJECT_SOURCE_DIR}/tests/cli/parsers_cli_test.sh $<TARGET_FILE:shardwise>
+                 ${PROJECT_SOURCE_DIR})
+set_tests_properties(cli_parsers PROPERTIES LABELS cli TIMEOUT 120)

@@ -14,7 +14,7 @@ cd "$(dirname "$0")/.."
 seconds=${1:-30}
 seed=${SHARDWISE_FUZZ_SEED:-1}
 build=${SHARDWISE_FUZZ_BUILD_DIR:-build-fuzz}
-harnesses=(fuzz_safetensors_header fuzz_model_spec fuzz_training_config)
+harnesses=(fuzz_safetensors_header fuzz_model_spec fuzz_checkpoint_manifest fuzz_training_config)
 export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$PWD}  # objects shared between clones (scripts/build.sh)
 
 command -v clang++-14 >/dev/null || { echo "fuzz: clang++-14 missing (scripts/setup.sh)" >&2; exit 1; }

@@ -15,9 +15,11 @@
 #include <string>
 #include <vector>
 
+#include "cli_integer.hpp"
 #include "command_registry.hpp"
 #include "shardwise/config/comm_overlap_presets.hpp"
 #include "shardwise/config/training_config.hpp"
+#include "shardwise/core/checked_size.hpp"
 #include "shardwise/core/logging.hpp"
 #include "shardwise/tp/overlap_plan.hpp"
 
@@ -129,7 +131,7 @@ const bool registered = register_command(
       resolve->add_option("--format", options->format, "Output format")
           ->check(CLI::IsMember({"yaml", "json"}));
       resolve->add_option("--world-size", options->world_size, "Number of ranks")
-          ->check(CLI::PositiveNumber);
+          ->check(integer_in(1, kMaxParallelSize));
       resolve->add_option("--gpu", options->gpu,
                           "GPU architecture or product (none, volta, ampere, hopper, blackwell, "
                           "h100, b200, ...)");

@@ -9,8 +9,10 @@
 #include <string>
 #include <vector>
 
+#include "cli_integer.hpp"
 #include "command_registry.hpp"
 #include "shardwise/checkpoint/mxfp8_convert.hpp"
+#include "shardwise/core/checked_size.hpp"
 #include "shardwise/core/error.hpp"
 #include "shardwise/core/command_paths.hpp"
 
@@ -157,7 +159,8 @@ const bool registered = register_command(
                          "default exclusion");
       app.add_option("--exclude", args->exclude,
                      "Regex (repeatable): never convert tensors whose name matches");
-      app.add_option("--threads", args->threads, "Codec threads (default: OpenMP default)");
+      app.add_option("--threads", args->threads, "Codec threads (default: OpenMP default)")
+          ->check(integer_in(1, 4096));
       app.footer(
           "Each converted tensor NAME becomes NAME (F8_E4M3) + NAME_scale (F8_E8M0); block size, "
           "scale rule, layout and each tensor's original dtype and shape are recorded in "

@@ -10,9 +10,11 @@
 #include <string>
 #include <vector>
 
+#include "cli_integer.hpp"
 #include "command_registry.hpp"
 #include "launch_env.hpp"
 #include "shardwise/comm/mpi_process_group.hpp"
+#include "shardwise/core/checked_size.hpp"
 #include "shardwise/core/error.hpp"
 #include "shardwise/train/checkpoint_gpt.hpp"
 #include "shardwise/train/text_generation.hpp"
@@ -103,18 +105,20 @@ const bool registered = register_command(
                      "Checkpoint root (latest step) or step directory")
           ->required();
       app.add_option("--step", args->step, "With a checkpoint root: use step S")
-          ->check(CLI::NonNegativeNumber);
+          ->check(integer_in(0, kMaxStep));
       app.add_option("--prompt", args->prompt, "Text to continue (one token per byte)")->required();
       app.add_option("--tokens", args->tokens, "Bytes to generate (default 200)")
-          ->check(CLI::NonNegativeNumber);
+          ->check(integer_in(0, 1 << 20));
       app.add_option("--temperature", args->sampling.temperature,
                      "Sampling temperature; 0 = greedy (default 0.8)");
       app.add_option("--top-k", args->sampling.top_k,
-                     "Sample among the K most likely bytes only; 0 = all (default)");
-      app.add_option("--seed", args->sampling.seed, "Random seed (default 0)");
+                     "Sample among the K most likely bytes only; 0 = all (default)")
+          ->check(integer_in(0, kMaxModelDimension));
+      app.add_option("--seed", args->sampling.seed, "Random seed (default 0)")
+          ->check(unsigned_integer());
       app.add_option("--tp", args->tp,
                      "Run the model tensor-parallel over N ranks (under mpirun -np N; default 1)")
-          ->check(CLI::PositiveNumber);
+          ->check(integer_in(1, kMaxParallelSize));
       return [args] {
         if (args->tp == 1) return run_generate(*args);
         return run_rank_main([&] { return run_generate(*args); });

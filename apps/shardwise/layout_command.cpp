@@ -5,9 +5,12 @@
 #include <memory>
 #include <string>
 
+#include "cli_integer.hpp"
 #include "command_registry.hpp"
+#include "shardwise/core/checked_size.hpp"
 #include "shardwise/core/command_paths.hpp"
 #include "shardwise/core/error.hpp"
+#include "shardwise/core/message_text.hpp"
 #include "shardwise/layout/layout_algorithms.hpp"
 #include "shardwise/layout/layout_report.hpp"
 #include "shardwise/layout/layout_stats.hpp"
@@ -81,7 +84,8 @@ std::optional<std::int64_t> parse_bucket_size(const std::string& value, int dp) 
     used = 0;
   }
   SW_REQUIRE(used == value.size() && !value.empty(), InvalidArgument,
-             "--bucket-size: expected an element count, 'none' or 'megatron', got '", value, "'");
+             "--bucket-size: expected an element count, 'none' or 'megatron', got '",
+             printable(value), "'");
   SW_REQUIRE(size >= 1, InvalidArgument, "--bucket-size must be >= 1 elements, got ", size);
   return size;
 }
@@ -97,7 +101,8 @@ std::optional<int> parse_shard_group_size(const std::string& value) {
     used = 0;
   }
   SW_REQUIRE(used == value.size(), InvalidArgument,
-             "--shard-group-size: expected a divisor of --dp or 'auto', got '", value, "'");
+             "--shard-group-size: expected a divisor of --dp or 'auto', got '", printable(value),
+             "'");
   return size;
 }
 
@@ -155,9 +160,11 @@ const bool registered = register_command(
       app.add_option("--model,-m", args->model,
                      "Model spec JSON file, or a bundled preset name (e.g. llama3-8b)")
           ->required();
-      app.add_option("--dp", args->dp, "Data-parallel size")->required();
-      app.add_option("--expert-dp", args->expert_dp,
-                     "Expert data-parallel size (default: --dp)");
+      app.add_option("--dp", args->dp, "Data-parallel size")
+          ->required()
+          ->check(integer_in(1, kMaxParallelSize));
+      app.add_option("--expert-dp", args->expert_dp, "Expert data-parallel size (default: --dp)")
+          ->check(integer_in(1, kMaxParallelSize));
       app.add_option("--bucket-size", args->bucket_size,
                      "Elements per bucket, 'none' (one bucket per buffer) or 'megatron' "
                      "(default: max(40M, 1M*dp), as Megatron with overlapped grad reduce)");
@@ -180,9 +187,11 @@ const bool registered = register_command(
       app.add_option("--format", args->format, "text (default) or json");
       app.add_option("--svg", args->svg, "Also draw the layout to this SVG file");
       app.add_option("--max-rank-rows", args->max_rank_rows,
-                     "Text format: rank rows shown before summarising");
+                     "Text format: rank rows shown before summarising")
+          ->check(integer_in(0, kMaxParallelSize));
       app.add_option("--max-bucket-rows", args->max_bucket_rows,
-                     "Text format: bucket rows shown per buffer before summarising");
+                     "Text format: bucket rows shown per buffer before summarising")
+          ->check(integer_in(0, kMaxParallelSize));
       return [args] { return run_layout(*args); };
     });
 

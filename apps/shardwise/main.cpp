@@ -40,6 +40,10 @@ int main(int argc, char** argv) {
     runners.emplace_back(sub, command.setup(*sub));
   }
 
+  // Option errors as one line, like every other error (CLI11 adds a second "Run with --help").
+  app.failure_message([](const CLI::App*, const CLI::Error& e) {
+    return "shardwise: error: " + one_line(e.what()) + " (see --help)\n";
+  });
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

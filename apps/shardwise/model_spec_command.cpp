@@ -5,7 +5,9 @@
 #include <optional>
 #include <string>
 
+#include "cli_integer.hpp"
 #include "command_registry.hpp"
+#include "shardwise/core/checked_size.hpp"
 #include "shardwise/core/command_paths.hpp"
 #include "shardwise/core/error.hpp"
 #include "shardwise/layout/model_zoo.hpp"
@@ -103,19 +105,29 @@ const bool registered = register_command(
       app.add_flag("--list", args->list, "List the presets with their sizes");
       app.add_option("--out,-o", args->out, "Output file (default: stdout); written atomically");
       app.add_option("--name", args->name, "Model name stored in the spec");
-      app.add_option("--layers", args->layers, "Number of transformer layers");
-      app.add_option("--hidden", args->hidden, "Hidden size");
-      app.add_option("--ffn", args->ffn, "Dense MLP hidden size");
-      app.add_option("--heads", args->heads, "Attention heads");
-      app.add_option("--kv-heads", args->kv_heads, "Key/value heads (query groups)");
-      app.add_option("--head-dim", args->head_dim, "Head dimension (default hidden/heads)");
-      app.add_option("--vocab", args->vocab, "Vocabulary size");
+      // Limits no real model reaches (core/checked_size.hpp); 2e9 layers would run for ever.
+      const CLI::Validator dimension = integer_in(1, kMaxModelDimension);
+      const CLI::Validator optional_dimension = integer_in(0, kMaxModelDimension);
+      app.add_option("--layers", args->layers, "Number of transformer layers")
+          ->check(integer_in(1, kMaxLayers));
+      app.add_option("--hidden", args->hidden, "Hidden size")->check(dimension);
+      app.add_option("--ffn", args->ffn, "Dense MLP hidden size")->check(dimension);
+      app.add_option("--heads", args->heads, "Attention heads")->check(dimension);
+      app.add_option("--kv-heads", args->kv_heads, "Key/value heads (query groups)")
+          ->check(optional_dimension);
+      app.add_option("--head-dim", args->head_dim, "Head dimension (default hidden/heads)")
+          ->check(optional_dimension);
+      app.add_option("--vocab", args->vocab, "Vocabulary size")->check(dimension);
       app.add_option("--max-positions", args->max_positions,
-                     "Learned position embeddings (0 = none, e.g. RoPE)");
-      app.add_option("--experts", args->experts, "Routed experts per MoE layer (0 = dense)");
-      app.add_option("--moe-ffn", args->moe_ffn, "Expert MLP hidden size");
-      app.add_option("--shared-experts", args->shared_experts, "Shared experts per MoE layer");
-      app.add_option("--dense-layers", args->dense_layers, "Leading layers with a dense MLP");
+                     "Learned position embeddings (0 = none, e.g. RoPE)")
+          ->check(optional_dimension);
+      app.add_option("--experts", args->experts, "Routed experts per MoE layer (0 = dense)")
+          ->check(integer_in(0, kMaxExperts));
+      app.add_option("--moe-ffn", args->moe_ffn, "Expert MLP hidden size")->check(dimension);
+      app.add_option("--shared-experts", args->shared_experts, "Shared experts per MoE layer")
+          ->check(integer_in(0, kMaxExperts));
+      app.add_option("--dense-layers", args->dense_layers, "Leading layers with a dense MLP")
+          ->check(integer_in(0, kMaxLayers));
       app.add_option("--tied-embeddings", args->tied_embeddings, "true|false");
       app.add_option("--gated-mlp", args->gated_mlp, "true|false (SwiGLU: fc1 has 2*ffn rows)");
       app.add_option("--bias", args->bias, "true|false (biases on linear layers)");

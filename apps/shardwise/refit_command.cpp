@@ -27,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "cli_integer.hpp"
 #include "command_registry.hpp"
 #include "launch_env.hpp"
 #include "refit_tp_forward.hpp"
@@ -34,8 +35,10 @@
 #include "shardwise/comm/mpi_process_group.hpp"
 #include "shardwise/config/training_config.hpp"
 #include "shardwise/core/atomic_file.hpp"
+#include "shardwise/core/checked_size.hpp"
 #include "shardwise/core/error.hpp"
 #include "shardwise/core/float_convert.hpp"
+#include "shardwise/core/output_preflight.hpp"
 #include "shardwise/reshard/refit_verification.hpp"
 #include "shardwise/reshard/tp_export.hpp"
 #include "shardwise/core/command_paths.hpp"
@@ -446,12 +449,14 @@ const bool registered = register_command(
       auto args = std::make_shared<RefitArgs>();
       app.add_option("--config", args->config, "Training config (YAML) for the training ranks");
       app.add_option("overrides", args->overrides, "Config overrides: section.key=value ...");
-      app.add_option("--repeat", args->repeat, "Refits per mode into the same buffers (default 3)");
+      app.add_option("--repeat", args->repeat, "Refits per mode into the same buffers (default 3)")
+          ->check(integer_in(1, 10000));
       app.add_option("--mxfp8", args->mxfp8,
                      "Modes: all (default: bf16, receiver, send), none (bf16), receiver, send");
       app.add_option("--checkpoint", args->checkpoint,
                      "Take the weights from DIR/model.safetensors instead of training");
-      app.add_option("--tp", args->tp, "Inference TP size: the last N ranks (default 2)");
+      app.add_option("--tp", args->tp, "Inference TP size: the last N ranks (default 2)")
+          ->check(integer_in(1, kMaxParallelSize));
       app.add_option("--json", args->json, "Write the measurements as JSON (rank 0)");
       app.add_option("--tp-export", args->tp_export,
                      "Also run the TP forward on a `reshard --tp N` output DIR2 (needs "

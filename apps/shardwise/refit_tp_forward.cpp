@@ -3,12 +3,13 @@
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
-
 #include <nlohmann/json.hpp>
 
 #include "shardwise/checkpoint/safetensors.hpp"
 #include "shardwise/core/error.hpp"
 #include "shardwise/core/float_convert.hpp"
+#include "shardwise/core/json_text.hpp"
+#include "shardwise/core/message_text.hpp"
 #include "shardwise/core/mxfp8.hpp"
 #include "shardwise/model/gpt_model.hpp"
 #include "shardwise/optim/tensor_parallel_matrix.hpp"
@@ -178,19 +179,9 @@ std::vector<std::uint8_t> bytes_of(const SafetensorsFile& file, const std::strin
   return {first, first + t.numel() * static_cast<std::int64_t>(dtype_size(t.dtype()))};
 }
 
-}  // namespace
-
-std::vector<InferenceTensor> read_tp_export_rank(const std::filesystem::path& dir, int tp,
-                                                 int tp_rank) {
-  const std::filesystem::path path = dir / tp_export_file_name(tp_rank, tp);
-  const SafetensorsFile file = SafetensorsFile::open(path);
-  const auto& meta = file.metadata();
-  SW_REQUIRE(meta.contains("tp_size") && meta.at("tp_size") == std::to_string(tp) &&
-                 meta.contains("tensors"),
-             FormatError, "'", path.string(), "' is not a tp=", tp,
-             " export of `shardwise reshard` (no matching tp_size / tensors metadata)");
-  std::vector<InferenceTensor> out;
-  const nlohmann::json tensors = nlohmann::json::parse(meta.at("tensors"));
+// The tensors the "tensors" metadata lists, read from `file` in its order.
+void read_tp_export_tensors(const SafetensorsFile& file, const nlohmann::json& tensors,
+                            std::vector<InferenceTensor>& out) {
   for (const auto& [name, entry] : tensors.items()) {
     InferenceTensor t;
     t.name = name;
@@ -211,6 +202,29 @@ std::vector<InferenceTensor> read_tp_export_rank(const std::filesystem::path& di
       for (float x : values) t.bf16.push_back(float_to_bf16(x));
     }
     out.push_back(std::move(t));
+  }
+}
+
+}  // namespace
+
+std::vector<InferenceTensor> read_tp_export_rank(const std::filesystem::path& dir, int tp,
+                                                 int tp_rank) {
+  const std::filesystem::path path = dir / tp_export_file_name(tp_rank, tp);
+  const SafetensorsFile file = SafetensorsFile::open(path);
+  const auto& meta = file.metadata();
+  SW_REQUIRE(meta.contains("tp_size") && meta.at("tp_size") == std::to_string(tp) &&
+                 meta.contains("tensors"),
+             FormatError, "'", path.string(), "' is not a tp=", tp,
+             " export of `shardwise reshard` (no matching tp_size / tensors metadata)");
+  std::vector<InferenceTensor> out;
+  const nlohmann::json tensors =
+      parse_json_text(meta.at("tensors"), str_cat("'", path.string(), "': metadata \"tensors\""));
+  // A field missing or of the wrong type is damage to the file, not a bug here.
+  try {
+    read_tp_export_tensors(file, tensors, out);
+  } catch (const nlohmann::json::exception& e) {
+    throw FormatError(str_cat("'", path.string(),
+                              "': metadata \"tensors\" is malformed: ", printable(e.what(), 200)));
   }
   return out;
 }

@@ -13,16 +13,22 @@
 #include <string>
 #include <vector>
 
+#include "cli_integer.hpp"
 #include "command_registry.hpp"
 #include "shardwise/checkpoint/checkpoint.hpp"
 #include "shardwise/checkpoint/safetensors.hpp"
 #include "shardwise/core/atomic_file.hpp"
+#include "shardwise/core/checked_size.hpp"
 #include "shardwise/core/error.hpp"
 #include "shardwise/core/command_paths.hpp"
 #include "shardwise/reshard/tp_export.hpp"
 
 namespace shardwise::cli {
 namespace {
+
+// One output file per TP rank: far above any real TP size (8 to 64), far below a directory of
+// millions of files.
+constexpr std::int64_t kMaxTensorParallelExport = 4096;
 
 struct ReshardArgs {
   std::string checkpoint;
@@ -127,8 +133,10 @@ const bool registered = register_command(
                      ".safetensors file")
           ->required();
       app.add_option("--step", args->step, "With a --save root: export this step")
-          ->check(CLI::NonNegativeNumber);
-      app.add_option("--tp", args->tp, "Tensor-parallel size of the export")->required();
+          ->check(integer_in(0, kMaxStep));
+      app.add_option("--tp", args->tp, "Tensor-parallel size of the export")
+          ->required()
+          ->check(integer_in(1, kMaxTensorParallelExport));
       app.add_option("--out", args->out, "Output directory (must not exist)")->required();
       app.add_flag("--mxfp8", args->mxfp8,
                    "Store the 2-D non-embedding weights as MXFP8 (NAME + NAME_scale)");

@@ -9,12 +9,14 @@
 #include <string>
 #include <vector>
 
+#include "cli_integer.hpp"
 #include "command_registry.hpp"
 #include "launch_env.hpp"
 #include "shardwise/checkpoint/checkpoint.hpp"
 #include "shardwise/comm/mpi_process_group.hpp"
 #include "shardwise/config/training_config.hpp"
 #include "shardwise/core/command_paths.hpp"
+#include "shardwise/core/checked_size.hpp"
 #include "shardwise/train/trainer.hpp"
 
 namespace shardwise::cli {
@@ -65,17 +67,17 @@ const bool registered = register_command(
                                   "always after the last step");
       app.add_option("--save-interval", args->save_interval, "Also save every N steps")
           ->needs(save)
-          ->check(CLI::PositiveNumber);
+          ->check(integer_in(1, kMaxStep));
       app.add_option("--keep-last", args->keep_last,
                      "Keep only the newest K checkpoints under --save DIR")
           ->needs(save)
-          ->check(CLI::PositiveNumber);
+          ->check(integer_in(1, 1 << 20));
       auto* load = app.add_option("--load", args->load_dir,
                                   "Resume from a checkpoint: DIR (its latest), or a step "
                                   "directory");
       app.add_option("--load-step", args->load_step, "With --load DIR: resume from step S")
           ->needs(load)
-          ->check(CLI::NonNegativeNumber);
+          ->check(integer_in(0, kMaxStep));
       app.add_option("--comm-timeout", args->comm_timeout,
                      "Abort the job when one collective or send/recv waits longer than SECONDS "
                      "for another rank (default 600)");

@@ -11,17 +11,20 @@
 #include <sstream>
 
 #include "checkpoint_finite.hpp"
+#include "checkpoint_manifest.hpp"
 #include "shardwise/checkpoint/checkpoint_shards.hpp"
 #include "shardwise/checkpoint/safetensors.hpp"
 #include "shardwise/core/atomic_file.hpp"
 #include "shardwise/core/error.hpp"
 #include "shardwise/core/input_file.hpp"
-#include "shardwise/core/message_text.hpp"
 #include "shardwise/core/logging.hpp"
+#include "shardwise/core/message_text.hpp"
 
 namespace shardwise {
 
 namespace fs = std::filesystem;
+using checkpoint_detail::manifest_get;
+using checkpoint_detail::parse_step_directory_name;
 using nlohmann::json;
 using nlohmann::ordered_json;
 
@@ -165,18 +168,6 @@ ordered_json build_manifest(const CheckpointSaveRequest& request, const fs::path
   return m;
 }
 
-std::optional<std::int64_t> parse_step_directory_name(const std::string& name) {
-  constexpr std::string_view prefix = "step-";
-  if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) return {};
-  if (name.size() > prefix.size() + 18) return {};  // more digits could overflow int64
-  std::int64_t step = 0;
-  for (std::size_t i = prefix.size(); i < name.size(); ++i) {
-    if (name[i] < '0' || name[i] > '9') return {};
-    step = step * 10 + (name[i] - '0');
-  }
-  return step;
-}
-
 // Removes all but the newest `keep` step directories (never the one `latest` names). A directory
 // is first renamed to a hidden name, so a half-removed one is never mistaken for a checkpoint.
 void prune_old_checkpoints(const fs::path& root, int keep, const std::string& latest) {
@@ -199,83 +190,6 @@ void prune_old_checkpoints(const fs::path& root, int keep, const std::string& la
     }
   }
   fsync_directory(root);
-}
-
-template <typename T>
-T manifest_get(const json& m, const char* key, const fs::path& file) {
-  SW_REQUIRE(m.contains(key), FormatError, "checkpoint manifest ", quoted(file), " has no \"",
-             key, "\"");
-  try {
-    return m.at(key).get<T>();
-  } catch (const json::exception& e) {
-    throw FormatError(
-        str_cat("checkpoint manifest ", quoted(file), ": \"", key, "\" is malformed: ", e.what()));
-  }
-}
-
-// Bounds no real run reaches; beyond them a value is damage, and would start an endless run or
-// overflow the sample index arithmetic.
-constexpr std::int64_t kMaxCheckpointStep = 1'000'000'000'000;
-constexpr std::int64_t kMaxConsumedSamples = std::int64_t{1} << 53;
-constexpr std::int64_t kMaxDataParallelSize = 1 << 20;
-
-// A JSON integer in [low, high], read strictly: 2^63 does not wrap to a negative, 5.5 is no step.
-std::int64_t manifest_integer(const json& value, const std::string& field, std::int64_t low,
-                              std::int64_t high, const fs::path& file) {
-  const bool in_range =
-      value.is_number_integer() &&
-      (value.is_number_unsigned()
-           ? value.get<std::uint64_t>() <= static_cast<std::uint64_t>(high)
-           : value.get<std::int64_t>() >= low && value.get<std::int64_t>() <= high);
-  SW_REQUIRE(in_range, FormatError, "checkpoint manifest ", quoted(file), ": \"", field, "\" is ",
-             value.dump().substr(0, 64), "; expected an integer in [", low, ", ", high, "]");
-  return value.get<std::int64_t>();
-}
-
-// The step directory's own name, when it is one ("DIR/step-0000100/" gives 100).
-std::optional<std::int64_t> step_of_directory_name(const fs::path& directory) {
-  fs::path dir = directory.lexically_normal();
-  if (!dir.has_filename()) dir = dir.parent_path();
-  return parse_step_directory_name(dir.filename().string());
-}
-
-// The fields a resume trusts, checked against each other, the directory name and the rank files
-// the manifest must list (one per data-parallel rank, named for that rank and size).
-void validate_manifest_fields(const json& m, const fs::path& directory, const fs::path& file) {
-  const std::int64_t step = manifest_integer(m.at("step"), "step", 0, kMaxCheckpointStep, file);
-  if (const auto named = step_of_directory_name(directory)) {
-    SW_REQUIRE(*named == step, FormatError, "checkpoint manifest ", quoted(file), ": \"step\" is ",
-               step, " but its directory is named for step ", *named);
-  }
-  const json& trainer = m.at("trainer");
-  SW_REQUIRE(trainer.is_object() && trainer.contains("consumed_samples"), FormatError,
-             "checkpoint manifest ", quoted(file),
-             ": \"trainer\" must be an object with \"consumed_samples\"");
-  manifest_integer(trainer.at("consumed_samples"), "trainer.consumed_samples", 0,
-                   kMaxConsumedSamples, file);
-  if (trainer.contains("next_step")) {
-    const std::int64_t next =
-        manifest_integer(trainer.at("next_step"), "trainer.next_step", 0, kMaxCheckpointStep, file);
-    SW_REQUIRE(next == step, FormatError, "checkpoint manifest ", quoted(file),
-               ": \"trainer.next_step\" (", next, ") differs from \"step\" (", step, ")");
-  }
-  SW_REQUIRE(m.contains("data_parallel_size"), FormatError, "checkpoint manifest ", quoted(file),
-             " has no \"data_parallel_size\"");
-  const auto size = static_cast<int>(manifest_integer(
-      m.at("data_parallel_size"), "data_parallel_size", 1, kMaxDataParallelSize, file));
-  const auto files = m.at("optimizer_files").get<std::vector<std::string>>();
-  SW_REQUIRE(!files.empty(), FormatError, "checkpoint manifest ", quoted(file),
-             ": \"optimizer_files\" is empty (one file per data-parallel rank expected)");
-  SW_REQUIRE(static_cast<int>(files.size()) == size, FormatError, "checkpoint manifest ",
-             quoted(file), ": \"data_parallel_size\" is ", size, " but \"optimizer_files\" lists ",
-             files.size(), " rank file(s)");
-  for (int r = 0; r < size; ++r) {
-    const std::string expected = optimizer_rank_file_name(r, size);
-    SW_REQUIRE(files[static_cast<std::size_t>(r)] == expected, FormatError, "checkpoint manifest ",
-               quoted(file), ": \"optimizer_files\"[", r, "] is '",
-               printable(files[static_cast<std::size_t>(r)]), "', expected '", expected,
-               "' for data_parallel_size ", size);
-  }
 }
 
 // A rank file records its rank, the data-parallel size and the step it was saved at; a file from
@@ -318,8 +232,8 @@ std::vector<SavedShard> saved_shards_from_index(const json& manifest, const fs::
       }
     }
   } catch (const json::exception& e) {
-    throw FormatError(
-        str_cat("checkpoint manifest ", quoted(file), ": malformed \"index\": ", e.what()));
+    throw FormatError(str_cat("checkpoint manifest ", quoted(file),
+                              ": malformed \"index\": ", printable(e.what(), 200)));
   }
   // The saved shapes come from the model list (validated against model.safetensors as well).
   std::map<std::string, std::vector<std::int64_t>> shape_of;
@@ -328,13 +242,13 @@ std::vector<SavedShard> saved_shards_from_index(const json& manifest, const fs::
       shape_of[p.at("name").get<std::string>()] = p.at("shape").get<std::vector<std::int64_t>>();
     }
   } catch (const json::exception& e) {
-    throw FormatError(
-        str_cat("checkpoint manifest ", quoted(file), ": malformed \"model\": ", e.what()));
+    throw FormatError(str_cat("checkpoint manifest ", quoted(file),
+                              ": malformed \"model\": ", printable(e.what(), 200)));
   }
   for (SavedShard& s : out) {
     const auto it = shape_of.find(s.param);
     SW_REQUIRE(it != shape_of.end(), FormatError, "checkpoint manifest ", quoted(file),
-               ": index entry for param '", s.param, "', which \"model\" does not list");
+               ": index entry for param '", printable(s.param), "', which \"model\" does not list");
     s.shape = it->second;
   }
   return out;
@@ -345,19 +259,6 @@ std::vector<SavedShard> saved_shards_from_index(const json& manifest, const fs::
 void set_checkpoint_fault_hook(CheckpointFaultHook hook) {
   std::lock_guard<std::mutex> lock(hook_mutex());
   hook_storage() = std::move(hook);
-}
-
-std::string step_directory_name(std::int64_t step) {
-  SW_REQUIRE(step >= 0, InvalidArgument, "checkpoint step must be >= 0 (got ", step, ")");
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "step-%07lld", static_cast<long long>(step));
-  return buf;
-}
-
-std::string optimizer_rank_file_name(int rank, int size) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "optimizer-rank-%05d-of-%05d.safetensors", rank, size);
-  return buf;
 }
 
 namespace {
@@ -507,29 +408,7 @@ json read_checkpoint_manifest(const fs::path& directory) {
   const fs::path file = directory / kCheckpointManifestFile;
   // A regular file of plausible size: a FIFO or /dev/zero in its place must not hang the load.
   const std::string text = read_input_file(file, "checkpoint manifest", kManifestFileMaxBytes);
-  json m;
-  try {
-    m = json::parse(text);
-  } catch (const json::exception& e) {
-    throw FormatError(str_cat("checkpoint manifest ", quoted(file), " is not valid JSON: ",
-                              e.what()));
-  }
-  SW_REQUIRE(m.is_object(), FormatError, "checkpoint manifest ", quoted(file),
-             " is not a JSON object");
-  SW_REQUIRE(manifest_get<std::string>(m, "format", file) == kCheckpointFormat, FormatError,
-             "checkpoint manifest ", quoted(file), ": \"format\" is not \"", kCheckpointFormat,
-             "\"");
-  const int version = manifest_get<int>(m, "format_version", file);
-  SW_REQUIRE(version == kCheckpointFormatVersion, FormatError, "checkpoint manifest ",
-             quoted(file), " has format_version ", version, "; this build reads version ",
-             kCheckpointFormatVersion);
-  manifest_get<std::int64_t>(m, "step", file);
-  manifest_get<json>(m, "trainer", file);
-  manifest_get<std::string>(m, "optimizer_kind", file);
-  manifest_get<std::vector<std::string>>(m, "optimizer_files", file);
-  manifest_get<json>(m, "model", file);
-  validate_manifest_fields(m, directory, file);
-  return m;
+  return checkpoint_detail::parse_checkpoint_manifest(text, directory, file);
 }
 
 std::vector<std::int64_t> list_checkpoint_steps(const fs::path& root) {
@@ -592,7 +471,8 @@ fs::path resolve_checkpoint_directory(const fs::path& path, std::optional<std::i
              " does not exist: ", quoted(path),
              " holds no published checkpoint (pass a step directory or a step to load)");
   SW_REQUIRE(parse_step_directory_name(*latest).has_value(), FormatError, "checkpoint pointer ",
-             quoted(pointer), " holds '", *latest, "', which is not a step directory name");
+             quoted(pointer), " holds '", printable(*latest),
+             "', which is not a step directory name");
   const fs::path dir = path / *latest;
   SW_REQUIRE(checkpoint_path_exists(dir / kCheckpointManifestFile), FormatError,
              "checkpoint pointer ",
@@ -615,7 +495,7 @@ LoadedCheckpoint load_checkpoint(const fs::path& directory, const std::vector<Mo
       out.consumed_samples = m.at("trainer").at("consumed_samples").get<std::int64_t>();
     } catch (const json::exception& e) {
       throw FormatError(str_cat("checkpoint manifest ", quoted(manifest_file),
-                                ": malformed \"trainer\": ", e.what()));
+                                ": malformed \"trainer\": ", printable(e.what(), 200)));
     }
     const auto saved_kind = m.at("optimizer_kind").get<std::string>();
     SW_REQUIRE(optimizer_kind.empty() || saved_kind == optimizer_kind, InvalidArgument,
@@ -640,7 +520,7 @@ LoadedCheckpoint load_checkpoint(const fs::path& directory, const std::vector<Mo
       model_name = m.at("model").at("file").get<std::string>();
     } catch (const json::exception& e) {
       throw FormatError(str_cat("checkpoint manifest ", quoted(manifest_file),
-                                ": malformed \"model\": ", e.what()));
+                                ": malformed \"model\": ", printable(e.what(), 200)));
     }
     // The optimizer's state dict (buffers the shards are read into) is built on a second thread
     // while the model file is read: allocating and filling it is memory work the read can hide.

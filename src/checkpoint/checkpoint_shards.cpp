@@ -1,17 +1,18 @@
 #include "shardwise/checkpoint/checkpoint_shards.hpp"
 
 #include <algorithm>
-#include <utility>
 #include <nlohmann/json.hpp>
+#include <utility>
 
 #include "checkpoint_finite.hpp"
 #include "shardwise/checkpoint/safetensors.hpp"
-#include "shardwise/core/shape.hpp"
 #include "shardwise/core/error.hpp"
+#include "shardwise/core/json_text.hpp"
+#include "shardwise/core/message_text.hpp"
+#include "shardwise/core/shape.hpp"
 #include "shardwise/optim/chained_optimizer.hpp"
 #include "shardwise/optim/distributed_optimizer.hpp"
 #include "shardwise/optim/layer_wise_distributed_optimizer.hpp"
-#include "shardwise/core/message_text.hpp"
 
 namespace shardwise {
 
@@ -203,7 +204,9 @@ std::vector<SavedShard> read_shard_file_index(const fs::path& path) {
              ": __metadata__ has no \"shards\" entry");
   std::vector<SavedShard> out;
   try {
-    const json index = json::parse(shards_text->second);
+    const json index =
+        parse_json_text(shards_text->second,
+                        str_cat("checkpoint file ", quoted(path), ": __metadata__ \"shards\""));
     SW_REQUIRE(index.is_object(), FormatError, "checkpoint file ", quoted(path),
                ": __metadata__ \"shards\" is not a JSON object");
     for (const auto& [param, entry] : index.items()) {
@@ -215,8 +218,9 @@ std::vector<SavedShard> read_shard_file_index(const fs::path& path) {
       s.shape = entry.at("shape").get<std::vector<std::int64_t>>();
       s.fields = entry.at("fields").get<std::vector<std::string>>();
       SW_REQUIRE(0 <= s.start && s.start < s.end && s.end <= shape_numel(s.shape), FormatError,
-                 "checkpoint file ", quoted(path), ": param '", param, "' has element range [",
-                 s.start, ", ", s.end, ") outside its ", shape_numel(s.shape), " elements");
+                 "checkpoint file ", quoted(path), ": param '", printable(param),
+                 "' has element range [", s.start, ", ", s.end, ") outside its ",
+                 shape_numel(s.shape), " elements");
       for (const auto& field : s.fields) {
         check_tensor(file, shard_tensor_name(param, field),
                      is_per_param_field(field) ? 1 : s.end - s.start, "listed in its shard index");
@@ -224,8 +228,9 @@ std::vector<SavedShard> read_shard_file_index(const fs::path& path) {
       out.push_back(std::move(s));
     }
   } catch (const json::exception& e) {
-    throw FormatError(str_cat("checkpoint file ", quoted(path),
-                              ": malformed \"shards\" index in __metadata__: ", e.what()));
+    throw FormatError(
+        str_cat("checkpoint file ", quoted(path),
+                ": malformed \"shards\" index in __metadata__: ", printable(e.what(), 200)));
   }
   return out;
 }

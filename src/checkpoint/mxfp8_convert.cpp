@@ -14,6 +14,7 @@
 
 #include "shardwise/checkpoint/safetensors.hpp"
 #include "shardwise/core/error.hpp"
+#include "shardwise/core/json_text.hpp"
 #include "shardwise/core/message_text.hpp"
 
 namespace shardwise {
@@ -209,7 +210,7 @@ Mxfp8Pair checked_pair(const SafetensorsFile& file, const std::string& name,
   const auto meta = file.metadata().find(str_cat(kMxfp8MetaTensorPrefix, name));
   SW_REQUIRE(meta != file.metadata().end(), FormatError, where, ": no metadata entry ",
              kMxfp8MetaTensorPrefix, printable(name));
-  const nlohmann::json doc = nlohmann::json::parse(meta->second, nullptr, false);
+  const nlohmann::json doc = parse_json_text(meta->second, str_cat(where, ": metadata"));
   SW_REQUIRE(doc.is_object() && doc.contains("shape") && doc["shape"].is_array() &&
                  doc["shape"].size() == 2 && doc["shape"][0].is_number_integer() &&
                  doc["shape"][1].is_number_integer(),

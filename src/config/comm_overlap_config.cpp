@@ -2,8 +2,10 @@
 
 #include "shardwise/config/comm_overlap_presets.hpp"
 #include "shardwise/config/comm_overlap_steps.hpp"
+#include "shardwise/core/checked_size.hpp"
 #include "shardwise/core/error.hpp"
 #include "shardwise/core/logging.hpp"
+#include "shardwise/core/message_text.hpp"
 
 namespace shardwise {
 namespace {
@@ -102,7 +104,7 @@ void validate(const CommOverlapSettings& config) {
   if (config.tp_comm_bootstrap_backend) {
     const std::string& backend = *config.tp_comm_bootstrap_backend;
     SW_REQUIRE(backend == "nccl" || backend == "mpi" || backend == "gloo", ConfigError,
-               "comm_overlap.tp_comm_bootstrap_backend: unknown backend '", backend,
+               "comm_overlap.tp_comm_bootstrap_backend: unknown backend '", printable(backend),
                "' (valid: nccl, mpi, gloo)");
   }
   if (config.bucket_size) {
@@ -115,9 +117,9 @@ void validate(const CommOverlapSettings& config) {
                *config.wgrad_deferral_limit, ")");
   }
   if (config.data_parallel_size) {
-    SW_REQUIRE(*config.data_parallel_size >= 1, ConfigError,
-               "comm_overlap.data_parallel_size must be >= 1 (got ", *config.data_parallel_size,
-               ")");
+    SW_REQUIRE(*config.data_parallel_size >= 1 && *config.data_parallel_size <= kMaxParallelSize,
+               ConfigError, "comm_overlap.data_parallel_size must be in [1, ", kMaxParallelSize,
+               "] (got ", *config.data_parallel_size, ")");
   }
 }
 

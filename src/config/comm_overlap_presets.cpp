@@ -339,7 +339,8 @@ const TransformerLayerTPOverlapCfg& comm_overlap_preset(std::string_view name) {
   for (const auto& preset : preset_table()) {
     names += str_cat(names.empty() ? "" : ", ", preset.name);
   }
-  throw ConfigError(str_cat("unknown TP-overlap preset '", name, "' (valid presets: ", names, ")"));
+  throw ConfigError(
+      str_cat("unknown TP-overlap preset '", printable(name), "' (valid presets: ", names, ")"));
 }
 
 std::optional<CommOverlapPresetKey> parse_preset_name(std::string_view name) {

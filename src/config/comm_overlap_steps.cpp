@@ -1,6 +1,7 @@
 #include "shardwise/config/comm_overlap_steps.hpp"
 
 #include "shardwise/config/comm_overlap_presets.hpp"
+#include "shardwise/core/checked_size.hpp"
 #include "shardwise/core/error.hpp"
 #include "shardwise/core/logging.hpp"
 
@@ -24,7 +25,9 @@ void check_parallel_sizes(const ModelParallelConfig& mp) {
 // The data-parallel size the world implies; dp (when known) must match it.
 int data_parallel_size_of_world(const ModelParallelConfig& mp, int world, std::optional<int> dp) {
   require_at_least_one(world, "world_size");
-  const int model_parallel = mp.tp * mp.pp * mp.cp;
+  const std::int64_t model_parallel = checked_product<ConfigError>(
+      {{"parallel.tp", mp.tp}, {"parallel.pp", mp.pp}, {"parallel.cp", mp.cp}}, kMaxParallelSize,
+      "model-parallel size");
   SW_REQUIRE(world % model_parallel == 0, ConfigError, "world_size ", world,
              " is not divisible by tp * pp * cp = ", model_parallel, " (parallel.tp = ", mp.tp,
              ", parallel.pp = ", mp.pp, ", parallel.cp = ", mp.cp, ")");
@@ -34,7 +37,7 @@ int data_parallel_size_of_world(const ModelParallelConfig& mp, int world, std::o
     SW_REQUIRE(*dp == world / model_parallel, ConfigError, "comm_overlap.data_parallel_size ", *dp,
                " != world_size / (tp * pp * cp) = ", world / model_parallel);
   }
-  return world / model_parallel;
+  return static_cast<int>(world / model_parallel);
 }
 
 }  // namespace
@@ -50,8 +53,10 @@ int resolve_data_parallel_size(const ModelParallelConfig& mp, std::optional<int>
   if (dp) require_at_least_one(*dp, "comm_overlap.data_parallel_size");
   if (mp.world_size) dp = data_parallel_size_of_world(mp, *mp.world_size, dp);
   const int data_parallel = dp.value_or(1);
-  SW_REQUIRE((data_parallel * mp.cp) % mp.ep == 0, ConfigError, "parallel.ep = ", mp.ep,
-             " must divide dp * cp = ", data_parallel * mp.cp);
+  const std::int64_t dp_cp =
+      checked_product<ConfigError>({{"data-parallel size", data_parallel}, {"parallel.cp", mp.cp}});
+  SW_REQUIRE(dp_cp % mp.ep == 0, ConfigError, "parallel.ep = ", mp.ep,
+             " must divide dp * cp = ", dp_cp);
   return data_parallel;
 }
 

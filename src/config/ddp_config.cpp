@@ -5,13 +5,15 @@
 #include <string>
 
 #include "shardwise/core/error.hpp"
+#include "shardwise/core/message_text.hpp"
 
 namespace shardwise {
 namespace {
 
 [[noreturn]] void bad_shard_group_size(std::string_view text) {
   throw ConfigError(str_cat(
-      "ddp.layer_wise_shard_group_size must be dp, auto or a positive integer (got '", text, "')"));
+      "ddp.layer_wise_shard_group_size must be dp, auto or a positive integer (got '",
+      printable(text), "')"));
 }
 
 // The shard group size as a number: nullopt for "dp" and "auto"; throws for a count below one.

@@ -4,6 +4,8 @@
 #include <cctype>
 #include <string>
 
+#include "shardwise/core/message_text.hpp"
+
 namespace shardwise {
 
 int compute_capability_major(GpuArch arch) {
@@ -36,7 +38,7 @@ GpuArch gpu_arch_from_name(std::string_view text, std::string_view field) {
   }
   std::string choices = enum_choices<GpuArch>();
   for (const auto& alias : kProducts) choices += str_cat(", ", alias.name);
-  throw ConfigError(str_cat(field, ": unknown GPU '", text, "' (valid: ", choices, ")"));
+  throw ConfigError(str_cat(field, ": unknown GPU '", printable(text), "' (valid: ", choices, ")"));
 }
 
 }  // namespace shardwise

@@ -1,5 +1,6 @@
 #include "shardwise/config/training_config.hpp"
 
+#include "shardwise/core/checked_size.hpp"
 #include "shardwise/core/error.hpp"
 
 namespace shardwise {
@@ -9,15 +10,23 @@ void require_min(std::int64_t value, std::int64_t low, const char* field) {
   SW_REQUIRE(value >= low, ConfigError, field, " must be >= ", low, " (got ", value, ")");
 }
 
+// In [low, high]: `high` is a bound no real job reaches (core/checked_size.hpp); above it the
+// value would only make the run endless or overflow what is computed from it.
+void require_range(std::int64_t value, std::int64_t low, std::int64_t high, const char* field) {
+  require_min(value, low, field);
+  SW_REQUIRE(value <= high, ConfigError, field, " must be <= ", high, " (got ", value,
+             "; no real job is that large)");
+}
+
 void validate_model(const ModelConfig& m) {
-  require_min(m.layers, 1, "model.layers");
-  require_min(m.hidden, 1, "model.hidden");
-  require_min(m.heads, 1, "model.heads");
+  require_range(m.layers, 1, kMaxLayers, "model.layers");
+  require_range(m.hidden, 1, kMaxModelDimension, "model.hidden");
+  require_range(m.heads, 1, kMaxModelDimension, "model.heads");
   SW_REQUIRE(m.hidden % m.heads == 0, ConfigError, "model.hidden (", m.hidden,
              ") must be divisible by model.heads (", m.heads, ")");
-  require_min(m.ffn, 1, "model.ffn");
-  require_min(m.vocab, 0, "model.vocab");
-  require_min(m.seq_len, 1, "model.seq_len");
+  require_range(m.ffn, 1, kMaxModelDimension, "model.ffn");
+  require_range(m.vocab, 0, kMaxModelDimension, "model.vocab");
+  require_range(m.seq_len, 1, kMaxModelDimension, "model.seq_len");
   SW_REQUIRE(m.dtype == DType::kFloat32 || m.dtype == DType::kBFloat16, ConfigError,
              "model.dtype must be fp32 or bf16 (got ", dtype_name(m.dtype), ")");
   SW_REQUIRE(m.init_std > 0.0, ConfigError, "model.init_std must be > 0 (got ", m.init_std, ")");
@@ -26,7 +35,7 @@ void validate_model(const ModelConfig& m) {
 
 void validate_data(const DataConfig& d) {
   require_min(d.digits, 1, "data.digits");
-  require_min(d.eval_samples, 0, "data.eval_samples");
+  require_range(d.eval_samples, 0, kMaxBatchFactor, "data.eval_samples");
   if (d.source != DataSource::kSynthetic) {
     SW_REQUIRE(!d.path.empty(), ConfigError, "data.path is required for data.source '",
                to_string(d.source), "'");
@@ -34,29 +43,40 @@ void validate_data(const DataConfig& d) {
 }
 
 void validate_training(const TrainLoopConfig& t) {
-  require_min(t.steps, 1, "training.steps");
-  require_min(t.micro_batch_size, 1, "training.micro_batch_size");
-  require_min(t.grad_accumulation, 1, "training.grad_accumulation");
-  require_min(t.warmup_steps, 0, "training.warmup_steps");
-  require_min(t.eval_interval, 0, "training.eval_interval");
+  require_range(t.steps, 1, kMaxStep, "training.steps");
+  require_range(t.micro_batch_size, 1, kMaxBatchFactor, "training.micro_batch_size");
+  require_range(t.grad_accumulation, 1, kMaxBatchFactor, "training.grad_accumulation");
+  require_range(t.warmup_steps, 0, kMaxStep, "training.warmup_steps");
+  require_range(t.eval_interval, 0, kMaxStep, "training.eval_interval");
   require_min(t.seed, 0, "training.seed");
   require_min(t.skip_nonfinite_steps, 0, "training.skip_nonfinite_steps");
+  // The sample index of the last step, per data-parallel replica (the trainer multiplies in dp).
+  checked_product<ConfigError>({{"training.steps", t.steps},
+                                {"training.micro_batch_size", t.micro_batch_size},
+                                {"training.grad_accumulation", t.grad_accumulation}},
+                               kMaxSampleIndex, "samples the run would consume");
 }
 
 void validate_parallel(const ParallelConfig& p, const ModelConfig& m) {
-  require_min(p.tp, 1, "parallel.tp");
-  require_min(p.pp, 1, "parallel.pp");
-  require_min(p.vp, 1, "parallel.vp");
-  require_min(p.cp, 1, "parallel.cp");
-  require_min(p.ep, 1, "parallel.ep");
+  require_range(p.tp, 1, kMaxParallelSize, "parallel.tp");
+  require_range(p.pp, 1, kMaxParallelSize, "parallel.pp");
+  require_range(p.vp, 1, kMaxParallelSize, "parallel.vp");
+  require_range(p.cp, 1, kMaxParallelSize, "parallel.cp");
+  require_range(p.ep, 1, kMaxParallelSize, "parallel.ep");
+  // Every rank holds a tp x pp x cp slice of the model: the product is at most the world.
+  checked_product<ConfigError>(
+      {{"parallel.tp", p.tp}, {"parallel.pp", p.pp}, {"parallel.cp", p.cp}}, kMaxParallelSize,
+      "model-parallel size");
+  const std::int64_t stages = checked_product<ConfigError>(
+      {{"parallel.pp", p.pp}, {"parallel.vp", p.vp}}, kMaxLayers, "pipeline stages");
   SW_REQUIRE(p.vp == 1 || p.pp > 1, ConfigError, "parallel.vp = ", p.vp,
              " needs pipeline parallelism (parallel.pp > 1)");
   SW_REQUIRE(m.heads % p.tp == 0, ConfigError, "model.heads (", m.heads,
              ") must be divisible by parallel.tp (", p.tp, ")");
   SW_REQUIRE(m.ffn % p.tp == 0, ConfigError, "model.ffn (", m.ffn,
              ") must be divisible by parallel.tp (", p.tp, ")");
-  SW_REQUIRE(m.layers % (p.pp * p.vp) == 0, ConfigError, "model.layers (", m.layers,
-             ") must be divisible by parallel.pp * parallel.vp (", p.pp * p.vp, ")");
+  SW_REQUIRE(m.layers % stages == 0, ConfigError, "model.layers (", m.layers,
+             ") must be divisible by parallel.pp * parallel.vp (", stages, ")");
 }
 
 void validate_ddp_against_optimizer(const DistributedDataParallelConfig& ddp,
@@ -94,6 +114,14 @@ std::vector<std::string> config_warnings(const TrainingConfig& config) {
     warnings.push_back(str_cat("training.warmup_steps (", t.warmup_steps, ") > training.steps (",
                                t.steps, "): the learning rate stays in warmup, reaching ",
                                t.steps, "/", t.warmup_steps, " of optimizer.lr"));
+  }
+  // The synthetic tasks fix their own sample length (from data.digits); a seq_len changed from
+  // the default has no effect there, which the user should hear about.
+  if (config.data.source == DataSource::kSynthetic &&
+      config.model.seq_len != ModelConfig{}.seq_len) {
+    warnings.push_back(str_cat("model.seq_len (", config.model.seq_len,
+                               ") is ignored for data.source synthetic: the task's samples have "
+                               "a length set by data.digits"));
   }
   return warnings;
 }

@@ -7,6 +7,7 @@
 #include "shardwise/config/training_config.hpp"
 #include "shardwise/core/closest_name.hpp"
 #include "shardwise/core/input_file.hpp"
+#include "shardwise/core/message_text.hpp"
 #include "yaml_fields.hpp"
 
 namespace shardwise {
@@ -153,24 +154,22 @@ constexpr std::string_view kSections[] = {"model",    "data",    "optimizer",   
 // Sets root[a][b]...[z] = value for the dotted path, creating mappings on the way.
 void apply_override(YAML::Node& root, const std::string& text) {
   const auto eq = text.find('=');
-  SW_REQUIRE(eq != std::string::npos && eq > 0, ConfigError, "override '", text,
+  SW_REQUIRE(eq != std::string::npos && eq > 0, ConfigError, "override '", printable(text, 200),
              "': expected section.key=value");
   const std::string dotted = text.substr(0, eq);
   std::vector<std::string> parts;
   std::stringstream split(dotted);
   for (std::string part; std::getline(split, part, '.');) {
-    SW_REQUIRE(!part.empty(), ConfigError, "override '", text, "': empty key in '", dotted, "'");
+    SW_REQUIRE(!part.empty(), ConfigError, "override '", printable(text, 200), "': empty key in '",
+               printable(dotted, 200), "'");
     parts.push_back(part);
   }
-  SW_REQUIRE(parts.size() >= 2 && dotted.back() != '.', ConfigError, "override '", text,
-             "': expected section.key=value");
-  YAML::Node value;
-  try {
-    value = YAML::Load(text.substr(eq + 1));
-  } catch (const YAML::Exception& e) {
-    throw ConfigError(str_cat("override '", text, "': value is not valid YAML: ", e.what()));
-  }
-  config_detail::check_no_duplicate_keys(value, str_cat("override '", text, "'"));
+  SW_REQUIRE(parts.size() >= 2 && dotted.back() != '.', ConfigError, "override '",
+             printable(text, 200), "': expected section.key=value");
+  const std::string where = str_cat("override '", printable(text, 200), "'");
+  const YAML::Node value =
+      config_detail::load_yaml_document(text.substr(eq + 1), where, "value is not valid YAML");
+  config_detail::check_no_duplicate_keys(value, where);
   YAML::Node cursor;
   cursor.reset(root);
   for (std::size_t i = 0; i + 1 < parts.size(); ++i) {
@@ -182,7 +181,8 @@ void apply_override(YAML::Node& root, const std::string& text) {
     if (!next.IsMap()) {
       std::string prefix = parts[0];
       for (std::size_t j = 1; j <= i; ++j) prefix += "." + parts[j];
-      throw ConfigError(str_cat("override '", text, "': ", prefix, " is not a mapping"));
+      throw ConfigError(str_cat("override '", printable(text, 200), "': ", printable(prefix, 200),
+                                " is not a mapping"));
     }
     cursor.reset(next);
   }
@@ -247,24 +247,25 @@ namespace {
 // before the file is read so a typo is blamed on the override, with the closest valid name.
 void check_override_key(const std::string& text) {
   const auto eq = text.find('=');
-  SW_REQUIRE(eq != std::string::npos && eq > 0, ConfigError, "override '", text,
+  SW_REQUIRE(eq != std::string::npos && eq > 0, ConfigError, "override '", printable(text, 200),
              "': expected section.key=value");
   const std::string dotted = text.substr(0, eq);
   const auto dot = dotted.find('.');
-  SW_REQUIRE(dot != std::string::npos && dot > 0, ConfigError, "override '", text,
+  SW_REQUIRE(dot != std::string::npos && dot > 0, ConfigError, "override '", printable(text, 200),
              "': expected section.key=value");
   const std::string section = dotted.substr(0, dot);
   const std::span<const std::string_view> sections = training_config_sections();
   SW_REQUIRE(std::find(sections.begin(), sections.end(), section) != sections.end(), ConfigError,
-             "override '", text, "': unknown section '", section, "'",
-             did_you_mean(section, sections), " (valid sections: ",
-             config_detail::join_keys({sections.begin(), sections.end()}), ")");
+             "override '", printable(text, 200), "': unknown section '", printable(section), "'",
+             did_you_mean(section, sections),
+             " (valid sections: ", config_detail::join_keys({sections.begin(), sections.end()}),
+             ")");
   const std::string key = dotted.substr(dot + 1);
   if (key.find('.') != std::string::npos) return;  // nested keys are checked with the file
   const std::vector<std::string_view> keys = training_config_keys(section);
   SW_REQUIRE(std::find(keys.begin(), keys.end(), key) != keys.end(), ConfigError, "override '",
-             text, "': ", section, " has no key '", key, "'", did_you_mean(key, keys),
-             " (valid keys: ", config_detail::join_keys(keys), ")");
+             printable(text, 200), "': ", section, " has no key '", printable(key), "'",
+             did_you_mean(key, keys), " (valid keys: ", config_detail::join_keys(keys), ")");
 }
 
 }  // namespace
@@ -274,12 +275,7 @@ TrainingConfig parse_training_config(std::string_view yaml_text,
                                      std::string_view source) {
   for (const auto& text : overrides) check_override_key(text);
   try {
-    YAML::Node root;
-    try {
-      root = YAML::Load(std::string(yaml_text));
-    } catch (const YAML::Exception& e) {
-      throw ConfigError(str_cat("invalid YAML: ", e.what()));
-    }
+    const YAML::Node root = config_detail::load_yaml_document(std::string(yaml_text), "");
     config_detail::check_no_duplicate_keys(root, "");
     return from_node(root, overrides);
   } catch (const ConfigError& e) {

@@ -1,12 +1,12 @@
 #include "yaml_fields.hpp"
 
-#include "shardwise/core/closest_name.hpp"
-
 #include <charconv>
 #include <cmath>
 #include <limits>
 
 #include "shardwise/config/comm_overlap_presets.hpp"
+#include "shardwise/core/closest_name.hpp"
+#include "shardwise/core/message_text.hpp"
 
 namespace shardwise::config_detail {
 namespace {
@@ -125,8 +125,8 @@ TPOverlapCfg read_overlap(const YAML::Node& node, const std::string& path,
                           const MethodTable<Cfg>& table) {
   for (std::string_view key : table.required) {
     SW_REQUIRE(node[std::string(key)], ConfigError, path, ": missing required key '", key,
-               "' for method '", node["method"].Scalar(), "' (required: ",
-               join_keys(table.required), ")");
+               "' for method '", printable(node["method"].Scalar()),
+               "' (required: ", join_keys(table.required), ")");
   }
   Cfg cfg;
   read_fields<Cfg>(node, path, table.fields, cfg);
@@ -139,17 +139,39 @@ std::string describe(const YAML::Node& node) {
   if (!node || node.IsNull()) return "null";
   if (node.IsMap()) return "a mapping";
   if (node.IsSequence()) return "a list";
-  return str_cat("'", node.Scalar(), "'");
+  return str_cat("'", printable(node.Scalar()), "'");
 }
 
 void type_error(const std::string& path, std::string_view expected, const YAML::Node& node) {
   throw ConfigError(str_cat(path, ": expected ", expected, ", got ", describe(node)));
 }
 
+// YAML 1.2's core schema: only a plain (unquoted) true or false is a boolean. yaml-cpp also takes
+// yes/no/on/off/y/n and quoted 'true', which a YAML 1.2 reader (PyYAML aside) reads as strings.
 void decode(const YAML::Node& node, bool& out, const std::string& path) {
-  if (!node.IsScalar() || !YAML::convert<bool>::decode(node, out)) {
-    type_error(path, "a boolean (true or false)", node);
+  static constexpr std::string_view kTrue[] = {"true", "True", "TRUE"};
+  static constexpr std::string_view kFalse[] = {"false", "False", "FALSE"};
+  if (node.IsScalar() && node.Tag() != "!") {  // "!": the scalar was quoted
+    const std::string& text = node.Scalar();
+    for (std::string_view t : kTrue) {
+      if (text == t) {
+        out = true;
+        return;
+      }
+    }
+    for (std::string_view f : kFalse) {
+      if (text == f) {
+        out = false;
+        return;
+      }
+    }
   }
+  if (node.IsScalar()) {
+    throw ConfigError(str_cat(path, ": expected a boolean (true or false), got ",
+                              node.Tag() == "!" ? "the quoted string " : "", describe(node),
+                              " (only unquoted true and false are booleans)"));
+  }
+  type_error(path, "a boolean (true or false)", node);
 }
 
 void decode(const YAML::Node& node, std::int64_t& out, const std::string& path) {
@@ -185,7 +207,7 @@ void decode(const YAML::Node& node, LayerWiseShardGroupSize& out, const std::str
 void decode(const YAML::Node& node, DType& out, const std::string& path) {
   if (!node.IsScalar()) type_error(path, "a dtype name (fp32 or bf16)", node);
   const auto dtype = parse_dtype(node.Scalar());
-  SW_REQUIRE(dtype.has_value(), ConfigError, path, ": unknown dtype '", node.Scalar(),
+  SW_REQUIRE(dtype.has_value(), ConfigError, path, ": unknown dtype '", printable(node.Scalar()),
              "' (valid: fp32, bf16)");
   out = *dtype;
 }
@@ -220,7 +242,7 @@ void decode(const YAML::Node& node, TransformerLayerTPOverlapCfg& out, const std
     } else if (name_of_method == "bulk") {
       out.*slot = read_overlap(child, slot_path, bulk_table());
     } else {
-      throw ConfigError(str_cat(slot_path, ".method: unknown method '", name_of_method,
+      throw ConfigError(str_cat(slot_path, ".method: unknown method '", printable(name_of_method),
                                 "' (valid methods: pipeline, ring_exchange, bulk)"));
     }
   }
@@ -263,7 +285,7 @@ void check_keys(const YAML::Node& node, const std::string& path,
     const std::string& key = entry.first.Scalar();
     bool known = false;
     for (std::string_view v : valid) known = known || v == key;
-    SW_REQUIRE(known, ConfigError, path, ": unknown ", what, " '", key, "'",
+    SW_REQUIRE(known, ConfigError, path, ": unknown ", what, " '", printable(key), "'",
                did_you_mean(key, valid), " (valid ", what, "s: ", join_keys(valid), ")");
   }
 }

@@ -104,6 +104,17 @@ std::vector<std::string_view> keys_of(std::span<const FieldSpec<S>> fields) {
 void check_keys(const YAML::Node& node, const std::string& path,
                 const std::vector<std::string_view>& valid, std::string_view what = "key");
 
+// Most nodes a YAML document may expand to, aliases expanded (a training config has hundreds).
+inline constexpr std::int64_t kMaxYamlNodes = 1'000'000;
+
+// Parses `text` as exactly one YAML document and loads it. Refuses (ConfigError, `what` in
+// front when not empty) invalid YAML, a second document, an alias inside the node it names (a
+// cycle every walk would follow for ever) and aliases expanding to more than kMaxYamlNodes
+// nodes, all in one pass linear in the text. The tree it returns is acyclic and bounded.
+// `invalid` names a parse error ("invalid YAML", "value is not valid YAML").
+YAML::Node load_yaml_document(const std::string& text, std::string_view what,
+                              std::string_view invalid = "invalid YAML");
+
 // Rejects a mapping anywhere in `root` that has the same key twice (yaml-cpp keeps both and
 // lookups silently take the first). Bounded: refuses trees of more than a million nodes (aliases
 // can make a small file expand into a huge tree). `what` (may be empty) prefixes the message.

@@ -39,6 +39,11 @@ std::optional<std::string> closest_name(std::string_view name,
   std::optional<std::string> best;
   std::size_t best_distance = limit + 1;
   for (std::string_view candidate : valid) {
+    // The distance is at least the difference in length: skip what cannot be close (and a
+    // megabyte-long name costs no quadratic table).
+    const std::size_t gap = name.size() > candidate.size() ? name.size() - candidate.size()
+                                                           : candidate.size() - name.size();
+    if (gap >= best_distance) continue;
     std::string other(candidate);
     std::transform(other.begin(), other.end(), other.begin(), lower);
     const std::size_t d = edit_distance(folded, other);

@@ -10,8 +10,11 @@
 #include <sstream>
 
 #include "shardwise/core/atomic_file.hpp"
+#include "shardwise/core/checked_size.hpp"
 #include "shardwise/core/error.hpp"
 #include "shardwise/core/input_file.hpp"
+#include "shardwise/core/json_text.hpp"
+#include "shardwise/core/message_text.hpp"
 
 namespace shardwise {
 namespace {
@@ -21,7 +24,7 @@ using nlohmann::json;
 // Where an error happened: "spec.json: params[3] (\"layers.0.attn.qkv.weight\")".
 std::string param_context(std::string_view source, std::size_t index, const std::string& name) {
   std::string where = str_cat(source, ": params[", index, "]");
-  if (!name.empty()) where += str_cat(" (\"", name, "\")");
+  if (!name.empty()) where += str_cat(" (\"", printable(name, 200), "\")");
   return where;
 }
 
@@ -29,14 +32,14 @@ const char* json_kind(const json& value) { return value.type_name(); }
 
 std::int64_t positive_integer(const json& value, const std::string& where,
                               const std::string& what) {
-  SW_REQUIRE(value.is_number_integer(), FormatError, where, ": ", what,
-             " must be an integer, got ", json_kind(value), " ", value.dump());
+  SW_REQUIRE(value.is_number_integer(), FormatError, where, ": ", what, " must be an integer, got ",
+             json_kind(value), " ", json_excerpt(value));
   SW_REQUIRE(value.is_number_unsigned() || value.get<std::int64_t>() > 0, FormatError, where, ": ",
-             what, " must be positive, got ", value.dump());
+             what, " must be positive, got ", json_excerpt(value));
   SW_REQUIRE(!value.is_number_unsigned() ||
                  value.get<std::uint64_t>() <=
                      static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()),
-             FormatError, where, ": ", what, " is too large: ", value.dump());
+             FormatError, where, ": ", what, " is too large: ", json_excerpt(value));
   const auto v = value.get<std::int64_t>();
   SW_REQUIRE(v > 0, FormatError, where, ": ", what, " must be positive, got ", v);
   return v;
@@ -44,17 +47,17 @@ std::int64_t positive_integer(const json& value, const std::string& where,
 
 bool boolean_field(const json& value, const std::string& where, const char* field) {
   SW_REQUIRE(value.is_boolean(), FormatError, where, ": field \"", field,
-             "\" must be true or false, got ", value.dump());
+             "\" must be true or false, got ", json_excerpt(value));
   return value.get<bool>();
 }
 
 DType dtype_field(const json& value, const std::string& where, const char* field) {
   SW_REQUIRE(value.is_string(), FormatError, where, ": field \"", field,
-             "\" must be a dtype name string, got ", value.dump());
+             "\" must be a dtype name string, got ", json_excerpt(value));
   const auto name = value.get<std::string>();
   const auto dtype = parse_dtype(name);
   SW_REQUIRE(dtype.has_value() && is_floating(*dtype), FormatError, where, ": field \"", field,
-             "\" has unknown or non-floating dtype \"", name,
+             "\" has unknown or non-floating dtype \"", printable(name),
              "\" (valid: fp32, bf16, fp16, e4m3, e8m0)");
   return *dtype;
 }
@@ -62,7 +65,7 @@ DType dtype_field(const json& value, const std::string& where, const char* field
 std::vector<std::int64_t> dims_field(const json& value, const std::string& where,
                                      const char* field) {
   SW_REQUIRE(value.is_array(), FormatError, where, ": field \"", field,
-             "\" must be an array of positive integers, got ", value.dump());
+             "\" must be an array of positive integers, got ", json_excerpt(value));
   SW_REQUIRE(!value.empty(), FormatError, where, ": field \"", field, "\" must not be empty");
   std::vector<std::int64_t> dims;
   for (std::size_t i = 0; i < value.size(); ++i) {
@@ -77,7 +80,7 @@ ParamInfo parse_param(const json& entry, std::size_t index, std::string_view sou
   std::string name;
   if (auto it = entry.find("name"); it != entry.end()) {
     SW_REQUIRE(it->is_string(), FormatError, param_context(source, index, ""),
-               ": field \"name\" must be a string, got ", it->dump());
+               ": field \"name\" must be a string, got ", json_excerpt(*it));
     name = it->get<std::string>();
   }
   const std::string where = param_context(source, index, name);
@@ -107,7 +110,7 @@ ParamInfo parse_param(const json& entry, std::size_t index, std::string_view sou
     } else if (key == "qkv_split") {
       param.qkv_split = dims_field(value, where, "qkv_split");
     } else {
-      throw FormatError(str_cat(where, ": unknown field \"", key,
+      throw FormatError(str_cat(where, ": unknown field \"", printable(key),
                                 "\" (valid: name, shape, dtype, grad_dtype, shared_embedding, "
                                 "expert_parallel, embedding_or_output, use_muon, qkv_split)"));
     }
@@ -126,9 +129,11 @@ ParamInfo parse_param(const json& entry, std::size_t index, std::string_view sou
                param.qkv_split.size());
     SW_REQUIRE(param.is_2d(), FormatError, where,
                ": field \"qkv_split\" needs a 2-D shape, got ", param.shape.size(), " dims");
-    const std::int64_t rows = param.qkv_split[0] + param.qkv_split[1] + param.qkv_split[2];
-    SW_REQUIRE(rows == param.shape[0], FormatError, where, ": field \"qkv_split\" sums to ", rows,
-               " but shape[0] is ", param.shape[0]);
+    const auto qk = checked_add(param.qkv_split[0], param.qkv_split[1]);
+    const auto rows = qk ? checked_add(*qk, param.qkv_split[2]) : std::nullopt;
+    SW_REQUIRE(rows == param.shape[0], FormatError, where, ": field \"qkv_split\" sums to ",
+               rows ? std::to_string(*rows) : std::string("more than 2^63"), " but shape[0] is ",
+               param.shape[0]);
   }
   return param;
 }
@@ -161,12 +166,7 @@ std::int64_t ModelSpec::total_numel() const {
 }
 
 ModelSpec parse_model_spec(std::string_view json_text, std::string_view source_name) {
-  json root;
-  try {
-    root = json::parse(json_text);
-  } catch (const json::exception& e) {  // parse errors, and numbers too large for a double
-    throw FormatError(str_cat(source_name, ": malformed JSON: ", e.what()));
-  }
+  const json root = parse_json_text(json_text, source_name);
   SW_REQUIRE(root.is_object(), FormatError, source_name,
              ": a model spec must be a JSON object with \"name\" and \"params\", got ",
              json_kind(root));
@@ -174,11 +174,11 @@ ModelSpec parse_model_spec(std::string_view json_text, std::string_view source_n
   for (const auto& [key, value] : root.items()) {
     if (key == "name") {
       SW_REQUIRE(value.is_string(), FormatError, source_name,
-                 ": field \"name\" must be a string, got ", value.dump());
+                 ": field \"name\" must be a string, got ", json_excerpt(value));
       spec.name = value.get<std::string>();
     } else if (key != "params") {
-      throw FormatError(
-          str_cat(source_name, ": unknown top-level field \"", key, "\" (valid: name, params)"));
+      throw FormatError(str_cat(source_name, ": unknown top-level field \"", printable(key),
+                                "\" (valid: name, params)"));
     }
   }
   const auto params = root.find("params");
@@ -190,10 +190,16 @@ ModelSpec parse_model_spec(std::string_view json_text, std::string_view source_n
 
   std::set<std::string> seen;
   spec.params.reserve(params->size());
+  std::int64_t total = 0;  // total_numel() sums in int64: refuse a spec it would overflow
   for (std::size_t i = 0; i < params->size(); ++i) {
     ParamInfo param = parse_param((*params)[i], i, source_name);
-    SW_REQUIRE(seen.insert(param.name).second, FormatError, param_context(source_name, i, param.name),
-               ": duplicate param name \"", param.name, "\"");
+    SW_REQUIRE(seen.insert(param.name).second, FormatError,
+               param_context(source_name, i, param.name), ": duplicate param name \"",
+               printable(param.name, 200), "\"");
+    const auto sum = checked_add(total, param.numel());
+    SW_REQUIRE(sum.has_value(), FormatError, param_context(source_name, i, param.name),
+               ": the params hold more than 2^63 elements in all");
+    total = *sum;
     spec.params.push_back(std::move(param));
   }
   return spec;

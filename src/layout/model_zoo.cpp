@@ -4,8 +4,10 @@
 #include <cctype>
 #include <map>
 
+#include "shardwise/core/checked_size.hpp"
 #include "shardwise/core/closest_name.hpp"
 #include "shardwise/core/error.hpp"
+#include "shardwise/core/message_text.hpp"
 
 namespace shardwise {
 namespace {
@@ -193,8 +195,41 @@ int TransformerConfig::effective_query_groups() const {
   return num_query_groups > 0 ? num_query_groups : num_attention_heads;
 }
 
+namespace {
+
+// Sizes above what any real model has (core/checked_size.hpp): the spec would take without end
+// to generate, or its element counts would overflow.
+void require_model_bounds(const TransformerConfig& c, const std::string& who) {
+  const auto at_most = [&who](std::int64_t value, std::int64_t limit, const char* what) {
+    SW_REQUIRE(value <= limit, InvalidArgument, who, ": ", what, " must be <= ", limit, ", got ",
+               value, " (no real model is that large)");
+  };
+  at_most(c.num_layers, kMaxLayers, "layers");
+  at_most(c.hidden_size, kMaxModelDimension, "hidden");
+  at_most(c.ffn_hidden_size, kMaxModelDimension, "ffn");
+  at_most(c.num_attention_heads, kMaxModelDimension, "heads");
+  at_most(c.num_query_groups, kMaxModelDimension, "kv heads");
+  at_most(c.head_dim, kMaxModelDimension, "head dim");
+  at_most(c.vocab_size, kMaxModelDimension, "vocab");
+  at_most(c.max_position_embeddings, kMaxModelDimension, "max positions");
+  at_most(c.num_experts, kMaxExperts, "experts");
+  at_most(c.moe_ffn_hidden_size, kMaxModelDimension, "moe ffn");
+  at_most(c.num_shared_experts, kMaxExperts, "shared experts");
+  for (const std::int64_t dim : {c.mla.q_lora_rank, c.mla.kv_lora_rank, c.mla.qk_nope_head_dim,
+                                 c.mla.qk_rope_head_dim, c.mla.v_head_dim}) {
+    at_most(dim, kMaxModelDimension, "latent attention dim");
+  }
+  // At most 8 params per expert and 16 others per layer: bound the list the spec will hold.
+  const std::int64_t per_layer = 16 + 8 * std::int64_t{c.num_experts};
+  checked_product<InvalidArgument>({{"layers", c.num_layers}, {"params per layer", per_layer}},
+                                   kMaxSpecParams, str_cat(who, ": params in the spec"));
+}
+
+}  // namespace
+
 void TransformerConfig::validate() const {
-  const std::string who = str_cat("model config '", name, "'");
+  const std::string who = str_cat("model config '", printable(name), "'");
+  require_model_bounds(*this, who);
   SW_REQUIRE(num_layers >= 1, InvalidArgument, who, ": layers must be >= 1, got ", num_layers);
   SW_REQUIRE(hidden_size >= 1, InvalidArgument, who, ": hidden must be >= 1, got ", hidden_size);
   SW_REQUIRE(num_attention_heads >= 1, InvalidArgument, who, ": heads must be >= 1, got ",
@@ -270,7 +305,16 @@ ParamList generate_transformer_params(const TransformerConfig& config) {
 }
 
 ModelSpec generate_model_spec(const TransformerConfig& config) {
-  return ModelSpec{config.name, generate_transformer_params(config)};
+  ModelSpec spec{config.name, generate_transformer_params(config)};
+  // total_numel() sums in int64; the bounds keep each param well inside it, not their sum.
+  std::int64_t total = 0;
+  for (const ParamInfo& param : spec.params) {
+    const auto sum = checked_add(total, param.numel());
+    SW_REQUIRE(sum.has_value(), InvalidArgument, "model config '", printable(config.name),
+               "': its params hold more than 2^63 elements in all");
+    total = *sum;
+  }
+  return spec;
 }
 
 const std::vector<std::string>& bundled_model_names() {
@@ -301,8 +345,8 @@ std::string unknown_bundled_model_message(std::string_view name) {
     valid += str_cat(valid.empty() ? "" : ", ", known);
     names.push_back(known);
   }
-  return str_cat("unknown model '", name, "'", did_you_mean(name, names), " (bundled: ", valid,
-                 ")");
+  return str_cat("unknown model '", printable(name), "'", did_you_mean(name, names),
+                 " (bundled: ", valid, ")");
 }
 
 TransformerConfig bundled_model_config(std::string_view name) {

@@ -1,5 +1,6 @@
 // Trainer step 1: what this rank is in the run (see training_run.hpp).
 #include "shardwise/comm/mpi_process_group.hpp"
+#include "shardwise/core/checked_size.hpp"
 #include "shardwise/core/error.hpp"
 #include "training_run.hpp"
 
@@ -38,8 +39,15 @@ RunContext build_parallel_state(const TrainingConfig& config, const ProcessGroup
   run.verbose = run.is_rank0 && !options.quiet;
   run.jsonl = !options.log_jsonl.empty() ? options.log_jsonl : run.config.logging.jsonl_path;
   run.plot = !options.plot.empty() ? options.plot : run.config.logging.plot_path;
-  run.global_batch = std::int64_t{run.config.training.micro_batch_size} *
-                     run.config.training.grad_accumulation * run.dp;
+  const TrainLoopConfig& t = run.config.training;
+  run.global_batch =
+      checked_product<ConfigError>({{"training.micro_batch_size", t.micro_batch_size},
+                                    {"training.grad_accumulation", t.grad_accumulation},
+                                    {"data-parallel size", run.dp}},
+                                   kMaxSampleIndex, "global batch");
+  // The sample index (trainer.consumed_samples) of the last step must stay exact.
+  checked_product<ConfigError>({{"training.steps", t.steps}, {"global batch", run.global_batch}},
+                               kMaxSampleIndex, "samples the run would consume");
   return run;
 }
 

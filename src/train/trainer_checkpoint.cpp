@@ -23,6 +23,13 @@ nlohmann::ordered_json layouts_summary(const DistributedDataParallel& ddp) {
   return out;
 }
 
+// [[first_step, global_batch], ...]: what trainer.consumed_samples is the sum of.
+nlohmann::ordered_json batch_history_json(const std::vector<BatchSegment>& history) {
+  nlohmann::ordered_json out = nlohmann::ordered_json::array();
+  for (const BatchSegment& s : history) out.push_back({s.first_step, s.global_batch});
+  return out;
+}
+
 nlohmann::ordered_json run_description(const TrainingModel& m, const RunContext& run) {
   const TrainingConfig& config = run.config;
   return {{"world_size", run.world_size},
@@ -34,6 +41,7 @@ nlohmann::ordered_json run_description(const TrainingModel& m, const RunContext&
              "training is deterministic: the model is initialised from "
              "model_seed once and samples are a function of data_seed "
              "and the sample index (trainer.consumed_samples)"}}},
+          {"batch_history", batch_history_json(m.batch_history)},
           {"layouts", layouts_summary(m.ddp())},
           // Weights and optimizer state are full (tp = 1) tensors whatever tp saved them.
           {"tensor_parallel",

@@ -49,8 +49,17 @@ RunContext build_parallel_state(const TrainingConfig& config, const ProcessGroup
 
 // Everything one training step touches. Members are destroyed in reverse order: the optimizer
 // before the DDP buffers it points into, those before the model bound to them.
+// The global batch from `first_step` on (until the next segment): a resume may change dp, so
+// trainer.consumed_samples is the sum over the segments of the run's history.
+struct BatchSegment {
+  std::int64_t first_step = 0, global_batch = 0;
+};
+
 struct TrainingModel {
   std::unique_ptr<TokenDataset> dataset;
+  // Since step 0, across resumes; saved with each checkpoint ("batch_history") so that a resume
+  // can check trainer.consumed_samples against it.
+  std::vector<BatchSegment> batch_history;
   GptConfig model_config;
   optim::OptimizerMode mode = optim::OptimizerMode::kLayerWise;
   std::unique_ptr<GptModel<float>> model;
@@ -81,7 +90,9 @@ struct ResumePoint {
   std::string directory;
   std::int64_t step = 0, consumed_samples = 0;
 };
-// Loads options.load_dir (if set) into the model and optimizer; nullopt when not resuming.
+// Loads options.load_dir (if set) into the model and optimizer; nullopt when not resuming. Sets
+// m.batch_history. A checkpoint whose trainer.consumed_samples disagrees with its batch history
+// (or with step x global batch when it has none) is refused: it would resume at the wrong data.
 std::optional<ResumePoint> resume_from_checkpoint(TrainingModel& m, const RunContext& run,
                                                   const TrainerOptions& options);
 

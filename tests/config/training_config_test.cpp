@@ -219,7 +219,7 @@ TEST(TrainingConfig, OverridesApplyWithTypeChecking) {
       file, {"model.hidden=128", "optimizer.lr=3e-4", "optimizer.kind=ddp", "data.path=a b.txt",
              "ddp.bucket_size=", "comm_overlap.tp_comm_overlap=true",
              "comm_overlap.tp_comm_overlap_cfg=userbuffers_bf16_b200_h6144_tp2_mbs1_seqlen4096",
-             "parallel.sequence_parallel=yes", "training.steps=70", "model.dtype=bf16"});
+             "parallel.sequence_parallel=true", "training.steps=70", "model.dtype=bf16"});
   EXPECT_EQ(cfg.model.hidden, 128) << "overrides win over the file";
   EXPECT_DOUBLE_EQ(cfg.optimizer.lr, 3e-4);
   EXPECT_EQ(cfg.optimizer.kind, OptimizerKind::kDdp);

@@ -1,7 +1,8 @@
 // Writes the seed corpora of the fuzz harnesses into DIR/<harness>/ from the library's own
 // writers, so that no corpus is stored in the tree: safetensors headers from SafetensorsWriter,
 // model specs from model_spec_to_json, a training config from to_yaml (scripts/fuzz.sh adds the
-// example configs).
+// example configs) plus configs with anchors, aliases and several documents, and checkpoint
+// manifests as save_checkpoint writes them.
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
@@ -74,6 +75,51 @@ void model_spec_seeds(const fs::path& dir) {
   write_seed(dir, "tiny_moe", model_spec_to_json(generate_model_spec(tiny)));
 }
 
+// Configs that exercise anchors and aliases (shared, nested, recursive), merge-like reuse,
+// second documents and quoted or YAML 1.1 booleans: the mutations start from these shapes.
+void training_config_seeds(const fs::path& dir) {
+  write_seed(dir, "defaults", to_yaml(TrainingConfig{}));
+  write_seed(dir, "anchors",
+             "sizes: &s {layers: 2, hidden: 32}\nmodel: *s\ntraining: &t {steps: 3}\n");
+  write_seed(dir, "alias_list",
+             "ddp:\n  layer_wise_cuts: &c [1, 2]\nparallel: {tp: 1}\nx: [*c, *c, [*c]]\n");
+  write_seed(dir, "self_alias", "model:\n  arch: &a [*a]\n");
+  write_seed(dir, "map_cycle", "model: &m\n  layers: 2\n  loop: *m\n");
+  write_seed(dir, "two_documents", "training:\n  steps: 5\n---\ntraining:\n  steps: 7\n");
+  write_seed(dir, "booleans",
+             "ddp: {overlap_grad_reduce: yes, overlap_param_gather: 'true'}\n"
+             "parallel: {sequence_parallel: True}\n");
+  write_seed(dir, "sizes",
+             "parallel: {pp: 65536, vp: 65536}\ntraining: {grad_accumulation: "
+             "2147483647}\n");
+}
+
+// A manifest as build_manifest writes one (step 3 of a 2-rank run), and variants around the
+// checked fields.
+void checkpoint_manifest_seeds(const fs::path& dir) {
+  const std::string files =
+      R"(["optimizer-rank-00000-of-00002.safetensors", "optimizer-rank-00001-of-00002.safetensors"])";
+  const std::string manifest =
+      R"({"format": "shardwise.checkpoint", "format_version": 1, "step": 3, )"
+      R"("trainer": {"next_step": 3, "consumed_samples": 24}, "data_parallel_size": 2, )"
+      R"("optimizer_kind": "layer-wise", "optimizer_state_replicated": false, )"
+      R"("layer_wise_replicas": 1, "model": {"file": "model.safetensors", "params": )"
+      R"([{"name": "w", "shape": [4, 4], "dtype": "fp32"}]}, "optimizer_files": )" +
+      files +
+      R"(, "index": {"w": [{"file": "optimizer-rank-00000-of-00002.safetensors", "rank": 0, )"
+      R"("start": 0, "end": 8, "fields": ["exp_avg"]}]}, "global_batch": 8, )"
+      R"("batch_history": [[0, 8]]})";
+  write_seed(dir, "manifest", manifest);
+  write_seed(dir, "minimal",
+             R"({"format": "shardwise.checkpoint", "format_version": 1, "step": 3, "trainer": )"
+             R"({"consumed_samples": 0}, "data_parallel_size": 1, "optimizer_kind": "ddp", )"
+             R"("optimizer_files": ["optimizer-rank-00000-of-00001.safetensors"], "model": {}})");
+  write_seed(dir, "big_numbers",
+             R"({"format": "shardwise.checkpoint", "format_version": 1, "step": 3, "trainer": )"
+             R"({"consumed_samples": 18446744073709551615}, "data_parallel_size": 2147483648, )"
+             R"("optimizer_kind": "ddp", "optimizer_files": [], "model": {}})");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -84,6 +130,7 @@ int main(int argc, char** argv) {
   const fs::path root = argv[1];
   safetensors_seeds(root / "fuzz_safetensors_header");
   model_spec_seeds(root / "fuzz_model_spec");
-  write_seed(root / "fuzz_training_config", "defaults", to_yaml(TrainingConfig{}));
+  training_config_seeds(root / "fuzz_training_config");
+  checkpoint_manifest_seeds(root / "fuzz_checkpoint_manifest");
   return 0;
 }

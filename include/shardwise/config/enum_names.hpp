@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "shardwise/core/error.hpp"
+#include "shardwise/core/message_text.hpp"
 
 namespace shardwise {
 
@@ -55,7 +56,7 @@ template <NamedEnum E>
 E enum_from_name(std::string_view text, std::string_view field) {
   if (auto value = parse_enum<E>(text)) return *value;
   throw ConfigError(
-      str_cat(field, ": unknown value '", text, "' (valid: ", enum_choices<E>(), ")"));
+      str_cat(field, ": unknown value '", printable(text), "' (valid: ", enum_choices<E>(), ")"));
 }
 
 }  // namespace shardwise

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Fails when a tracked C++/CUDA source differs from what clang-format makes of it (.clang-format,
+# clang-format-14 from Debian, the version every machine of the project has). Prints each file
+# that needs formatting; `scripts/check_format.sh --fix` formats them in place instead.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+clang_format=${CLANG_FORMAT:-clang-format-14}
+command -v "$clang_format" >/dev/null || {
+  echo "check_format: $clang_format missing (scripts/setup.sh installs it)" >&2
+  exit 1
+}
+mapfile -t files < <(git ls-files '*.cpp' '*.hpp' '*.h' '*.cu' '*.cuh')
+if [[ ${1:-} == --fix ]]; then
+  "$clang_format" -i --style=file "${files[@]}"
+  exit 0
+fi
+unformatted=()
+for f in "${files[@]}"; do
+  "$clang_format" --style=file --dry-run --Werror "$f" >/dev/null 2>&1 || unformatted+=("$f")
+done
+if ((${#unformatted[@]})); then
+  printf 'check_format: not clang-formatted: %s\n' "${unformatted[@]}" >&2
+  echo "check_format: run scripts/check_format.sh --fix" >&2
+  exit 1
+fi
+echo "check_format: ${#files[@]} files formatted"
