@@ -74,7 +74,7 @@ import sys
 open(sys.argv[1], 'w').write('model:\n  arch: ' + 'x' * (15 << 20) + '\n')
 open(sys.argv[2], 'w').write('model:\n  arch: ' + 'x' * 100000 + '\n')" "$work/huge_arch.yaml" \
   "$work/long_arch.yaml"
-expect_exit2_with huge_arch "is larger than 1 MiB" config resolve --config "$work/huge_arch.yaml"
+expect_exit2_with huge_arch "more than any config file" config resolve --config "$work/huge_arch.yaml"
 expect_exit2_with long_arch "(100000 bytes)" config resolve --config "$work/long_arch.yaml"
 
 # --- deeply nested JSON ---------------------------------------------------------------------------
