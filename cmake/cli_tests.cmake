@@ -29,3 +29,8 @@ add_test(NAME cli_tp
                  bash ${PROJECT_SOURCE_DIR}/tests/cli/tp_cli_test.sh $<TARGET_FILE:shardwise>
                  ${PROJECT_SOURCE_DIR} ${MPIEXEC_EXECUTABLE})
 set_tests_properties(cli_tp PROPERTIES LABELS "cli;mpi" TIMEOUT 300)
+add_test(NAME cli_comm_timeout
+         COMMAND ${CMAKE_COMMAND} -E env ${SHARDWISE_MPIEXEC_ENV}
+                 bash ${PROJECT_SOURCE_DIR}/tests/cli/comm_timeout_cli_test.sh
+                 $<TARGET_FILE:shardwise> ${PROJECT_SOURCE_DIR} ${MPIEXEC_EXECUTABLE})
+set_tests_properties(cli_comm_timeout PROPERTIES LABELS "cli;mpi" TIMEOUT 300)

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "comm_timeout_option.hpp"
 #include "command_registry.hpp"
 #include "launch_env.hpp"
 #include "shardwise/comm/mpi_process_group.hpp"
@@ -54,9 +55,7 @@ const bool registered = register_command(
       app.add_option("--load-step", args->load_step, "With --load DIR: resume from step S")
           ->needs(load)
           ->check(CLI::NonNegativeNumber);
-      app.add_option("--comm-timeout", args->comm_timeout,
-                     "Abort the job when one collective or send/recv waits longer than SECONDS "
-                     "for another rank (default 600)");
+      add_comm_timeout_option(app, args->comm_timeout);
       return [args] {
         // Parse before touching MPI so a bad config fails fast with exit 2 on every rank, and is
         // reported once per job (by rank 0).
