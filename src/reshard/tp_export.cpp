@@ -40,6 +40,15 @@ std::vector<std::uint8_t> converted_floats(std::vector<std::uint8_t>& in, DType 
   return out;
 }
 
+// Bytes of a whole tensor: counted in bits, as sub-byte dtypes (F4, F6_*) pack elements.
+std::size_t tensor_bytes(const SourceTensor& t) {
+  const std::int64_t n = product(t.shape, 0, t.shape.size());
+  std::uint64_t bits = 0;
+  SW_REQUIRE(!__builtin_mul_overflow(static_cast<std::uint64_t>(n), dtype_bits(t.dtype), &bits),
+             ShapeError, "param ", t.name, ": shape ", to_string(t.shape), " is too large in bytes");
+  return static_cast<std::size_t>(bits / 8);
+}
+
 bool exports_as_mxfp8(const SourceTensor& t, const TpExportOptions& options) {
   return options.mxfp8 && is_16_or_32_bit_float(t.dtype) &&
          is_mxfp8_refit_candidate(t.name, t.shape);
@@ -58,6 +67,25 @@ void check_split(const std::string& name, const std::vector<std::int64_t>& shape
   SW_REQUIRE(d % parts == 0, InvalidArgument, "param ", name, " (", to_string(rule), "): dim ",
              rule.partition_dim, " of shape ", to_string(shape), " is not divisible by tp ", tp,
              rule.stride != 1 ? str_cat(" x stride ", rule.stride) : "");
+}
+
+// What the export does with the tensor's dtype must be possible: a split needs whole-byte
+// elements, and a conversion asked for (--dtype, --mxfp8) a dtype the codecs read. Integer, bool
+// and shardwise's own FP8 tensors are copied unchanged.
+void check_dtype_handling(const SourceTensor& t, const TpRule& rule, const TpExportOptions& options) {
+  const std::string dtype(dtype_safetensors_name(t.dtype));
+  SW_REQUIRE(rule.kind == TpKind::kReplicated || options.tp == 1 || dtype_bits(t.dtype) % 8 == 0,
+             InvalidArgument, "param ", t.name, " (", to_string(rule), "): ", dtype, " packs ",
+             dtype_bits(t.dtype), "-bit elements into shared bytes and cannot be split for tp ",
+             options.tp);
+  if (!is_storage_only(t.dtype) || !is_floating(t.dtype)) return;
+  SW_REQUIRE(!options.dtype, InvalidArgument, "param ", t.name, " is ", dtype,
+             ", which the export dtype (", dtype_name(*options.dtype),
+             ") cannot be converted from: only F32, BF16 and F16 tensors convert (without a "
+             "dtype the tensor is copied unchanged)");
+  SW_REQUIRE(!(options.mxfp8 && is_mxfp8_refit_candidate(t.name, t.shape)), InvalidArgument,
+             "param ", t.name, " is ", dtype,
+             ", which MXFP8 export cannot quantize: only F32, BF16 and F16 weights convert");
 }
 
 }  // namespace
@@ -111,7 +139,9 @@ void check_tp_export(const std::vector<SourceTensor>& tensors, const TpExportOpt
   for (const SourceTensor& t : tensors) {
     SW_REQUIRE(t.data != nullptr || product(t.shape, 0, t.shape.size()) == 0, InvalidArgument,
                "param ", t.name, " has no data");
-    check_split(t.name, t.shape, megatron_tp_rule(t.name, t.shape), options.tp);
+    const TpRule rule = megatron_tp_rule(t.name, t.shape);
+    check_split(t.name, t.shape, rule, options.tp);
+    check_dtype_handling(t, rule, options);
     if (exports_as_mxfp8(t, options)) {
       const std::string scale = t.name + kMxfp8ScaleSuffix;
       SW_REQUIRE(names.count(scale) == 0, InvalidArgument, "param ", t.name,
@@ -128,8 +158,15 @@ std::vector<ExportedTensor> export_tp_rank(const std::vector<SourceTensor>& tens
   for (const SourceTensor& t : tensors) {
     const TpRule rule = megatron_tp_rule(t.name, t.shape);
     const std::vector<std::int64_t> local = tp_local_shape(t.shape, rule, options.tp);
-    std::vector<std::uint8_t> slice =
-        extract_tp_slice(t.name, t.data, t.shape, dtype_size(t.dtype), rule, options.tp, tp_rank);
+    std::vector<std::uint8_t> slice;
+    if (rule.kind == TpKind::kReplicated || options.tp == 1) {
+      // Copied whole, in bytes (sub-byte dtypes included).
+      const auto* bytes = static_cast<const std::uint8_t*>(t.data);
+      slice.assign(bytes, bytes + tensor_bytes(t));
+    } else {
+      slice = extract_tp_slice(t.name, t.data, t.shape, dtype_size(t.dtype), rule, options.tp,
+                               tp_rank);
+    }
     const DType dtype = plain_dtype(t, options);
     if (dtype != t.dtype) slice = converted_floats(slice, t.dtype, dtype, t.name);
     if (!exports_as_mxfp8(t, options)) {
@@ -150,7 +187,9 @@ std::vector<ExportedTensor> export_tp_rank(const std::vector<SourceTensor>& tens
 
 std::map<std::string, std::string> tp_export_metadata(const std::vector<SourceTensor>& tensors,
                                                       const TpExportOptions& options, int tp_rank) {
-  nlohmann::ordered_json per_tensor = nlohmann::ordered_json::object();
+  // The object is written entry by entry: an ordered_json object looks every key up linearly,
+  // which made a 200k-tensor export take a minute per rank. Names are unique (check_tp_export).
+  std::string per_tensor = "{";
   for (const SourceTensor& t : tensors) {
     const TpRule rule = megatron_tp_rule(t.name, t.shape);
     const bool mxfp8 = exports_as_mxfp8(t, options);
@@ -163,8 +202,12 @@ std::map<std::string, std::string> tp_export_metadata(const std::vector<SourceTe
     entry["format"] = mxfp8 ? "mxfp8" : "plain";
     entry["source_dtype"] = std::string(dtype_safetensors_name(t.dtype));
     if (mxfp8) entry["scale_tensor"] = t.name + kMxfp8ScaleSuffix;
-    per_tensor[t.name] = std::move(entry);
+    if (per_tensor.size() > 1) per_tensor += ',';
+    per_tensor += nlohmann::json(t.name).dump();
+    per_tensor += ':';
+    per_tensor += entry.dump();
   }
+  per_tensor += '}';
   std::map<std::string, std::string> meta;
   meta["format"] = kTpExportFormat;
   meta["tp_size"] = std::to_string(options.tp);
@@ -176,7 +219,7 @@ std::map<std::string, std::string> tp_export_metadata(const std::vector<SourceTe
         options.mxfp8_options.rule == Mxfp8ScaleRule::kCeil ? "ceil" : "floor";
     meta["mxfp8_scale_layout"] = "row_major";
   }
-  meta["tensors"] = per_tensor.dump();
+  meta["tensors"] = std::move(per_tensor);
   return meta;
 }
 
