@@ -13,6 +13,8 @@
 #include "launch_env.hpp"
 #include "shardwise/comm/mpi_process_group.hpp"
 #include "shardwise/config/training_config.hpp"
+#include "shardwise/core/error.hpp"
+#include "shardwise/core/message_text.hpp"
 #include "shardwise/train/trainer.hpp"
 
 namespace shardwise::cli {
@@ -29,7 +31,16 @@ struct TrainArgs {
   std::string load_dir;
   std::int64_t load_step = -1;
   double comm_timeout = kDefaultCommTimeoutSeconds;
+  std::string progress = "auto";
 };
+
+ProgressMode parse_progress_mode(const std::string& value) {
+  if (value == "auto") return ProgressMode::kAuto;
+  if (value == "on") return ProgressMode::kOn;
+  if (value == "off") return ProgressMode::kOff;
+  throw InvalidArgument(
+      str_cat("--progress: expected auto, on or off, got '", printable(value), "'"));
+}
 
 const bool registered = register_command(
     "train", "Train the reference GPT data-parallel (run under mpirun for several ranks)",
@@ -56,7 +67,13 @@ const bool registered = register_command(
           ->needs(load)
           ->check(CLI::NonNegativeNumber);
       add_comm_timeout_option(app, args->comm_timeout);
+      app.add_option("--progress", args->progress,
+                     "Progress bar on rank 0: auto (default: when logging.progress is on and "
+                     "stdout is your terminal, not under mpirun), on (also into files and "
+                     "pipes; at most 4 redraws a second), off (a line every "
+                     "logging.log_interval steps)");
       return [args] {
+        const ProgressMode progress = parse_progress_mode(args->progress);
         // Parse before touching MPI so a bad config fails fast with exit 2 on every rank, and is
         // reported once per job (by rank 0).
         validate_comm_timeout(args->comm_timeout, "--comm-timeout");
@@ -67,6 +84,7 @@ const bool registered = register_command(
         return run_rank_main([&] {
           TrainerOptions options;
           options.log_jsonl = args->log_jsonl;
+          options.progress = progress;
           options.plot = args->plot;
           options.save_dir = args->save_dir;
           options.save_interval = args->save_interval;
