@@ -3,12 +3,16 @@
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
+#include <fstream>
+#include <map>
 
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "shardwise/checkpoint/safetensors.hpp"
 #include "shardwise/core/error.hpp"
 #include "shardwise/core/float_convert.hpp"
+#include "shardwise/core/message_text.hpp"
 #include "shardwise/core/mxfp8.hpp"
 #include "shardwise/model/gpt_model.hpp"
 #include "shardwise/optim/tensor_parallel_matrix.hpp"
@@ -178,6 +182,25 @@ std::vector<std::uint8_t> bytes_of(const SafetensorsFile& file, const std::strin
   return {first, first + t.numel() * static_cast<std::int64_t>(dtype_size(t.dtype()))};
 }
 
+// The per-tensor table a big export keeps next to the rank's file: a plain name in its directory.
+std::string tensors_file_text(const std::filesystem::path& path,
+                              const std::map<std::string, std::string>& meta) {
+  const std::string& name = meta.at(kTpExportTensorsFileKey);
+  SW_REQUIRE(!name.empty() && name.find('/') == std::string::npos && name != "." && name != "..",
+             FormatError, "'", path.string(), "': ", kTpExportTensorsFileKey,
+             " must name a file next to it, got '", printable(name), "'");
+  const std::filesystem::path file = path.parent_path() / name;
+  std::error_code ec;
+  SW_REQUIRE(std::filesystem::is_regular_file(file, ec), IoError, "'", file.string(),
+             "' (the tensor table of '", path.string(), "') is not a regular file");
+  std::ifstream in(file, std::ios::binary);
+  SW_REQUIRE(in.good(), IoError, "cannot open '", file.string(), "' (the tensor table of '",
+             path.string(), "')");
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
 }  // namespace
 
 std::vector<InferenceTensor> read_tp_export_rank(const std::filesystem::path& dir, int tp,
@@ -186,11 +209,12 @@ std::vector<InferenceTensor> read_tp_export_rank(const std::filesystem::path& di
   const SafetensorsFile file = SafetensorsFile::open(path);
   const auto& meta = file.metadata();
   SW_REQUIRE(meta.contains("tp_size") && meta.at("tp_size") == std::to_string(tp) &&
-                 meta.contains("tensors"),
+                 (meta.contains("tensors") || meta.contains(kTpExportTensorsFileKey)),
              FormatError, "'", path.string(), "' is not a tp=", tp,
              " export of `shardwise reshard` (no matching tp_size / tensors metadata)");
   std::vector<InferenceTensor> out;
-  const nlohmann::json tensors = nlohmann::json::parse(meta.at("tensors"));
+  const nlohmann::json tensors = nlohmann::json::parse(
+      meta.contains("tensors") ? meta.at("tensors") : tensors_file_text(path, meta));
   for (const auto& [name, entry] : tensors.items()) {
     InferenceTensor t;
     t.name = name;
