@@ -6,11 +6,11 @@
 // Megatron rules (see reshard/tp_rules.hpp); with --mxfp8 the 2-D non-embedding weights are stored
 // as NAME (F8_E4M3) + NAME_scale (F8_E8M0). DIR2 appears complete or not at all (built in a temp
 // directory, then renamed).
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <map>
 #include <memory>
-#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -63,7 +63,11 @@ void set_export_metadata(SafetensorsWriter& writer, std::map<std::string, std::s
   std::string table = std::move(meta.at("tensors"));
   meta.erase("tensors");
   for (auto& [key, value] : meta) writer.set_metadata(key, std::move(value));
-  const std::uint64_t table_bytes = nlohmann::json(table).dump().size() + 16;  // + ,"tensors":
+  // As a JSON string the table (itself JSON: no control characters) gains a backslash per '"'
+  // and '\\'; plus the key and separators.
+  const std::uint64_t table_bytes =
+      table.size() + static_cast<std::uint64_t>(std::count(table.begin(), table.end(), '"')) +
+      static_cast<std::uint64_t>(std::count(table.begin(), table.end(), '\\')) + 16;
   if (writer.header().size() + table_bytes <= kSafetensorsMaxHeaderBytes) {
     writer.set_metadata("tensors", std::move(table));
     return;
@@ -119,9 +123,11 @@ int run_reshard(const ReshardArgs& args) {
       const fs::path target = staged / tp_export_file_name(rank, options.tp);
       set_export_metadata(writer, tp_export_metadata(tensors, options, rank), target);
       writer.write_atomic(target);
-      total_bytes += writer.file_bytes();
+      // The written size, not writer.file_bytes(): that builds the whole header again.
+      const std::uint64_t bytes = fs::file_size(target);
+      total_bytes += bytes;
       std::printf("wrote %s: %zu tensors, %llu bytes\n", (out / target.filename()).string().c_str(),
-                  exported.size(), static_cast<unsigned long long>(writer.file_bytes()));
+                  exported.size(), static_cast<unsigned long long>(bytes));
     }
     commit_directory(staged, out, args.overwrite);
   } catch (...) {

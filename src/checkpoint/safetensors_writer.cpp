@@ -46,6 +46,19 @@ std::uint64_t checked_nbytes(std::string_view name, DType dtype,
 
 // `text` as a JSON string literal; InvalidArgument when it is not valid UTF-8.
 std::string json_string(const std::string& text) {
+  // Printable ASCII, the common case, needs only '"' and '\\' escaped (as nlohmann's dump()
+  // does): done here without its per-call allocations, and in one pass for a big metadata value.
+  if (std::all_of(text.begin(), text.end(), [](char c) { return c >= 0x20 && c < 0x7F; })) {
+    std::string out;
+    out.reserve(text.size() + text.size() / 8 + 2);
+    out += '"';
+    for (const char c : text) {
+      if (c == '"' || c == '\\') out += '\\';
+      out += c;
+    }
+    out += '"';
+    return out;
+  }
   try {
     return nlohmann::json(text).dump();
   } catch (const nlohmann::json::exception& e) {

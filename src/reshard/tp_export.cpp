@@ -1,9 +1,11 @@
 #include "shardwise/reshard/tp_export.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <nlohmann/json.hpp>
-#include <set>
+#include <string_view>
+#include <unordered_set>
 
 #include "shardwise/core/error.hpp"
 #include "shardwise/core/float_convert.hpp"
@@ -69,6 +71,23 @@ void check_split(const std::string& name, const std::vector<std::int64_t>& shape
              rule.stride != 1 ? str_cat(" x stride ", rule.stride) : "");
 }
 
+// `text` as a JSON string literal, as nlohmann's dump() writes it (plain ASCII names skip it).
+std::string json_text(const std::string& text) {
+  const bool plain = std::all_of(text.begin(), text.end(), [](char c) {
+    return c >= 0x20 && c < 0x7F && c != '"' && c != '\\';
+  });
+  return plain ? str_cat("\"", text, "\"") : nlohmann::json(text).dump();
+}
+
+void append_json_ints(std::string& out, const std::vector<std::int64_t>& values) {
+  out += '[';
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    if (i > 0) out += ',';
+    out += std::to_string(values[i]);
+  }
+  out += ']';
+}
+
 // What the export does with the tensor's dtype must be possible: a split needs whole-byte
 // elements, and a conversion asked for (--dtype, --mxfp8) a dtype the codecs read. Integer, bool
 // and shardwise's own FP8 tensors are copied unchanged.
@@ -132,7 +151,9 @@ void check_tp_export(const std::vector<SourceTensor>& tensors, const TpExportOpt
   SW_REQUIRE(!options.dtype || is_16_or_32_bit_float(*options.dtype), InvalidArgument,
              "export dtype ", options.dtype ? dtype_name(*options.dtype) : "",
              " is not one of fp32, bf16, fp16");
-  std::set<std::string> names;
+  // Hashed views of the names: the export runs this check once per rank over every tensor.
+  std::unordered_set<std::string_view> names;
+  names.reserve(tensors.size());
   for (const SourceTensor& t : tensors) {
     SW_REQUIRE(names.insert(t.name).second, InvalidArgument, "param ", t.name, " appears twice");
   }
@@ -193,19 +214,22 @@ std::map<std::string, std::string> tp_export_metadata(const std::vector<SourceTe
   for (const SourceTensor& t : tensors) {
     const TpRule rule = megatron_tp_rule(t.name, t.shape);
     const bool mxfp8 = exports_as_mxfp8(t, options);
-    nlohmann::ordered_json entry;
-    entry["rule"] = tp_kind_name(rule.kind);
-    entry["partition_dim"] = rule.kind == TpKind::kReplicated ? -1 : rule.partition_dim;
-    entry["stride"] = rule.stride;
-    entry["global_shape"] = t.shape;
-    entry["local_shape"] = tp_local_shape(t.shape, rule, options.tp);
-    entry["format"] = mxfp8 ? "mxfp8" : "plain";
-    entry["source_dtype"] = std::string(dtype_safetensors_name(t.dtype));
-    if (mxfp8) entry["scale_tensor"] = t.name + kMxfp8ScaleSuffix;
+    // Written as text (what ordered_json's dump() gave, without its allocations per field).
+    const std::vector<std::int64_t> local = tp_local_shape(t.shape, rule, options.tp);
+    std::string entry = str_cat("{\"rule\":\"", tp_kind_name(rule.kind), "\",\"partition_dim\":",
+                                rule.kind == TpKind::kReplicated ? -1 : rule.partition_dim,
+                                ",\"stride\":", rule.stride, ",\"global_shape\":");
+    append_json_ints(entry, t.shape);
+    entry += ",\"local_shape\":";
+    append_json_ints(entry, local);
+    entry += str_cat(",\"format\":\"", mxfp8 ? "mxfp8" : "plain", "\",\"source_dtype\":\"",
+                     dtype_safetensors_name(t.dtype), "\"");
+    if (mxfp8) entry += str_cat(",\"scale_tensor\":", json_text(t.name + kMxfp8ScaleSuffix));
+    entry += '}';
     if (per_tensor.size() > 1) per_tensor += ',';
-    per_tensor += nlohmann::json(t.name).dump();
+    per_tensor += json_text(t.name);
     per_tensor += ':';
-    per_tensor += entry.dump();
+    per_tensor += entry;
   }
   per_tensor += '}';
   std::map<std::string, std::string> meta;
