@@ -37,3 +37,13 @@ add_test(NAME cli_parsers
          COMMAND bash ${PROJECT_SOURCE_DIR}/tests/cli/parsers_cli_test.sh $<TARGET_FILE:shardwise>
                  ${PROJECT_SOURCE_DIR})
 set_tests_properties(cli_parsers PROPERTIES LABELS cli TIMEOUT 120)
+add_test(NAME cli_comm_timeout
+         COMMAND ${CMAKE_COMMAND} -E env ${SHARDWISE_MPIEXEC_ENV}
+                 bash ${PROJECT_SOURCE_DIR}/tests/cli/comm_timeout_cli_test.sh
+                 $<TARGET_FILE:shardwise> ${PROJECT_SOURCE_DIR} ${MPIEXEC_EXECUTABLE})
+set_tests_properties(cli_comm_timeout PROPERTIES LABELS "cli;mpi" TIMEOUT 300)
+add_test(NAME cli_progress
+         COMMAND ${CMAKE_COMMAND} -E env ${SHARDWISE_MPIEXEC_ENV}
+                 bash ${PROJECT_SOURCE_DIR}/tests/cli/progress_cli_test.sh
+                 $<TARGET_FILE:shardwise> ${PROJECT_SOURCE_DIR} ${MPIEXEC_EXECUTABLE})
+set_tests_properties(cli_progress PROPERTIES LABELS "cli;mpi" TIMEOUT 300)

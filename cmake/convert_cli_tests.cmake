@@ -7,3 +7,7 @@ endif()
 add_test(NAME cli_convert
          COMMAND bash ${PROJECT_SOURCE_DIR}/tests/cli/convert_cli_test.sh $<TARGET_FILE:shardwise>)
 set_tests_properties(cli_convert PROPERTIES LABELS cli TIMEOUT 120)
+add_test(NAME cli_storage_dtypes
+         COMMAND bash ${PROJECT_SOURCE_DIR}/tests/cli/storage_dtypes_cli_test.sh
+                 $<TARGET_FILE:shardwise>)
+set_tests_properties(cli_storage_dtypes PROPERTIES LABELS cli TIMEOUT 120)

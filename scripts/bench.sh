@@ -18,8 +18,8 @@ run=$root/scripts/run.sh
 log=${BENCH_LOG:-$(mktemp /tmp/shardwise-bench.XXXXXX.log)}
 : >"$log"
 
-for b in comm_collectives comm_wait ddp_step checkpoint_io mxfp8_codec adamw_step reshard_throughput \
-         newton_schulz train_throughput tp_overlap; do
+for b in comm_collectives comm_wait ddp_step checkpoint_io mxfp8_codec adamw_step \
+         reshard_throughput newton_schulz train_throughput tp_overlap layout_reshard_scaling; do
   [[ -x $bin/bench_$b ]] || { echo "scripts/bench.sh: $bin/bench_$b is missing (build with -DSHARDWISE_BUILD_BENCH=ON)" >&2; exit 2; }
 done
 
@@ -41,6 +41,9 @@ step "reshard, 4 ranks" "$run" 4 -- "$bin/bench_reshard_throughput" --rows 4096 
 step "Newton-Schulz" "$bin/bench_newton_schulz" --figures-only
 step "training FLOP/s" "$run" 1 -- "$bin/bench_train_throughput" --figures-only
 step "TP comm overlap, tp 2 and 4" "$run" 4 -- "$bin/bench_tp_overlap" --hidden 1024 --tokens 512 --iters 3
+# layout of a 1M-param spec and reshard of a 1M-tensor file, each also at 1/4 the size (growth_4x:
+# ~4 when linear); needs the CLI next to the benches.
+step "layout and reshard scaling, 1M" "$bin/bench_layout_reshard_scaling" --dir "${BENCH_DIR:-/tmp}"
 # Built with the CUDA kernels: MXFP8 and AdamW on the GPU against a device copy, Newton-Schulz
 # against cuBLAS GEMMs (each says so and exits 0 without a GPU).
 if [[ -x $bin/bench_mxfp8_cuda ]]; then step "MXFP8 on the GPU" "$bin/bench_mxfp8_cuda"; fi

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "cli_integer.hpp"
+#include "comm_timeout_option.hpp"
 #include "command_registry.hpp"
 #include "launch_env.hpp"
 #include "shardwise/comm/mpi_process_group.hpp"
@@ -29,6 +30,7 @@ struct GenerateArgs {
   int tokens = 200;
   SamplingOptions sampling;
   int tp = 1;
+  double comm_timeout = kDefaultCommTimeoutSeconds;
 };
 
 // The checkpoint's model as TP shards over `group` (its own storage, shards of the full values).
@@ -80,7 +82,7 @@ int run_generate(const GenerateArgs& args) {
   bool prints = true;
   if (args.tp > 1) {
     // Every rank samples with the same seed from the same (gathered) distribution.
-    const ProcessGroupPtr world = init_mpi_world();
+    const ProcessGroupPtr world = init_mpi_world(ProcessGroupOptions{args.comm_timeout});
     SW_REQUIRE(world->size() == args.tp, InvalidArgument, "--tp ", args.tp, ": run under mpirun -np ",
                args.tp, " (this job has ", world->size(), " ranks)");
     ShardedGpt sharded(loaded, *world);
@@ -119,7 +121,9 @@ const bool registered = register_command(
       app.add_option("--tp", args->tp,
                      "Run the model tensor-parallel over N ranks (under mpirun -np N; default 1)")
           ->check(integer_in(1, kMaxParallelSize));
+      add_comm_timeout_option(app, args->comm_timeout);
       return [args] {
+        validate_comm_timeout(args->comm_timeout, "--comm-timeout");
         if (args->tp == 1) return run_generate(*args);
         return run_rank_main([&] { return run_generate(*args); });
       };

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "cli_integer.hpp"
+#include "comm_timeout_option.hpp"
 #include "command_registry.hpp"
 #include "launch_env.hpp"
 #include "refit_tp_forward.hpp"
@@ -57,6 +58,7 @@ struct RefitArgs {
   int tp = 2;
   std::string json;
   std::string tp_export;  // a `shardwise reshard --tp N` output to run through the TP forward
+  double comm_timeout = kDefaultCommTimeoutSeconds;
 };
 
 std::vector<RefitMode> modes_of(const std::string& name) {
@@ -363,7 +365,9 @@ void write_refit_json(const RefitArgs& args, int world_size, const RefitTopology
 }
 
 int run_refit(const RefitArgs& args, const TrainingConfig* config) {
-  const ProcessGroupPtr world = init_mpi_world();
+  // Every group below (training, inference, the trainer's own) is split from the world and
+  // inherits its watchdog timeout.
+  const ProcessGroupPtr world = init_mpi_world(ProcessGroupOptions{args.comm_timeout});
   const int size = world->size();
   const int me = world->rank();
   if (args.tp < 1 || size < args.tp + 1) {
@@ -461,6 +465,7 @@ const bool registered = register_command(
       app.add_option("--tp-export", args->tp_export,
                      "Also run the TP forward on a `reshard --tp N` output DIR2 (needs "
                      "--checkpoint, the weights it came from, and --config)");
+      add_comm_timeout_option(app, args->comm_timeout);
       return [args] {
         // Everything checkable without MPI fails fast, with exit 2 on every rank.
         SW_REQUIRE(!args->config.empty() || !args->checkpoint.empty(), InvalidArgument,
@@ -468,6 +473,7 @@ const bool registered = register_command(
         SW_REQUIRE(args->repeat >= 1, InvalidArgument, "--repeat: must be >= 1, got ",
                    args->repeat);
         modes_of(args->mxfp8);
+        validate_comm_timeout(args->comm_timeout, "--comm-timeout");
         SW_REQUIRE(args->tp_export.empty() || (!args->checkpoint.empty() && !args->config.empty()),
                    InvalidArgument,
                    "--tp-export: give --checkpoint DIR (the weights the export was cut from) and "

@@ -3,11 +3,13 @@
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "shardwise/checkpoint/safetensors.hpp"
 #include "shardwise/core/error.hpp"
 #include "shardwise/core/float_convert.hpp"
+#include "shardwise/core/input_file.hpp"
 #include "shardwise/core/json_text.hpp"
 #include "shardwise/core/message_text.hpp"
 #include "shardwise/core/mxfp8.hpp"
@@ -205,6 +207,17 @@ void read_tp_export_tensors(const SafetensorsFile& file, const nlohmann::json& t
   }
 }
 
+// The per-tensor table a big export keeps next to the rank's file: a plain name in its directory.
+std::string tensors_file_text(const std::filesystem::path& path,
+                              const std::map<std::string, std::string>& meta) {
+  const std::string& name = meta.at(kTpExportTensorsFileKey);
+  SW_REQUIRE(!name.empty() && name.find('/') == std::string::npos && name != "." && name != "..",
+             FormatError, "'", path.string(), "': ", kTpExportTensorsFileKey,
+             " must name a file next to it, got '", printable(name), "'");
+  return read_input_file(path.parent_path() / name,
+                         str_cat("tensor table of '", path.string(), "'"), kNoSizeLimit);
+}
+
 }  // namespace
 
 std::vector<InferenceTensor> read_tp_export_rank(const std::filesystem::path& dir, int tp,
@@ -213,12 +226,13 @@ std::vector<InferenceTensor> read_tp_export_rank(const std::filesystem::path& di
   const SafetensorsFile file = SafetensorsFile::open(path);
   const auto& meta = file.metadata();
   SW_REQUIRE(meta.contains("tp_size") && meta.at("tp_size") == std::to_string(tp) &&
-                 meta.contains("tensors"),
+                 (meta.contains("tensors") || meta.contains(kTpExportTensorsFileKey)),
              FormatError, "'", path.string(), "' is not a tp=", tp,
              " export of `shardwise reshard` (no matching tp_size / tensors metadata)");
   std::vector<InferenceTensor> out;
-  const nlohmann::json tensors =
-      parse_json_text(meta.at("tensors"), str_cat("'", path.string(), "': metadata \"tensors\""));
+  const nlohmann::json tensors = parse_json_text(
+      meta.contains("tensors") ? meta.at("tensors") : tensors_file_text(path, meta),
+      str_cat("'", path.string(), "': the tensor table"));
   // A field missing or of the wrong type is damage to the file, not a bug here.
   try {
     read_tp_export_tensors(file, tensors, out);

@@ -6,8 +6,10 @@
 // Megatron rules (see reshard/tp_rules.hpp); with --mxfp8 the 2-D non-embedding weights are stored
 // as NAME (F8_E4M3) + NAME_scale (F8_E8M0). DIR2 appears complete or not at all (built in a temp
 // directory, then renamed).
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -60,6 +62,28 @@ std::filesystem::path weights_file(const ReshardArgs& args) {
   return resolve_model_weights_file(resolve_checkpoint_directory(path, step));
 }
 
+// The rank file's metadata. The per-tensor table goes into the header when it fits the format's
+// header limit, else into TARGET's name with .tensors.json, named by kTpExportTensorsFileKey.
+void set_export_metadata(SafetensorsWriter& writer, std::map<std::string, std::string> meta,
+                         const std::filesystem::path& target) {
+  std::string table = std::move(meta.at("tensors"));
+  meta.erase("tensors");
+  for (auto& [key, value] : meta) writer.set_metadata(key, std::move(value));
+  // As a JSON string the table (itself JSON: no control characters) gains a backslash per '"'
+  // and '\\'; plus the key and separators.
+  const std::uint64_t table_bytes =
+      table.size() + static_cast<std::uint64_t>(std::count(table.begin(), table.end(), '"')) +
+      static_cast<std::uint64_t>(std::count(table.begin(), table.end(), '\\')) + 16;
+  if (writer.header().size() + table_bytes <= kSafetensorsMaxHeaderBytes) {
+    writer.set_metadata("tensors", std::move(table));
+    return;
+  }
+  std::filesystem::path sidecar = target;
+  sidecar.replace_extension(".tensors.json");
+  write_file_atomic(sidecar, table);
+  writer.set_metadata(kTpExportTensorsFileKey, sidecar.filename().string());
+}
+
 TpExportOptions export_options(const ReshardArgs& args) {
   TpExportOptions options;
   SW_REQUIRE(args.tp >= 1, InvalidArgument, "--tp: must be >= 1, got ", args.tp);
@@ -103,14 +127,14 @@ int run_reshard(const ReshardArgs& args) {
       const std::vector<ExportedTensor> exported = export_tp_rank(tensors, options, rank);
       SafetensorsWriter writer;
       for (const ExportedTensor& t : exported) writer.add(t.name, t.dtype, t.shape, t.bytes.data());
-      for (auto& [key, value] : tp_export_metadata(tensors, options, rank)) {
-        writer.set_metadata(key, value);
-      }
       const fs::path target = staged / tp_export_file_name(rank, options.tp);
+      set_export_metadata(writer, tp_export_metadata(tensors, options, rank), target);
       writer.write_atomic(target);
-      total_bytes += writer.file_bytes();
+      // The written size, not writer.file_bytes(): that builds the whole header again.
+      const std::uint64_t bytes = fs::file_size(target);
+      total_bytes += bytes;
       std::printf("wrote %s: %zu tensors, %llu bytes\n", (out / target.filename()).string().c_str(),
-                  exported.size(), static_cast<unsigned long long>(writer.file_bytes()));
+                  exported.size(), static_cast<unsigned long long>(bytes));
     }
     commit_directory(staged, out, args.overwrite);
   } catch (...) {

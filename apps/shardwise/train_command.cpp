@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "cli_integer.hpp"
+#include "comm_timeout_option.hpp"
 #include "command_registry.hpp"
 #include "launch_env.hpp"
 #include "shardwise/checkpoint/checkpoint.hpp"
@@ -17,6 +18,8 @@
 #include "shardwise/config/training_config.hpp"
 #include "shardwise/core/command_paths.hpp"
 #include "shardwise/core/checked_size.hpp"
+#include "shardwise/core/error.hpp"
+#include "shardwise/core/message_text.hpp"
 #include "shardwise/train/trainer.hpp"
 
 namespace shardwise::cli {
@@ -33,6 +36,7 @@ struct TrainArgs {
   std::string load_dir;
   std::int64_t load_step = -1;
   double comm_timeout = kDefaultCommTimeoutSeconds;
+  std::string progress = "auto";
 };
 
 // Every file the job reads or writes, checked together before any work (no output may be an
@@ -52,6 +56,14 @@ void check_train_paths(const TrainArgs& args, const TrainingConfig& config) {
     paths.push_back({"--load", root / kCheckpointLatestFile, PathUse::kReadFile});
   }
   check_command_paths(paths);
+}
+
+ProgressMode parse_progress_mode(const std::string& value) {
+  if (value == "auto") return ProgressMode::kAuto;
+  if (value == "on") return ProgressMode::kOn;
+  if (value == "off") return ProgressMode::kOff;
+  throw InvalidArgument(
+      str_cat("--progress: expected auto, on or off, got '", printable(value), "'"));
 }
 
 const bool registered = register_command(
@@ -78,10 +90,14 @@ const bool registered = register_command(
       app.add_option("--load-step", args->load_step, "With --load DIR: resume from step S")
           ->needs(load)
           ->check(integer_in(0, kMaxStep));
-      app.add_option("--comm-timeout", args->comm_timeout,
-                     "Abort the job when one collective or send/recv waits longer than SECONDS "
-                     "for another rank (default 600)");
+      add_comm_timeout_option(app, args->comm_timeout);
+      app.add_option("--progress", args->progress,
+                     "Progress bar on rank 0: auto (default: when logging.progress is on and "
+                     "stdout is your terminal, not under mpirun), on (also into files and "
+                     "pipes; at most 4 redraws a second), off (a line every "
+                     "logging.log_interval steps)");
       return [args] {
+        const ProgressMode progress = parse_progress_mode(args->progress);
         // Parse before touching MPI so a bad config fails fast with exit 2 on every rank, and is
         // reported once per job (by rank 0).
         validate_comm_timeout(args->comm_timeout, "--comm-timeout");
@@ -93,6 +109,7 @@ const bool registered = register_command(
         return run_rank_main([&] {
           TrainerOptions options;
           options.log_jsonl = args->log_jsonl;
+          options.progress = progress;
           options.plot = args->plot;
           options.save_dir = args->save_dir;
           options.save_interval = args->save_interval;

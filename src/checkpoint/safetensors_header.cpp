@@ -2,6 +2,7 @@
 // itself is read by safetensors_header_json.cpp (strict framing, bounded depth, linear time).
 #include <algorithm>
 #include <limits>
+#include <span>
 
 #include "safetensors_header_json.hpp"
 #include "shardwise/checkpoint/safetensors.hpp"
@@ -54,8 +55,9 @@ DType parse_dtype(const std::string& name, const Json& dtype, const HeaderErrors
   const auto parsed = parse_safetensors_dtype(text);
   if (!parsed) {
     std::string known;
-    for (DType d : kAllDTypes)
-      known += str_cat(known.empty() ? "" : ", ", dtype_safetensors_name(d));
+    for (const auto& list : {std::span<const DType>(kAllDTypes), std::span<const DType>(kStorageOnlyDTypes)}) {
+      for (DType d : list) known += str_cat(known.empty() ? "" : ", ", dtype_safetensors_name(d));
+    }
     errors.fail_tensor(name, "unknown dtype '", printable(text), "' (known: ", known, ")");
   }
   return *parsed;
@@ -86,11 +88,18 @@ std::uint64_t parse_shape(const Json& shape, SafetensorsTensorInfo& info,
     info.shape.push_back(static_cast<std::int64_t>(d));
   }
   if (has_zero_dim) return 0;
-  std::uint64_t bytes = 0;
-  if (__builtin_mul_overflow(nonzero_product, dtype_size(info.dtype), &bytes)) {
+  // In bits: the sub-byte dtypes (F4, F6_*) pack elements across bytes, and their elements must
+  // fill whole bytes, as the format requires.
+  std::uint64_t bits = 0;
+  if (__builtin_mul_overflow(nonzero_product, dtype_bits(info.dtype), &bits)) {
     errors.fail_tensor(name, "shape ", quoted_json(shape), " is too large in bytes");
   }
-  return bytes;
+  if (bits % 8 != 0) {
+    errors.fail_tensor(name, "shape ", quoted_json(shape), " holds ", nonzero_product, " ",
+                       dtype_safetensors_name(info.dtype), " elements of ",
+                       dtype_bits(info.dtype), " bits, which do not fill whole bytes");
+  }
+  return bits / 8;
 }
 
 void parse_offsets(const Json& offsets, std::uint64_t data_bytes, SafetensorsTensorInfo& info,

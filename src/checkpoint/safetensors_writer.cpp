@@ -34,14 +34,31 @@ std::uint64_t checked_nbytes(std::string_view name, DType dtype,
                "': shape has too many elements");
   }
   if (zero) return 0;
-  std::uint64_t nbytes = 0;
-  SW_REQUIRE(!__builtin_mul_overflow(nonzero_product, dtype_size(dtype), &nbytes), ShapeError,
+  // In bits, as the reader counts: sub-byte dtypes (F4, F6_*) must fill whole bytes.
+  std::uint64_t nbits = 0;
+  SW_REQUIRE(!__builtin_mul_overflow(nonzero_product, dtype_bits(dtype), &nbits), ShapeError,
              "safetensors tensor '", printable(name), "': too many bytes");
-  return nbytes;
+  SW_REQUIRE(nbits % 8 == 0, ShapeError, "safetensors tensor '", printable(name), "': ",
+             nonzero_product, " ", dtype_safetensors_name(dtype), " elements of ", dtype_bits(dtype),
+             " bits do not fill whole bytes");
+  return nbits / 8;
 }
 
 // `text` as a JSON string literal; InvalidArgument when it is not valid UTF-8.
 std::string json_string(const std::string& text) {
+  // Printable ASCII, the common case, needs only '"' and '\\' escaped (as nlohmann's dump()
+  // does): done here without its per-call allocations, and in one pass for a big metadata value.
+  if (std::all_of(text.begin(), text.end(), [](char c) { return c >= 0x20 && c < 0x7F; })) {
+    std::string out;
+    out.reserve(text.size() + text.size() / 8 + 2);
+    out += '"';
+    for (const char c : text) {
+      if (c == '"' || c == '\\') out += '\\';
+      out += c;
+    }
+    out += '"';
+    return out;
+  }
   try {
     return nlohmann::json(text).dump();
   } catch (const nlohmann::json::exception& e) {
@@ -129,7 +146,7 @@ std::vector<const SafetensorsWriter::Entry*> SafetensorsWriter::layout_order() c
   // Larger elements first: with the data area 8-byte aligned, every tensor starts at a multiple
   // of its element size.
   std::stable_sort(order.begin(), order.end(), [](const Entry* a, const Entry* b) {
-    return dtype_size(a->dtype) > dtype_size(b->dtype);
+    return dtype_bits(a->dtype) > dtype_bits(b->dtype);
   });
   return order;
 }

@@ -29,8 +29,10 @@ MPI_Datatype mpi_type(DType dtype) {
       return MPI_INT32_T;
     case DType::kInt64:
       return MPI_INT64_T;
+    default:  // storage-only dtypes are never communicated
+      break;
   }
-  throw InvariantError(str_cat("no MPI type for dtype enum ", static_cast<int>(dtype)));
+  throw InvariantError(str_cat("no MPI type for dtype ", dtype_safetensors_name(dtype)));
 }
 
 int wait_all_or_abort(int count, MPI_Request* requests, MPI_Status* statuses,

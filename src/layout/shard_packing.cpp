@@ -8,12 +8,15 @@
 #include <queue>
 #include <tuple>
 
+#include "bin_members.hpp"
 #include "shardwise/core/error.hpp"
 #include "shardwise/layout/padding.hpp"
 
 namespace shardwise {
 
 namespace {
+
+using layout_detail::BinMembers;
 
 // Upper bounds on the improvement passes, in item-pair checks. They keep the layout of huge
 // models fast and, unlike a time limit, give every rank the same result.
@@ -55,13 +58,6 @@ void finish(ShardPacking& packing, std::int64_t divisor_units) {
 std::size_t argmax_load(const ShardPacking& packing) {
   return static_cast<std::size_t>(std::max_element(packing.loads.begin(), packing.loads.end()) -
                                   packing.loads.begin());
-}
-
-void items_in_bin(const ShardPacking& packing, std::size_t bin, std::vector<std::size_t>& out) {
-  out.clear();
-  for (std::size_t i = 0; i < packing.bin_of.size(); ++i) {
-    if (packing.bin_of[i] == static_cast<int>(bin)) out.push_back(i);
-  }
 }
 
 // LPT without the final rounding (ties: the bin with less Newton–Schulz work, then the lower
@@ -149,25 +145,93 @@ ShardPacking pack_differencing(const std::vector<PackItem>& items, int bins) {
   return packing;
 }
 
+// Moves an item and keeps the bin lists in step.
+void move_tracked(ShardPacking& packing, BinMembers& members, const std::vector<PackItem>& items,
+                  std::size_t item, std::size_t to) {
+  members.move(item, static_cast<std::size_t>(packing.bin_of[item]), to);
+  move_item(packing, items, item, to);
+}
+
+// The other bins for one state of the loads around the fullest bin `a`: sorted by (load, index)
+// with the lowest index among each prefix (for the move search), and the bins whose items can be
+// swap partners (load below a's by more than one unit), ascending.
+struct LoadOrder {
+  std::vector<std::size_t> by_load;
+  std::vector<std::size_t> lowest_index;  // lowest bin index among by_load[0..k]
+  std::vector<std::size_t> swap_bins;
+};
+
+LoadOrder load_order(const ShardPacking& packing, std::size_t a) {
+  const auto& loads = packing.loads;
+  LoadOrder order;
+  order.by_load.resize(loads.size());
+  std::iota(order.by_load.begin(), order.by_load.end(), std::size_t{0});
+  std::sort(order.by_load.begin(), order.by_load.end(), [&](std::size_t x, std::size_t y) {
+    return loads[x] != loads[y] ? loads[x] < loads[y] : x < y;
+  });
+  order.lowest_index.resize(loads.size());
+  for (std::size_t k = 0; k < loads.size(); ++k) {
+    order.lowest_index[k] =
+        k == 0 ? order.by_load[0] : std::min(order.lowest_index[k - 1], order.by_load[k]);
+  }
+  for (std::size_t b = 0; b < loads.size(); ++b) {
+    if (b != a && loads[b] < loads[a] - 1) order.swap_bins.push_back(b);
+  }
+  return order;
+}
+
+// Number of bins (in load order) whose load is below `limit`, or at most `limit` when `inclusive`.
+std::size_t bins_below(const ShardPacking& packing, const LoadOrder& order, std::int64_t limit,
+                       bool inclusive) {
+  const auto it = inclusive ? std::upper_bound(order.by_load.begin(), order.by_load.end(), limit,
+                                               [&](std::int64_t v, std::size_t b) {
+                                                 return v < packing.loads[b];
+                                               })
+                            : std::lower_bound(order.by_load.begin(), order.by_load.end(), limit,
+                                               [&](std::size_t b, std::int64_t v) {
+                                                 return packing.loads[b] < v;
+                                               });
+  return static_cast<std::size_t>(it - order.by_load.begin());
+}
+
+// The bin to move an item of `ux` units to out of the fullest bin `a`: among the bins b that end
+// below a's load (load_b + ux < load_a, each one check), the one with the lowest larger-of-the-two
+// new loads, the lowest index among equals, if that beats `best` (which it then becomes). The same
+// choice and count as trying every bin in index order, in O(log bins).
+std::optional<std::size_t> best_move_target(const ShardPacking& packing, const LoadOrder& order,
+                                            std::int64_t load_a, std::int64_t ux,
+                                            std::int64_t& best, std::int64_t& checks) {
+  const std::size_t eligible = bins_below(packing, order, load_a - ux, false);
+  checks += static_cast<std::int64_t>(eligible);
+  if (eligible == 0) return std::nullopt;
+  const std::int64_t worst = std::max(load_a - ux, packing.loads[order.by_load[0]] + ux);
+  if (worst >= best) return std::nullopt;
+  best = worst;
+  // Every bin with load_b + ux <= worst reaches it; the first of them in index order wins.
+  return order.lowest_index[bins_below(packing, order, worst - ux, true) - 1];
+}
+
 // The item y of another bin to swap with `out_units` units leaving the fullest bin `a` (one item
 // or a pair of them): y must be smaller, and both bins must end below a's current load. Of those,
-// the first with the lowest larger-of-the-two new loads, if that beats `best` (which it then
-// becomes). Each item of a bin that could take it counts as one check.
+// the lowest-index one with the lowest larger-of-the-two new loads, if that beats `best` (which it
+// then becomes). Each item of a bin that could take it (order.swap_bins) counts as one check.
 std::optional<std::size_t> best_swap_partner(const ShardPacking& packing,
+                                             const BinMembers& members, const LoadOrder& order,
                                              const std::vector<PackItem>& items, std::size_t a,
                                              std::int64_t out_units, std::int64_t& best,
                                              std::int64_t& checks) {
   const std::int64_t load_a = packing.loads[a];
   std::optional<std::size_t> best_y;
-  for (std::size_t y = 0; y < items.size(); ++y) {
-    const auto b = static_cast<std::size_t>(packing.bin_of[y]);
+  for (std::size_t b : order.swap_bins) {
     const std::int64_t load_b = packing.loads[b];
-    if (b == a || load_b >= load_a - 1) continue;
-    ++checks;
-    const std::int64_t uy = items[y].units;
-    if (uy >= out_units || load_b + out_units - uy >= load_a) continue;
-    const std::int64_t worst = std::max(load_a - out_units + uy, load_b + out_units - uy);
-    if (worst < best) best = worst, best_y = y;
+    const std::vector<std::size_t>& in_b = members.of(b);
+    checks += static_cast<std::int64_t>(in_b.size());
+    for (std::size_t y : in_b) {
+      const std::int64_t uy = items[y].units;
+      if (uy >= out_units || load_b + out_units - uy >= load_a) continue;
+      const std::int64_t worst = std::max(load_a - out_units + uy, load_b + out_units - uy);
+      if (worst < best || (worst == best && best_y && y < *best_y)) best = worst, best_y = y;
+    }
   }
   return best_y;
 }
@@ -175,7 +239,8 @@ std::optional<std::size_t> best_swap_partner(const ShardPacking& packing,
 // Second neighbourhood of the max-load search, tried when no single move or swap helps: two
 // items of the fullest bin `a` for one smaller item of another bin. Applies the best such swap
 // that leaves both bins below the old maximum; returns whether there was one.
-bool swap_pair_for_one(ShardPacking& packing, const std::vector<PackItem>& items, std::size_t a,
+bool swap_pair_for_one(ShardPacking& packing, BinMembers& members, const LoadOrder& order,
+                       const std::vector<PackItem>& items, std::size_t a,
                        const std::vector<std::size_t>& in_a, std::int64_t& checks) {
   const std::int64_t load_a = packing.loads[a];
   std::int64_t best = load_a;
@@ -184,16 +249,16 @@ bool swap_pair_for_one(ShardPacking& packing, const std::vector<PackItem>& items
   for (std::size_t i = 0; i < in_a.size() && checks < kMaxLoadCheckBudget; ++i) {
     for (std::size_t j = i + 1; j < in_a.size() && checks < kMaxLoadCheckBudget; ++j) {
       const std::int64_t pair = items[in_a[i]].units + items[in_a[j]].units;
-      if (const auto y = best_swap_partner(packing, items, a, pair, best, checks)) {
+      if (const auto y = best_swap_partner(packing, members, order, items, a, pair, best, checks)) {
         best_x1 = in_a[i], best_x2 = in_a[j], best_y = *y, found = true;
       }
     }
   }
   if (!found) return false;
   const auto b = static_cast<std::size_t>(packing.bin_of[best_y]);
-  move_item(packing, items, best_x1, b);
-  move_item(packing, items, best_x2, b);
-  move_item(packing, items, best_y, a);
+  move_tracked(packing, members, items, best_x1, b);
+  move_tracked(packing, members, items, best_x2, b);
+  move_tracked(packing, members, items, best_y, a);
   return true;
 }
 
@@ -202,37 +267,33 @@ bool swap_pair_for_one(ShardPacking& packing, const std::vector<PackItem>& items
 // shrinks the sorted load vector, so it terminates; the check budget bounds its cost.
 void reduce_max_load(ShardPacking& packing, const std::vector<PackItem>& items,
                      std::int64_t target) {
-  const std::size_t num_bins = packing.loads.size();
   std::int64_t checks = 0;
-  std::vector<std::size_t> in_a;
+  BinMembers members(packing);
   while (checks < kMaxLoadCheckBudget) {
     const std::size_t a = argmax_load(packing);
     const std::int64_t load_a = packing.loads[a];
     if (load_a <= target) return;
-    items_in_bin(packing, a, in_a);
+    const std::vector<std::size_t> in_a = members.of(a);
+    const LoadOrder order = load_order(packing, a);
     std::int64_t best = load_a;
     std::size_t best_x = 0, best_b = 0, best_y = 0;
     bool found = false, is_swap = false;
     for (std::size_t x : in_a) {
       const std::int64_t ux = items[x].units;
-      for (std::size_t b = 0; b < num_bins; ++b) {
-        const std::int64_t load_b = packing.loads[b];
-        if (b == a || load_b + ux >= load_a) continue;
-        ++checks;
-        const std::int64_t worst = std::max(load_a - ux, load_b + ux);
-        if (worst < best) best = worst, best_x = x, best_b = b, found = true, is_swap = false;
+      if (const auto b = best_move_target(packing, order, load_a, ux, best, checks)) {
+        best_x = x, best_b = *b, found = true, is_swap = false;
       }
-      if (const auto y = best_swap_partner(packing, items, a, ux, best, checks)) {
+      if (const auto y = best_swap_partner(packing, members, order, items, a, ux, best, checks)) {
         best_x = x, best_b = static_cast<std::size_t>(packing.bin_of[*y]), best_y = *y;
         found = true, is_swap = true;
       }
     }
     if (!found) {
-      if (!swap_pair_for_one(packing, items, a, in_a, checks)) return;
+      if (!swap_pair_for_one(packing, members, order, items, a, in_a, checks)) return;
       continue;
     }
-    if (is_swap) move_item(packing, items, best_y, a);
-    move_item(packing, items, best_x, best_b);
+    if (is_swap) move_tracked(packing, members, items, best_y, a);
+    move_tracked(packing, members, items, best_x, best_b);
   }
 }
 
@@ -373,6 +434,58 @@ ShardPacking pack_capped_greedy_by_ns(const std::vector<PackItem>& items, int bi
   return packing;
 }
 
+namespace {
+
+// The swap partners of balance_ns_cost's step out of the costliest bin `a`: the items of the
+// other bins whose cost is below the best so far, in increasing item order. As the best only
+// falls during a step, a bin once left out stays out: its items are dropped from the list the
+// first time they are passed, so a step costs its checks plus one pass over the items, however
+// many items of `a` it tries (a pass over every item per tried item made big buckets quadratic).
+class NsSwapCandidates {
+ public:
+  NsSwapCandidates(const ShardPacking& packing, std::size_t a, double best) {
+    for (std::size_t y = 0; y < packing.bin_of.size(); ++y) {
+      const auto b = static_cast<std::size_t>(packing.bin_of[y]);
+      if (b != a && packing.ns_costs[b] < best) items_.push_back(y);
+    }
+  }
+
+  // The partner for item x (cx, ux) as a scan over every item in order would find it: the first
+  // with the lowest larger-of-the-two new costs below `best` (which it then becomes), both loads
+  // within `capacity`. Counts as checks the items whose bin's cost is below `best` when reached.
+  std::optional<std::size_t> best_partner(const ShardPacking& packing,
+                                          const std::vector<PackItem>& items, std::size_t x,
+                                          std::size_t a, std::int64_t capacity, double& best,
+                                          std::int64_t& checks) {
+    const double cx = items[x].ns_cost, ns_a = packing.ns_costs[a];
+    const std::int64_t ux = items[x].units, load_a = packing.loads[a];
+    std::optional<std::size_t> best_y;
+    std::size_t kept = 0;
+    for (std::size_t i = 0; i < items_.size(); ++i) {
+      const std::size_t y = items_[i];
+      const auto b = static_cast<std::size_t>(packing.bin_of[y]);
+      const double ns_b = packing.ns_costs[b];
+      if (ns_b >= best) continue;  // dropped for good
+      items_[kept++] = y;
+      ++checks;
+      const double cy = items[y].ns_cost;
+      const std::int64_t uy = items[y].units;
+      if (cy >= cx || packing.loads[b] - uy + ux > capacity || load_a - ux + uy > capacity) {
+        continue;
+      }
+      const double worst = std::max(ns_a - cx + cy, ns_b - cy + cx);
+      if (worst < best) best = worst, best_y = y;
+    }
+    items_.resize(kept);
+    return best_y;
+  }
+
+ private:
+  std::vector<std::size_t> items_;
+};
+
+}  // namespace
+
 void balance_ns_cost(ShardPacking& packing, const std::vector<PackItem>& items) {
   const std::size_t num_bins = packing.loads.size();
   const std::int64_t capacity = packing.shard_units;
@@ -383,12 +496,15 @@ void balance_ns_cost(ShardPacking& packing, const std::vector<PackItem>& items) 
         std::max_element(packing.ns_costs.begin(), packing.ns_costs.end()) -
         packing.ns_costs.begin());
     const double ns_a = packing.ns_costs[a];
-    const std::int64_t load_a = packing.loads[a];
     // Demand a relative gain so rounding noise cannot make the search cycle.
     double best = ns_a - 1e-9 * ns_a;
     std::size_t best_x = 0, best_b = 0, best_y = 0;
     bool found = false, is_swap = false;
-    items_in_bin(packing, a, in_a);
+    in_a.clear();
+    for (std::size_t i = 0; i < packing.bin_of.size(); ++i) {
+      if (packing.bin_of[i] == static_cast<int>(a)) in_a.push_back(i);
+    }
+    NsSwapCandidates partners(packing, a, best);
     for (std::size_t x : in_a) {
       const double cx = items[x].ns_cost;
       const std::int64_t ux = items[x].units;
@@ -398,20 +514,9 @@ void balance_ns_cost(ShardPacking& packing, const std::vector<PackItem>& items) 
         const double worst = std::max(ns_a - cx, packing.ns_costs[b] + cx);
         if (worst < best) best = worst, best_x = x, best_b = b, found = true, is_swap = false;
       }
-      for (std::size_t y = 0; y < items.size(); ++y) {
-        const auto b = static_cast<std::size_t>(packing.bin_of[y]);
-        const double ns_b = packing.ns_costs[b];
-        if (b == a || ns_b >= best) continue;
-        ++checks;
-        const double cy = items[y].ns_cost;
-        const std::int64_t uy = items[y].units;
-        if (cy >= cx || packing.loads[b] - uy + ux > capacity || load_a - ux + uy > capacity) {
-          continue;
-        }
-        const double worst = std::max(ns_a - cx + cy, ns_b - cy + cx);
-        if (worst < best) {
-          best = worst, best_x = x, best_b = b, best_y = y, found = true, is_swap = true;
-        }
+      if (const auto y = partners.best_partner(packing, items, x, a, capacity, best, checks)) {
+        best_x = x, best_b = static_cast<std::size_t>(packing.bin_of[*y]), best_y = *y;
+        found = true, is_swap = true;
       }
     }
     if (!found) break;

@@ -1,9 +1,11 @@
 #include "shardwise/reshard/tp_export.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <nlohmann/json.hpp>
-#include <set>
+#include <string_view>
+#include <unordered_set>
 
 #include "shardwise/core/error.hpp"
 #include "shardwise/core/float_convert.hpp"
@@ -40,6 +42,15 @@ std::vector<std::uint8_t> converted_floats(std::vector<std::uint8_t>& in, DType 
   return out;
 }
 
+// Bytes of a whole tensor: counted in bits, as sub-byte dtypes (F4, F6_*) pack elements.
+std::size_t tensor_bytes(const SourceTensor& t) {
+  const std::int64_t n = product(t.shape, 0, t.shape.size());
+  std::uint64_t bits = 0;
+  SW_REQUIRE(!__builtin_mul_overflow(static_cast<std::uint64_t>(n), dtype_bits(t.dtype), &bits),
+             ShapeError, "param ", t.name, ": shape ", to_string(t.shape), " is too large in bytes");
+  return static_cast<std::size_t>(bits / 8);
+}
+
 bool exports_as_mxfp8(const SourceTensor& t, const TpExportOptions& options) {
   return options.mxfp8 && is_16_or_32_bit_float(t.dtype) &&
          is_mxfp8_refit_candidate(t.name, t.shape);
@@ -58,6 +69,42 @@ void check_split(const std::string& name, const std::vector<std::int64_t>& shape
   SW_REQUIRE(d % parts == 0, InvalidArgument, "param ", name, " (", to_string(rule), "): dim ",
              rule.partition_dim, " of shape ", to_string(shape), " is not divisible by tp ", tp,
              rule.stride != 1 ? str_cat(" x stride ", rule.stride) : "");
+}
+
+// `text` as a JSON string literal, as nlohmann's dump() writes it (plain ASCII names skip it).
+std::string json_text(const std::string& text) {
+  const bool plain = std::all_of(text.begin(), text.end(), [](char c) {
+    return c >= 0x20 && c < 0x7F && c != '"' && c != '\\';
+  });
+  return plain ? str_cat("\"", text, "\"") : nlohmann::json(text).dump();
+}
+
+void append_json_ints(std::string& out, const std::vector<std::int64_t>& values) {
+  out += '[';
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    if (i > 0) out += ',';
+    out += std::to_string(values[i]);
+  }
+  out += ']';
+}
+
+// What the export does with the tensor's dtype must be possible: a split needs whole-byte
+// elements, and a conversion asked for (--dtype, --mxfp8) a dtype the codecs read. Integer, bool
+// and shardwise's own FP8 tensors are copied unchanged.
+void check_dtype_handling(const SourceTensor& t, const TpRule& rule, const TpExportOptions& options) {
+  const std::string dtype(dtype_safetensors_name(t.dtype));
+  SW_REQUIRE(rule.kind == TpKind::kReplicated || options.tp == 1 || dtype_bits(t.dtype) % 8 == 0,
+             InvalidArgument, "param ", t.name, " (", to_string(rule), "): ", dtype, " packs ",
+             dtype_bits(t.dtype), "-bit elements into shared bytes and cannot be split for tp ",
+             options.tp);
+  if (!is_storage_only(t.dtype) || !is_floating(t.dtype)) return;
+  SW_REQUIRE(!options.dtype, InvalidArgument, "param ", t.name, " is ", dtype,
+             ", which the export dtype (", dtype_name(*options.dtype),
+             ") cannot be converted from: only F32, BF16 and F16 tensors convert (without a "
+             "dtype the tensor is copied unchanged)");
+  SW_REQUIRE(!(options.mxfp8 && is_mxfp8_refit_candidate(t.name, t.shape)), InvalidArgument,
+             "param ", t.name, " is ", dtype,
+             ", which MXFP8 export cannot quantize: only F32, BF16 and F16 weights convert");
 }
 
 }  // namespace
@@ -104,14 +151,18 @@ void check_tp_export(const std::vector<SourceTensor>& tensors, const TpExportOpt
   SW_REQUIRE(!options.dtype || is_16_or_32_bit_float(*options.dtype), InvalidArgument,
              "export dtype ", options.dtype ? dtype_name(*options.dtype) : "",
              " is not one of fp32, bf16, fp16");
-  std::set<std::string> names;
+  // Hashed views of the names: the export runs this check once per rank over every tensor.
+  std::unordered_set<std::string_view> names;
+  names.reserve(tensors.size());
   for (const SourceTensor& t : tensors) {
     SW_REQUIRE(names.insert(t.name).second, InvalidArgument, "param ", t.name, " appears twice");
   }
   for (const SourceTensor& t : tensors) {
     SW_REQUIRE(t.data != nullptr || product(t.shape, 0, t.shape.size()) == 0, InvalidArgument,
                "param ", t.name, " has no data");
-    check_split(t.name, t.shape, megatron_tp_rule(t.name, t.shape), options.tp);
+    const TpRule rule = megatron_tp_rule(t.name, t.shape);
+    check_split(t.name, t.shape, rule, options.tp);
+    check_dtype_handling(t, rule, options);
     if (exports_as_mxfp8(t, options)) {
       const std::string scale = t.name + kMxfp8ScaleSuffix;
       SW_REQUIRE(names.count(scale) == 0, InvalidArgument, "param ", t.name,
@@ -128,8 +179,15 @@ std::vector<ExportedTensor> export_tp_rank(const std::vector<SourceTensor>& tens
   for (const SourceTensor& t : tensors) {
     const TpRule rule = megatron_tp_rule(t.name, t.shape);
     const std::vector<std::int64_t> local = tp_local_shape(t.shape, rule, options.tp);
-    std::vector<std::uint8_t> slice =
-        extract_tp_slice(t.name, t.data, t.shape, dtype_size(t.dtype), rule, options.tp, tp_rank);
+    std::vector<std::uint8_t> slice;
+    if (rule.kind == TpKind::kReplicated || options.tp == 1) {
+      // Copied whole, in bytes (sub-byte dtypes included).
+      const auto* bytes = static_cast<const std::uint8_t*>(t.data);
+      slice.assign(bytes, bytes + tensor_bytes(t));
+    } else {
+      slice = extract_tp_slice(t.name, t.data, t.shape, dtype_size(t.dtype), rule, options.tp,
+                               tp_rank);
+    }
     const DType dtype = plain_dtype(t, options);
     if (dtype != t.dtype) slice = converted_floats(slice, t.dtype, dtype, t.name);
     if (!exports_as_mxfp8(t, options)) {
@@ -150,21 +208,30 @@ std::vector<ExportedTensor> export_tp_rank(const std::vector<SourceTensor>& tens
 
 std::map<std::string, std::string> tp_export_metadata(const std::vector<SourceTensor>& tensors,
                                                       const TpExportOptions& options, int tp_rank) {
-  nlohmann::ordered_json per_tensor = nlohmann::ordered_json::object();
+  // The object is written entry by entry: an ordered_json object looks every key up linearly,
+  // which made a 200k-tensor export take a minute per rank. Names are unique (check_tp_export).
+  std::string per_tensor = "{";
   for (const SourceTensor& t : tensors) {
     const TpRule rule = megatron_tp_rule(t.name, t.shape);
     const bool mxfp8 = exports_as_mxfp8(t, options);
-    nlohmann::ordered_json entry;
-    entry["rule"] = tp_kind_name(rule.kind);
-    entry["partition_dim"] = rule.kind == TpKind::kReplicated ? -1 : rule.partition_dim;
-    entry["stride"] = rule.stride;
-    entry["global_shape"] = t.shape;
-    entry["local_shape"] = tp_local_shape(t.shape, rule, options.tp);
-    entry["format"] = mxfp8 ? "mxfp8" : "plain";
-    entry["source_dtype"] = std::string(dtype_safetensors_name(t.dtype));
-    if (mxfp8) entry["scale_tensor"] = t.name + kMxfp8ScaleSuffix;
-    per_tensor[t.name] = std::move(entry);
+    // Written as text (what ordered_json's dump() gave, without its allocations per field).
+    const std::vector<std::int64_t> local = tp_local_shape(t.shape, rule, options.tp);
+    std::string entry = str_cat("{\"rule\":\"", tp_kind_name(rule.kind), "\",\"partition_dim\":",
+                                rule.kind == TpKind::kReplicated ? -1 : rule.partition_dim,
+                                ",\"stride\":", rule.stride, ",\"global_shape\":");
+    append_json_ints(entry, t.shape);
+    entry += ",\"local_shape\":";
+    append_json_ints(entry, local);
+    entry += str_cat(",\"format\":\"", mxfp8 ? "mxfp8" : "plain", "\",\"source_dtype\":\"",
+                     dtype_safetensors_name(t.dtype), "\"");
+    if (mxfp8) entry += str_cat(",\"scale_tensor\":", json_text(t.name + kMxfp8ScaleSuffix));
+    entry += '}';
+    if (per_tensor.size() > 1) per_tensor += ',';
+    per_tensor += json_text(t.name);
+    per_tensor += ':';
+    per_tensor += entry;
   }
+  per_tensor += '}';
   std::map<std::string, std::string> meta;
   meta["format"] = kTpExportFormat;
   meta["tp_size"] = std::to_string(options.tp);
@@ -176,7 +243,7 @@ std::map<std::string, std::string> tp_export_metadata(const std::vector<SourceTe
         options.mxfp8_options.rule == Mxfp8ScaleRule::kCeil ? "ceil" : "floor";
     meta["mxfp8_scale_layout"] = "row_major";
   }
-  meta["tensors"] = per_tensor.dump();
+  meta["tensors"] = std::move(per_tensor);
   return meta;
 }
 

@@ -37,6 +37,7 @@ RunContext build_parallel_state(const TrainingConfig& config, const ProcessGroup
   run.rank = run.dp_group().rank();
   run.is_rank0 = world->rank() == 0;
   run.verbose = run.is_rank0 && !options.quiet;
+  run.progress = options.progress;
   run.jsonl = !options.log_jsonl.empty() ? options.log_jsonl : run.config.logging.jsonl_path;
   run.plot = !options.plot.empty() ? options.plot : run.config.logging.plot_path;
   const TrainLoopConfig& t = run.config.training;

@@ -1,7 +1,5 @@
 #include "training_report.hpp"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstdio>
 
@@ -12,16 +10,23 @@
 
 namespace shardwise::train_detail {
 
-void ProgressBar::update(std::int64_t done, const std::string& status) {
-  if (!enabled_) return;
-  constexpr int kWidth = 30;
-  const int filled = static_cast<int>(kWidth * done / std::max<std::int64_t>(1, total_));
-  std::fprintf(stdout, "\r[%s%s] %lld/%lld %s", std::string(filled, '#').c_str(),
-               std::string(kWidth - filled, '.').c_str(), static_cast<long long>(done),
-               static_cast<long long>(total_), status.c_str());
-  std::fflush(stdout);
-  if (done == total_) std::fputc('\n', stdout);
+namespace {
+
+// Whether rank 0 draws the progress bar (see ProgressMode).
+bool draws_progress_bar(const RunContext& run) {
+  if (!run.verbose) return false;
+  switch (run.progress) {
+    case ProgressMode::kOn:
+      return true;
+    case ProgressMode::kOff:
+      return false;
+    case ProgressMode::kAuto:
+      break;
+  }
+  return run.config.logging.progress && stdout_is_user_terminal();
 }
+
+}  // namespace
 
 void announce_run(const RunContext& run, const TrainingModel& m, const TrainingSummary& summary) {
   if (!run.verbose) return;
@@ -48,12 +53,9 @@ void announce_run(const RunContext& run, const TrainingModel& m, const TrainingS
 TrainingReport::TrainingReport(const RunContext& run)
     : run_(run),
       metrics_(run.jsonl, run.is_rank0),
-      progress_(run.config.training.steps,
-                run.verbose && run.config.logging.progress && isatty(fileno(stdout))) {}
+      progress_(run.config.training.steps, draws_progress_bar(run)) {}
 
-void TrainingReport::end_progress_line() {
-  if (progress_.enabled()) std::fputc('\n', stdout);
-}
+void TrainingReport::end_progress_line() { progress_.end_line(); }
 
 void TrainingReport::resumed(const ResumePoint& point) {
   if (!run_.verbose) return;
@@ -104,6 +106,7 @@ void TrainingReport::checkpoint_saved(const std::string& directory) {
 }
 
 void TrainingReport::finish(const TrainingSummary& summary, const TrainingModel& m) {
+  end_progress_line();  // a run stopped early leaves its last state undrawn
   metrics_.close();
   if (!run_.is_rank0) return;
   if (!run_.plot.empty()) {

@@ -6,22 +6,11 @@
 #include <cstdint>
 #include <string>
 
+#include "progress_bar.hpp"
 #include "shardwise/train/metrics_log.hpp"
 #include "training_run.hpp"
 
 namespace shardwise::train_detail {
-
-// A one-line bar redrawn in place: only when stdout is a terminal.
-class ProgressBar {
- public:
-  ProgressBar(std::int64_t total, bool enabled) : total_(total), enabled_(enabled) {}
-  void update(std::int64_t done, const std::string& status);
-  bool enabled() const { return enabled_; }
-
- private:
-  std::int64_t total_;
-  bool enabled_;
-};
 
 // The lines that say what is about to run: data, model, parallel layout, resolved overlap.
 void announce_run(const RunContext& run, const TrainingModel& m, const TrainingSummary& summary);

@@ -509,8 +509,8 @@ TEST_F(SafetensorsTest, WrongFieldTypes) {
 }
 
 TEST_F(SafetensorsTest, UnknownDtype) {
-  expect_header_error(R"({"t": {"dtype": "F64", "shape": [1], "data_offsets": [0, 8]}})", 8,
-                      {"'t'", "unknown dtype 'F64'", "BF16"});
+  expect_header_error(R"({"t": {"dtype": "F128", "shape": [1], "data_offsets": [0, 16]}})", 16,
+                      {"'t'", "unknown dtype 'F128'", "BF16", "F64", "BOOL"});
   expect_header_error(R"({"t": {"dtype": "f32", "shape": [1], "data_offsets": [0, 4]}})", 4,
                       {"'t'", "unknown dtype 'f32'"});
 }

@@ -29,7 +29,8 @@ TEST(DType, ParseRoundTripsEveryName) {
   EXPECT_EQ(parse_dtype("bfloat16"), DType::kBFloat16);
   EXPECT_EQ(parse_dtype("float"), DType::kFloat32);
   EXPECT_FALSE(parse_dtype("fp64").has_value());
-  EXPECT_FALSE(parse_safetensors_dtype("F64").has_value());
+  EXPECT_FALSE(parse_safetensors_dtype("F128").has_value());
+  EXPECT_FALSE(parse_safetensors_dtype("f32").has_value());
 }
 
 TEST(DType, UnknownNameErrorNamesTheField) {

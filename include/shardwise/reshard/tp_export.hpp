@@ -25,6 +25,10 @@ namespace shardwise {
 
 inline constexpr const char* kMxfp8ScaleSuffix = "_scale";
 inline constexpr const char* kTpExportFormat = "shardwise.tp_export.v1";
+// Metadata key naming the file (next to the rank's, in the same directory) that holds the
+// per-tensor table instead of "tensors", when the table would push the header past the format's
+// 100 MB limit (a million tensors need ~150 MB).
+inline constexpr const char* kTpExportTensorsFileKey = "tensors_file";
 
 // TP rank `tp_rank`'s slice of the row-major tensor `full` (shape, element_size bytes per
 // element) under `rule`, as a new row-major array of tp_local_shape(shape, rule, tp). With a

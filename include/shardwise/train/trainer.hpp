@@ -68,10 +68,17 @@ struct TrainedModel {
   const ProcessGroup& data_parallel;
 };
 
+// Rank 0's progress bar (redrawn at most a few times per second): kAuto draws it when
+// logging.progress is on and stdout is the user's terminal (not a file or pipe, nor a rank's
+// pseudo-terminal under mpirun); kOn always; kOff never. Without the bar, a line is logged every
+// logging.log_interval steps.
+enum class ProgressMode { kAuto, kOn, kOff };
+
 struct TrainerOptions {
   std::string log_jsonl;  // overrides logging.jsonl_path when set
   std::string plot;       // overrides logging.plot_path when set
   bool quiet = false;     // no per-step lines (tests)
+  ProgressMode progress = ProgressMode::kAuto;
   // Called on every rank once training and the final evaluation are done.
   std::function<void(const TrainedModel&)> on_finish;
   // Called on every rank after each step, once it is logged (and evaluated / saved where the
