@@ -89,7 +89,8 @@ int main(int argc, char** argv) {
     const ProcessGroupPtr world = init_mpi_world();
     SW_REQUIRE(world->size() == 1, InvalidArgument, "bench_checkpoint_io runs on one rank");
     constexpr int kTensors = 8;
-    const std::int64_t rows = std::max<std::int64_t>(1, megabytes * (1 << 20) / 4 / 1024 / kTensors);
+    const std::int64_t rows =
+        std::max<std::int64_t>(1, megabytes * (1 << 20) / 4 / 1024 / kTensors);
     Model model(rows, kTensors, 1);
     model.optimizer->step();  // real (non-zero) state
     Model target(rows, kTensors, 2);
@@ -159,12 +160,12 @@ int main(int argc, char** argv) {
     fs::remove_all(raw_dir);
 
     const double gb = static_cast<double>(bytes) / 1e9;
-    std::printf("checkpoint of %lld MB of fp32 weights + AdamW state: %.1f MB in %zu files, "
-                "best of %d; load figure %s\n",
-                static_cast<long long>(megabytes), static_cast<double>(bytes) / 1e6, file_count,
-                repeats,
-                cold ? "cold (files dropped from the page cache before load and read)"
-                     : "warm (the page cache could not be dropped)");
+    std::printf(
+        "checkpoint of %lld MB of fp32 weights + AdamW state: %.1f MB in %zu files, "
+        "best of %d; load figure %s\n",
+        static_cast<long long>(megabytes), static_cast<double>(bytes) / 1e6, file_count, repeats,
+        cold ? "cold (files dropped from the page cache before load and read)"
+             : "warm (the page cache could not be dropped)");
     std::printf("  warm load %.3f GB/s vs warm read %.3f GB/s (ratio %.3f)\n",
                 gb / best(warm_load_s), gb / best(warm_read_s),
                 best(warm_read_s) / best(warm_load_s));

@@ -95,8 +95,7 @@ void print_distance(const ProcessGroupPtr& world, std::int64_t n, int iters) {
   const TensorView f{full.data(), n, DType::kFloat32};
   const TensorView s{shard.data(), n / p, DType::kFloat32};
   const std::size_t bytes = static_cast<std::size_t>(n) * sizeof(float);
-  const double limit =
-      bench::mpi_ping_pong_gbps(std::max<std::size_t>(bytes / p, 8u << 20), iters);
+  const double limit = bench::mpi_ping_pong_gbps(std::max<std::size_t>(bytes / p, 8u << 20), iters);
   const double bus = static_cast<double>(bytes) * (p - 1) / p / 1e9;
   const double rs =
       bus / median_seconds(iters, [&] { world->reduce_scatter(s, f, ReduceOp::kSum)->wait(); });

@@ -239,8 +239,8 @@ int main(int argc, char** argv) {
           static_cast<std::size_t>(std::max<std::int64_t>(o.bucket / dp, 1) * 4), o.iters);
       const double bus_gb = static_cast<double>(numel) * 4.0 * (dp - 1) / dp / 1e9;
       if (root && dp > 1 && grad_wait > 0) {
-        bench::print_figure(str_cat("ddp_step_comm_", dp, "r").c_str(), bus_gb / grad_wait,
-                            limit, "GB/s");
+        bench::print_figure(str_cat("ddp_step_comm_", dp, "r").c_str(), bus_gb / grad_wait, limit,
+                            "GB/s");
       }
       if (root) {
         const double comm = serial.grad_wait;  // every reduce-scatter runs inside it

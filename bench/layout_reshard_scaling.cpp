@@ -45,11 +45,11 @@ struct Options {
 
 // The per-layer params of a small GPT (hidden h), in forward order.
 std::vector<std::pair<std::string, std::vector<std::int64_t>>> layer_params(std::int64_t h) {
-  return {{"input_layernorm.weight", {h}},      {"attention.qkv.weight", {3 * h, h}},
-          {"attention.qkv.bias", {3 * h}},      {"attention.proj.weight", {h, h}},
-          {"attention.proj.bias", {h}},         {"post_attention_layernorm.weight", {h}},
-          {"mlp.fc1.weight", {4 * h, h}},       {"mlp.fc1.bias", {4 * h}},
-          {"mlp.fc2.weight", {h, 4 * h}},       {"mlp.fc2.bias", {h}}};
+  return {{"input_layernorm.weight", {h}}, {"attention.qkv.weight", {3 * h, h}},
+          {"attention.qkv.bias", {3 * h}}, {"attention.proj.weight", {h, h}},
+          {"attention.proj.bias", {h}},    {"post_attention_layernorm.weight", {h}},
+          {"mlp.fc1.weight", {4 * h, h}},  {"mlp.fc1.bias", {4 * h}},
+          {"mlp.fc2.weight", {h, 4 * h}},  {"mlp.fc2.bias", {h}}};
 }
 
 ModelSpec gpt_like_spec(std::int64_t n) {
@@ -120,9 +120,9 @@ double seconds_of_command(const std::string& command) {
 Timing time_reshard(const fs::path& shardwise, const fs::path& input, const fs::path& work) {
   Timing t;
   const std::string cli = shardwise.string();
-  t.baseline = seconds_of_command(str_cat(cli, " convert --to mxfp8 --include '^$' ",
-                                          input.string(), " ", (work / "copy.safetensors").string(),
-                                          " > /dev/null"));
+  t.baseline =
+      seconds_of_command(str_cat(cli, " convert --to mxfp8 --include '^$' ", input.string(), " ",
+                                 (work / "copy.safetensors").string(), " > /dev/null"));
   t.ours = seconds_of_command(str_cat(cli, " reshard --checkpoint ", input.string(),
                                       " --tp 2 --out ", (work / "tp2").string(), " > /dev/null"));
   fs::remove_all(work / "tp2");
@@ -132,11 +132,11 @@ Timing time_reshard(const fs::path& shardwise, const fs::path& input, const fs::
 
 void report(const char* figure, std::int64_t n, const char* unit, const char* baseline,
             const Timing& small, const Timing& full) {
-  std::printf("  %s at %lld: %.2f s (baseline %.2f s); at %lld: %.2f s (baseline %.2f s)\n",
-              figure, static_cast<long long>(n / 4), small.ours, small.baseline,
-              static_cast<long long>(n), full.ours, full.baseline);
-  std::printf("bench: %s_%lld_%s seconds=%.3f baseline_%s=%.3f ratio=%.2f growth_4x=%.2f\n",
-              figure, static_cast<long long>(n), unit, full.ours, baseline, full.baseline,
+  std::printf("  %s at %lld: %.2f s (baseline %.2f s); at %lld: %.2f s (baseline %.2f s)\n", figure,
+              static_cast<long long>(n / 4), small.ours, small.baseline, static_cast<long long>(n),
+              full.ours, full.baseline);
+  std::printf("bench: %s_%lld_%s seconds=%.3f baseline_%s=%.3f ratio=%.2f growth_4x=%.2f\n", figure,
+              static_cast<long long>(n), unit, full.ours, baseline, full.baseline,
               full.ours / full.baseline, full.ours / small.ours);
 }
 
@@ -151,8 +151,9 @@ int main(int argc, char** argv) {
                                 {"--dir", &o.dir},
                                 {"--shardwise", &o.shardwise}});
     if (o.shardwise.empty()) o.shardwise = (fs::path(argv[0]).parent_path() / "shardwise").string();
-    SW_REQUIRE(fs::is_regular_file(o.shardwise), InvalidArgument, "bench_layout_reshard_scaling: no ",
-               o.shardwise, " (build the CLI, or pass --shardwise PATH)");
+    SW_REQUIRE(fs::is_regular_file(o.shardwise), InvalidArgument,
+               "bench_layout_reshard_scaling: no ", o.shardwise,
+               " (build the CLI, or pass --shardwise PATH)");
     SW_REQUIRE(o.params >= 8 && o.tensors >= 8, InvalidArgument,
                "bench_layout_reshard_scaling: --params and --tensors must be >= 8");
     const fs::path work = fs::path(o.dir) / str_cat("shardwise_scaling_bench_", ::getpid());

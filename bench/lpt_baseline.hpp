@@ -50,22 +50,20 @@ inline PerBufferParamLayout lpt_layout(const BufferLayoutInput& input) {
   std::int64_t offset = 0;
   for (std::size_t b = 0; b < chunks.size(); ++b) {
     std::vector<ParamId> order = chunks[b];
-    std::stable_sort(order.begin(), order.end(), [&](ParamId x, ParamId y) {
-      return params[x].numel() > params[y].numel();
-    });
+    std::stable_sort(order.begin(), order.end(),
+                     [&](ParamId x, ParamId y) { return params[x].numel() > params[y].numel(); });
     std::vector<std::int64_t> loads(static_cast<std::size_t>(dp), 0);
     std::vector<std::vector<ParamId>> shards(static_cast<std::size_t>(dp));
     std::int64_t unpadded = 0;
     for (const ParamId id : order) {
-      const auto least = static_cast<std::size_t>(
-          std::min_element(loads.begin(), loads.end()) - loads.begin());
+      const auto least =
+          static_cast<std::size_t>(std::min_element(loads.begin(), loads.end()) - loads.begin());
       shards[least].push_back(id);
       loads[least] += pad_param_start(std::max<std::int64_t>(params[id].numel(), 1));
       unpadded += params[id].numel();
     }
-    const std::int64_t shard_size =
-        pad_to_divisor(std::max<std::int64_t>(*std::max_element(loads.begin(), loads.end()), 1),
-                       divisor);
+    const std::int64_t shard_size = pad_to_divisor(
+        std::max<std::int64_t>(*std::max_element(loads.begin(), loads.end()), 1), divisor);
     for (int s = 0; s < dp; ++s) {
       std::int64_t cursor = offset + shard_size * s;
       for (const ParamId id : shards[static_cast<std::size_t>(s)]) {
@@ -86,9 +84,10 @@ inline PerBufferParamLayout lpt_layout(const BufferLayoutInput& input) {
 using BufferAlgorithm = std::function<PerBufferParamLayout(const BufferLayoutInput&)>;
 
 // Our full layout with every shard-aligned (layer-wise) buffer recomputed by `algorithm`.
-inline FullParamLayout with_layer_wise_buffers(const ParamList& params, const LayoutOptions& options,
-                                        const FullParamLayout& ours,
-                                        const BufferAlgorithm& algorithm) {
+inline FullParamLayout with_layer_wise_buffers(const ParamList& params,
+                                               const LayoutOptions& options,
+                                               const FullParamLayout& ours,
+                                               const BufferAlgorithm& algorithm) {
   FullParamLayout result = ours;
   const auto groups = group_params_for_buffers(params, options);
   for (const auto& [key, group] : groups) {

@@ -103,11 +103,11 @@ int main() {
     options.data_parallel_size = dp;
     options.bucket_size = bucket;
     const FullParamLayout ours = compute_full_param_layout(params, options);
-    const FullParamLayout lpt = bench::with_layer_wise_buffers(params, options, ours,
-                                                               bench::lpt_layout);
+    const FullParamLayout lpt =
+        bench::with_layer_wise_buffers(params, options, ours, bench::lpt_layout);
     double step_ours = 0, step_lpt = 0;
-    for (const auto& [name, layout] : {std::pair{"ours (layer-wise)", &ours},
-                                       std::pair{"LPT by numel", &lpt}}) {
+    for (const auto& [name, layout] :
+         {std::pair{"ours (layer-wise)", &ours}, std::pair{"LPT by numel", &lpt}}) {
       const Balance b = muon_balance(params, *layout, dp, seconds);
       std::string ranks;
       for (double s : b.rank_seconds) {

@@ -89,15 +89,14 @@ void print_figure_one_thread(int steps) {
   const auto t = shardwise::bench::best_interleaved(
       3,
       [&] {
-        blas::sgemm(blas::Op::kNone, blas::Op::kNone, n, n, n, 1.0f, a.data(), n, b.data(), n,
-                    0.0f, c.data(), n);
+        blas::sgemm(blas::Op::kNone, blas::Op::kNone, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f,
+                    c.data(), n);
       },
       [&] { ns.orthogonalize(g.data(), rows, cols, out.data()); });
   const double sgemm_gflop = 2.0 * static_cast<double>(n * n) * static_cast<double>(n) / 1e9;
   std::printf("figure: %lldx%lld, %d steps, 1 BLAS thread\n", static_cast<long long>(rows),
               static_cast<long long>(cols), steps);
-  shardwise::bench::print_figure("newton_schulz_1t", gflop / t.ours, sgemm_gflop / t.probe,
-                                 "GF/s");
+  shardwise::bench::print_figure("newton_schulz_1t", gflop / t.ours, sgemm_gflop / t.probe, "GF/s");
   blas::set_num_threads(saved_threads);
 }
 

@@ -183,8 +183,8 @@ void print_flops_figure(const ProcessGroupPtr& world, const std::string& path) {
     std::printf(
         "train 3.2M params dp=1: best %.1f GF/s, mean %.1f GF/s over %d steps; best sgemm window "
         "%.1f GF/s (%.3f), best single sgemm product %.1f GF/s (%.3f)\n",
-        best, sum / kFlopsMeasuredSteps, kFlopsMeasuredSteps, limit, best / limit,
-        single_product, best / single_product);
+        best, sum / kFlopsMeasuredSteps, kFlopsMeasuredSteps, limit, best / limit, single_product,
+        best / single_product);
     bench::print_figure("train_flops_3m_dp1", best, limit, "GF/s");
     blas::set_num_threads(saved_blas);
     omp_set_num_threads(saved_omp);

@@ -14,10 +14,10 @@ if [[ ${1:-} == --fix ]]; then
   "$clang_format" -i --style=file "${files[@]}"
   exit 0
 fi
-unformatted=()
-for f in "${files[@]}"; do
-  "$clang_format" --style=file --dry-run --Werror "$f" >/dev/null 2>&1 || unformatted+=("$f")
-done
+# --dry-run --Werror prints "FILE:LINE:COL: error: code should be clang-formatted" per change.
+report=$(printf '%s\0' "${files[@]}" |
+  xargs -0 -n 32 -P "$(nproc)" "$clang_format" --style=file --dry-run --Werror 2>&1 || true)
+mapfile -t unformatted < <(sed -n 's/^\([^:]*\):[0-9]*:[0-9]*: error: .*clang-format.*/\1/p' <<<"$report" | sort -u)
 if ((${#unformatted[@]})); then
   printf 'check_format: not clang-formatted: %s\n' "${unformatted[@]}" >&2
   echo "check_format: run scripts/check_format.sh --fix" >&2

@@ -10,7 +10,7 @@ packages=(
   nlohmann-json3-dev libcli11-dev libyaml-cpp-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-numpy
-  libre2-dev clang-14 libclang-rt-14-dev
+  libre2-dev clang-14 libclang-rt-14-dev clang-format-14
   fortunes-min fortunes   # the text example's corpus (scripts/prepare_fortunes.py)
   python3-dev pybind11-dev python3-torch python3-pytest
 )

@@ -8,6 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/env.sh
 
+scripts/check_format.sh  # every C++/CUDA source as clang-format-14 writes it (.clang-format)
 scripts/build.sh release
 # The Python package's pytest suite is the CTest test "python"; fail if the build left it out
 # (missing dependencies) instead of passing without it.

@@ -17,15 +17,13 @@ inline constexpr bool kSanitizedBuild = false;
 #endif
 
 // Cases of a random sweep to run: all of them, or about one in eight under the sanitizers.
-inline constexpr int sweep_cases(int cases) {
-  return kSanitizedBuild ? (cases + 7) / 8 : cases;
-}
+inline constexpr int sweep_cases(int cases) { return kSanitizedBuild ? (cases + 7) / 8 : cases; }
 
 }  // namespace shardwise::test
 
 // First statement of a test that only the release build runs (see above).
-#define SW_SKIP_UNDER_SANITIZERS()                                                       \
-  do {                                                                                   \
-    if (::shardwise::test::kSanitizedBuild)                                              \
+#define SW_SKIP_UNDER_SANITIZERS()                                                               \
+  do {                                                                                           \
+    if (::shardwise::test::kSanitizedBuild)                                                      \
       GTEST_SKIP() << "whole-zoo sweep: runs in the release build (tests/sanitizer_budget.hpp)"; \
   } while (false)

@@ -5,7 +5,8 @@
 //     N ranks on ARCH and prints the result: YAML (loadable again; the resolution follows as
 //     comments; warnings on stderr) or JSON ({"config", "resolution", "tp_overlap_runtime",
 //     "warnings"}). tp_overlap_runtime is what the MPI backend runs per GEMM slot (algorithm,
-//     num_splits) and the GPU-only fields it does not apply (include/shardwise/tp/overlap_plan.hpp).
+//     num_splits) and the GPU-only fields it does not apply
+//     (include/shardwise/tp/overlap_plan.hpp).
 //   shardwise config presets [--name NAME] [--format yaml|json]
 //     Lists the userbuffers_* presets with what their names encode, or prints one preset.
 // Config errors exit with code 2 (see main.cpp).
@@ -112,8 +113,8 @@ int run_presets(const ConfigOptions& options) {
   for (const auto& preset : comm_overlap_presets()) {
     const auto key = *parse_preset_name(preset.name);
     std::printf("%-52s %-5s %-10s %6d %3d %3d %4d %7d %s\n", std::string(preset.name).c_str(),
-                key.precision.c_str(), std::string(to_string(key.gpu)).c_str(), key.hidden,
-                key.tp, key.cp, key.micro_batch_size, key.seq_length, key.lora ? "yes" : "no");
+                key.precision.c_str(), std::string(to_string(key.gpu)).c_str(), key.hidden, key.tp,
+                key.cp, key.micro_batch_size, key.seq_length, key.lora ? "yes" : "no");
   }
   return 0;
 }

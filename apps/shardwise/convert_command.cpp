@@ -13,8 +13,8 @@
 #include "command_registry.hpp"
 #include "shardwise/checkpoint/mxfp8_convert.hpp"
 #include "shardwise/core/checked_size.hpp"
-#include "shardwise/core/error.hpp"
 #include "shardwise/core/command_paths.hpp"
+#include "shardwise/core/error.hpp"
 
 namespace shardwise::cli {
 namespace {

@@ -75,7 +75,8 @@ int run_generate(const GenerateArgs& args) {
   CheckpointGpt loaded = load_gpt_checkpoint(args.checkpoint, step);
   const int vocab = loaded.config.vocab_size;
   SW_REQUIRE(vocab <= 256, InvalidArgument, "checkpoint '", loaded.directory.string(),
-             "': vocabulary of ", vocab, " tokens is not byte-level; generate reads and "
+             "': vocabulary of ", vocab,
+             " tokens is not byte-level; generate reads and "
              "writes text as bytes (train on text or byte-level .bin data)");
   const std::vector<std::int32_t> prompt = prompt_tokens(args.prompt, vocab);
   std::vector<std::int32_t> generated;
@@ -83,8 +84,8 @@ int run_generate(const GenerateArgs& args) {
   if (args.tp > 1) {
     // Every rank samples with the same seed from the same (gathered) distribution.
     const ProcessGroupPtr world = init_mpi_world(ProcessGroupOptions{args.comm_timeout});
-    SW_REQUIRE(world->size() == args.tp, InvalidArgument, "--tp ", args.tp, ": run under mpirun -np ",
-               args.tp, " (this job has ", world->size(), " ranks)");
+    SW_REQUIRE(world->size() == args.tp, InvalidArgument, "--tp ", args.tp,
+               ": run under mpirun -np ", args.tp, " (this job has ", world->size(), " ranks)");
     ShardedGpt sharded(loaded, *world);
     generated = generate_tokens(*sharded.model, prompt, args.tokens, args.sampling);
     prints = world->rank() == 0;

@@ -27,9 +27,9 @@ std::optional<LaunchEnv> launch_env() {
     const char* rank;
     const char* size;
   };
-  for (const Names names : {Names{"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
-                            Names{"PMIX_RANK", "PMIX_SIZE"}, Names{"PMI_RANK", "PMI_SIZE"},
-                            Names{"SLURM_PROCID", "SLURM_NTASKS"}}) {
+  for (const Names names :
+       {Names{"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"}, Names{"PMIX_RANK", "PMIX_SIZE"},
+        Names{"PMI_RANK", "PMI_SIZE"}, Names{"SLURM_PROCID", "SLURM_NTASKS"}}) {
     const auto rank = env_int(names.rank);
     if (!rank) continue;
     return LaunchEnv{*rank, env_int(names.size).value_or(1)};

@@ -43,12 +43,12 @@ struct LayoutArgs {
 ModelSpec load_model(const std::string& model) {
   SW_REQUIRE(!model.empty(), InvalidArgument, "layout: --model is required");
   std::error_code ignored;
-  const bool looks_like_path = model.find('/') != std::string::npos ||
-                               std::filesystem::path(model).extension() == ".json";
+  const bool looks_like_path =
+      model.find('/') != std::string::npos || std::filesystem::path(model).extension() == ".json";
   if (!std::filesystem::exists(model, ignored) && !looks_like_path) {
     if (is_bundled_model(model)) return bundled_model_spec(model);
-    throw InvalidArgument(str_cat("--model: no spec file '", model, "' and ",
-                                  unknown_bundled_model_message(model)));
+    throw InvalidArgument(
+        str_cat("--model: no spec file '", model, "' and ", unknown_bundled_model_message(model)));
   }
   ModelSpec spec = load_model_spec(model);
   if (spec.name.empty()) spec.name = std::filesystem::path(model).stem().string();
@@ -59,8 +59,8 @@ LayoutAlgorithm parse_optimizer(const std::string& name) {
   if (name == "layer-wise" || name == "layerwise") return LayoutAlgorithm::kLayerWise;
   if (name == "distributed") return LayoutAlgorithm::kDistributed;
   if (name == "none" || name == "ddp") return LayoutAlgorithm::kDefault;
-  throw InvalidArgument(
-      str_cat("--optimizer: unknown optimizer '", name, "' (valid: layer-wise, distributed, none)"));
+  throw InvalidArgument(str_cat("--optimizer: unknown optimizer '", name,
+                                "' (valid: layer-wise, distributed, none)"));
 }
 
 bool parse_bool(const std::string& value, const char* option) {
@@ -128,10 +128,9 @@ int run_layout(const LayoutArgs& args) {
 
   // --svg is written last: check it (and that it is not the spec file) before the work.
   std::error_code ignored;
-  check_command_paths(
-      {{"--model", std::filesystem::exists(args.model, ignored) ? args.model : "",
-        PathUse::kReadFile},
-       {"--svg", args.svg, PathUse::kWriteFile}});
+  check_command_paths({{"--model", std::filesystem::exists(args.model, ignored) ? args.model : "",
+                        PathUse::kReadFile},
+                       {"--svg", args.svg, PathUse::kWriteFile}});
   const ModelSpec spec = load_model(args.model);
   std::optional<ShardGroupChoice> choice;
   if (args.shard_group_size == "auto") {
@@ -141,8 +140,8 @@ int run_layout(const LayoutArgs& args) {
   const FullParamLayout layout = compute_full_param_layout(spec.params, options);
   validate_full_layout(spec.params, layout, options);
   const LayoutStats stats = compute_layout_stats(spec.params, layout, options);
-  const LayoutReportInput report{spec.name, &spec.params, &layout, &options, &stats,
-                                 choice ? &*choice : nullptr};
+  const LayoutReportInput report{spec.name, &spec.params, &layout,
+                                 &options,  &stats,       choice ? &*choice : nullptr};
 
   if (!args.svg.empty()) write_file_atomically(args.svg, render_layout_svg(report));
   const std::string text =

@@ -37,12 +37,12 @@
 #include "shardwise/config/training_config.hpp"
 #include "shardwise/core/atomic_file.hpp"
 #include "shardwise/core/checked_size.hpp"
+#include "shardwise/core/command_paths.hpp"
 #include "shardwise/core/error.hpp"
 #include "shardwise/core/float_convert.hpp"
 #include "shardwise/core/output_preflight.hpp"
 #include "shardwise/reshard/refit_verification.hpp"
 #include "shardwise/reshard/tp_export.hpp"
-#include "shardwise/core/command_paths.hpp"
 #include "shardwise/train/model_from_config.hpp"
 #include "shardwise/train/trainer.hpp"
 
@@ -80,8 +80,8 @@ struct ModelWeights {
 
 std::vector<float> to_fp32(const void* data, std::int64_t n, DType dtype, const std::string& name) {
   SW_REQUIRE(dtype == DType::kFloat32 || dtype == DType::kBFloat16 || dtype == DType::kFloat16,
-             InvalidArgument, "refit: param ", name, " has dtype ",
-             dtype_name(dtype), "; expected fp32, bf16 or fp16");
+             InvalidArgument, "refit: param ", name, " has dtype ", dtype_name(dtype),
+             "; expected fp32, bf16 or fp16");
   std::vector<float> out(static_cast<std::size_t>(n));
   convert_floats(TensorView{const_cast<void*>(data), n, dtype},
                  TensorView{out.data(), n, DType::kFloat32}, name);
@@ -139,8 +139,8 @@ std::vector<RefitParam> broadcast_params(ProcessGroup& world, const std::vector<
   for (const auto& entry : nlohmann::json::parse(text)) {
     RefitParam p{entry.at(0).get<std::string>(), entry.at(1).get<std::vector<std::int64_t>>()};
     if (!entry.at(2).is_null()) {
-      p.tp_rule = tp_rule_from_split(p.name, entry.at(2).at(0).get<int>(),
-                                     entry.at(2).at(1).get<int>());
+      p.tp_rule =
+          tp_rule_from_split(p.name, entry.at(2).at(0).get<int>(), entry.at(2).at(1).get<int>());
     }
     params.push_back(std::move(p));
   }
@@ -285,8 +285,8 @@ std::optional<ModeReport> refit_in_mode(const RefitArgs& args, const ProcessGrou
   if (in.model) {
     std::optional<TpForwardReport> mine;
     if (engine.is_inference_rank()) {
-      mine = check_tp_forward(engine.weights(), reference, *in.model, in.batch,
-                              *in.inference_group);
+      mine =
+          check_tp_forward(engine.weights(), reference, *in.model, in.batch, *in.inference_group);
     }
     report.forward = report_to_rank0(*world, topology.first_inference_rank(), mine);
   }

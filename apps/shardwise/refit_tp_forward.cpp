@@ -230,9 +230,9 @@ std::vector<InferenceTensor> read_tp_export_rank(const std::filesystem::path& di
              FormatError, "'", path.string(), "' is not a tp=", tp,
              " export of `shardwise reshard` (no matching tp_size / tensors metadata)");
   std::vector<InferenceTensor> out;
-  const nlohmann::json tensors = parse_json_text(
-      meta.contains("tensors") ? meta.at("tensors") : tensors_file_text(path, meta),
-      str_cat("'", path.string(), "': the tensor table"));
+  const nlohmann::json tensors =
+      parse_json_text(meta.contains("tensors") ? meta.at("tensors") : tensors_file_text(path, meta),
+                      str_cat("'", path.string(), "': the tensor table"));
   // A field missing or of the wrong type is damage to the file, not a bug here.
   try {
     read_tp_export_tensors(file, tensors, out);

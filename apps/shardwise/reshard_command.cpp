@@ -21,8 +21,8 @@
 #include "shardwise/checkpoint/safetensors.hpp"
 #include "shardwise/core/atomic_file.hpp"
 #include "shardwise/core/checked_size.hpp"
-#include "shardwise/core/error.hpp"
 #include "shardwise/core/command_paths.hpp"
+#include "shardwise/core/error.hpp"
 #include "shardwise/reshard/tp_export.hpp"
 
 namespace shardwise::cli {
@@ -111,8 +111,8 @@ int run_reshard(const ReshardArgs& args) {
   SW_REQUIRE(args.overwrite || !fs::exists(fs::symlink_status(out, ec)), IoError, "--out ",
              out.string(), " already exists (pass --overwrite to replace it)");
   const fs::path input = weights_file(args);
-  check_command_paths({{"--checkpoint", input, PathUse::kReadFile},
-                       {"--out", out, PathUse::kReplaceDirectory}});
+  check_command_paths(
+      {{"--checkpoint", input, PathUse::kReadFile}, {"--out", out, PathUse::kReplaceDirectory}});
   const SafetensorsFile file = SafetensorsFile::open(input);
   std::vector<SourceTensor> tensors;
   for (const SafetensorsTensorInfo& info : file.tensors()) {

@@ -4,8 +4,8 @@
 // DIR/latest pointer; `--load DIR [--load-step S]` resumes (DIR may also be a step directory),
 // at any data-parallel size.
 #include <filesystem>
-#include <optional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -16,8 +16,8 @@
 #include "shardwise/checkpoint/checkpoint.hpp"
 #include "shardwise/comm/mpi_process_group.hpp"
 #include "shardwise/config/training_config.hpp"
-#include "shardwise/core/command_paths.hpp"
 #include "shardwise/core/checked_size.hpp"
+#include "shardwise/core/command_paths.hpp"
 #include "shardwise/core/error.hpp"
 #include "shardwise/core/message_text.hpp"
 #include "shardwise/train/trainer.hpp"

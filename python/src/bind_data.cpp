@@ -29,16 +29,19 @@ void bind_data(py::module_& m) {
       .def_property_readonly("seq_len", &SyntheticTaskDataset::seq_len)
       .def_property_readonly("validation_size", &SyntheticTaskDataset::validation_size)
       .def("describe", &SyntheticTaskDataset::describe)
-      .def("sample_text",
-           [](const SyntheticTaskDataset& d, bool validation, std::int64_t index) {
-             return d.sample_text(validation ? Split::kValidation : Split::kTrain, index);
-           },
-           py::arg("validation"), py::arg("index"))
+      .def(
+          "sample_text",
+          [](const SyntheticTaskDataset& d, bool validation, std::int64_t index) {
+            return d.sample_text(validation ? Split::kValidation : Split::kTrain, index);
+          },
+          py::arg("validation"), py::arg("index"))
       .def(
           "fill",
           [](const SyntheticTaskDataset& d, bool validation, std::int64_t first, int count) {
-            SW_REQUIRE(count >= 1 && first >= 0, InvalidArgument, "fill: need count >= 1 and "
-                       "first >= 0, got count ", count, ", first ", first);
+            SW_REQUIRE(count >= 1 && first >= 0, InvalidArgument,
+                       "fill: need count >= 1 and "
+                       "first >= 0, got count ",
+                       count, ", first ", first);
             const py::ssize_t seq = d.seq_len();
             py::array_t<std::int32_t> tokens({py::ssize_t{count}, seq});
             py::array_t<std::int32_t> targets({py::ssize_t{count}, seq});

@@ -22,10 +22,14 @@ namespace {
 // uint16) and Python reinterprets them.
 py::dtype numpy_dtype(DType dtype) {
   switch (dtype) {
-    case DType::kFloat32: return py::dtype::of<float>();
-    case DType::kFloat16: return py::dtype("float16");
-    case DType::kBFloat16: return py::dtype::of<std::int16_t>();
-    default: break;
+    case DType::kFloat32:
+      return py::dtype::of<float>();
+    case DType::kFloat16:
+      return py::dtype("float16");
+    case DType::kBFloat16:
+      return py::dtype::of<std::int16_t>();
+    default:
+      break;
   }
   throw InvalidArgument(str_cat("no numpy view for ", dtype_name(dtype), " buffers"));
 }
@@ -51,10 +55,9 @@ std::int64_t saturated_int64(const py::handle& value) {
 
 // The checks of the YAML config's optimizer section, under the Python argument names.
 void validate_hyperparameters(const py::dict& o) {
-  static const OptimizerFieldNames names{"lr",      "muon_lr",  "weight_decay",
-                                         "betas[0]", "betas[1]", "eps",
-                                         "momentum", "ns_steps", "extra_scale_factor",
-                                         "clip_grad"};
+  static const OptimizerFieldNames names{
+      "lr",  "muon_lr",  "weight_decay", "betas[0]",           "betas[1]",
+      "eps", "momentum", "ns_steps",     "extra_scale_factor", "clip_grad"};
   OptimizerHyperparameters v;
   v.lr = o["lr"].cast<double>();
   v.muon_lr = o["muon_lr"].cast<double>();
@@ -164,14 +167,18 @@ void bind_buffers(py::class_<Engine>& c) {
 
 void bind_sync(py::class_<Engine>& c) {
   using Release = py::call_guard<py::gil_scoped_release>;
-  c.def("register_grad_ready", [](Engine& e, ParamId id) { e.ddp().register_grad_ready(id); },
-        Release())
-      .def("finish_grad_sync", [](Engine& e) { e.ddp().finish_grad_sync(); }, Release())
-      .def("zero_grad_buffer", [](Engine& e) { e.ddp().zero_grad_buffer(); }, Release())
+  c.def(
+       "register_grad_ready", [](Engine& e, ParamId id) { e.ddp().register_grad_ready(id); },
+       Release())
+      .def(
+          "finish_grad_sync", [](Engine& e) { e.ddp().finish_grad_sync(); }, Release())
+      .def(
+          "zero_grad_buffer", [](Engine& e) { e.ddp().zero_grad_buffer(); }, Release())
       .def("set_is_last_microbatch",
            [](Engine& e, bool last) { e.ddp().set_is_last_microbatch(last); })
       .def("is_last_microbatch", [](const Engine& e) { return e.ddp().is_last_microbatch(); })
-      .def("bucket_group_of", [](const Engine& e, ParamId id) { return e.ddp().bucket_group_of(id); })
+      .def("bucket_group_of",
+           [](const Engine& e, ParamId id) { return e.ddp().bucket_group_of(id); })
       .def("num_bucket_groups",
            [](const Engine& e) { return static_cast<int>(e.ddp().bucket_groups().size()); })
       .def("groups_dispatched",
@@ -180,15 +187,19 @@ void bind_sync(py::class_<Engine>& c) {
              for (const auto& g : e.ddp().bucket_groups()) n += g->grad_sync_dispatched() ? 1 : 0;
              return n;
            })
-      .def("finish_param_sync", [](Engine& e, int group) { e.ddp().finish_param_sync(group); },
-           Release())
-      .def("finish_all_param_sync", [](Engine& e) { e.ddp().finish_all_param_sync(); }, Release())
-      .def("overlap_param_gather", [](const Engine& e) { return e.ddp().config().overlap_param_gather; })
-      .def("all_reduce_sum",
-           [](Engine& e, double value) {
-             return optim::all_reduce_sum_exact(*e.data_parallel_group(), value);
-           },
-           Release());
+      .def(
+          "finish_param_sync", [](Engine& e, int group) { e.ddp().finish_param_sync(group); },
+          Release())
+      .def(
+          "finish_all_param_sync", [](Engine& e) { e.ddp().finish_all_param_sync(); }, Release())
+      .def("overlap_param_gather",
+           [](const Engine& e) { return e.ddp().config().overlap_param_gather; })
+      .def(
+          "all_reduce_sum",
+          [](Engine& e, double value) {
+            return optim::all_reduce_sum_exact(*e.data_parallel_group(), value);
+          },
+          Release());
 }
 
 void bind_optimizer(py::class_<Engine>& c) {
@@ -214,53 +225,57 @@ void bind_optimizer(py::class_<Engine>& c) {
              validate_learning_rate(lr, "lr");
              e.optimizer().set_lr(lr);
            })
-      .def("state_dict", [](const Engine& e) { return state_to_python(e.optimizer().state_dict()); })
+      .def("state_dict",
+           [](const Engine& e) { return state_to_python(e.optimizer().state_dict()); })
       .def("state_numel",
            [](const Engine& e) {
              std::int64_t n = 0;
              for (const auto& [name, fields] : e.optimizer().state_dict()) {
-               for (const auto& [field, values] : fields) n += static_cast<std::int64_t>(values.size());
+               for (const auto& [field, values] : fields)
+                 n += static_cast<std::int64_t>(values.size());
              }
              return n;
            })
-      .def("load_state_dict",
-           [](Engine& e, const py::dict& s) { e.optimizer().load_state_dict(state_from_python(s)); });
+      .def("load_state_dict", [](Engine& e, const py::dict& s) {
+        e.optimizer().load_state_dict(state_from_python(s));
+      });
 }
 
 void bind_checkpoints(py::class_<Engine>& c) {
-  c.def("save_checkpoint",
-        [](Engine& e, const std::string& root, std::int64_t step, std::int64_t consumed_samples,
-           int keep_last, const std::string& extra_json) {
-          CheckpointSaveRequest request;
-          request.root = root;
-          request.step = step;
-          request.consumed_samples = consumed_samples;
-          request.keep_last = keep_last;
-          request.optimizer_kind = std::string(optim::optimizer_mode_name(e.mode()));
-          request.extra = nlohmann::ordered_json::parse(extra_json);
-          py::gil_scoped_release released;
-          e.ddp().finish_all_param_sync();  // rank 0 must hold the current weights
-          return save_checkpoint(request, e.model_tensors(), e.optimizer(),
-                                 *e.data_parallel_group())
-              .string();
-        },
-        py::arg("root"), py::arg("step"), py::arg("consumed_samples"), py::arg("keep_last"),
-        py::arg("extra_json"))
-      .def("load_checkpoint",
-           [](Engine& e, const std::string& path, std::optional<std::int64_t> step) {
-             LoadedCheckpoint loaded;
-             {
-               py::gil_scoped_release released;
-               e.ddp().finish_all_param_sync();  // no gather may land on top of loaded weights
-               const auto dir = resolve_checkpoint_directory(path, step);
-               loaded = load_checkpoint(dir, e.model_tensors(), e.optimizer(),
-                                        *e.data_parallel_group(),
-                                        optim::optimizer_mode_name(e.mode()));
-             }
-             return py::make_tuple(loaded.directory.string(), loaded.step,
-                                   loaded.consumed_samples, loaded.manifest.dump());
-           },
-           py::arg("path"), py::arg("step") = py::none());
+  c.def(
+       "save_checkpoint",
+       [](Engine& e, const std::string& root, std::int64_t step, std::int64_t consumed_samples,
+          int keep_last, const std::string& extra_json) {
+         CheckpointSaveRequest request;
+         request.root = root;
+         request.step = step;
+         request.consumed_samples = consumed_samples;
+         request.keep_last = keep_last;
+         request.optimizer_kind = std::string(optim::optimizer_mode_name(e.mode()));
+         request.extra = nlohmann::ordered_json::parse(extra_json);
+         py::gil_scoped_release released;
+         e.ddp().finish_all_param_sync();  // rank 0 must hold the current weights
+         return save_checkpoint(request, e.model_tensors(), e.optimizer(), *e.data_parallel_group())
+             .string();
+       },
+       py::arg("root"), py::arg("step"), py::arg("consumed_samples"), py::arg("keep_last"),
+       py::arg("extra_json"))
+      .def(
+          "load_checkpoint",
+          [](Engine& e, const std::string& path, std::optional<std::int64_t> step) {
+            LoadedCheckpoint loaded;
+            {
+              py::gil_scoped_release released;
+              e.ddp().finish_all_param_sync();  // no gather may land on top of loaded weights
+              const auto dir = resolve_checkpoint_directory(path, step);
+              loaded =
+                  load_checkpoint(dir, e.model_tensors(), e.optimizer(), *e.data_parallel_group(),
+                                  optim::optimizer_mode_name(e.mode()));
+            }
+            return py::make_tuple(loaded.directory.string(), loaded.step, loaded.consumed_samples,
+                                  loaded.manifest.dump());
+          },
+          py::arg("path"), py::arg("step") = py::none());
 }
 
 }  // namespace
@@ -290,12 +305,16 @@ void bind_engine(py::module_& m) {
   bind_optimizer(engine);
   bind_checkpoints(engine);
 
-  m.def("init_mpi", [] {
-    const ProcessGroupPtr world = init_mpi_world();
-    return py::make_tuple(world->rank(), world->size());
-  }, "Initialises MPI (MPI_THREAD_MULTIPLE) unless already done; returns (rank, size)");
-  m.def("abort_world", [](const std::string& message) { abort_world(message, 2); },
-        "Aborts every rank of the job (exit code 2) after printing message");
+  m.def(
+      "init_mpi",
+      [] {
+        const ProcessGroupPtr world = init_mpi_world();
+        return py::make_tuple(world->rank(), world->size());
+      },
+      "Initialises MPI (MPI_THREAD_MULTIPLE) unless already done; returns (rank, size)");
+  m.def(
+      "abort_world", [](const std::string& message) { abort_world(message, 2); },
+      "Aborts every rank of the job (exit code 2) after printing message");
 }
 
 }  // namespace shardwise::python

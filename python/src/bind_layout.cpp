@@ -18,8 +18,8 @@ LayoutAlgorithm parse_algorithm(const std::string& name) {
   if (name == "layer-wise" || name == "layerwise") return LayoutAlgorithm::kLayerWise;
   if (name == "distributed") return LayoutAlgorithm::kDistributed;
   if (name == "ddp" || name == "none" || name == "default") return LayoutAlgorithm::kDefault;
-  throw InvalidArgument(str_cat("optimizer: unknown layout '", name,
-                                "' (valid: layer-wise, distributed, ddp)"));
+  throw InvalidArgument(
+      str_cat("optimizer: unknown layout '", name, "' (valid: layer-wise, distributed, ddp)"));
 }
 
 py::list compute_layout(const ParamList& params, const std::string& algorithm, int dp,
@@ -71,8 +71,8 @@ void bind_layout(py::module_& m) {
   py::class_<ParamInfo>(m, "ParamInfo", "One parameter as the layout and DDP layers see it")
       .def(py::init([](std::string name, std::vector<std::int64_t> shape, const std::string& dtype,
                        std::optional<std::string> grad_dtype, bool shared_embedding,
-                       bool expert_parallel, bool embedding_or_output,
-                       std::optional<bool> use_muon, std::vector<std::int64_t> qkv_split) {
+                       bool expert_parallel, bool embedding_or_output, std::optional<bool> use_muon,
+                       std::vector<std::int64_t> qkv_split) {
              ParamInfo p;
              p.name = std::move(name);
              p.shape = std::move(shape);
@@ -94,7 +94,8 @@ void bind_layout(py::module_& m) {
            py::arg("use_muon") = py::none(), py::arg("qkv_split") = std::vector<std::int64_t>{})
       .def_readonly("name", &ParamInfo::name)
       .def_readonly("shape", &ParamInfo::shape)
-      .def_property_readonly("dtype", [](const ParamInfo& p) { return std::string(dtype_name(p.dtype)); })
+      .def_property_readonly("dtype",
+                             [](const ParamInfo& p) { return std::string(dtype_name(p.dtype)); })
       .def_readonly("shared_embedding", &ParamInfo::shared_embedding)
       .def_readonly("expert_parallel", &ParamInfo::expert_parallel)
       .def_readonly("embedding_or_output", &ParamInfo::embedding_or_output)
@@ -103,8 +104,8 @@ void bind_layout(py::module_& m) {
       .def("numel", &ParamInfo::numel);
 
   m.def("compute_full_param_layout", &compute_layout, py::arg("params"), py::arg("optimizer"),
-        py::arg("dp"), py::arg("expert_dp"), py::arg("bucket_size"),
-        py::arg("grad_reduce_in_fp32"), py::arg("high_nccl_busbw"), py::arg("all_layer_wise"),
+        py::arg("dp"), py::arg("expert_dp"), py::arg("bucket_size"), py::arg("grad_reduce_in_fp32"),
+        py::arg("high_nccl_busbw"), py::arg("all_layer_wise"),
         "Computes the optimizer's FullParamLayout; one dict per buffer (BufferKey order)");
   m.def("bundled_model_names", &bundled_model_names, "Names of the model-zoo presets");
   m.def(

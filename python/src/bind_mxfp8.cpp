@@ -27,9 +27,10 @@ Mxfp8ScaleLayout parse_layout(const std::string& name) {
 // A C-contiguous array's bytes as a view of `numel` elements of `dtype`.
 TensorView view_of(const py::array& a, DType dtype, std::int64_t numel, const char* what) {
   SW_REQUIRE(a.flags() & py::array::c_style, InvalidArgument, what, " must be C-contiguous");
-  SW_REQUIRE(static_cast<std::size_t>(a.nbytes()) == static_cast<std::size_t>(numel) * dtype_size(dtype),
-             ShapeError, what, ": ", a.nbytes(), " bytes, expected ", numel, " elements of ",
-             dtype_name(dtype));
+  SW_REQUIRE(
+      static_cast<std::size_t>(a.nbytes()) == static_cast<std::size_t>(numel) * dtype_size(dtype),
+      ShapeError, what, ": ", a.nbytes(), " bytes, expected ", numel, " elements of ",
+      dtype_name(dtype));
   return TensorView{const_cast<void*>(a.data()), numel, dtype};
 }
 
@@ -45,7 +46,9 @@ py::tuple quantize(const py::array& input, const std::string& dtype, std::int64_
   py::array_t<std::uint8_t> data(g.data_bytes), scale(g.scale_bytes);
   Mxfp8View out{{data.mutable_data(), static_cast<std::size_t>(g.data_bytes)},
                 {scale.mutable_data(), static_cast<std::size_t>(g.scale_bytes)},
-                rows, cols, options.layout};
+                rows,
+                cols,
+                options.layout};
   std::fill_n(out.scale.data(), out.scale.size(), std::uint8_t{0});  // swizzle padding is zero
   {
     py::gil_scoped_release released;
@@ -55,19 +58,20 @@ py::tuple quantize(const py::array& input, const std::string& dtype, std::int64_
 }
 
 // Decodes into `out` (fp32, fp16, or bf16 bits in a uint16 array).
-void dequantize(const py::array& data, const py::array& scale, std::int64_t rows,
-                std::int64_t cols, const std::string& layout, py::array& out,
-                const std::string& dtype) {
+void dequantize(const py::array& data, const py::array& scale, std::int64_t rows, std::int64_t cols,
+                const std::string& layout, py::array& out, const std::string& dtype) {
   const Mxfp8ScaleLayout scale_layout = parse_layout(layout);
   const Mxfp8Geometry g = mxfp8_geometry(rows, cols, scale_layout);
   const TensorView d = view_of(data, DType::kUInt8, g.data_bytes, "MXFP8 data");
   const TensorView s = view_of(scale, DType::kUInt8, g.scale_bytes, "MXFP8 scale");
-  const TensorView o = view_of(out, dtype_from_name(dtype, "dequantize dtype"), rows * cols,
-                               "dequantize output");
+  const TensorView o =
+      view_of(out, dtype_from_name(dtype, "dequantize dtype"), rows * cols, "dequantize output");
   SW_REQUIRE(out.writeable(), InvalidArgument, "dequantize output must be writeable");
   const Mxfp8ConstView src{{static_cast<const std::uint8_t*>(d.data), d.nbytes()},
                            {static_cast<const std::uint8_t*>(s.data), s.nbytes()},
-                           rows, cols, scale_layout};
+                           rows,
+                           cols,
+                           scale_layout};
   py::gil_scoped_release released;
   dequantize_mxfp8_into(src, o);
 }

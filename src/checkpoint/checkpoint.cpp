@@ -61,8 +61,7 @@ std::string describe(const std::exception_ptr& error) {
 std::vector<int> ranks_with_flag(ProcessGroup& group, bool flag) {
   std::vector<float> flags(static_cast<std::size_t>(group.size()), 0.0f);
   flags[static_cast<std::size_t>(group.rank())] = flag ? 1.0f : 0.0f;
-  group.all_reduce(TensorView{flags.data(), group.size(), DType::kFloat32}, ReduceOp::kSum)
-      ->wait();
+  group.all_reduce(TensorView{flags.data(), group.size(), DType::kFloat32}, ReduceOp::kSum)->wait();
   std::vector<int> out;
   for (int r = 0; r < group.size(); ++r) {
     if (flags[static_cast<std::size_t>(r)] != 0.0f) out.push_back(r);
@@ -125,15 +124,13 @@ void load_model_file(const fs::path& path, const std::vector<ModelTensor>& model
   }
 }
 
-ordered_json build_manifest(const CheckpointSaveRequest& request, const fs::path& staged,
-                            int size, const std::vector<ModelTensor>& model, bool replicated,
-                            int replicas) {
+ordered_json build_manifest(const CheckpointSaveRequest& request, const fs::path& staged, int size,
+                            const std::vector<ModelTensor>& model, bool replicated, int replicas) {
   ordered_json m;
   m["format"] = kCheckpointFormat;
   m["format_version"] = kCheckpointFormatVersion;
   m["step"] = request.step;
-  m["trainer"] = {{"next_step", request.step},
-                  {"consumed_samples", request.consumed_samples}};
+  m["trainer"] = {{"next_step", request.step}, {"consumed_samples", request.consumed_samples}};
   m["data_parallel_size"] = size;
   m["optimizer_kind"] = request.optimizer_kind;
   m["optimizer_state_replicated"] = replicated;
@@ -275,7 +272,12 @@ struct SaveJob {
 
 SaveJob save_job(const CheckpointSaveRequest& request, ProcessGroup& group) {
   const std::string step_name = step_directory_name(request.step);
-  return SaveJob{request, group, group.rank(), group.size(), step_name, request.root / step_name,
+  return SaveJob{request,
+                 group,
+                 group.rank(),
+                 group.size(),
+                 step_name,
+                 request.root / step_name,
                  str_cat("checkpoint save of step ", request.step, " to ", quoted(request.root),
                          " failed; nothing was published (the previous checkpoint stays the "
                          "latest)")};
@@ -295,9 +297,9 @@ fs::path stage_directory(const SaveJob& job) {
   }
   const fs::path staged = broadcast_string(job.group, staged_name, 0);
   if (staged.empty()) {
-    throw IoError(str_cat(job.failed_prefix, ": ",
-                          job.rank == 0 ? describe(failure)
-                                        : "rank 0 could not create the staging directory"));
+    throw IoError(str_cat(
+        job.failed_prefix, ": ",
+        job.rank == 0 ? describe(failure) : "rank 0 could not create the staging directory"));
   }
   return staged;
 }
@@ -353,8 +355,8 @@ std::exception_ptr commit_on_rank0(const SaveJob& job, const fs::path& staged,
                                    int replicas) {
   bool committed = false;
   try {
-    const ordered_json manifest = build_manifest(job.request, staged, job.size, model, replicated,
-                                                 replicas);
+    const ordered_json manifest =
+        build_manifest(job.request, staged, job.size, model, replicated, replicas);
     write_file_atomic(staged / kCheckpointManifestFile, manifest.dump(1) + "\n",
                       RenameSync::kByCommit);
     fault_point("before_commit", job.rank);
@@ -386,8 +388,8 @@ void prune_after_publish(const SaveJob& job) {
 }  // namespace
 
 fs::path save_checkpoint(const CheckpointSaveRequest& request,
-                         const std::vector<ModelTensor>& model,
-                         const optim::Optimizer& optimizer, ProcessGroup& group) {
+                         const std::vector<ModelTensor>& model, const optim::Optimizer& optimizer,
+                         ProcessGroup& group) {
   const SaveJob job = save_job(request, group);
   const fs::path staged = stage_directory(job);
   const bool replicated = optimizer_state_is_replicated(optimizer);
@@ -461,8 +463,8 @@ fs::path resolve_checkpoint_directory(const fs::path& path, std::optional<std::i
   if (step) {
     const fs::path dir = path / step_directory_name(*step);
     SW_REQUIRE(checkpoint_path_exists(dir / kCheckpointManifestFile), IoError,
-               "no complete checkpoint of step ",
-               *step, " in ", quoted(path), " (", describe_steps(path), ")");
+               "no complete checkpoint of step ", *step, " in ", quoted(path), " (",
+               describe_steps(path), ")");
     return dir;
   }
   const fs::path pointer = path / kCheckpointLatestFile;
@@ -475,8 +477,8 @@ fs::path resolve_checkpoint_directory(const fs::path& path, std::optional<std::i
              "', which is not a step directory name");
   const fs::path dir = path / *latest;
   SW_REQUIRE(checkpoint_path_exists(dir / kCheckpointManifestFile), FormatError,
-             "checkpoint pointer ",
-             quoted(pointer), " names ", quoted(dir), ", which is not a complete checkpoint");
+             "checkpoint pointer ", quoted(pointer), " names ", quoted(dir),
+             ", which is not a complete checkpoint");
   return dir;
 }
 

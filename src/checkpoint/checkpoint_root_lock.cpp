@@ -95,8 +95,8 @@ CheckpointRootLock::CheckpointRootLock(const fs::path& root) : root_(root) {
   if (::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode)) {
     ::close(fd_);
     fd_ = -1;
-    throw IoError(str_cat("checkpoint lock file ", quoted(file), " is ",
-                          file_kind_name(st.st_mode), ", not a regular file; remove it"));
+    throw IoError(str_cat("checkpoint lock file ", quoted(file), " is ", file_kind_name(st.st_mode),
+                          ", not a regular file; remove it"));
   }
   int rc;
   do {

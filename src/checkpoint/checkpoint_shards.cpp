@@ -107,8 +107,7 @@ void check_tensor(const SafetensorsFile& file, const std::string& name, std::int
   SW_REQUIRE(info.dtype == DType::kFloat32, FormatError, "checkpoint file ", quoted(file.path()),
              ": tensor '", name, "' is ", dtype_name(info.dtype), ", expected F32");
   SW_REQUIRE(info.numel() == numel, FormatError, "checkpoint file ", quoted(file.path()),
-             ": tensor '", name, "' has ", info.numel(), " elements, its shard index says ",
-             numel);
+             ": tensor '", name, "' has ", info.numel(), " elements, its shard index says ", numel);
 }
 
 }  // namespace
@@ -158,7 +157,8 @@ OptimizerShardFile optimizer_shard_file(const optim::Optimizer& optimizer,
   OptimizerShardFile out;
   const optim::OptimizerStateView& state = out.state;
   if (include_shards) {
-    shards = skip_replica_copies ? optimizer_shards_to_save(optimizer) : optimizer_shards(optimizer);
+    shards =
+        skip_replica_copies ? optimizer_shards_to_save(optimizer) : optimizer_shards(optimizer);
     out.state = optimizer.state_view();
   }
   SafetensorsWriter& writer = out.writer;
@@ -197,8 +197,10 @@ std::vector<SavedShard> read_shard_file_index(const fs::path& path) {
   const auto& meta = file.metadata();
   const auto format = meta.find("format");
   SW_REQUIRE(format != meta.end() && format->second == kShardFileFormat, FormatError,
-             "checkpoint file ", quoted(path), " is not a shardwise optimizer shard file (its "
-             "__metadata__ has no \"format\": \"", kShardFileFormat, "\")");
+             "checkpoint file ", quoted(path),
+             " is not a shardwise optimizer shard file (its "
+             "__metadata__ has no \"format\": \"",
+             kShardFileFormat, "\")");
   const auto shards_text = meta.find("shards");
   SW_REQUIRE(shards_text != meta.end(), FormatError, "checkpoint file ", quoted(path),
              ": __metadata__ has no \"shards\" entry");
@@ -254,8 +256,8 @@ SavedShardsByParam saved_shards_by_param(const std::vector<SavedShard>& saved) {
 // overlapping them (the saved layout may cut the param differently from this one); every element
 // must be covered and finite.
 void fill_from_saved_shards(FileCache& files, const OptimizerShard& shard,
-                            const std::vector<const SavedShard*>& sources,
-                            const std::string& field, float* dst, const std::string& what) {
+                            const std::vector<const SavedShard*>& sources, const std::string& field,
+                            float* dst, const std::string& what) {
   std::int64_t covered = 0;
   for (const SavedShard* src : sources) {
     const std::int64_t lo = std::max(shard.start, src->start);
@@ -299,8 +301,9 @@ void load_optimizer_shards(optim::Optimizer& optimizer, const std::vector<SavedS
   for (std::size_t si = 0; si < shards.size(); ++si) {
     const OptimizerShard& shard = shards[si];
     const auto sit = saved_of.find(shard.param);
-    SW_REQUIRE(sit != saved_of.end(), FormatError, what, " has no saved optimizer state for param '",
-               shard.param, "' (saved from a different model or optimizer?)");
+    SW_REQUIRE(sit != saved_of.end(), FormatError, what,
+               " has no saved optimizer state for param '", shard.param,
+               "' (saved from a different model or optimizer?)");
     const auto& sources = sit->second;
     for (const SavedShard* src : sources) {
       SW_REQUIRE(src->shape == shard.shape, ShapeError, "checkpoint file ", quoted(src->file),

@@ -44,8 +44,8 @@ void pread_fully(int fd, std::byte* dst, std::size_t nbytes, off_t offset,
     const ssize_t n = ::pread(fd, dst, chunk, offset);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
-      throw IoError(str_cat("cannot read safetensors file '", printable(path.string(), 4096),
-                            "': ", n < 0 ? std::strerror(errno) : "the file shrank after it was opened"));
+      throw IoError(str_cat("cannot read safetensors file '", printable(path.string(), 4096), "': ",
+                            n < 0 ? std::strerror(errno) : "the file shrank after it was opened"));
     }
     dst += n;
     offset += n;
@@ -175,8 +175,8 @@ void SafetensorsFile::read_range(std::string_view name, std::int64_t element_off
     std::memcpy(dst, src, nbytes);
     return;
   }
-  pread_fully(fd_, static_cast<std::byte*>(dst), nbytes, static_cast<off_t>(src - data_) +
-              static_cast<off_t>(8 + header_bytes_), path_);
+  pread_fully(fd_, static_cast<std::byte*>(dst), nbytes,
+              static_cast<off_t>(src - data_) + static_cast<off_t>(8 + header_bytes_), path_);
 }
 
 void SafetensorsFile::read_range(std::string_view name, std::int64_t element_offset,

@@ -55,7 +55,8 @@ DType parse_dtype(const std::string& name, const Json& dtype, const HeaderErrors
   const auto parsed = parse_safetensors_dtype(text);
   if (!parsed) {
     std::string known;
-    for (const auto& list : {std::span<const DType>(kAllDTypes), std::span<const DType>(kStorageOnlyDTypes)}) {
+    for (const auto& list :
+         {std::span<const DType>(kAllDTypes), std::span<const DType>(kStorageOnlyDTypes)}) {
       for (DType d : list) known += str_cat(known.empty() ? "" : ", ", dtype_safetensors_name(d));
     }
     errors.fail_tensor(name, "unknown dtype '", printable(text), "' (known: ", known, ")");
@@ -96,8 +97,8 @@ std::uint64_t parse_shape(const Json& shape, SafetensorsTensorInfo& info,
   }
   if (bits % 8 != 0) {
     errors.fail_tensor(name, "shape ", quoted_json(shape), " holds ", nonzero_product, " ",
-                       dtype_safetensors_name(info.dtype), " elements of ",
-                       dtype_bits(info.dtype), " bits, which do not fill whole bytes");
+                       dtype_safetensors_name(info.dtype), " elements of ", dtype_bits(info.dtype),
+                       " bits, which do not fill whole bytes");
   }
   return bits / 8;
 }

@@ -38,9 +38,9 @@ std::uint64_t checked_nbytes(std::string_view name, DType dtype,
   std::uint64_t nbits = 0;
   SW_REQUIRE(!__builtin_mul_overflow(nonzero_product, dtype_bits(dtype), &nbits), ShapeError,
              "safetensors tensor '", printable(name), "': too many bytes");
-  SW_REQUIRE(nbits % 8 == 0, ShapeError, "safetensors tensor '", printable(name), "': ",
-             nonzero_product, " ", dtype_safetensors_name(dtype), " elements of ", dtype_bits(dtype),
-             " bits do not fill whole bytes");
+  SW_REQUIRE(nbits % 8 == 0, ShapeError, "safetensors tensor '", printable(name),
+             "': ", nonzero_product, " ", dtype_safetensors_name(dtype), " elements of ",
+             dtype_bits(dtype), " bits do not fill whole bytes");
   return nbits / 8;
 }
 

@@ -37,8 +37,8 @@ void reduce_in_rank_order(int p, std::size_t bytes, std::size_t elem_size, Eleme
     // Rank q's contribution to this block, scaled into `into` when a scale is asked for.
     auto term = [&](int q, std::byte* into) -> const std::byte* {
       if (scale == 1.0f) return source(q) + offset;
-      scale_into(reinterpret_cast<float*>(into),
-                 reinterpret_cast<const float*>(source(q) + offset), scale, n / sizeof(float));
+      scale_into(reinterpret_cast<float*>(into), reinterpret_cast<const float*>(source(q) + offset),
+                 scale, n / sizeof(float));
       return into;
     };
     const std::byte* partial = term(0, acc);

@@ -37,10 +37,9 @@ ShardGroups make_shard_groups(const ProcessGroupPtr& group, int shard_group_size
   const int s = shard_group_size;
   ShardGroups out;
   // Colour = the lowest member, key = position: the split reproduces shard_group_members.
-  out.shard = s == group->size()
-                  ? group
-                  : split_group(group, m.shard.front(), group->rank() % s,
-                                member_name("shard", group, m.shard));
+  out.shard = s == group->size() ? group
+                                 : split_group(group, m.shard.front(), group->rank() % s,
+                                               member_name("shard", group, m.shard));
   out.replica = split_group(group, m.replica.front(), group->rank() / s,
                             member_name("replica", group, m.replica));
   return out;

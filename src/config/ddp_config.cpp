@@ -11,9 +11,9 @@ namespace shardwise {
 namespace {
 
 [[noreturn]] void bad_shard_group_size(std::string_view text) {
-  throw ConfigError(str_cat(
-      "ddp.layer_wise_shard_group_size must be dp, auto or a positive integer (got '",
-      printable(text), "')"));
+  throw ConfigError(
+      str_cat("ddp.layer_wise_shard_group_size must be dp, auto or a positive integer (got '",
+              printable(text), "')"));
 }
 
 // The shard group size as a number: nullopt for "dp" and "auto"; throws for a count below one.

@@ -10,11 +10,16 @@ namespace shardwise {
 
 int compute_capability_major(GpuArch arch) {
   switch (arch) {
-    case GpuArch::kNone: return 0;
-    case GpuArch::kVolta: return 7;
-    case GpuArch::kAmpere: return 8;
-    case GpuArch::kHopper: return 9;
-    case GpuArch::kBlackwell: return 10;
+    case GpuArch::kNone:
+      return 0;
+    case GpuArch::kVolta:
+      return 7;
+    case GpuArch::kAmpere:
+      return 8;
+    case GpuArch::kHopper:
+      return 9;
+    case GpuArch::kBlackwell:
+      return 10;
   }
   return 0;
 }
@@ -28,8 +33,8 @@ GpuArch gpu_arch_from_name(std::string_view text, std::string_view field) {
     GpuArch arch;
   };
   static constexpr Alias kProducts[] = {
-      {"cpu", GpuArch::kNone},       {"v100", GpuArch::kVolta},     {"a100", GpuArch::kAmpere},
-      {"h100", GpuArch::kHopper},    {"h200", GpuArch::kHopper},    {"h800", GpuArch::kHopper},
+      {"cpu", GpuArch::kNone},       {"v100", GpuArch::kVolta},      {"a100", GpuArch::kAmpere},
+      {"h100", GpuArch::kHopper},    {"h200", GpuArch::kHopper},     {"h800", GpuArch::kHopper},
       {"b200", GpuArch::kBlackwell}, {"gb200", GpuArch::kBlackwell}, {"b300", GpuArch::kBlackwell},
   };
   if (auto arch = parse_enum<GpuArch>(lower)) return *arch;

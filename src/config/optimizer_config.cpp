@@ -7,11 +7,16 @@ namespace shardwise {
 namespace {
 
 const OptimizerFieldNames& config_field_names() {
-  static const OptimizerFieldNames names{
-      "optimizer.lr",         "optimizer.muon_lr",       "optimizer.weight_decay",
-      "optimizer.adam_beta1", "optimizer.adam_beta2",    "optimizer.adam_eps",
-      "optimizer.muon_momentum", "optimizer.muon_ns_steps", "optimizer.muon_extra_scale_factor",
-      "optimizer.clip_grad"};
+  static const OptimizerFieldNames names{"optimizer.lr",
+                                         "optimizer.muon_lr",
+                                         "optimizer.weight_decay",
+                                         "optimizer.adam_beta1",
+                                         "optimizer.adam_beta2",
+                                         "optimizer.adam_eps",
+                                         "optimizer.muon_momentum",
+                                         "optimizer.muon_ns_steps",
+                                         "optimizer.muon_extra_scale_factor",
+                                         "optimizer.clip_grad"};
   return names;
 }
 

@@ -18,8 +18,8 @@ void require_positive(int value, const std::string& field) {
 
 void require_method(const std::string& method, std::string_view expected,
                     const std::string& where) {
-  SW_REQUIRE(method == expected, ConfigError, where,
-             ".method: unknown or mismatched method '", method, "' (this config is '", expected,
+  SW_REQUIRE(method == expected, ConfigError, where, ".method: unknown or mismatched method '",
+             method, "' (this config is '", expected,
              "'; valid methods: pipeline, ring_exchange, bulk)");
 }
 

@@ -112,8 +112,8 @@ std::vector<std::string> config_warnings(const TrainingConfig& config) {
   // Accepted, as Megatron does: the schedule simply never leaves its warmup.
   if (t.warmup_steps > t.steps) {
     warnings.push_back(str_cat("training.warmup_steps (", t.warmup_steps, ") > training.steps (",
-                               t.steps, "): the learning rate stays in warmup, reaching ",
-                               t.steps, "/", t.warmup_steps, " of optimizer.lr"));
+                               t.steps, "): the learning rate stays in warmup, reaching ", t.steps,
+                               "/", t.warmup_steps, " of optimizer.lr"));
   }
   // The synthetic tasks fix their own sample length (from data.digits); a seq_len changed from
   // the default has no effect there, which the user should hear about.

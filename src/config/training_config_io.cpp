@@ -20,12 +20,18 @@ using config_detail::Json;
 const std::vector<FieldSpec<ModelConfig>>& model_fields() {
   using C = ModelConfig;
   static const std::vector<FieldSpec<C>> fields = {
-      field("arch", &C::arch),         field("layers", &C::layers),
-      field("hidden", &C::hidden),     field("heads", &C::heads),
-      field("ffn", &C::ffn),           field("vocab", &C::vocab),
-      field("seq_len", &C::seq_len),   field("position", &C::position),
-      field("tied_embeddings", &C::tied_embeddings), field("dtype", &C::dtype),
-      field("init_std", &C::init_std), field("seed", &C::seed),
+      field("arch", &C::arch),
+      field("layers", &C::layers),
+      field("hidden", &C::hidden),
+      field("heads", &C::heads),
+      field("ffn", &C::ffn),
+      field("vocab", &C::vocab),
+      field("seq_len", &C::seq_len),
+      field("position", &C::position),
+      field("tied_embeddings", &C::tied_embeddings),
+      field("dtype", &C::dtype),
+      field("init_std", &C::init_std),
+      field("seed", &C::seed),
   };
   return fields;
 }
@@ -33,9 +39,9 @@ const std::vector<FieldSpec<ModelConfig>>& model_fields() {
 const std::vector<FieldSpec<DataConfig>>& data_fields() {
   using C = DataConfig;
   static const std::vector<FieldSpec<C>> fields = {
-      field("source", &C::source), field("task", &C::task),         field("digits", &C::digits),
-      field("path", &C::path),     field("val_path", &C::val_path),
-      field("eval_samples", &C::eval_samples),
+      field("source", &C::source),     field("task", &C::task),
+      field("digits", &C::digits),     field("path", &C::path),
+      field("val_path", &C::val_path), field("eval_samples", &C::eval_samples),
   };
   return fields;
 }

@@ -31,8 +31,8 @@ bool looks_like_non_string(const std::string& text) {
   if (text.empty()) return true;
   bool flag = false;
   YAML::Node node(text);
-  return YAML::convert<bool>::decode(node, flag) || parse_real(text).has_value() ||
-         text == "~" || text == "null" || text == "Null" || text == "NULL";
+  return YAML::convert<bool>::decode(node, flag) || parse_real(text).has_value() || text == "~" ||
+         text == "null" || text == "Null" || text == "NULL";
 }
 
 // Shortest round-trip text; plain decimals unless that gets long (1e-12, 1e+20).
@@ -67,18 +67,27 @@ void emit(YAML::Emitter& out, const Json& value) {
       for (const auto& child : value) emit(out, child);
       out << YAML::EndSeq;
       break;
-    case Json::value_t::null: out << YAML::Null; break;
-    case Json::value_t::boolean: out << value.get<bool>(); break;
+    case Json::value_t::null:
+      out << YAML::Null;
+      break;
+    case Json::value_t::boolean:
+      out << value.get<bool>();
+      break;
     case Json::value_t::number_integer:
-    case Json::value_t::number_unsigned: out << value.get<std::int64_t>(); break;
-    case Json::value_t::number_float: out << format_real(value.get<double>()); break;
+    case Json::value_t::number_unsigned:
+      out << value.get<std::int64_t>();
+      break;
+    case Json::value_t::number_float:
+      out << format_real(value.get<double>());
+      break;
     case Json::value_t::string: {
       const auto& text = value.get_ref<const std::string&>();
       if (looks_like_non_string(text)) out << YAML::DoubleQuoted;
       out << text;
       break;
     }
-    default: SW_CHECK(false, "unexpected JSON value type in a config");
+    default:
+      SW_CHECK(false, "unexpected JSON value type in a config");
   }
 }
 
@@ -103,10 +112,9 @@ const MethodTable<PipelineOverlapCfg>& pipeline_table() {
 const MethodTable<RingExchangeOverlapCfg>& ring_table() {
   using C = RingExchangeOverlapCfg;
   static const MethodTable<C> table{
-      {field("method", &C::method), field("aggregate", &C::aggregate),
-       field("num_sm", &C::num_sm), field("cga_size", &C::cga_size),
-       field("set_sm_margin", &C::set_sm_margin), field("fp8_buf", &C::fp8_buf),
-       field("atomic_gemm", &C::atomic_gemm)},
+      {field("method", &C::method), field("aggregate", &C::aggregate), field("num_sm", &C::num_sm),
+       field("cga_size", &C::cga_size), field("set_sm_margin", &C::set_sm_margin),
+       field("fp8_buf", &C::fp8_buf), field("atomic_gemm", &C::atomic_gemm)},
       {}};
   return table;
 }
@@ -279,8 +287,8 @@ void check_keys(const YAML::Node& node, const std::string& path,
                 const std::vector<std::string_view>& valid, std::string_view what) {
   for (const auto& entry : node) {
     if (!entry.first.IsScalar()) {
-      throw ConfigError(str_cat(path, ": ", what, "s must be plain strings, got ",
-                                describe(entry.first)));
+      throw ConfigError(
+          str_cat(path, ": ", what, "s must be plain strings, got ", describe(entry.first)));
     }
     const std::string& key = entry.first.Scalar();
     bool known = false;

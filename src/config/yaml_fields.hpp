@@ -6,13 +6,12 @@
 
 #include <cstdint>
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "shardwise/config/ddp_config.hpp"
 #include "shardwise/config/enum_names.hpp"

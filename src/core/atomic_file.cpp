@@ -153,8 +153,7 @@ void FileSink::flush() {
 
 void fsync_directory(const fs::path& dir) { fsync_path(dir, O_RDONLY | O_DIRECTORY); }
 
-void write_file_atomic(const fs::path& target,
-                       const std::function<void(FileSink&)>& write_content,
+void write_file_atomic(const fs::path& target, const std::function<void(FileSink&)>& write_content,
                        RenameSync rename_sync) {
   SW_REQUIRE(!target.empty() && target.has_filename(), InvalidArgument,
              "write_file_atomic: target path ", quoted(target), " has no file name");
@@ -185,9 +184,9 @@ void write_file_atomic(const fs::path& target,
   if (rename_sync == RenameSync::kNow) fsync_directory(parent_or_dot(target));
 }
 
-void write_file_atomic(const fs::path& target, std::string_view content,
-                       RenameSync rename_sync) {
-  write_file_atomic(target, [content](FileSink& sink) { sink.write(content); }, rename_sync);
+void write_file_atomic(const fs::path& target, std::string_view content, RenameSync rename_sync) {
+  write_file_atomic(
+      target, [content](FileSink& sink) { sink.write(content); }, rename_sync);
 }
 
 void replace_pointer_file(const fs::path& target, std::string_view value) {

@@ -53,13 +53,20 @@ struct Alias {
 };
 
 constexpr Alias kAliases[] = {
-    {"float32", DType::kFloat32},     {"float", DType::kFloat32},
-    {"f32", DType::kFloat32},         {"bfloat16", DType::kBFloat16},
-    {"float16", DType::kFloat16},     {"half", DType::kFloat16},
-    {"f16", DType::kFloat16},         {"fp8", DType::kFloat8E4M3},
-    {"float8_e4m3fn", DType::kFloat8E4M3}, {"fp8_e4m3", DType::kFloat8E4M3},
-    {"float8_e8m0fnu", DType::kFloat8E8M0}, {"u8", DType::kUInt8},
-    {"i32", DType::kInt32},           {"i64", DType::kInt64},
+    {"float32", DType::kFloat32},
+    {"float", DType::kFloat32},
+    {"f32", DType::kFloat32},
+    {"bfloat16", DType::kBFloat16},
+    {"float16", DType::kFloat16},
+    {"half", DType::kFloat16},
+    {"f16", DType::kFloat16},
+    {"fp8", DType::kFloat8E4M3},
+    {"float8_e4m3fn", DType::kFloat8E4M3},
+    {"fp8_e4m3", DType::kFloat8E4M3},
+    {"float8_e8m0fnu", DType::kFloat8E8M0},
+    {"u8", DType::kUInt8},
+    {"i32", DType::kInt32},
+    {"i64", DType::kInt64},
 };
 
 }  // namespace

@@ -17,10 +17,14 @@ std::mutex g_mutex;
 
 const char* level_tag(Level level) {
   switch (level) {
-    case Level::kDebug: return "debug: ";
-    case Level::kInfo: return "";
-    case Level::kWarning: return "shardwise: warning: ";
-    case Level::kError: return "shardwise: error: ";
+    case Level::kDebug:
+      return "debug: ";
+    case Level::kInfo:
+      return "";
+    case Level::kWarning:
+      return "shardwise: warning: ";
+    case Level::kError:
+      return "shardwise: error: ";
   }
   return "";
 }

@@ -1,10 +1,10 @@
 #include "shardwise/core/message_text.hpp"
 
-#include "shardwise/core/error.hpp"
-
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+
+#include "shardwise/core/error.hpp"
 
 namespace shardwise {
 namespace {

@@ -32,7 +32,6 @@ using fp8_detail::kF32AbsMask;
 using fp8_detail::kF32Inf;
 using fp8_detail::select;
 
-
 // Biased E8M0 exponent of the block scale from the magnitude bits of amax (finite).
 // kCeil: smallest 2^e with amax <= 448 * 2^e. Write amax = m * 2^E, m in [1, 2): then
 //   amax / 448 = (m / 1.75) * 2^(E-8), and m / 1.75 is in (0.57, 1] when m <= 1.75 (mantissa

@@ -30,19 +30,18 @@ void emit_bucket(const std::vector<BackpropParam>& order, const std::vector<std:
     std::fill(cursors.begin(), cursors.end(), order[chunk[0]].numel);
   } else {
     std::vector<std::size_t> by_size = chunk;
-    std::stable_sort(by_size.begin(), by_size.end(), [&](std::size_t a, std::size_t b) {
-      return order[a].numel > order[b].numel;
-    });
+    std::stable_sort(by_size.begin(), by_size.end(),
+                     [&](std::size_t a, std::size_t b) { return order[a].numel > order[b].numel; });
     for (const std::size_t pos : by_size) {
-      const auto least = static_cast<std::size_t>(
-          std::min_element(cursors.begin(), cursors.end()) - cursors.begin());
+      const auto least = static_cast<std::size_t>(std::min_element(cursors.begin(), cursors.end()) -
+                                                  cursors.begin());
       shards[least].push_back(pos);
       cursors[least] = pad_param_start(cursors[least]) + order[pos].numel;
     }
   }
   // A bucket of empty params still needs a non-empty shard to have an owner.
-  const std::int64_t largest = std::max<std::int64_t>(
-      *std::max_element(cursors.begin(), cursors.end()), 1);
+  const std::int64_t largest =
+      std::max<std::int64_t>(*std::max_element(cursors.begin(), cursors.end()), 1);
   const std::int64_t shard_size = pad_to_divisor(largest, shard_divisor);
   const std::int64_t bucket_start = layout.numel();
   const int bucket_id = static_cast<int>(layout.bucket_indices.size());
@@ -94,9 +93,8 @@ PerBufferParamLayout compute_lpt_floor_layer_wise_layout(const BufferLayoutInput
     chunk_max = std::max(chunk_max, order[i].numel);
     if (!input.bucket_size) continue;
     // Python's int(dp * max * 0.9): a double product truncated toward zero.
-    const auto floor_numel =
-        static_cast<std::int64_t>(static_cast<double>(dp) * static_cast<double>(chunk_max) *
-                                  kPaddingFloor);
+    const auto floor_numel = static_cast<std::int64_t>(
+        static_cast<double>(dp) * static_cast<double>(chunk_max) * kPaddingFloor);
     if (chunk_numel >= std::max(*input.bucket_size, floor_numel)) finalise();
   }
   finalise();

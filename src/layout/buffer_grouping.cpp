@@ -41,9 +41,8 @@ std::map<BufferKey, BufferGroup> group_params_for_buffers(const ParamList& param
   for (ParamId id = 0; id < params.size(); ++id) {
     const ParamInfo& param = params[id];
     const BufferKey key = buffer_key_for(param, options);
-    std::int64_t& counter =
-        next_index[{high_precision_dtype(param.dtype), key.grad_dtype, key.is_expert_parallel,
-                    key.is_layer_wise}];
+    std::int64_t& counter = next_index[{high_precision_dtype(param.dtype), key.grad_dtype,
+                                        key.is_expert_parallel, key.is_layer_wise}];
     BufferGroup& group = groups[key];
     group.params.push_back(id);
     group.param_indices.push_back(counter++);

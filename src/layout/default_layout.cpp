@@ -1,6 +1,7 @@
 // Plain DDP layout: params back to back in backprop order, no padding anywhere. Its buffers are
 // all-reduced whole, never split across ranks, so a bucket has one shard whatever dp is (naming
-// dp shards here made the buffer demand buckets divisible by dp, which unpadded buckets rarely are).
+// dp shards here made the buffer demand buckets divisible by dp, which unpadded buckets rarely
+// are).
 #include "layout_input.hpp"
 
 namespace shardwise {

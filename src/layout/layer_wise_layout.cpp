@@ -465,9 +465,8 @@ std::vector<PlannedBucket> split_last_bucket(const std::vector<BackpropParam>& o
   const double padding_limit = static_cast<double>(planner.padding(plain)) +  // the 0.5-point cap
                                kMaxPaddingRise * static_cast<double>(plain_numel);
   // Re-plan from the last bucket's start, and the whole buffer, with smaller bucket sizes.
-  const auto shared_embeddings = static_cast<std::int64_t>(
-      std::count_if(order.begin(), order.end(),
-                    [](const BackpropParam& p) { return p.shared_embedding; }));
+  const auto shared_embeddings = static_cast<std::int64_t>(std::count_if(
+      order.begin(), order.end(), [](const BackpropParam& p) { return p.shared_embedding; }));
   std::vector<std::size_t> starts{tail_begin};
   if (tail_begin != 0) starts.push_back(0);
   for (const std::size_t from : starts) {

@@ -63,9 +63,8 @@ BufferCost& BufferCost::operator+=(const BufferCost& other) {
 }
 
 double BufferCost::padding_fraction() const {
-  return numel_padded > 0
-             ? static_cast<double>(padding_numel()) / static_cast<double>(numel_padded)
-             : 0.0;
+  return numel_padded > 0 ? static_cast<double>(padding_numel()) / static_cast<double>(numel_padded)
+                          : 0.0;
 }
 
 double LayoutCost::padding_fraction() const { return total.padding_fraction(); }

@@ -88,9 +88,8 @@ std::string param_kind(const std::string& name) {
     std::size_t dot = name.find('.', i);
     if (dot == std::string::npos) dot = name.size();
     const std::string part = name.substr(i, dot - i);
-    const bool numeric = !part.empty() && std::all_of(part.begin(), part.end(), [](char c) {
-      return c >= '0' && c <= '9';
-    });
+    const bool numeric = !part.empty() && std::all_of(part.begin(), part.end(),
+                                                      [](char c) { return c >= '0' && c <= '9'; });
     if (!numeric && part != "layers") kind += (kind.empty() ? "" : ".") + part;
     i = dot + 1;
   }
@@ -131,8 +130,9 @@ void append_buffer_text(std::string& out, int index, const BufferKey& key,
   out += str_cat("  ", buffer.param_index_map.size(), " params, ", buffer.bucket_indices.size(),
                  " buckets, numel ", grouped(buffer.numel()), " (unpadded ", grouped(unpadded),
                  ", padding ", percent(padding_fraction(unpadded, buffer.numel())), ")\n");
-  out += "  bucket            start              end       shard size         unpadded     "
-         "padding\n";
+  out +=
+      "  bucket            start              end       shard size         unpadded     "
+      "padding\n";
   for_shown_rows(
       buffer.bucket_indices.size(), report.max_bucket_rows,
       [&](std::size_t b) {
@@ -286,9 +286,9 @@ BucketBands draw_bucket_boxes(std::string& body, double& y, const PerBufferParam
                     bucket.start, ", ", bucket.end, "): ", bucket.numel() / n,
                     " elements per shard</title></rect>\n");
     if (height >= 10.0) {
-      body += str_cat("<text x=\"", kSvgLeft - 4, "\" y=\"",
-                      fixed(y + std::min(height, 20.0) - 3, 2),
-                      "\" class=\"s\" text-anchor=\"end\">bucket ", b, "</text>\n");
+      body +=
+          str_cat("<text x=\"", kSvgLeft - 4, "\" y=\"", fixed(y + std::min(height, 20.0) - 3, 2),
+                  "\" class=\"s\" text-anchor=\"end\">bucket ", b, "</text>\n");
     }
     y += height;
   }
@@ -338,8 +338,8 @@ void draw_param(std::string& body, const ParamRange& range, const PerBufferParam
   p.colour = colour;
   const std::string shard_text =
       buffer.shard_aligned ? str_cat(", shard ", buffer.owner_shard(range)) : std::string();
-  p.title = xml_escape(str_cat(name, " [", range.start, ", ", range.end, ") bucket ",
-                               range.bucket, shard_text, ", ", range.numel(), " elements"));
+  p.title = xml_escape(str_cat(name, " [", range.start, ", ", range.end, ") bucket ", range.bucket,
+                               shard_text, ", ", range.numel(), " elements"));
   p.label = short_label(name);
   const std::int64_t first = (range.start - bucket.start) / p.shard_size;
   const std::int64_t last = (range.end - 1 - bucket.start) / p.shard_size;
@@ -357,9 +357,9 @@ void draw_param(std::string& body, const ParamRange& range, const PerBufferParam
 // Black lines between buckets, white lines between shard columns (when columns are wide enough).
 void draw_separators(std::string& body, const BucketBands& bands, int num_shards, double y) {
   for (std::size_t b = 1; b < bands.top.size(); ++b) {
-    body += str_cat("<line x1=\"", kSvgLeft, "\" y1=\"", fixed(bands.top[b], 2), "\" x2=\"",
-                    kSvgLeft + kSvgWidth, "\" y2=\"", fixed(bands.top[b], 2),
-                    "\" class=\"bsep\"/>\n");
+    body +=
+        str_cat("<line x1=\"", kSvgLeft, "\" y1=\"", fixed(bands.top[b], 2), "\" x2=\"",
+                kSvgLeft + kSvgWidth, "\" y2=\"", fixed(bands.top[b], 2), "\" class=\"bsep\"/>\n");
   }
   const double column = kSvgWidth / num_shards;
   if (column < 3.0) return;
@@ -374,18 +374,20 @@ void draw_separators(std::string& body, const BucketBands& bands, int num_shards
 // The document around the drawn body: size, styles and the heading line.
 std::string svg_document(const LayoutReportInput& input, const std::string& body, double y) {
   const LayoutStats& stats = *input.stats;
-  const std::string heading = xml_escape(str_cat(
-      input.model_name, ": ", layout_algorithm_name(input.options->algorithm), " layout, dp ",
-      input.options->data_parallel_size, ", expert dp ", input.options->expert_dp(), ", padding ",
-      percent(stats.padding_fraction), ", NS cost max/mean ",
-      fixed(stats.ns_cost_max_over_mean, 4)));
+  const std::string heading =
+      xml_escape(str_cat(input.model_name, ": ", layout_algorithm_name(input.options->algorithm),
+                         " layout, dp ", input.options->data_parallel_size, ", expert dp ",
+                         input.options->expert_dp(), ", padding ", percent(stats.padding_fraction),
+                         ", NS cost max/mean ", fixed(stats.ns_cost_max_over_mean, 4)));
   std::string svg = str_cat(
       "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<svg xmlns=\"http://www.w3.org/2000/svg\" "
-      "width=\"", kSvgLeft + kSvgWidth + 10, "\" height=\"", fixed(y + 10, 0), "\" viewBox=\"0 0 ",
+      "width=\"",
+      kSvgLeft + kSvgWidth + 10, "\" height=\"", fixed(y + 10, 0), "\" viewBox=\"0 0 ",
       kSvgLeft + kSvgWidth + 10, " ", fixed(y + 10, 0), "\">\n",
       "<style>text{font-family:monospace}.h{font-size:13px;font-weight:bold}.s{font-size:10px;"
       "fill:#444}.l{font-size:10px;fill:#fff;pointer-events:none}.pad{fill:#e4e4e4;stroke:#999;"
-      "stroke-width:0.5}.sep{stroke:#fff;stroke-width:0.6}.bsep{stroke:#000;stroke-width:1}rect:hover{stroke:#000}</style>\n",
+      "stroke-width:0.5}.sep{stroke:#fff;stroke-width:0.6}.bsep{stroke:#000;stroke-width:1}rect:"
+      "hover{stroke:#000}</style>\n",
       "<text x=\"4\" y=\"20\" class=\"h\">", heading, "</text>\n");
   svg += body;
   svg += "</svg>\n";
@@ -396,9 +398,12 @@ std::string svg_document(const LayoutReportInput& input, const std::string& body
 
 const char* layout_algorithm_name(LayoutAlgorithm algorithm) {
   switch (algorithm) {
-    case LayoutAlgorithm::kDefault: return "none";
-    case LayoutAlgorithm::kDistributed: return "distributed";
-    case LayoutAlgorithm::kLayerWise: return "layer-wise";
+    case LayoutAlgorithm::kDefault:
+      return "none";
+    case LayoutAlgorithm::kDistributed:
+      return "distributed";
+    case LayoutAlgorithm::kLayerWise:
+      return "layer-wise";
   }
   return "unknown";
 }
@@ -450,10 +455,10 @@ std::string render_layout_json(const LayoutReportInput& input) {
       entry["start"] = range.start;
       entry["end"] = range.end;
       entry["bucket"] = range.bucket;
-      entry["shard"] = buffer.shard_aligned ? OrderedJson(buffer.owner_shard(range)) : OrderedJson();
-      entry["index"] = i < buffer.param_indices.size()
-                           ? buffer.param_indices[i]
-                           : static_cast<std::int64_t>(range.param);
+      entry["shard"] =
+          buffer.shard_aligned ? OrderedJson(buffer.owner_shard(range)) : OrderedJson();
+      entry["index"] = i < buffer.param_indices.size() ? buffer.param_indices[i]
+                                                       : static_cast<std::int64_t>(range.param);
       entry["param_id"] = range.param;
       entries.push_back(std::move(entry));
     }
@@ -491,15 +496,14 @@ std::string render_layout_text(const LayoutReportInput& input, const TextReportO
 
   std::string out = str_cat("model ", input.model_name, ": ", input.params->size(), " params, ",
                             grouped(model_numel), " elements\n");
-  out += str_cat("layout: optimizer ", layout_algorithm_name(options.algorithm), ", dp ",
-                 options.data_parallel_size, ", expert dp ", options.expert_dp(), ", bucket size ",
-                 options.bucket_size ? grouped(*options.bucket_size) : std::string("none"),
-                 ", grads reduced in ", options.grad_reduce_in_fp32 ? "fp32" : "param dtype",
-                 options.pad_buckets_for_high_nccl_busbw ? ", padded for high NCCL bus bandwidth"
-                                                         : "",
-                 options.all_layer_wise ? ", all buffers layer-wise" : "", ", ",
-                 layer_wise_cuts_name(options), " cuts, shard group size ",
-                 options.shard_group_size(), "\n");
+  out += str_cat(
+      "layout: optimizer ", layout_algorithm_name(options.algorithm), ", dp ",
+      options.data_parallel_size, ", expert dp ", options.expert_dp(), ", bucket size ",
+      options.bucket_size ? grouped(*options.bucket_size) : std::string("none"),
+      ", grads reduced in ", options.grad_reduce_in_fp32 ? "fp32" : "param dtype",
+      options.pad_buckets_for_high_nccl_busbw ? ", padded for high NCCL bus bandwidth" : "",
+      options.all_layer_wise ? ", all buffers layer-wise" : "", ", ", layer_wise_cuts_name(options),
+      " cuts, shard group size ", options.shard_group_size(), "\n");
   if (input.shard_group_choice) out += render_shard_group_table(*input.shard_group_choice);
   const LayoutCost cost = compute_layout_cost(*input.layout, options);
   int index = 0;

@@ -15,7 +15,8 @@ struct ShardLoads {
   std::vector<double> cost;
 
   explicit ShardLoads(int num_shards)
-      : numel(static_cast<std::size_t>(num_shards), 0), cost(static_cast<std::size_t>(num_shards)) {}
+      : numel(static_cast<std::size_t>(num_shards), 0),
+        cost(static_cast<std::size_t>(num_shards)) {}
 };
 
 void charge_shard_aligned(const ParamList& params, const PerBufferParamLayout& buffer,
@@ -33,12 +34,12 @@ void charge_element_sharded(const PerBufferParamLayout& buffer, ShardLoads& load
   const std::int64_t n = buffer.num_shards;
   for (const ParamRange& range : buffer.param_index_map) {
     if (range.numel() == 0) continue;
-    SW_CHECK(range.bucket >= 0 &&
-                 static_cast<std::size_t>(range.bucket) < buffer.bucket_indices.size(),
-             "param ", range.param, " has bucket id ", range.bucket, " out of range");
+    SW_CHECK(
+        range.bucket >= 0 && static_cast<std::size_t>(range.bucket) < buffer.bucket_indices.size(),
+        "param ", range.param, " has bucket id ", range.bucket, " out of range");
     const BucketRange& bucket = buffer.bucket_indices[static_cast<std::size_t>(range.bucket)];
-    SW_CHECK(range.start >= bucket.start && range.end <= bucket.end, "param ", range.param,
-             " [", range.start, ", ", range.end, ") lies outside its bucket [", bucket.start, ", ",
+    SW_CHECK(range.start >= bucket.start && range.end <= bucket.end, "param ", range.param, " [",
+             range.start, ", ", range.end, ") lies outside its bucket [", bucket.start, ", ",
              bucket.end, ")");
     auto slice_start = [&](std::int64_t s) { return bucket.start + bucket.numel() * s / n; };
     // First shard whose slice contains range.start (slices are monotone in s).
@@ -60,7 +61,8 @@ void charge_element_sharded(const PerBufferParamLayout& buffer, ShardLoads& load
 LayoutStats compute_layout_stats(const ParamList& params, const FullParamLayout& layout,
                                  const LayoutOptions& options) {
   int num_ranks = std::max(options.data_parallel_size, options.expert_dp());
-  for (const auto& [key, buffer] : layout.layouts) num_ranks = std::max(num_ranks, buffer.num_shards);
+  for (const auto& [key, buffer] : layout.layouts)
+    num_ranks = std::max(num_ranks, buffer.num_shards);
   SW_CHECK(num_ranks >= 1, "layout stats need at least one rank");
 
   LayoutStats stats;
@@ -86,10 +88,10 @@ LayoutStats compute_layout_stats(const ParamList& params, const FullParamLayout&
     }
   }
 
-  stats.padding_fraction =
-      stats.numel_padded > 0
-          ? 1.0 - static_cast<double>(stats.numel_unpadded) / static_cast<double>(stats.numel_padded)
-          : 0.0;
+  stats.padding_fraction = stats.numel_padded > 0
+                               ? 1.0 - static_cast<double>(stats.numel_unpadded) /
+                                           static_cast<double>(stats.numel_padded)
+                               : 0.0;
   double max_cost = 0.0;
   double total_cost = 0.0;
   for (const RankLoad& rank : stats.ranks) {

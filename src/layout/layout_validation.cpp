@@ -188,7 +188,8 @@ void validate_layout(const ParamList& params, const PerBufferParamLayout& layout
                      const BufferKey& key, const LayoutOptions& options) {
   const int group_dp = key.is_expert_parallel ? options.expert_dp() : options.data_parallel_size;
   // Shard-aligned buffers are checked per shard group: S (or gcd(S, expert dp)) shards.
-  const int dp = options.num_shards_for(kind_of(key, options) == LayoutKind::kShardAligned, group_dp);
+  const int dp =
+      options.num_shards_for(kind_of(key, options) == LayoutKind::kShardAligned, group_dp);
   const bool high_busbw = options.pad_buckets_for_high_nccl_busbw;
   const BufferCheck check{params, layout, kind_of(key, options), dp,
                           str_cat("buffer ", key.to_string())};

@@ -125,10 +125,9 @@ ParamInfo parse_param(const json& entry, std::size_t index, std::string_view sou
   }
   if (param.is_qkv()) {
     SW_REQUIRE(param.qkv_split.size() == 3, FormatError, where,
-               ": field \"qkv_split\" must have 3 entries [q, k, v], got ",
-               param.qkv_split.size());
-    SW_REQUIRE(param.is_2d(), FormatError, where,
-               ": field \"qkv_split\" needs a 2-D shape, got ", param.shape.size(), " dims");
+               ": field \"qkv_split\" must have 3 entries [q, k, v], got ", param.qkv_split.size());
+    SW_REQUIRE(param.is_2d(), FormatError, where, ": field \"qkv_split\" needs a 2-D shape, got ",
+               param.shape.size(), " dims");
     const auto qk = checked_add(param.qkv_split[0], param.qkv_split[1]);
     const auto rows = qk ? checked_add(*qk, param.qkv_split[2]) : std::nullopt;
     SW_REQUIRE(rows == param.shape[0], FormatError, where, ": field \"qkv_split\" sums to ",
@@ -182,8 +181,7 @@ ModelSpec parse_model_spec(std::string_view json_text, std::string_view source_n
     }
   }
   const auto params = root.find("params");
-  SW_REQUIRE(params != root.end(), FormatError, source_name,
-             ": missing required field \"params\"");
+  SW_REQUIRE(params != root.end(), FormatError, source_name, ": missing required field \"params\"");
   SW_REQUIRE(params->is_array(), FormatError, source_name,
              ": field \"params\" must be an array, got ", json_kind(*params));
   SW_REQUIRE(!params->empty(), FormatError, source_name, ": field \"params\" is empty");

@@ -40,8 +40,7 @@ class ParamEmitter {
   }
 
   // Linear weight [out, in] (PyTorch convention), plus a bias [out]; returns the weight's index.
-  std::size_t linear(const std::string& prefix, std::int64_t out, std::int64_t in,
-                     bool with_bias) {
+  std::size_t linear(const std::string& prefix, std::int64_t out, std::int64_t in, bool with_bias) {
     const std::size_t weight = add(prefix + ".weight", {out, in});
     if (with_bias) add(prefix + ".bias", {out});
     return weight;
@@ -236,9 +235,9 @@ void TransformerConfig::validate() const {
              num_attention_heads);
   SW_REQUIRE(num_query_groups >= 0, InvalidArgument, who, ": kv heads must be >= 0, got ",
              num_query_groups);
-  SW_REQUIRE(num_attention_heads % effective_query_groups() == 0, InvalidArgument, who,
-             ": heads (", num_attention_heads, ") must be a multiple of kv heads (",
-             effective_query_groups(), ")");
+  SW_REQUIRE(num_attention_heads % effective_query_groups() == 0, InvalidArgument, who, ": heads (",
+             num_attention_heads, ") must be a multiple of kv heads (", effective_query_groups(),
+             ")");
   SW_REQUIRE(head_dim >= 0, InvalidArgument, who, ": head dim must be >= 0, got ", head_dim);
   if (!mla.enabled()) {
     SW_REQUIRE(head_dim > 0 || hidden_size % num_attention_heads == 0, InvalidArgument, who,
@@ -318,9 +317,9 @@ ModelSpec generate_model_spec(const TransformerConfig& config) {
 }
 
 const std::vector<std::string>& bundled_model_names() {
-  static const std::vector<std::string> names = {
-      "gpt-tiny",   "moe-tiny",    "gpt-small",    "gpt3-175b",  "llama3-8b",
-      "llama3-70b", "llama3-405b", "mixtral-8x7b", "deepseek-v3"};
+  static const std::vector<std::string> names = {"gpt-tiny",    "moe-tiny",     "gpt-small",
+                                                 "gpt3-175b",   "llama3-8b",    "llama3-70b",
+                                                 "llama3-405b", "mixtral-8x7b", "deepseek-v3"};
   return names;
 }
 

@@ -26,8 +26,8 @@ std::int64_t ParamInfo::numel() const {
   for (std::int64_t d : shape) {
     SW_REQUIRE(d >= 0, ShapeError, "param ", name, ": negative dimension ", d, " in shape");
     // Checked so that a huge shape is refused instead of wrapping to a small (or empty) range.
-    SW_REQUIRE(!__builtin_mul_overflow(n, d, &n) && n <= kMaxModelNumel, ShapeError, "param ",
-               name, ": shape ", param_shape_text(shape), " has more than ", kMaxModelNumel,
+    SW_REQUIRE(!__builtin_mul_overflow(n, d, &n) && n <= kMaxModelNumel, ShapeError, "param ", name,
+               ": shape ", param_shape_text(shape), " has more than ", kMaxModelNumel,
                " elements (2^50, the most shardwise lays out)");
   }
   return n;

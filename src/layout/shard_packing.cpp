@@ -183,14 +183,12 @@ LoadOrder load_order(const ShardPacking& packing, std::size_t a) {
 // Number of bins (in load order) whose load is below `limit`, or at most `limit` when `inclusive`.
 std::size_t bins_below(const ShardPacking& packing, const LoadOrder& order, std::int64_t limit,
                        bool inclusive) {
-  const auto it = inclusive ? std::upper_bound(order.by_load.begin(), order.by_load.end(), limit,
-                                               [&](std::int64_t v, std::size_t b) {
-                                                 return v < packing.loads[b];
-                                               })
-                            : std::lower_bound(order.by_load.begin(), order.by_load.end(), limit,
-                                               [&](std::size_t b, std::int64_t v) {
-                                                 return packing.loads[b] < v;
-                                               });
+  const auto it =
+      inclusive
+          ? std::upper_bound(order.by_load.begin(), order.by_load.end(), limit,
+                             [&](std::int64_t v, std::size_t b) { return v < packing.loads[b]; })
+          : std::lower_bound(order.by_load.begin(), order.by_load.end(), limit,
+                             [&](std::size_t b, std::int64_t v) { return packing.loads[b] < v; });
   return static_cast<std::size_t>(it - order.by_load.begin());
 }
 
@@ -215,8 +213,8 @@ std::optional<std::size_t> best_move_target(const ShardPacking& packing, const L
 // or a pair of them): y must be smaller, and both bins must end below a's current load. Of those,
 // the lowest-index one with the lowest larger-of-the-two new loads, if that beats `best` (which it
 // then becomes). Each item of a bin that could take it (order.swap_bins) counts as one check.
-std::optional<std::size_t> best_swap_partner(const ShardPacking& packing,
-                                             const BinMembers& members, const LoadOrder& order,
+std::optional<std::size_t> best_swap_partner(const ShardPacking& packing, const BinMembers& members,
+                                             const LoadOrder& order,
                                              const std::vector<PackItem>& items, std::size_t a,
                                              std::int64_t out_units, std::int64_t& best,
                                              std::int64_t& checks) {

@@ -12,16 +12,16 @@ namespace {
 // one AVX register), lane by lane, so every ISA level computes the same bits.
 typedef float Lanes8 __attribute__((vector_size(32)));  // NOLINT(modernize-use-using)
 
-constexpr int kBlockRows = 4;     // output rows sharing each loaded row of `in`
+constexpr int kBlockRows = 4;      // output rows sharing each loaded row of `in`
 constexpr int kBlockColumns = 16;  // two Lanes8 per output row
 
 // Rows r0 .. r0+R-1, columns c0 .. c0+15 of out, over k in [k0, k1): 2R accumulators stay in
 // registers while k runs, and each adds its terms in k order. coef(r0 + r, k) =
 // coef[r * row_step + k * k_step].
 template <int R>
-SW_KERNEL_INLINE void combine_block(const float* coef, std::int64_t row_step,
-                                    std::int64_t k_step, int k0, int k1, const float* in,
-                                    std::int64_t ld_in, float* out, std::int64_t ld_out) {
+SW_KERNEL_INLINE void combine_block(const float* coef, std::int64_t row_step, std::int64_t k_step,
+                                    int k0, int k1, const float* in, std::int64_t ld_in, float* out,
+                                    std::int64_t ld_out) {
   Lanes8 acc[R][2];
   for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = Lanes8{};
   for (int k = k0; k < k1; ++k) {
@@ -42,50 +42,48 @@ SW_KERNEL_INLINE void combine_block(const float* coef, std::int64_t row_step,
 
 // The k range a block of rows [r0, r1) needs: the union of its rows' ranges (the terms of a row
 // outside its own range have zero coefficients).
-SW_KERNEL_INLINE void block_k_range(CoefRange range, int r0, int r1, int depth, int& k0,
-                                    int& k1) {
+SW_KERNEL_INLINE void block_k_range(CoefRange range, int r0, int r1, int depth, int& k0, int& k1) {
   k0 = range == CoefRange::kFromRow ? r0 : 0;
   k1 = range == CoefRange::kUpToRow ? (r1 < depth ? r1 : depth) : depth;
 }
 
 template <int R>
-SW_KERNEL_INLINE void combine_row_block(const float* coef, std::int64_t ld_coef,
-                                        CoefLayout layout, CoefRange range, int r0, int depth,
-                                        const float* in, std::int64_t ld_in, int width,
-                                        float* out, std::int64_t ld_out) {
+SW_KERNEL_INLINE void combine_row_block(const float* coef, std::int64_t ld_coef, CoefLayout layout,
+                                        CoefRange range, int r0, int depth, const float* in,
+                                        std::int64_t ld_in, int width, float* out,
+                                        std::int64_t ld_out) {
   int k0, k1;
   block_k_range(range, r0, r0 + R, depth, k0, k1);
   const bool row_major = layout == CoefLayout::kRowMajor;
   const float* first = row_major ? coef + r0 * ld_coef : coef + r0;
   const std::int64_t row_step = row_major ? ld_coef : 1, k_step = row_major ? 1 : ld_coef;
   for (int c = 0; c < width; c += kBlockColumns) {
-    combine_block<R>(first, row_step, k_step, k0, k1, in + c, ld_in, out + r0 * ld_out + c,
-                     ld_out);
+    combine_block<R>(first, row_step, k_step, k0, k1, in + c, ld_in, out + r0 * ld_out + c, ld_out);
   }
 }
 
 // Widths that are not a multiple of 16: one row at a time over its own range, in memory.
-SW_KERNEL_INLINE void combine_rows_plain(const float* coef, std::int64_t ld_coef,
-                                         CoefLayout layout, CoefRange range, int rows, int depth,
-                                         const float* in, std::int64_t ld_in, int width,
-                                         float* out, std::int64_t ld_out) {
+SW_KERNEL_INLINE void combine_rows_plain(const float* coef, std::int64_t ld_coef, CoefLayout layout,
+                                         CoefRange range, int rows, int depth, const float* in,
+                                         std::int64_t ld_in, int width, float* out,
+                                         std::int64_t ld_out) {
   for (int r = 0; r < rows; ++r) {
     int k0, k1;
     block_k_range(range, r, r + 1, depth, k0, k1);
     float* o = out + r * ld_out;
     for (int c = 0; c < width; ++c) o[c] = 0.0f;
     for (int k = k0; k < k1; ++k) {
-      const float p = layout == CoefLayout::kRowMajor ? coef[r * ld_coef + k]
-                                                      : coef[k * ld_coef + r];
+      const float p =
+          layout == CoefLayout::kRowMajor ? coef[r * ld_coef + k] : coef[k * ld_coef + r];
       for (int c = 0; c < width; ++c) o[c] += p * in[k * ld_in + c];
     }
   }
 }
 
-SW_KERNEL_INLINE void combine_rows_body(const float* coef, std::int64_t ld_coef,
-                                        CoefLayout layout, CoefRange range, int rows, int depth,
-                                        const float* in, std::int64_t ld_in, int width,
-                                        float* out, std::int64_t ld_out) {
+SW_KERNEL_INLINE void combine_rows_body(const float* coef, std::int64_t ld_coef, CoefLayout layout,
+                                        CoefRange range, int rows, int depth, const float* in,
+                                        std::int64_t ld_in, int width, float* out,
+                                        std::int64_t ld_out) {
   if (width % kBlockColumns != 0) {
     combine_rows_plain(coef, ld_coef, layout, range, rows, depth, in, ld_in, width, out, ld_out);
     return;
@@ -190,18 +188,17 @@ using CausalDots = void (*)(const float*, std::int64_t, const float*, std::int64
 using CombineRows = void (*)(const float*, std::int64_t, CoefLayout, CoefRange, int, int,
                              const float*, std::int64_t, int, float*, std::int64_t);
 
-#define SW_ATTENTION_KERNELS(SUFFIX, ATTR)                                                   \
-  ATTR void combine_rows_##SUFFIX(const float* coef, std::int64_t ld_coef, CoefLayout layout, \
-                                  CoefRange range, int rows, int depth, const float* in,      \
-                                  std::int64_t ld_in, int width, float* out,                  \
-                                  std::int64_t ld_out) {                                      \
-    combine_rows_body(coef, ld_coef, layout, range, rows, depth, in, ld_in, width, out,       \
-                      ld_out);                                                                \
-  }                                                                                           \
-  ATTR void causal_dots_##SUFFIX(const float* a, std::int64_t lda, const float* b,            \
-                                 std::int64_t ldb, int n, int depth, float* out,              \
-                                 std::int64_t ld_out) {                                       \
-    causal_dots_body(a, lda, b, ldb, n, depth, out, ld_out);                                  \
+#define SW_ATTENTION_KERNELS(SUFFIX, ATTR)                                                       \
+  ATTR void combine_rows_##SUFFIX(const float* coef, std::int64_t ld_coef, CoefLayout layout,    \
+                                  CoefRange range, int rows, int depth, const float* in,         \
+                                  std::int64_t ld_in, int width, float* out,                     \
+                                  std::int64_t ld_out) {                                         \
+    combine_rows_body(coef, ld_coef, layout, range, rows, depth, in, ld_in, width, out, ld_out); \
+  }                                                                                              \
+  ATTR void causal_dots_##SUFFIX(const float* a, std::int64_t lda, const float* b,               \
+                                 std::int64_t ldb, int n, int depth, float* out,                 \
+                                 std::int64_t ld_out) {                                          \
+    causal_dots_body(a, lda, b, ldb, n, depth, out, ld_out);                                     \
   }
 
 SW_ATTENTION_KERNELS(baseline, )
@@ -219,8 +216,7 @@ constexpr CausalDots kCausalDots[kNumIsaLevels] = {causal_dots_baseline, causal_
 void combine_rows(const float* coef, std::int64_t ld_coef, CoefLayout layout, CoefRange range,
                   int rows, int depth, const float* in, std::int64_t ld_in, int width, float* out,
                   std::int64_t ld_out) {
-  dispatch(kCombineRows)(coef, ld_coef, layout, range, rows, depth, in, ld_in, width, out,
-                         ld_out);
+  dispatch(kCombineRows)(coef, ld_coef, layout, range, rows, depth, in, ld_in, width, out, ld_out);
 }
 
 void causal_dots(const float* a, std::int64_t lda, const float* b, std::int64_t ldb, int n,

@@ -29,8 +29,8 @@ void gemm<float>(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std
                  float alpha, const float* a, std::int64_t lda, const float* b, std::int64_t ldb,
                  float beta, float* c, std::int64_t ldc) {
   cblas_sgemm(CblasRowMajor, op(trans_a), op(trans_b), static_cast<int>(m), static_cast<int>(n),
-              static_cast<int>(k), alpha, a, static_cast<int>(lda), b, static_cast<int>(ldb),
-              beta, c, static_cast<int>(ldc));
+              static_cast<int>(k), alpha, a, static_cast<int>(lda), b, static_cast<int>(ldb), beta,
+              c, static_cast<int>(ldc));
 }
 
 template <>
@@ -38,8 +38,8 @@ void gemm<double>(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, st
                   double alpha, const double* a, std::int64_t lda, const double* b,
                   std::int64_t ldb, double beta, double* c, std::int64_t ldc) {
   cblas_dgemm(CblasRowMajor, op(trans_a), op(trans_b), static_cast<int>(m), static_cast<int>(n),
-              static_cast<int>(k), alpha, a, static_cast<int>(lda), b, static_cast<int>(ldb),
-              beta, c, static_cast<int>(ldc));
+              static_cast<int>(k), alpha, a, static_cast<int>(lda), b, static_cast<int>(ldb), beta,
+              c, static_cast<int>(ldc));
 }
 
 // __restrict lets the compiler vectorise across columns (each column keeps its row order).
@@ -82,8 +82,7 @@ constexpr double kGeluC = 0.044715;
 // fp64 (the gradient-check reference) keeps std::tanh. Forward also keeps gelu'(x), so backward
 // multiplies by it instead of evaluating tanh a second time.
 template <typename Scalar>
-void gelu_forward(const std::vector<Scalar>& x, std::vector<Scalar>& y,
-                  std::vector<Scalar>& dydx) {
+void gelu_forward(const std::vector<Scalar>& x, std::vector<Scalar>& y, std::vector<Scalar>& dydx) {
   y.resize(x.size());
   dydx.resize(x.size());
   if constexpr (std::is_same_v<Scalar, float>) {
@@ -104,8 +103,9 @@ void gelu_forward(const std::vector<Scalar>& x, std::vector<Scalar>& y,
 template <typename Scalar>
 void gelu_backward(const std::vector<Scalar>& dydx, std::vector<Scalar>& d, std::int64_t cols,
                    Scalar* dbias) {
-  SW_CHECK(dydx.size() == d.size() && cols > 0 && d.size() % cols == 0, "gelu_backward: ",
-           dydx.size(), " derivatives for ", d.size(), " gradients in rows of ", cols);
+  SW_CHECK(dydx.size() == d.size() && cols > 0 && d.size() % cols == 0,
+           "gelu_backward: ", dydx.size(), " derivatives for ", d.size(), " gradients in rows of ",
+           cols);
   const Scalar* __restrict g = dydx.data();
   Scalar* __restrict out = d.data();
   if (!dbias) {
@@ -193,8 +193,8 @@ void attention_head_forward(const Scalar* q, const Scalar* k, const Scalar* v, i
   if constexpr (std::is_same_v<Scalar, float>) {
     causal_dots(q, stride, k, stride, seq, head_dim, p, seq);
     causal_softmax_rows(p, seq, scale);
-    combine_rows(p, seq, CoefLayout::kRowMajor, CoefRange::kUpToRow, seq, seq, v, stride,
-                 head_dim, o, hidden);
+    combine_rows(p, seq, CoefLayout::kRowMajor, CoefRange::kUpToRow, seq, seq, v, stride, head_dim,
+                 o, hidden);
   } else {
     gemm<Scalar>(false, true, seq, seq, head_dim, scale, q, stride, k, stride, Scalar(0), p, seq);
     causal_softmax_rows(p, seq, Scalar(1));
@@ -218,8 +218,8 @@ void attention_head_backward(const Scalar* q, const Scalar* k, const Scalar* v, 
                  head_dim, dv, stride);
     causal_dots(dy, hidden, v, stride, seq, head_dim, ds, seq);
     causal_softmax_backward_rows(p, seq, scale, ds);
-    combine_rows(ds, seq, CoefLayout::kRowMajor, CoefRange::kUpToRow, seq, seq, k, stride,
-                 head_dim, dq, stride);
+    combine_rows(ds, seq, CoefLayout::kRowMajor, CoefRange::kUpToRow, seq, seq, k, stride, head_dim,
+                 dq, stride);
     combine_rows(ds, seq, CoefLayout::kTransposed, CoefRange::kFromRow, seq, seq, q, stride,
                  head_dim, dk, stride);
   } else {
@@ -252,8 +252,8 @@ void attention_forward(const Scalar* qkv, int batch, int seq, int heads, int hea
       const Scalar* q = qkv + std::int64_t{b} * seq * stride + std::int64_t{hh} * head_dim;
       Scalar* p = probs.data() + (std::int64_t{b} * heads + hh) * tt;
       Scalar* o = out.data() + std::int64_t{b} * seq * hidden + std::int64_t{hh} * head_dim;
-      attention_head_forward(q, q + hidden, q + 2 * hidden, seq, head_dim, stride, hidden, scale,
-                             p, o);
+      attention_head_forward(q, q + hidden, q + 2 * hidden, seq, head_dim, stride, hidden, scale, p,
+                             o);
     }
   }
 }
@@ -277,8 +277,8 @@ void attention_backward(const Scalar* qkv, const std::vector<Scalar>& probs, con
         Scalar* dq = dqkv.data() + base;
         const Scalar* p = probs.data() + (std::int64_t{b} * heads + hh) * tt;
         const Scalar* dy = dout + std::int64_t{b} * seq * hidden + std::int64_t{hh} * head_dim;
-        attention_head_backward(q, q + hidden, q + 2 * hidden, p, dy, seq, head_dim, stride,
-                                hidden, scale, dq, dq + hidden, dq + 2 * hidden, scratch);
+        attention_head_backward(q, q + hidden, q + 2 * hidden, p, dy, seq, head_dim, stride, hidden,
+                                scale, dq, dq + hidden, dq + 2 * hidden, scratch);
       }
     }
   }

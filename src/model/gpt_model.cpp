@@ -63,8 +63,7 @@ struct GptModel<Scalar>::Activations {
 };
 
 template <typename Scalar>
-GptModel<Scalar>::GptModel(const GptConfig& config)
-    : GptModel(config, TensorParallelOptions{}) {}
+GptModel<Scalar>::GptModel(const GptConfig& config) : GptModel(config, TensorParallelOptions{}) {}
 
 template <typename Scalar>
 GptModel<Scalar>::GptModel(const GptConfig& config, const TensorParallelOptions& tp)
@@ -112,8 +111,8 @@ void GptModel<Scalar>::register_params() {
 template <typename Scalar>
 void GptModel<Scalar>::bind(std::vector<Scalar*> values, std::vector<Scalar*> grads) {
   SW_REQUIRE(values.size() == params_.size() && grads.size() == params_.size(), InvalidArgument,
-             "GptModel::bind: got ", values.size(), " values and ", grads.size(),
-             " grads for ", params_.size(), " parameters");
+             "GptModel::bind: got ", values.size(), " values and ", grads.size(), " grads for ",
+             params_.size(), " parameters");
   for (std::size_t i = 0; i < params_.size(); ++i) {
     SW_REQUIRE(values[i] != nullptr && grads[i] != nullptr, InvalidArgument,
                "GptModel::bind: null storage for parameter '", params_[i].name, "'");
@@ -164,8 +163,8 @@ const Scalar* GptModel<Scalar>::use(ParamId id) {
 }
 
 template <typename Scalar>
-double GptModel<Scalar>::forward(const std::int32_t* tokens, const std::int32_t* targets,
-                                 int batch, int seq) {
+double GptModel<Scalar>::forward(const std::int32_t* tokens, const std::int32_t* targets, int batch,
+                                 int seq) {
   SW_REQUIRE(!values_.empty(), InvalidArgument, "GptModel::forward before bind()");
   SW_REQUIRE(batch >= 1 && seq >= 1 && seq <= config_.seq_len, ShapeError,
              "GptModel::forward: batch ", batch, " x seq ", seq, " (max seq ", config_.seq_len,
@@ -183,8 +182,8 @@ double GptModel<Scalar>::forward(const std::int32_t* tokens, const std::int32_t*
   a.tokens.assign(tokens, tokens + n);
   a.targets.assign(targets, targets + n);
   for (std::int64_t i = 0; i < n; ++i) {
-    SW_REQUIRE(tokens[i] >= 0 && tokens[i] < v, ShapeError, "GptModel::forward: token ",
-               tokens[i], " at position ", i, " outside vocabulary of ", v);
+    SW_REQUIRE(tokens[i] >= 0 && tokens[i] < v, ShapeError, "GptModel::forward: token ", tokens[i],
+               " at position ", i, " outside vocabulary of ", v);
     SW_REQUIRE(targets[i] < v, ShapeError, "GptModel::forward: target ", targets[i],
                " outside vocabulary of ", v);
   }
@@ -257,23 +256,23 @@ void GptModel<Scalar>::block_forward(int l, std::vector<Scalar>& out) {
   auto& b = a.blocks[l];
   layer_norm_forward(b.x_in.data(), use(id.ln1_w), use(id.ln1_b), nl, h, kLayerNormEps, b.ln1_out,
                      b.ln1_mean, b.ln1_rstd);
-  column_parallel_forward(TpGemmSlot::kQkv, tp_, b.ln1_out.data(), use(id.qkv_w), use(id.qkv_b),
-                          n, h, 3 * hl, b.qkv);
+  column_parallel_forward(TpGemmSlot::kQkv, tp_, b.ln1_out.data(), use(id.qkv_w), use(id.qkv_b), n,
+                          h, 3 * hl, b.qkv);
   if (config_.rope) rope_apply(b.qkv.data(), a.batch, a.seq, nh, hd, 3 * hl, /*inverse=*/false);
   attention_forward(b.qkv.data(), a.batch, a.seq, nh, hd, b.probs, b.attn_out);
   std::vector<Scalar>& proj = a.scratch.proj;
-  row_parallel_forward(TpGemmSlot::kProj, tp_, b.attn_out.data(), use(id.proj_w),
-                       use(id.proj_b), n, hl, h, proj);
+  row_parallel_forward(TpGemmSlot::kProj, tp_, b.attn_out.data(), use(id.proj_w), use(id.proj_b), n,
+                       hl, h, proj);
   residual_sum(b.x_in, proj, nl * h, b.x_mid);
   layer_norm_forward(b.x_mid.data(), use(id.ln2_w), use(id.ln2_b), nl, h, kLayerNormEps, b.ln2_out,
                      b.ln2_mean, b.ln2_rstd);
   std::vector<Scalar>& fc1 = a.scratch.fc1;
-  column_parallel_forward(TpGemmSlot::kFc1, tp_, b.ln2_out.data(), use(id.fc1_w), use(id.fc1_b),
-                          n, h, fl, fc1);
+  column_parallel_forward(TpGemmSlot::kFc1, tp_, b.ln2_out.data(), use(id.fc1_w), use(id.fc1_b), n,
+                          h, fl, fc1);
   gelu_forward(fc1, b.gelu_out, b.gelu_grad);
   std::vector<Scalar>& mlp = a.scratch.mlp;
-  row_parallel_forward(TpGemmSlot::kFc2, tp_, b.gelu_out.data(), use(id.fc2_w), use(id.fc2_b),
-                       n, fl, h, mlp);
+  row_parallel_forward(TpGemmSlot::kFc2, tp_, b.gelu_out.data(), use(id.fc2_w), use(id.fc2_b), n,
+                       fl, h, mlp);
   residual_sum(b.x_mid, mlp, nl * h, out);
 }
 
@@ -298,8 +297,7 @@ void GptModel<Scalar>::grad_done(ParamId id, const std::function<void(ParamId)>&
 }
 
 template <typename Scalar>
-void GptModel<Scalar>::backward(double loss_scale,
-                                const std::function<void(ParamId)>& grad_ready) {
+void GptModel<Scalar>::backward(double loss_scale, const std::function<void(ParamId)>& grad_ready) {
   Activations& a = *acts_;
   SW_REQUIRE(a.batch > 0, InvalidArgument, "GptModel::backward without a forward pass");
   const int h = config_.hidden;
@@ -321,8 +319,8 @@ void GptModel<Scalar>::backward(double loss_scale,
   }
   std::vector<Scalar>& dx = a.scratch.dx;
   column_parallel_backward(TpGemmSlot::kOutput, tp_, dlogits.data(), a.lnf_out.data(),
-                           values_[a.head], n, h, vl, grads_[a.head],
-                           static_cast<Scalar*>(nullptr), dx);
+                           values_[a.head], n, h, vl, grads_[a.head], static_cast<Scalar*>(nullptr),
+                           dx);
   if (a.head != a.wte && grad_ready) grad_ready(a.head);
   std::vector<Scalar>& dres = a.scratch.dres;
   Scalar* g_lnf_w = grad_target(a.lnf_w);
@@ -347,46 +345,43 @@ void GptModel<Scalar>::block_backward(int l, std::vector<Scalar>& dres,
   auto done = [&](ParamId p) { grad_done(p, grad_ready); };
   // MLP: x = x_mid + fc2(gelu(fc1(ln2(x_mid)))).
   std::vector<Scalar>& dgelu = a.scratch.dgelu;
-  row_parallel_backward(TpGemmSlot::kFc2, tp_, dres.data(), b.gelu_out.data(), values_[id.fc2_w],
-                        n, fl, h, grads_[id.fc2_w], grad_target(id.fc2_b), dgelu);
+  row_parallel_backward(TpGemmSlot::kFc2, tp_, dres.data(), b.gelu_out.data(), values_[id.fc2_w], n,
+                        fl, h, grads_[id.fc2_w], grad_target(id.fc2_b), dgelu);
   done(id.fc2_b);
   done(id.fc2_w);
   // fc1's bias gradient is summed in the GELU pass (same sums, one pass less over dgelu).
   gelu_backward(b.gelu_grad, dgelu, fl, grads_[id.fc1_b]);
   std::vector<Scalar>& dln2 = a.scratch.dln2;
-  column_parallel_backward(TpGemmSlot::kFc1, tp_, dgelu.data(), b.ln2_out.data(),
-                           values_[id.fc1_w], n, h, fl, grads_[id.fc1_w],
-                           static_cast<Scalar*>(nullptr), dln2);
+  column_parallel_backward(TpGemmSlot::kFc1, tp_, dgelu.data(), b.ln2_out.data(), values_[id.fc1_w],
+                           n, h, fl, grads_[id.fc1_w], static_cast<Scalar*>(nullptr), dln2);
   done(id.fc1_b);
   done(id.fc1_w);
   // The layer norm's input gradient goes straight onto the residual stream's (dres +=).
   Scalar* g_ln2_w = grad_target(id.ln2_w);
   Scalar* g_ln2_b = grad_target(id.ln2_b);
-  layer_norm_backward(dln2.data(), b.x_mid.data(), b.ln2_mean, b.ln2_rstd, values_[id.ln2_w], nl,
-                      h, g_ln2_w, g_ln2_b, dres, LayerNormDx::kAdd);
+  layer_norm_backward(dln2.data(), b.x_mid.data(), b.ln2_mean, b.ln2_rstd, values_[id.ln2_w], nl, h,
+                      g_ln2_w, g_ln2_b, dres, LayerNormDx::kAdd);
   done(id.ln2_b);
   done(id.ln2_w);
 
   // Attention: x_mid = x_in + proj(attn(qkv(ln1(x_in)))).
   std::vector<Scalar>& dattn = a.scratch.dattn;
-  row_parallel_backward(TpGemmSlot::kProj, tp_, dres.data(), b.attn_out.data(),
-                        values_[id.proj_w], n, hl, h, grads_[id.proj_w], grad_target(id.proj_b),
-                        dattn);
+  row_parallel_backward(TpGemmSlot::kProj, tp_, dres.data(), b.attn_out.data(), values_[id.proj_w],
+                        n, hl, h, grads_[id.proj_w], grad_target(id.proj_b), dattn);
   done(id.proj_b);
   done(id.proj_w);
   std::vector<Scalar>& dqkv = a.scratch.dqkv;
   attention_backward(b.qkv.data(), b.probs, dattn.data(), a.batch, a.seq, nh, hd, dqkv);
   if (config_.rope) rope_apply(dqkv.data(), a.batch, a.seq, nh, hd, 3 * hl, /*inverse=*/true);
   std::vector<Scalar>& dln1 = a.scratch.dln1;
-  column_parallel_backward(TpGemmSlot::kQkv, tp_, dqkv.data(), b.ln1_out.data(),
-                           values_[id.qkv_w], n, h, 3 * hl, grads_[id.qkv_w], grads_[id.qkv_b],
-                           dln1);
+  column_parallel_backward(TpGemmSlot::kQkv, tp_, dqkv.data(), b.ln1_out.data(), values_[id.qkv_w],
+                           n, h, 3 * hl, grads_[id.qkv_w], grads_[id.qkv_b], dln1);
   done(id.qkv_b);
   done(id.qkv_w);
   Scalar* g_ln1_w = grad_target(id.ln1_w);
   Scalar* g_ln1_b = grad_target(id.ln1_b);
-  layer_norm_backward(dln1.data(), b.x_in.data(), b.ln1_mean, b.ln1_rstd, values_[id.ln1_w], nl,
-                      h, g_ln1_w, g_ln1_b, dres, LayerNormDx::kAdd);
+  layer_norm_backward(dln1.data(), b.x_in.data(), b.ln1_mean, b.ln1_rstd, values_[id.ln1_w], nl, h,
+                      g_ln1_w, g_ln1_b, dres, LayerNormDx::kAdd);
   done(id.ln1_b);
   done(id.ln1_w);
 }
@@ -424,8 +419,7 @@ template <typename Scalar>
 std::vector<bool> GptModel<Scalar>::exact_match() const {
   const Activations& a = *acts_;
   const std::int64_t vl = a.vocab_local;
-  const std::int64_t valid =
-      std::clamp<std::int64_t>(config_.vocab_size - a.vocab_begin, 0, vl);
+  const std::int64_t valid = std::clamp<std::int64_t>(config_.vocab_size - a.vocab_begin, 0, vl);
   std::vector<Scalar> best(static_cast<std::size_t>(2 * a.n));
   for (std::int64_t i = 0; i < a.n; ++i) {
     const Scalar* row = a.logits.data() + i * vl;

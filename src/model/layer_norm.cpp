@@ -26,8 +26,8 @@ enum class Path { kGeneric, kAvx2 };
 
 template <typename Scalar>
 SW_KERNEL_INLINE void normalize_row(const Scalar* __restrict x, const Scalar* __restrict w,
-                                    const Scalar* __restrict b, std::int64_t h, Scalar m,
-                                    Scalar r, Scalar* __restrict y) {
+                                    const Scalar* __restrict b, std::int64_t h, Scalar m, Scalar r,
+                                    Scalar* __restrict y) {
   for (std::int64_t c = 0; c < h; ++c) y[c] = (x[c] - m) * r * w[c] + b[c];
 }
 
@@ -35,10 +35,9 @@ SW_KERNEL_INLINE void normalize_row(const Scalar* __restrict x, const Scalar* __
 // dx (=, +=) rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)).
 template <LayerNormDx kMode, typename Scalar>
 SW_KERNEL_INLINE void backward_row(const Scalar* __restrict dy, const Scalar* __restrict x,
-                                   Scalar m, Scalar r, const Scalar* __restrict w,
-                                   std::int64_t h, Scalar sum_dxhat, Scalar sum_dxhat_xhat,
-                                   Scalar* __restrict dw, Scalar* __restrict db,
-                                   Scalar* __restrict dx) {
+                                   Scalar m, Scalar r, const Scalar* __restrict w, std::int64_t h,
+                                   Scalar sum_dxhat, Scalar sum_dxhat_xhat, Scalar* __restrict dw,
+                                   Scalar* __restrict db, Scalar* __restrict dx) {
   const Scalar inv_h = Scalar(1) / static_cast<Scalar>(h);
   for (std::int64_t c = 0; c < h; ++c) {
     const Scalar xhat = (x[c] - m) * r;
@@ -133,8 +132,8 @@ SW_TARGET_AVX2 inline __m256 load_column(const float* x, std::int64_t h, std::in
                        x[2 * h + c], x[h + c], x[c]);
 }
 
-SW_TARGET_AVX2 inline void row_stats8_avx2(const float* x, std::int64_t h, float eps,
-                                           float* mean, float* rstd) {
+SW_TARGET_AVX2 inline void row_stats8_avx2(const float* x, std::int64_t h, float eps, float* mean,
+                                           float* rstd) {
   const __m256 hv = _mm256_set1_ps(static_cast<float>(h));
   const std::int64_t full = h / 8 * 8;
   __m256 t[8];
@@ -172,10 +171,9 @@ SW_TARGET_AVX2 inline void grad_sums_step(__m256 x, __m256 dy, __m256 m, __m256 
   s2 = _mm256_add_ps(s2, _mm256_mul_ps(dxhat, xhat));
 }
 
-SW_TARGET_AVX2 inline void row_grad_sums8_avx2(const float* dy, const float* x,
-                                               const float* mean, const float* rstd,
-                                               const float* w, std::int64_t h, float* sum_dxhat,
-                                               float* sum_dxhat_xhat) {
+SW_TARGET_AVX2 inline void row_grad_sums8_avx2(const float* dy, const float* x, const float* mean,
+                                               const float* rstd, const float* w, std::int64_t h,
+                                               float* sum_dxhat, float* sum_dxhat_xhat) {
   const __m256 m = _mm256_loadu_ps(mean), r = _mm256_loadu_ps(rstd);
   const std::int64_t full = h / 8 * 8;
   __m256 s1 = _mm256_setzero_ps(), s2 = _mm256_setzero_ps();
@@ -272,20 +270,20 @@ struct FloatLayerNormKernels {
                    std::int64_t, std::int64_t, float*, float*, float*, LayerNormDx);
 };
 
-#define SW_LAYER_NORM_KERNELS(SUFFIX, ATTR, PATH)                                                 \
+#define SW_LAYER_NORM_KERNELS(SUFFIX, ATTR, PATH)                                                \
   ATTR void forward_##SUFFIX(const float* x, const float* w, const float* b, std::int64_t n,     \
-                             std::int64_t h, float eps, float* y, float* mean, float* rstd) {     \
-    forward_body<PATH>(x, w, b, n, h, eps, y, mean, rstd);                                        \
-  }                                                                                               \
-  ATTR void backward_##SUFFIX(const float* dy, const float* x, const float* mean,                 \
-                              const float* rstd, const float* w, std::int64_t n, std::int64_t h,  \
-                              float* dw, float* db, float* dx, LayerNormDx mode) {                \
-    if (mode == LayerNormDx::kAdd) {                                                              \
-      backward_body<PATH, LayerNormDx::kAdd>(dy, x, mean, rstd, w, n, h, dw, db, dx);             \
-    } else {                                                                                      \
-      backward_body<PATH, LayerNormDx::kOverwrite>(dy, x, mean, rstd, w, n, h, dw, db, dx);       \
-    }                                                                                             \
-  }                                                                                               \
+                             std::int64_t h, float eps, float* y, float* mean, float* rstd) {    \
+    forward_body<PATH>(x, w, b, n, h, eps, y, mean, rstd);                                       \
+  }                                                                                              \
+  ATTR void backward_##SUFFIX(const float* dy, const float* x, const float* mean,                \
+                              const float* rstd, const float* w, std::int64_t n, std::int64_t h, \
+                              float* dw, float* db, float* dx, LayerNormDx mode) {               \
+    if (mode == LayerNormDx::kAdd) {                                                             \
+      backward_body<PATH, LayerNormDx::kAdd>(dy, x, mean, rstd, w, n, h, dw, db, dx);            \
+    } else {                                                                                     \
+      backward_body<PATH, LayerNormDx::kOverwrite>(dy, x, mean, rstd, w, n, h, dw, db, dx);      \
+    }                                                                                            \
+  }                                                                                              \
   constexpr FloatLayerNormKernels kLayerNorm_##SUFFIX = {forward_##SUFFIX, backward_##SUFFIX};
 
 SW_LAYER_NORM_KERNELS(baseline, , Path::kGeneric)
@@ -335,17 +333,16 @@ void layer_norm_backward(const Scalar* dy, const Scalar* x, const std::vector<Sc
     backward_body<Path::kGeneric, LayerNormDx::kAdd>(dy, x, mean.data(), rstd.data(), w, n, h, dw,
                                                      db, dx.data());
   } else {
-    backward_body<Path::kGeneric, LayerNormDx::kOverwrite>(dy, x, mean.data(), rstd.data(), w, n,
-                                                           h, dw, db, dx.data());
+    backward_body<Path::kGeneric, LayerNormDx::kOverwrite>(dy, x, mean.data(), rstd.data(), w, n, h,
+                                                           dw, db, dx.data());
   }
 }
 
-#define SHARDWISE_INSTANTIATE_LAYER_NORM(S)                                                      \
-  template void layer_norm_forward<S>(const S*, const S*, const S*, std::int64_t, std::int64_t, \
-                                      double, std::vector<S>&, std::vector<S>&,                 \
-                                      std::vector<S>&);                                         \
-  template void layer_norm_backward<S>(const S*, const S*, const std::vector<S>&,               \
-                                       const std::vector<S>&, const S*, std::int64_t,           \
+#define SHARDWISE_INSTANTIATE_LAYER_NORM(S)                                                       \
+  template void layer_norm_forward<S>(const S*, const S*, const S*, std::int64_t, std::int64_t,   \
+                                      double, std::vector<S>&, std::vector<S>&, std::vector<S>&); \
+  template void layer_norm_backward<S>(const S*, const S*, const std::vector<S>&,                 \
+                                       const std::vector<S>&, const S*, std::int64_t,             \
                                        std::int64_t, S*, S*, std::vector<S>&, LayerNormDx);
 
 SHARDWISE_INSTANTIATE_LAYER_NORM(float)

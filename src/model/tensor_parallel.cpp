@@ -15,7 +15,9 @@ struct ShardMap {
   std::int64_t outer = 1, inner = 1, shard_extent = 0, full_extent = 0;
   std::int64_t chunk = 0, part = 0, rank = 0;  // chunk per part per rank; full rows per part
 
-  std::int64_t full_index(std::int64_t k) const { return k / chunk * part + rank * chunk + k % chunk; }
+  std::int64_t full_index(std::int64_t k) const {
+    return k / chunk * part + rank * chunk + k % chunk;
+  }
 };
 
 std::string shape_text(const std::vector<std::int64_t>& shape) {
@@ -25,8 +27,8 @@ std::string shape_text(const std::vector<std::int64_t>& shape) {
 }
 
 ShardMap shard_map(const ParamInfo& full, const ParamInfo& shard, int tp_size, int tp_rank) {
-  SW_REQUIRE(tp_size >= 1 && tp_rank >= 0 && tp_rank < tp_size, InvalidArgument,
-             "TP rank ", tp_rank, " of ", tp_size, " for parameter '", shard.name, "'");
+  SW_REQUIRE(tp_size >= 1 && tp_rank >= 0 && tp_rank < tp_size, InvalidArgument, "TP rank ",
+             tp_rank, " of ", tp_size, " for parameter '", shard.name, "'");
   SW_REQUIRE(full.name == shard.name && full.shape.size() == shard.shape.size(), ShapeError,
              "TP shard '", shard.name, "' ", shape_text(shard.shape), " does not match full '",
              full.name, "' ", shape_text(full.shape));
@@ -48,9 +50,7 @@ ShardMap shard_map(const ParamInfo& full, const ParamInfo& shard, int tp_size, i
   m.full_extent = full.shape[d];
   const std::int64_t gathered = m.shard_extent * tp_size;
   // Only an unstrided dim may be padded (the vocabulary); a strided one splits exactly.
-  const bool fits = shard.tp_stride == 1
-                        ? gathered >= m.full_extent
-                        : gathered == m.full_extent;
+  const bool fits = shard.tp_stride == 1 ? gathered >= m.full_extent : gathered == m.full_extent;
   SW_REQUIRE(fits, ShapeError, "TP shard '", shard.name, "' ", shape_text(shard.shape), " x ",
              tp_size, " ranks does not cover the full ", shape_text(full.shape));
   m.chunk = m.shard_extent / shard.tp_stride;
@@ -112,12 +112,15 @@ void gather_tp_param(const ParamInfo& full, const ParamInfo& shard, ProcessGroup
   const std::int64_t count = shard.numel();
   std::vector<float> input(shard_values, shard_values + count);
   std::vector<float> all(static_cast<std::size_t>(count) * size);
-  tp_group.all_gather({all.data(), count * size, DType::kFloat32},
-                      {input.data(), count, DType::kFloat32})->wait();
-  for (int r = 0; r < size; ++r) place_tp_shard(full, shard, size, r, all.data() + r * count, full_values);
+  tp_group
+      .all_gather({all.data(), count * size, DType::kFloat32},
+                  {input.data(), count, DType::kFloat32})
+      ->wait();
+  for (int r = 0; r < size; ++r)
+    place_tp_shard(full, shard, size, r, all.data() + r * count, full_values);
 }
 
-#define SHARDWISE_INSTANTIATE_TP_SHARDS(S)                                                   \
+#define SHARDWISE_INSTANTIATE_TP_SHARDS(S)                                                     \
   template void slice_tp_shard<S>(const ParamInfo&, const ParamInfo&, int, int, const S*, S*); \
   template void place_tp_shard<S>(const ParamInfo&, const ParamInfo&, int, int, const S*, S*);
 SHARDWISE_INSTANTIATE_TP_SHARDS(float)

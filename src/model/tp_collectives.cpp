@@ -23,8 +23,7 @@ TensorView view_of(Scalar* data, std::int64_t count) {
 }  // namespace
 
 template <typename Scalar>
-void tp_all_reduce(const TensorParallelOptions& tp, Scalar* data, std::int64_t count,
-                   ReduceOp op) {
+void tp_all_reduce(const TensorParallelOptions& tp, Scalar* data, std::int64_t count, ReduceOp op) {
   if (!tp.enabled() || count == 0) return;
   tp.group->all_reduce(view_of(data, count), op)->wait();
 }
@@ -61,7 +60,7 @@ void tp_reduce_scatter_rows(const TensorParallelOptions& tp, const Scalar* full,
       ->wait();
 }
 
-#define SHARDWISE_INSTANTIATE_TP_COLLECTIVES(S)                                                  \
+#define SHARDWISE_INSTANTIATE_TP_COLLECTIVES(S)                                                 \
   template void tp_all_reduce<S>(const TensorParallelOptions&, S*, std::int64_t, ReduceOp);     \
   template void tp_all_gather_rows<S>(const TensorParallelOptions&, const S*, std::int64_t,     \
                                       std::int64_t, std::vector<S>&);                           \

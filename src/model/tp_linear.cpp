@@ -11,11 +11,16 @@ namespace shardwise {
 
 const char* tp_gemm_slot_name(TpGemmSlot slot) {
   switch (slot) {
-    case TpGemmSlot::kQkv: return "qkv";
-    case TpGemmSlot::kProj: return "proj";
-    case TpGemmSlot::kFc1: return "fc1";
-    case TpGemmSlot::kFc2: return "fc2";
-    case TpGemmSlot::kOutput: return "output";
+    case TpGemmSlot::kQkv:
+      return "qkv";
+    case TpGemmSlot::kProj:
+      return "proj";
+    case TpGemmSlot::kFc1:
+      return "fc1";
+    case TpGemmSlot::kFc2:
+      return "fc2";
+    case TpGemmSlot::kOutput:
+      return "output";
   }
   return "?";
 }
@@ -35,8 +40,7 @@ void column_parallel_forward(TpGemmSlot slot, const TensorParallelOptions& tp, c
                              std::int64_t out_local, std::vector<Scalar>& y) {
   if constexpr (std::is_same_v<Scalar, float>) {
     if (tp_overlap_active(slot, tp)) {
-      return overlapped_column_parallel_forward(
-          slot, tp, x, w, bias, n, in, out_local, y);
+      return overlapped_column_parallel_forward(slot, tp, x, w, bias, n, in, out_local, y);
     }
   }
   if (!tp.enabled() || !tp.sequence_parallel) {
@@ -55,8 +59,8 @@ void column_parallel_backward(TpGemmSlot slot, const TensorParallelOptions& tp, 
                               std::vector<Scalar>& dx) {
   if constexpr (std::is_same_v<Scalar, float>) {
     if (tp_overlap_active(slot, tp)) {
-      return overlapped_column_parallel_backward(
-          slot, tp, dy, x, w, n, in, out_local, dw, dbias, dx);
+      return overlapped_column_parallel_backward(slot, tp, dy, x, w, n, in, out_local, dw, dbias,
+                                                 dx);
     }
   }
   if (!tp.enabled()) {
@@ -91,8 +95,7 @@ void row_parallel_forward(TpGemmSlot slot, const TensorParallelOptions& tp, cons
                           std::int64_t in_local, std::int64_t out, std::vector<Scalar>& y) {
   if constexpr (std::is_same_v<Scalar, float>) {
     if (tp_overlap_active(slot, tp)) {
-      return overlapped_row_parallel_forward(
-          slot, tp, x, w, bias, n, in_local, out, y);
+      return overlapped_row_parallel_forward(slot, tp, x, w, bias, n, in_local, out, y);
     }
   }
   if (!tp.enabled()) {
@@ -119,13 +122,11 @@ void row_parallel_forward(TpGemmSlot slot, const TensorParallelOptions& tp, cons
 
 template <typename Scalar>
 void row_parallel_backward(TpGemmSlot slot, const TensorParallelOptions& tp, const Scalar* dy,
-                           const Scalar* x, const Scalar* w, std::int64_t n,
-                           std::int64_t in_local, std::int64_t out, Scalar* dw, Scalar* dbias,
-                           std::vector<Scalar>& dx) {
+                           const Scalar* x, const Scalar* w, std::int64_t n, std::int64_t in_local,
+                           std::int64_t out, Scalar* dw, Scalar* dbias, std::vector<Scalar>& dx) {
   if constexpr (std::is_same_v<Scalar, float>) {
     if (tp_overlap_active(slot, tp)) {
-      return overlapped_row_parallel_backward(
-          slot, tp, dy, x, w, n, in_local, out, dw, dbias, dx);
+      return overlapped_row_parallel_backward(slot, tp, dy, x, w, n, in_local, out, dw, dbias, dx);
     }
   }
   if (!tp.enabled() || !tp.sequence_parallel) {
@@ -138,7 +139,7 @@ void row_parallel_backward(TpGemmSlot slot, const TensorParallelOptions& tp, con
   linear_backward(gathered.data(), x, w, n, in_local, out, dw, static_cast<Scalar*>(nullptr), dx);
 }
 
-#define SHARDWISE_INSTANTIATE_TP_LINEAR(S)                                                       \
+#define SHARDWISE_INSTANTIATE_TP_LINEAR(S)                                                      \
   template void column_parallel_forward<S>(TpGemmSlot, const TensorParallelOptions&, const S*,  \
                                            const S*, const S*, std::int64_t, std::int64_t,      \
                                            std::int64_t, std::vector<S>&);                      \

@@ -56,7 +56,8 @@ double vocab_parallel_cross_entropy(const TensorParallelOptions& tp, std::vector
   for (std::int64_t i = 0; i < n; ++i) {
     const Scalar* row = logits.data() + i * v_local;
     double sum = 0;
-    for (std::int64_t c = 0; c < valid; ++c) sum += std::exp(static_cast<double>(row[c] - row_max[i]));
+    for (std::int64_t c = 0; c < valid; ++c)
+      sum += std::exp(static_cast<double>(row[c] - row_max[i]));
     sums[i] = static_cast<Scalar>(sum);
     const std::int64_t t = targets[i] - v_begin;
     if (targets[i] >= 0 && t >= 0 && t < valid) sums[n + i] = row[t] - row_max[i];
@@ -80,15 +81,13 @@ double vocab_parallel_cross_entropy(const TensorParallelOptions& tp, std::vector
 }
 
 #define SHARDWISE_INSTANTIATE_VOCAB_PARALLEL(S)                                                   \
-  template void vocab_parallel_embedding_lookup<S>(const std::int32_t*, std::int64_t, const S*,  \
+  template void vocab_parallel_embedding_lookup<S>(const std::int32_t*, std::int64_t, const S*,   \
                                                    std::int64_t, std::int64_t, std::int64_t, S*); \
-  template void vocab_parallel_embedding_backward<S>(const std::int32_t*, std::int64_t, const S*, \
-                                                     std::int64_t, std::int64_t, std::int64_t,   \
-                                                     S*);                                        \
-  template double vocab_parallel_cross_entropy<S>(const TensorParallelOptions&, std::vector<S>&, \
-                                                  const std::vector<std::int32_t>&,              \
-                                                  std::int64_t, std::int64_t, std::int64_t,      \
-                                                  std::int64_t&);
+  template void vocab_parallel_embedding_backward<S>(                                             \
+      const std::int32_t*, std::int64_t, const S*, std::int64_t, std::int64_t, std::int64_t, S*); \
+  template double vocab_parallel_cross_entropy<S>(const TensorParallelOptions&, std::vector<S>&,  \
+                                                  const std::vector<std::int32_t>&, std::int64_t, \
+                                                  std::int64_t, std::int64_t, std::int64_t&);
 SHARDWISE_INSTANTIATE_VOCAB_PARALLEL(float)
 SHARDWISE_INSTANTIATE_VOCAB_PARALLEL(double)
 

@@ -32,8 +32,8 @@ void adamw_update(const AdamWStepScalars& s, std::span<float> param, std::span<c
                exp_avg_sq.size() == param.size(),
            "adamw_update: span sizes differ");
   // One streaming pass over the four arrays at the widest vectors the CPU has.
-  dispatch(adamw_kernels::kUpdate)(s, param.data(), grad.data(), exp_avg.data(),
-                                   exp_avg_sq.data(), static_cast<std::int64_t>(param.size()));
+  dispatch(adamw_kernels::kUpdate)(s, param.data(), grad.data(), exp_avg.data(), exp_avg_sq.data(),
+                                   static_cast<std::int64_t>(param.size()));
 }
 
 AdamW::AdamW(std::vector<ParamGroup> groups, AdamWOptions defaults)

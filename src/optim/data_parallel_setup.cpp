@@ -35,8 +35,8 @@ std::vector<OptimParam> all_params(const DistributedDataParallel& ddp) {
       SW_REQUIRE(value.dtype == DType::kFloat32 && grad.dtype == DType::kFloat32, InvalidArgument,
                  "optimizer 'ddp' steps params in place and needs fp32 params and grads; '",
                  info.name, "' is ", dtype_name(value.dtype), "/", dtype_name(grad.dtype));
-      out.push_back(OptimParam{info.name, info.shape, value.as<float>(), grad.as<float>(),
-                               info.qkv_split});
+      out.push_back(
+          OptimParam{info.name, info.shape, value.as<float>(), grad.as<float>(), info.qkv_split});
     }
   }
   return out;
@@ -46,8 +46,7 @@ std::vector<OptimParam> all_params(const DistributedDataParallel& ddp) {
 // lays the chunk out for every divisor of dp and takes choose_shard_group_size's pick. Only the
 // layer-wise mode has layer-wise buffers; the legacy path has no shard groups.
 void resolve_shard_group_size(const ParamList& params, OptimizerMode mode,
-                              const DistributedDataParallelConfig& config,
-                              LayoutOptions& options) {
+                              const DistributedDataParallelConfig& config, LayoutOptions& options) {
   const int dp = options.data_parallel_size;
   SW_REQUIRE(mode != OptimizerMode::kLegacyLayerWise || !options.layer_wise_shard_group_size,
              ConfigError,
@@ -81,9 +80,8 @@ std::string_view optimizer_mode_name(OptimizerMode mode) {
 }
 
 std::vector<std::unique_ptr<DistributedDataParallel>> wrap_with_ddp(
-    const std::vector<ParamList>& chunks, OptimizerMode mode,
-    DistributedDataParallelConfig config, const DataParallelGroups& groups,
-    bool all_layer_wise) {
+    const std::vector<ParamList>& chunks, OptimizerMode mode, DistributedDataParallelConfig config,
+    const DataParallelGroups& groups, bool all_layer_wise) {
   LayoutAlgorithm algorithm = LayoutAlgorithm::kDefault;
   switch (mode) {
     case OptimizerMode::kLayerWise:
@@ -109,8 +107,8 @@ std::vector<std::unique_ptr<DistributedDataParallel>> wrap_with_ddp(
       break;
   }
   const int dp = groups.data_parallel->size();
-  const int expert_dp = (groups.expert_data_parallel ? groups.expert_data_parallel
-                                                     : groups.data_parallel)->size();
+  const int expert_dp =
+      (groups.expert_data_parallel ? groups.expert_data_parallel : groups.data_parallel)->size();
   std::vector<std::unique_ptr<DistributedDataParallel>> out;
   for (const ParamList& params : chunks) {
     LayoutOptions options = config.layout_options(algorithm, dp, expert_dp);
@@ -118,8 +116,8 @@ std::vector<std::unique_ptr<DistributedDataParallel>> wrap_with_ddp(
     resolve_shard_group_size(params, mode, config, options);
     FullParamLayout layout = compute_full_param_layout(params, options);
     validate_full_layout(params, layout, options);
-    out.push_back(std::make_unique<DistributedDataParallel>(params, std::move(layout), config,
-                                                            groups));
+    out.push_back(
+        std::make_unique<DistributedDataParallel>(params, std::move(layout), config, groups));
   }
   return out;
 }
@@ -130,8 +128,9 @@ std::vector<double> all_gather_exact(ProcessGroup& group, const std::vector<doub
   std::vector<std::int64_t> mine(local.size()), all(local.size() * group.size());
   std::transform(local.begin(), local.end(), mine.begin(),
                  [](double v) { return std::bit_cast<std::int64_t>(v); });
-  group.all_gather(TensorView{all.data(), count * group.size(), DType::kInt64},
-                   TensorView{mine.data(), count, DType::kInt64})
+  group
+      .all_gather(TensorView{all.data(), count * group.size(), DType::kInt64},
+                  TensorView{mine.data(), count, DType::kInt64})
       ->wait();
   std::vector<double> out(all.size());
   std::transform(all.begin(), all.end(), out.begin(),
@@ -192,8 +191,7 @@ std::unique_ptr<Optimizer> make_optimizer(OptimizerMode mode,
   auto chain = std::make_unique<ChainedOptimizer>(std::move(children));
   // In 'ddp' mode every rank holds every grad: the local figures are already global.
   if (mode != OptimizerMode::kDdp) {
-    chain->set_world_reduce(
-        [world](double local) { return all_reduce_sum_exact(*world, local); });
+    chain->set_world_reduce([world](double local) { return all_reduce_sum_exact(*world, local); });
   }
   return chain;
 }

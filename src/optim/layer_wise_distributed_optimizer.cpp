@@ -153,7 +153,8 @@ void LayerWiseDistributedOptimizer::build_children(
     // The outer groups keep the slices in layout order, so the grad norm is summed in the same
     // order whether or not the step is split by bucket group.
     groups_.push_back(ParamGroup{std::string(children_.back()->kind()),
-                                 optim_params_in_slice_order(by_group_, slices_, selected), {}});
+                                 optim_params_in_slice_order(by_group_, slices_, selected),
+                                 {}});
   }
 }
 

@@ -44,8 +44,8 @@ OptimParam MainParams::optim_param(std::size_t index) {
 
 void MainParams::copy_main_to_model() {
   for (std::size_t i = 0; i < slices_.size(); ++i) {
-    if (!copies_[i].empty()) optim::copy_main_to_model(std::span<const float>(copies_[i]),
-                                                       slices_[i].model_param);
+    if (!copies_[i].empty())
+      optim::copy_main_to_model(std::span<const float>(copies_[i]), slices_[i].model_param);
   }
 }
 

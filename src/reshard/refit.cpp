@@ -7,19 +7,19 @@
 #include <string_view>
 #include <utility>
 
-#include "shardwise/core/shape.hpp"
 #include "shardwise/core/error.hpp"
 #include "shardwise/core/float_convert.hpp"
+#include "shardwise/core/shape.hpp"
 #include "shardwise/reshard/tp_export.hpp"
 
 namespace shardwise {
 namespace {
 
 void check_float_param(TensorView src, const std::string& name) {
-  SW_REQUIRE(src.dtype == DType::kFloat32 || src.dtype == DType::kBFloat16 ||
-                 src.dtype == DType::kFloat16,
-             InvalidArgument, "refit: param ", name, " has dtype ", dtype_name(src.dtype),
-             "; expected fp32, bf16 or fp16");
+  SW_REQUIRE(
+      src.dtype == DType::kFloat32 || src.dtype == DType::kBFloat16 || src.dtype == DType::kFloat16,
+      InvalidArgument, "refit: param ", name, " has dtype ", dtype_name(src.dtype),
+      "; expected fp32, bf16 or fp16");
 }
 
 // Copies `n` elements of a float tensor (fp32 / bf16 / fp16) into bf16.

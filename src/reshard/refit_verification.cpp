@@ -2,9 +2,9 @@
 
 #include <cstring>
 
-#include "shardwise/core/shape.hpp"
 #include "shardwise/core/error.hpp"
 #include "shardwise/core/float_convert.hpp"
+#include "shardwise/core/shape.hpp"
 #include "shardwise/reshard/tp_export.hpp"
 
 namespace shardwise {
@@ -28,10 +28,10 @@ std::string hex_byte(std::uint32_t v, int digits) {
 }
 
 std::vector<float> to_fp32(TensorView src, const std::string& name) {
-  SW_REQUIRE(src.dtype == DType::kFloat32 || src.dtype == DType::kBFloat16 ||
-                 src.dtype == DType::kFloat16,
-             InvalidArgument, "refit: param ", name, " has dtype ", dtype_name(src.dtype),
-             "; expected fp32, bf16 or fp16");
+  SW_REQUIRE(
+      src.dtype == DType::kFloat32 || src.dtype == DType::kBFloat16 || src.dtype == DType::kFloat16,
+      InvalidArgument, "refit: param ", name, " has dtype ", dtype_name(src.dtype),
+      "; expected fp32, bf16 or fp16");
   std::vector<float> out(static_cast<std::size_t>(src.numel));
   convert_floats(src, {out.data(), src.numel, DType::kFloat32}, name);
   return out;

@@ -47,7 +47,8 @@ std::size_t tensor_bytes(const SourceTensor& t) {
   const std::int64_t n = product(t.shape, 0, t.shape.size());
   std::uint64_t bits = 0;
   SW_REQUIRE(!__builtin_mul_overflow(static_cast<std::uint64_t>(n), dtype_bits(t.dtype), &bits),
-             ShapeError, "param ", t.name, ": shape ", to_string(t.shape), " is too large in bytes");
+             ShapeError, "param ", t.name, ": shape ", to_string(t.shape),
+             " is too large in bytes");
   return static_cast<std::size_t>(bits / 8);
 }
 
@@ -91,7 +92,8 @@ void append_json_ints(std::string& out, const std::vector<std::int64_t>& values)
 // What the export does with the tensor's dtype must be possible: a split needs whole-byte
 // elements, and a conversion asked for (--dtype, --mxfp8) a dtype the codecs read. Integer, bool
 // and shardwise's own FP8 tensors are copied unchanged.
-void check_dtype_handling(const SourceTensor& t, const TpRule& rule, const TpExportOptions& options) {
+void check_dtype_handling(const SourceTensor& t, const TpRule& rule,
+                          const TpExportOptions& options) {
   const std::string dtype(dtype_safetensors_name(t.dtype));
   SW_REQUIRE(rule.kind == TpKind::kReplicated || options.tp == 1 || dtype_bits(t.dtype) % 8 == 0,
              InvalidArgument, "param ", t.name, " (", to_string(rule), "): ", dtype, " packs ",
@@ -185,8 +187,8 @@ std::vector<ExportedTensor> export_tp_rank(const std::vector<SourceTensor>& tens
       const auto* bytes = static_cast<const std::uint8_t*>(t.data);
       slice.assign(bytes, bytes + tensor_bytes(t));
     } else {
-      slice = extract_tp_slice(t.name, t.data, t.shape, dtype_size(t.dtype), rule, options.tp,
-                               tp_rank);
+      slice =
+          extract_tp_slice(t.name, t.data, t.shape, dtype_size(t.dtype), rule, options.tp, tp_rank);
     }
     const DType dtype = plain_dtype(t, options);
     if (dtype != t.dtype) slice = converted_floats(slice, t.dtype, dtype, t.name);
@@ -216,9 +218,10 @@ std::map<std::string, std::string> tp_export_metadata(const std::vector<SourceTe
     const bool mxfp8 = exports_as_mxfp8(t, options);
     // Written as text (what ordered_json's dump() gave, without its allocations per field).
     const std::vector<std::int64_t> local = tp_local_shape(t.shape, rule, options.tp);
-    std::string entry = str_cat("{\"rule\":\"", tp_kind_name(rule.kind), "\",\"partition_dim\":",
-                                rule.kind == TpKind::kReplicated ? -1 : rule.partition_dim,
-                                ",\"stride\":", rule.stride, ",\"global_shape\":");
+    std::string entry =
+        str_cat("{\"rule\":\"", tp_kind_name(rule.kind),
+                "\",\"partition_dim\":", rule.kind == TpKind::kReplicated ? -1 : rule.partition_dim,
+                ",\"stride\":", rule.stride, ",\"global_shape\":");
     append_json_ints(entry, t.shape);
     entry += ",\"local_shape\":";
     append_json_ints(entry, local);

@@ -139,8 +139,8 @@ void draw_series(std::ostringstream& svg, const Axes& a, const PlotSeries& s, st
 std::string render_loss_plot_svg(const std::vector<PlotSeries>& series, const std::string& title) {
   const Axes axes = make_axes(series);
   std::ostringstream svg;
-  svg << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << kWidth << "\" height=\""
-      << kHeight << "\" font-family=\"sans-serif\" font-size=\"12\">\n"
+  svg << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << kWidth << "\" height=\"" << kHeight
+      << "\" font-family=\"sans-serif\" font-size=\"12\">\n"
       << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
       << "<text x=\"" << kWidth / 2 << "\" y=\"22\" text-anchor=\"middle\" font-size=\"15\">"
       << xml_escape(title) << "</text>\n";

@@ -7,10 +7,14 @@ namespace {
 
 optim::OptimizerMode optimizer_mode(OptimizerKind kind) {
   switch (kind) {
-    case OptimizerKind::kLayerWise: return optim::OptimizerMode::kLayerWise;
-    case OptimizerKind::kDistributed: return optim::OptimizerMode::kDistributed;
-    case OptimizerKind::kDdp: return optim::OptimizerMode::kDdp;
-    case OptimizerKind::kLegacyLayerWise: return optim::OptimizerMode::kLegacyLayerWise;
+    case OptimizerKind::kLayerWise:
+      return optim::OptimizerMode::kLayerWise;
+    case OptimizerKind::kDistributed:
+      return optim::OptimizerMode::kDistributed;
+    case OptimizerKind::kDdp:
+      return optim::OptimizerMode::kDdp;
+    case OptimizerKind::kLegacyLayerWise:
+      return optim::OptimizerMode::kLegacyLayerWise;
   }
   return optim::OptimizerMode::kLayerWise;
 }
@@ -30,9 +34,12 @@ optim::NewtonSchulzOptions newton_schulz(const OptimizerConfig& o) {
 
 optim::MuonScaleMode scale_mode(MuonScaleMode mode) {
   switch (mode) {
-    case MuonScaleMode::kSpectral: return optim::MuonScaleMode::kSpectral;
-    case MuonScaleMode::kUnitRmsNorm: return optim::MuonScaleMode::kUnitRmsNorm;
-    case MuonScaleMode::kShapeScaling: return optim::MuonScaleMode::kShapeScaling;
+    case MuonScaleMode::kSpectral:
+      return optim::MuonScaleMode::kSpectral;
+    case MuonScaleMode::kUnitRmsNorm:
+      return optim::MuonScaleMode::kUnitRmsNorm;
+    case MuonScaleMode::kShapeScaling:
+      return optim::MuonScaleMode::kShapeScaling;
   }
   return optim::MuonScaleMode::kShapeScaling;
 }

@@ -43,10 +43,10 @@ void append_digits(std::vector<std::int32_t>& out, std::int64_t value, int width
 }  // namespace
 
 SyntheticTaskDataset::SyntheticTaskDataset(SyntheticTaskKind kind, int digits, std::uint64_t seed,
-                             std::int64_t validation_samples)
+                                           std::int64_t validation_samples)
     : kind_(kind), digits_(digits), seed_(seed), validation_samples_(validation_samples) {
-  SW_REQUIRE(digits >= 1 && digits <= 9, InvalidArgument,
-             "data.digits must be in [1, 9], got ", digits);
+  SW_REQUIRE(digits >= 1 && digits <= 9, InvalidArgument, "data.digits must be in [1, 9], got ",
+             digits);
   SW_REQUIRE(validation_samples >= 1, InvalidArgument, "data.eval_samples must be >= 1, got ",
              validation_samples);
   const int length = kind == SyntheticTaskKind::kAddition ? 3 * digits + 4 : 2 * digits + 2;
@@ -100,7 +100,7 @@ std::vector<std::int32_t> SyntheticTaskDataset::sequence(Split split, std::int64
 }
 
 void SyntheticTaskDataset::fill(Split split, std::int64_t first, int count, std::int32_t* tokens,
-                         std::int32_t* targets) const {
+                                std::int32_t* targets) const {
   const int prompt = prompt_length();
   for (int s = 0; s < count; ++s) {
     const auto seq = sequence(split, first + s);

@@ -79,8 +79,7 @@ std::vector<std::vector<std::string>> fields_per_param(const TrainingModel& m,
     }
   }
   if (!replicated) {
-    dp.all_reduce(TensorView{flags.data(), static_cast<std::int64_t>(flags.size())},
-                  ReduceOp::kMax)
+    dp.all_reduce(TensorView{flags.data(), static_cast<std::int64_t>(flags.size())}, ReduceOp::kMax)
         ->wait();
   }
   std::vector<std::vector<std::string>> out(params.size());
@@ -127,8 +126,8 @@ std::unique_ptr<HeldState> gather_full_state(const TrainingModel& m, const RunCo
     std::vector<float> main_values;
     if (mine != nullptr) main_values.assign(mine->main_param, mine->main_param + mine->count());
     auto gather = [&](const std::vector<float>* values, bool per_param, std::vector<float>& dst) {
-      const std::vector<float> dp_whole = assemble_over_dp(
-          mine, values, shards[i].numel(), per_param, run.dp_group(), replicated);
+      const std::vector<float> dp_whole =
+          assemble_over_dp(mine, values, shards[i].numel(), per_param, run.dp_group(), replicated);
       if (per_param) {
         dst = dp_whole;
       } else {
@@ -137,9 +136,9 @@ std::unique_ptr<HeldState> gather_full_state(const TrainingModel& m, const RunCo
     };
     gather(mine != nullptr ? &main_values : nullptr, false, held->main(i));
     for (const std::string& field : fields[i]) {
-      const std::vector<float>* values =
-          state_it != owned.end() && state_it->second.contains(field) ? &state_it->second.at(field)
-                                                                      : nullptr;
+      const std::vector<float>* values = state_it != owned.end() && state_it->second.contains(field)
+                                             ? &state_it->second.at(field)
+                                             : nullptr;
       gather(values, is_per_param_field(field), held->state()[full[i].name][field]);
     }
   }
@@ -186,9 +185,9 @@ void take_tensor_parallel_slice(TrainingModel& m, const RunContext& run, const f
       }
     }
   }
-  const fs::path scratch = fs::temp_directory_path() /
-                           str_cat("shardwise-tp-load-", ::getpid(), "-", run.tp_rank, "-",
-                                   run.rank, ".safetensors");
+  const fs::path scratch =
+      fs::temp_directory_path() /
+      str_cat("shardwise-tp-load-", ::getpid(), "-", run.tp_rank, "-", run.rank, ".safetensors");
   try {
     save_state_dict_to_file(sliced, scratch);
     load_optimizer_shards(*m.optimizer, read_shard_file_index(scratch),
@@ -252,9 +251,8 @@ LoadedCheckpoint load_tensor_parallel_checkpoint(TrainingModel& m, const RunCont
   HeldState held(full, saved_fields(read_checkpoint_manifest(directory), full));
   FullWeights weights{full, {}};
   for (const ParamInfo& p : full) weights.values.emplace_back(static_cast<std::size_t>(p.numel()));
-  LoadedCheckpoint loaded =
-      load_checkpoint(directory, weights.tensors(), held, *run.groups.world,
-                      optim::optimizer_mode_name(m.mode));
+  LoadedCheckpoint loaded = load_checkpoint(directory, weights.tensors(), held, *run.groups.world,
+                                            optim::optimizer_mode_name(m.mode));
   // Every rank takes its slice; a failure on any rank fails all (none is left waiting).
   std::string error;
   try {

@@ -44,14 +44,14 @@ std::vector<std::int32_t> read_text_tokens(const std::string& path) {
 std::vector<std::int32_t> read_bin_tokens(const std::string& path) {
   const std::string bytes = read_file_bytes(path);
   const std::size_t header_bytes = kBinHeaderInts * sizeof(std::int32_t);
-  SW_REQUIRE(bytes.size() >= header_bytes, FormatError, "token file '", path, "' is ",
-             bytes.size(), " bytes, shorter than its ", header_bytes, "-byte header");
+  SW_REQUIRE(bytes.size() >= header_bytes, FormatError, "token file '", path, "' is ", bytes.size(),
+             " bytes, shorter than its ", header_bytes, "-byte header");
   std::int32_t header[3];
   std::memcpy(header, bytes.data(), sizeof(header));
-  SW_REQUIRE(header[0] == kBinMagic, FormatError, "token file '", path, "': bad magic ",
-             header[0], " (expected ", kBinMagic, ")");
-  SW_REQUIRE(header[1] == kBinVersion, FormatError, "token file '", path,
-             "': unsupported version ", header[1], " (expected ", kBinVersion, ")");
+  SW_REQUIRE(header[0] == kBinMagic, FormatError, "token file '", path, "': bad magic ", header[0],
+             " (expected ", kBinMagic, ")");
+  SW_REQUIRE(header[1] == kBinVersion, FormatError, "token file '", path, "': unsupported version ",
+             header[1], " (expected ", kBinVersion, ")");
   SW_REQUIRE(header[2] >= 0, FormatError, "token file '", path, "': negative token count ",
              header[2]);
   const auto count = static_cast<std::size_t>(header[2]);
@@ -120,9 +120,9 @@ void TokenFileDataset::fill(Split split, std::int64_t first, int count, std::int
   for (int s = 0; s < count; ++s) {
     const std::uint64_t index = static_cast<std::uint64_t>(first + s);
     // Validation walks the held-out tokens in order; training draws windows pseudo-randomly.
-    const std::uint64_t start =
-        split == Split::kTrain ? mix(seed_ ^ mix(index)) % windows
-                               : (index * static_cast<std::uint64_t>(seq_len_)) % windows;
+    const std::uint64_t start = split == Split::kTrain
+                                    ? mix(seed_ ^ mix(index)) % windows
+                                    : (index * static_cast<std::uint64_t>(seq_len_)) % windows;
     for (int t = 0; t < seq_len_; ++t) {
       tokens[std::int64_t{s} * seq_len_ + t] = source[start + t];
       targets[std::int64_t{s} * seq_len_ + t] = source[start + t + 1];

@@ -6,9 +6,9 @@
 
 #include "shardwise/core/error.hpp"
 #include "shardwise/core/logging.hpp"
+#include "shardwise/core/output_preflight.hpp"
 #include "shardwise/train/memory_estimate.hpp"
 #include "shardwise/train/nonfinite_steps.hpp"
-#include "shardwise/core/output_preflight.hpp"
 
 namespace shardwise::train_detail {
 namespace {

@@ -38,8 +38,8 @@ struct RunContext {
   bool is_rank0 = false;                 // world rank 0: the rank that writes files
   bool verbose = false;                  // rank 0 and not quiet: the rank that talks
   ProgressMode progress = ProgressMode::kAuto;
-  std::string jsonl, plot;               // the options' values win over the config's
-  std::int64_t global_batch = 0;         // micro_batch_size x grad_accumulation x dp
+  std::string jsonl, plot;        // the options' values win over the config's
+  std::int64_t global_batch = 0;  // micro_batch_size x grad_accumulation x dp
   ProcessGroup& dp_group() const { return *groups.data_parallel; }
   ProcessGroup& tp_group() const { return *groups.tensor_parallel; }
 };

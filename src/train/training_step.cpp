@@ -34,8 +34,7 @@ double grad_comm_seconds(const std::vector<const ProcessGroup*>& groups) {
 
 // Forward and backward over this rank's micro-batches; returns each one's loss. Micro-batch
 // `micro` of rank `rank` holds the step's global micro-batch micro * dp + rank.
-std::vector<double> accumulate_gradients(TrainingModel& m, const StepPlan& plan, int dp,
-                                         int rank) {
+std::vector<double> accumulate_gradients(TrainingModel& m, const StepPlan& plan, int dp, int rank) {
   DistributedDataParallel& ddp = m.ddp();
   const int mbs = plan.micro_batch_size, accum = plan.grad_accumulation;
   const int seq = m.dataset->seq_len();
@@ -61,7 +60,8 @@ double global_mean_loss(ProcessGroup& dp_group, const std::vector<double>& local
   const auto accum = static_cast<int>(local_losses.size());
   double sum = 0;
   for (int micro = 0; micro < accum; ++micro) {
-    for (int rank = 0; rank < dp; ++rank) sum += all[static_cast<std::size_t>(rank) * accum + micro];
+    for (int rank = 0; rank < dp; ++rank)
+      sum += all[static_cast<std::size_t>(rank) * accum + micro];
   }
   return sum / (static_cast<double>(dp) * accum);
 }

@@ -32,8 +32,8 @@ namespace fs = std::filesystem;
 using testing_support::FakeProcessGroup;
 
 fs::path fresh_dir(const std::string& name) {
-  const fs::path dir = fs::temp_directory_path() /
-                       str_cat("shardwise-ckpt-", name, "-", ::getpid());
+  const fs::path dir =
+      fs::temp_directory_path() / str_cat("shardwise-ckpt-", name, "-", ::getpid());
   fs::remove_all(dir);
   fs::create_directories(dir);
   return dir;
@@ -81,9 +81,9 @@ struct TinyModel {
   std::vector<ModelTensor> tensors() {
     std::vector<ModelTensor> out;
     for (Param& p : params) {
-      out.push_back({p.name, p.shape,
-                     TensorView{p.value.data(), static_cast<std::int64_t>(p.value.size()),
-                                DType::kFloat32}});
+      out.push_back(
+          {p.name, p.shape,
+           TensorView{p.value.data(), static_cast<std::int64_t>(p.value.size()), DType::kFloat32}});
     }
     return out;
   }
@@ -180,8 +180,8 @@ TEST(Checkpoint, SaveLoadRoundTripWithManifestAndLatest) {
   const fs::path dir = save_checkpoint(request(root, 2), a.tensors(), *a.optimizer, group);
   EXPECT_EQ(dir, root / "step-0000002");
   EXPECT_EQ(read_pointer_file(root / "latest"), "step-0000002");
-  for (const char* f : {"model.safetensors", "checkpoint.json",
-                        "optimizer-rank-00000-of-00001.safetensors"}) {
+  for (const char* f :
+       {"model.safetensors", "checkpoint.json", "optimizer-rank-00000-of-00001.safetensors"}) {
     EXPECT_TRUE(fs::exists(dir / f)) << f;
   }
   const auto manifest = read_checkpoint_manifest(dir);
@@ -209,8 +209,9 @@ TEST(Checkpoint, SaveLoadRoundTripWithManifestAndLatest) {
   EXPECT_EQ(resolve_checkpoint_directory(dir), dir);
   EXPECT_EQ(resolve_checkpoint_directory(root, 2), dir);
   // A missing step lists the steps that exist.
-  EXPECT_NE(error_of([&] { resolve_checkpoint_directory(root, 3); })
-                .find("no complete checkpoint of step 3 in"),
+  EXPECT_NE(error_of([&] {
+              resolve_checkpoint_directory(root, 3);
+            }).find("no complete checkpoint of step 3 in"),
             std::string::npos);
   EXPECT_NE(error_of([&] { resolve_checkpoint_directory(root, 3); }).find("(it holds step 2)"),
             std::string::npos);
@@ -259,10 +260,10 @@ TEST(Checkpoint, FailingSaveLeavesPreviousCheckpointAndNoStagingDirectory) {
     EXPECT_EQ(names, (std::vector<std::string>{"latest", "step-0000001"})) << stage;
   }
   TinyModel b(kSpec, 3);
-  EXPECT_EQ(load_checkpoint(resolve_checkpoint_directory(root), b.tensors(), *b.optimizer, group,
-                            "ddp")
-                .step,
-            1);
+  EXPECT_EQ(
+      load_checkpoint(resolve_checkpoint_directory(root), b.tensors(), *b.optimizer, group, "ddp")
+          .step,
+      1);
   fs::remove_all(root);
 }
 
@@ -572,8 +573,8 @@ TEST(CheckpointCrash, KilledSaveLeavesPreviousCheckpointLoadable) {
     EXPECT_EQ(*latest, t.latest) << "killed at " << t.stage;
     // Whatever `latest` names loads completely; the previous checkpoint is untouched.
     TinyModel b(big, 2);
-    const LoadedCheckpoint loaded = load_checkpoint(resolve_checkpoint_directory(root),
-                                                    b.tensors(), *b.optimizer, group, "ddp");
+    const LoadedCheckpoint loaded = load_checkpoint(resolve_checkpoint_directory(root), b.tensors(),
+                                                    *b.optimizer, group, "ddp");
     EXPECT_EQ(step_directory_name(loaded.step), *latest) << t.stage;
     EXPECT_EQ(snapshot(root / "step-0000001"), step1_files);
     TinyModel c(big, 3);

@@ -22,9 +22,9 @@ class StorageDtypesTest : public test::ScratchDirTest {};
 
 TEST(StorageDtypes, NamesAndBitsFollowTheFormat) {
   const std::vector<std::pair<const char*, std::size_t>> expected = {
-      {"F64", 64},         {"I8", 8},          {"I16", 16},     {"U16", 16}, {"U32", 32},
-      {"U64", 64},         {"BOOL", 8},        {"F8_E5M2", 8},  {"F8_E4M3FNUZ", 8},
-      {"F8_E5M2FNUZ", 8},  {"C64", 64},        {"F4", 4},       {"F6_E2M3", 6}, {"F6_E3M2", 6}};
+      {"F64", 64}, {"I8", 8},   {"I16", 16},    {"U16", 16},        {"U32", 32},
+      {"U64", 64}, {"BOOL", 8}, {"F8_E5M2", 8}, {"F8_E4M3FNUZ", 8}, {"F8_E5M2FNUZ", 8},
+      {"C64", 64}, {"F4", 4},   {"F6_E2M3", 6}, {"F6_E3M2", 6}};
   ASSERT_EQ(std::size(kStorageOnlyDTypes), expected.size());
   for (std::size_t i = 0; i < expected.size(); ++i) {
     const DType d = kStorageOnlyDTypes[i];
@@ -84,8 +84,7 @@ TEST_F(StorageDtypesTest, PackedElementsMustFillWholeBytes) {
     SafetensorsFile::open(dir_ / "f4.safetensors");
     FAIL() << "no error";
   } catch (const FormatError& e) {
-    EXPECT_NE(std::string(e.what()).find("do not fill whole bytes"), std::string::npos)
-        << e.what();
+    EXPECT_NE(std::string(e.what()).find("do not fill whole bytes"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("'t'"), std::string::npos) << e.what();
   }
   // Writer: 5 F6 elements are 30 bits; 4 are 3 bytes.

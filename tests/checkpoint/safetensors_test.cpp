@@ -1,8 +1,6 @@
 #include "shardwise/checkpoint/safetensors.hpp"
 
 #include <gtest/gtest.h>
-
-#include "scratch_dir.hpp"
 #include <unistd.h>
 
 #include <cstring>
@@ -13,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "scratch_dir.hpp"
 #include "shardwise/core/error.hpp"
 
 namespace shardwise {

@@ -7,13 +7,12 @@
 
 #include <cstdlib>
 #include <filesystem>
-#include <functional>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
 #include <sstream>
-
 
 #include "shardwise/core/error.hpp"
 
@@ -153,8 +152,8 @@ TEST(CommOverlapPresets, EveryPresetMatchesTheTranscribedValues) {
 // types them.
 using ReferenceSlot = std::optional<std::map<std::string, std::string>>;
 std::map<std::string, std::map<std::string, ReferenceSlot>> read_reference() {
-  const auto path = std::filesystem::path(__FILE__).parent_path() / "data" /
-                    "comm_overlap_presets_reference.txt";
+  const auto path =
+      std::filesystem::path(__FILE__).parent_path() / "data" / "comm_overlap_presets_reference.txt";
   std::ifstream in(path);
   EXPECT_TRUE(in.good()) << "cannot open " << path;
   std::map<std::string, std::map<std::string, ReferenceSlot>> reference;
@@ -244,11 +243,11 @@ TEST(CommOverlapPresets, NamesParseIntoTheirKeys) {
   for (const auto& preset : comm_overlap_presets()) {
     EXPECT_TRUE(parse_preset_name(preset.name).has_value()) << preset.name;
   }
-  for (std::string_view bad : {"userbuffers_bf16_a100_h8192_tp4_mbs1_seqlen8192",
-                               "userbuffers_fp16_h100_h8192_tp4_mbs1_seqlen8192",
-                               "userbuffers_bf16_h100_h8192_tp4_mbs1", "bf16_h100_h8192_tp4",
-                               "userbuffers_bf16_h100_h8192_tp4_mbs1_seqlen8192_extra",
-                               "userbuffers_bf16_h100_hx_tp4_mbs1_seqlen8192"}) {
+  for (std::string_view bad :
+       {"userbuffers_bf16_a100_h8192_tp4_mbs1_seqlen8192",
+        "userbuffers_fp16_h100_h8192_tp4_mbs1_seqlen8192", "userbuffers_bf16_h100_h8192_tp4_mbs1",
+        "bf16_h100_h8192_tp4", "userbuffers_bf16_h100_h8192_tp4_mbs1_seqlen8192_extra",
+        "userbuffers_bf16_h100_hx_tp4_mbs1_seqlen8192"}) {
     EXPECT_FALSE(parse_preset_name(bad).has_value()) << bad;
   }
 }

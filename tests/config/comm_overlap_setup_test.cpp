@@ -54,8 +54,8 @@ TEST(CommOverlapSetup, PipelineAndDataParallelDefaults) {
       {4, 1, 1, K::kDistributed, false, true, std::nullopt, false, false, false},
   };
   for (const auto& c : cases) {
-    SCOPED_TRACE(testing::Message() << "pp=" << c.pp << " vp=" << c.vp << " dp=" << c.dp << " "
-                                    << to_string(c.kind));
+    SCOPED_TRACE(testing::Message()
+                 << "pp=" << c.pp << " vp=" << c.vp << " dp=" << c.dp << " " << to_string(c.kind));
     CommOverlapConfig overlap;
     auto opt = optimizer(c.kind);
     DistributedDataParallelConfig ddp;
@@ -325,18 +325,12 @@ TEST(CommOverlapSetup, CudaDeviceMaxConnections) {
   };
   using G = GpuArch;
   const Case cases[] = {
-      {G::kNone, 4, 1, 1, 2, false, std::nullopt},
-      {G::kHopper, 2, 1, 1, 1, false, 1},
-      {G::kHopper, 1, 2, 1, 1, false, 1},
-      {G::kHopper, 2, 1, 1, 1, true, 8},
-      {G::kHopper, 1, 1, 4, 8, false, 8},
-      {G::kAmpere, 2, 1, 1, 1, false, 1},
-      {G::kVolta, 1, 1, 1, 1, false, 8},
-      {G::kBlackwell, 2, 1, 1, 2, false, 32},
-      {G::kBlackwell, 1, 2, 2, 1, false, 32},
-      {G::kBlackwell, 2, 1, 1, 1, false, 8},
-      {G::kBlackwell, 1, 1, 2, 8, false, 8},
-      {G::kBlackwell, 2, 1, 1, 2, true, 32},
+      {G::kNone, 4, 1, 1, 2, false, std::nullopt}, {G::kHopper, 2, 1, 1, 1, false, 1},
+      {G::kHopper, 1, 2, 1, 1, false, 1},          {G::kHopper, 2, 1, 1, 1, true, 8},
+      {G::kHopper, 1, 1, 4, 8, false, 8},          {G::kAmpere, 2, 1, 1, 1, false, 1},
+      {G::kVolta, 1, 1, 1, 1, false, 8},           {G::kBlackwell, 2, 1, 1, 2, false, 32},
+      {G::kBlackwell, 1, 2, 2, 1, false, 32},      {G::kBlackwell, 2, 1, 1, 1, false, 8},
+      {G::kBlackwell, 1, 1, 2, 8, false, 8},       {G::kBlackwell, 2, 1, 1, 2, true, 32},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(testing::Message() << to_string(c.arch) << " tp=" << c.tp << " cp=" << c.cp

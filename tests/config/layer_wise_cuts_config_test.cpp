@@ -12,8 +12,7 @@ TEST(LayerWiseCutsConfig, DefaultIsOverlapAware) {
   const TrainingConfig cfg = parse_training_config("");
   EXPECT_EQ(cfg.ddp.layer_wise_cuts, LayerWiseCuts::kOverlapAware);
   EXPECT_TRUE(cfg.ddp.layout_options(LayoutAlgorithm::kLayerWise, 8).overlap_aware_cuts);
-  EXPECT_NE(to_yaml(cfg).find("layer_wise_cuts: overlap_aware"), std::string::npos)
-      << to_yaml(cfg);
+  EXPECT_NE(to_yaml(cfg).find("layer_wise_cuts: overlap_aware"), std::string::npos) << to_yaml(cfg);
 }
 
 TEST(LayerWiseCutsConfig, PlainTurnsOverlapAwareCutsOffAndRoundTrips) {

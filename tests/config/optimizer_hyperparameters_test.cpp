@@ -17,10 +17,9 @@
 namespace shardwise {
 namespace {
 
-const OptimizerFieldNames kPythonNames{"lr",       "muon_lr",  "weight_decay",
-                                       "betas[0]", "betas[1]", "eps",
-                                       "momentum", "ns_steps", "extra_scale_factor",
-                                       "clip_grad"};
+const OptimizerFieldNames kPythonNames{
+    "lr",  "muon_lr",  "weight_decay", "betas[0]",           "betas[1]",
+    "eps", "momentum", "ns_steps",     "extra_scale_factor", "clip_grad"};
 
 std::string hyperparameter_error(const OptimizerHyperparameters& values) {
   try {
@@ -58,22 +57,29 @@ TEST(OptimizerHyperparameters, OutOfRangeValuesNameTheField) {
       {[&](auto& v) { v.lr = -1e-3; }, "Invalid learning rate: lr must be >= 0 (got -0.001)"},
       {[&](auto& v) { v.lr = inf; }, "Invalid learning rate: lr must be finite (got inf)"},
       {[&](auto& v) { v.muon_lr = -inf; }, "muon_lr must be finite"},
-      {[&](auto& v) { v.weight_decay = -0.1; }, "Invalid weight_decay value: weight_decay must be >= 0"},
+      {[&](auto& v) { v.weight_decay = -0.1; },
+       "Invalid weight_decay value: weight_decay must be >= 0"},
       {[&](auto& v) { v.weight_decay = nan; }, "weight_decay must be >= 0 (got nan)"},
-      {[&](auto& v) { v.beta1 = 1; }, "Invalid beta parameter at index 0: betas[0] must be in [0, 1) (got 1)"},
-      {[&](auto& v) { v.beta2 = 1; }, "Invalid beta parameter at index 1: betas[1] must be in [0, 1)"},
+      {[&](auto& v) { v.beta1 = 1; },
+       "Invalid beta parameter at index 0: betas[0] must be in [0, 1) (got 1)"},
+      {[&](auto& v) { v.beta2 = 1; },
+       "Invalid beta parameter at index 1: betas[1] must be in [0, 1)"},
       {[&](auto& v) { v.beta2 = -0.5; }, "betas[1] must be in [0, 1) (got -0.5)"},
       {[&](auto& v) { v.beta1 = nan; }, "betas[0] must be in [0, 1) (got nan)"},
       {[&](auto& v) { v.eps = 0; }, "Invalid epsilon value: eps must be > 0 (got 0)"},
       {[&](auto& v) { v.eps = -1e-8; }, "eps must be > 0"},
       {[&](auto& v) { v.eps = inf; }, "eps must be finite"},
-      {[&](auto& v) { v.momentum = 2; }, "Invalid momentum value: momentum must be in [0, 1) (got 2)"},
+      {[&](auto& v) { v.momentum = 2; },
+       "Invalid momentum value: momentum must be in [0, 1) (got 2)"},
       {[&](auto& v) { v.momentum = 1; }, "momentum must be in [0, 1)"},
-      {[&](auto& v) { v.ns_steps = 0; }, "Invalid Newton-Schulz steps: ns_steps must be in [1, 100] (got 0)"},
+      {[&](auto& v) { v.ns_steps = 0; },
+       "Invalid Newton-Schulz steps: ns_steps must be in [1, 100] (got 0)"},
       {[&](auto& v) { v.ns_steps = 2147483647; }, "ns_steps must be in [1, 100] (got 2147483647)"},
-      {[&](auto& v) { v.extra_scale_factor = 0; }, "Invalid scale factor: extra_scale_factor must be > 0"},
+      {[&](auto& v) { v.extra_scale_factor = 0; },
+       "Invalid scale factor: extra_scale_factor must be > 0"},
       {[&](auto& v) { v.extra_scale_factor = nan; }, "extra_scale_factor must be > 0 (got nan)"},
-      {[&](auto& v) { v.clip_grad = nan; }, "Invalid clip_grad value: clip_grad must be >= 0 (got nan)"},
+      {[&](auto& v) { v.clip_grad = nan; },
+       "Invalid clip_grad value: clip_grad must be >= 0 (got nan)"},
       {[&](auto& v) { v.clip_grad = -1; }, "clip_grad must be >= 0 (got -1)"},
   };
   for (const auto& c : cases) {

@@ -25,10 +25,10 @@ std::string error_of(const std::string& yaml, const std::vector<std::string>& ov
   return "";
 }
 
-#define EXPECT_ERROR_CONTAINS(message, needle)                                           \
-  do {                                                                                   \
-    const std::string message_ = (message);                                              \
-    EXPECT_NE(message_.find(needle), std::string::npos) << "message: " << message_;      \
+#define EXPECT_ERROR_CONTAINS(message, needle)                                      \
+  do {                                                                              \
+    const std::string message_ = (message);                                         \
+    EXPECT_NE(message_.find(needle), std::string::npos) << "message: " << message_; \
   } while (0)
 
 TEST(TrainingConfig, EmptyFileGivesTheDefaults) {
@@ -101,7 +101,8 @@ TEST(TrainingConfig, UnknownKeysListTheValidKeysOfTheirSection) {
     EXPECT_ERROR_CONTAINS(message, str_cat("(valid keys: ", valid, ")"));
   }
   EXPECT_ERROR_CONTAINS(error_of("model:\n  hiden: 3\n"),
-                        "model: unknown key 'hiden' (did you mean hidden?) (valid keys: arch, layers, hidden, heads, ffn, "
+                        "model: unknown key 'hiden' (did you mean hidden?) (valid keys: arch, "
+                        "layers, hidden, heads, ffn, "
                         "vocab, seq_len, position, tied_embeddings, dtype, init_std, seed)");
   EXPECT_THROW(training_config_keys("modle"), ConfigError);
 }
@@ -135,8 +136,7 @@ TEST(TrainingConfig, TypeErrorsNameTheKeyAndTheType) {
       {"optimizer: {kind: adam}",
        "optimizer.kind: unknown value 'adam' (valid: layer-wise, distributed, ddp, "
        "legacy-layer-wise)"},
-      {"optimizer: {muon_coefficient_set: cubic}",
-       "valid: quintic, simple, polar_express"},
+      {"optimizer: {muon_coefficient_set: cubic}", "valid: quintic, simple, polar_express"},
       {"optimizer: {muon_scale_mode: x}", "valid: spectral, unit_rms_norm, shape_scaling"},
       {"optimizer: {muon_matmul_precision: tf32}", "valid: fp32, bf16"},
       {"data: {path: [a, b]}", "data.path: expected a string, got a list"},
@@ -236,8 +236,9 @@ TEST(TrainingConfig, OverridesApplyWithTypeChecking) {
   EXPECT_ERROR_CONTAINS(error_of("", {"model.hidden=big"}),
                         "test.yaml: model.hidden: expected an integer, got 'big'");
   // A typo in an override is blamed on the override (not the file), with the closest key.
-  EXPECT_ERROR_CONTAINS(error_of("", {"model.hiden=3"}),
-                        "override 'model.hiden=3': model has no key 'hiden' (did you mean hidden?)");
+  EXPECT_ERROR_CONTAINS(
+      error_of("", {"model.hiden=3"}),
+      "override 'model.hiden=3': model has no key 'hiden' (did you mean hidden?)");
   EXPECT_ERROR_CONTAINS(error_of("", {"optimizer.lrr=0.1"}),
                         "override 'optimizer.lrr=0.1': optimizer has no key 'lrr' (did you mean "
                         "lr?) (valid keys:");
@@ -245,8 +246,9 @@ TEST(TrainingConfig, OverridesApplyWithTypeChecking) {
   EXPECT_ERROR_CONTAINS(error_of("", {"modle.hidden=3"}),
                         "override 'modle.hidden=3': unknown section 'modle' (did you mean model?)");
   EXPECT_ERROR_CONTAINS(error_of("", {"optimizer.zzzzzz=1"}), "no key 'zzzzzz' (valid keys:");
-  EXPECT_ERROR_CONTAINS(error_of("", {"model.hidden"}), "override 'model.hidden': expected "
-                                                        "section.key=value");
+  EXPECT_ERROR_CONTAINS(error_of("", {"model.hidden"}),
+                        "override 'model.hidden': expected "
+                        "section.key=value");
   EXPECT_ERROR_CONTAINS(error_of("", {"hidden=3"}), "override 'hidden=3': expected section.key");
   EXPECT_ERROR_CONTAINS(error_of("", {"model..hidden=3"}), "empty key");
   EXPECT_ERROR_CONTAINS(error_of("", {"training.steps=0"}), "training.steps must be >= 1");
@@ -290,7 +292,8 @@ TEST(TrainingConfig, ConfigPathThatIsADirectoryOrDeviceIsRefused) {
     load_training_config("/dev/zero");
     ADD_FAILURE() << "/dev/zero was loaded as a config";
   } catch (const IoError& e) {
-    EXPECT_ERROR_CONTAINS(std::string(e.what()), "config file '/dev/zero' is a character device, not a regular file");
+    EXPECT_ERROR_CONTAINS(std::string(e.what()),
+                          "config file '/dev/zero' is a character device, not a regular file");
   }
   try {
     load_training_config(dir / "no-such-config.yaml");
@@ -349,7 +352,8 @@ comm_overlap:
   };
   const Case cases[] = {
       {"proj_fprops: {method: bulk, num_sm: 1, cga_size: 1, set_sm_margin: false}",
-       "comm_overlap.tp_comm_overlap_cfg: unknown GEMM slot 'proj_fprops' (did you mean proj_fprop?) "
+       "comm_overlap.tp_comm_overlap_cfg: unknown GEMM slot 'proj_fprops' (did you mean "
+       "proj_fprop?) "
        "(valid GEMM slots: "
        "qkv_dgrad, qkv_wgrad, fc1_dgrad, fc1_wgrad, qkv_fprop, proj_dgrad, fc1_fprop, fc2_dgrad, "
        "proj_fprop, fc2_fprop)"},
@@ -403,8 +407,7 @@ TEST(TrainingConfig, YamlAndJsonRoundTrip) {
   for (const TrainingConfig& cfg : {parse_training_config(""), custom}) {
     const std::string yaml = to_yaml(cfg);
     EXPECT_EQ(parse_training_config(yaml, {}, "roundtrip"), cfg) << yaml;
-    EXPECT_EQ(parse_training_config(to_json(cfg).dump(2), {}, "json"), cfg)
-        << "JSON is YAML too";
+    EXPECT_EQ(parse_training_config(to_json(cfg).dump(2), {}, "json"), cfg) << "JSON is YAML too";
   }
   const auto json = to_json(custom);
   std::vector<std::string> keys;
@@ -429,8 +432,8 @@ TEST(TrainingConfig, WarmupLongerThanTrainingIsAcceptedWithAWarning) {
   const auto warnings = config_warnings(cfg);
   ASSERT_EQ(warnings.size(), 1u);
   EXPECT_ERROR_CONTAINS(warnings[0], "training.warmup_steps (50) > training.steps (10)");
-  EXPECT_TRUE(config_warnings(parse_training_config("training: {steps: 50, warmup_steps: 50}"))
-                  .empty());
+  EXPECT_TRUE(
+      config_warnings(parse_training_config("training: {steps: 50, warmup_steps: 50}")).empty());
 }
 
 TEST(TrainingConfig, TypoInTheFileSuggestsTheClosestKey) {

@@ -1,8 +1,6 @@
 #include "shardwise/core/atomic_file.hpp"
 
 #include <gtest/gtest.h>
-
-#include "scratch_dir.hpp"
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -15,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "scratch_dir.hpp"
 #include "shardwise/core/error.hpp"
 
 namespace shardwise {

@@ -39,9 +39,8 @@ TEST(FloatConvert, Bf16RoundsToNearestEvenBetweenNeighbours) {
     const double a = bf16_to_float(lo), b = bf16_to_float(hi);
     for (double t : {0.25, 0.5, 0.5000001, 0.4999999, 0.75}) {
       const float x = static_cast<float>(a + (b - a) * t);
-      const std::uint16_t want = nearest_even(x, lo, hi, [](std::uint16_t v) {
-        return static_cast<double>(bf16_to_float(v));
-      });
+      const std::uint16_t want = nearest_even(
+          x, lo, hi, [](std::uint16_t v) { return static_cast<double>(bf16_to_float(v)); });
       ASSERT_EQ(float_to_bf16(x), want) << "code " << c << " t " << t;
       ASSERT_EQ(float_to_bf16(-x), want | 0x8000u);
     }
@@ -70,9 +69,8 @@ TEST(FloatConvert, Fp16RoundsToNearestEvenBetweenNeighbours) {
     const double a = fp16_to_float(lo), b = fp16_to_float(hi);
     for (double t : {0.25, 0.5, 0.5000001, 0.4999999, 0.75}) {
       const float x = static_cast<float>(a + (b - a) * t);
-      const std::uint16_t want = nearest_even(x, lo, hi, [](std::uint16_t v) {
-        return static_cast<double>(fp16_to_float(v));
-      });
+      const std::uint16_t want = nearest_even(
+          x, lo, hi, [](std::uint16_t v) { return static_cast<double>(fp16_to_float(v)); });
       ASSERT_EQ(float_to_fp16(x), want) << "code " << c << " t " << t;
     }
   }

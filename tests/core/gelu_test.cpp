@@ -118,7 +118,8 @@ TEST(Gelu, ForwardAndBackwardMatchDoublePrecisionFormula) {
 }
 
 // Where tanh(u) is near -1 the output is a tiny fraction of x: 0.5 x (1 + tanh(u)) would lose it
-// to cancellation (up to 0.3 relative error over [-5, 5] in that form), x / (1 + exp(-2u)) keeps it.
+// to cancellation (up to 0.3 relative error over [-5, 5] in that form), x / (1 + exp(-2u)) keeps
+// it.
 TEST(Gelu, ForwardKeepsRelativeAccuracyInTheNegativeTail) {
   const double k = std::sqrt(2.0 / M_PI), c = 0.044715;
   double worst = 0, worst_x = 0;

@@ -2,10 +2,10 @@
 
 #include <gtest/gtest.h>
 
-#include "shardwise/core/logging.hpp"
-
 #include <random>
 #include <string>
+
+#include "shardwise/core/logging.hpp"
 
 namespace shardwise {
 namespace {

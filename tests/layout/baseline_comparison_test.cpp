@@ -1,14 +1,15 @@
 // Our layer-wise layout against the LPT + padding-floor baseline (Megatron-LM's rule, see
-// baseline_layouts.hpp) on GPT-like models: never more padding, and on these models less. Prints the padding fractions side by side.
+// baseline_layouts.hpp) on GPT-like models: never more padding, and on these models less. Prints
+// the padding fractions side by side.
 #include <gtest/gtest.h>
 
 #include <cstdio>
 
 #include "layout/layout_test_models.hpp"
+#include "sanitizer_budget.hpp"
 #include "shardwise/layout/baseline_layouts.hpp"
 #include "shardwise/layout/buffer_grouping.hpp"
 #include "shardwise/layout/layout_algorithms.hpp"
-#include "sanitizer_budget.hpp"
 
 namespace shardwise {
 namespace {

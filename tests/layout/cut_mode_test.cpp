@@ -9,6 +9,7 @@
 #include <string>
 #include <utility>
 
+#include "sanitizer_budget.hpp"
 #include "shardwise/core/dtype.hpp"
 #include "shardwise/core/error.hpp"
 #include "shardwise/layout/layout_algorithms.hpp"
@@ -16,7 +17,6 @@
 #include "shardwise/layout/layout_report.hpp"
 #include "shardwise/layout/layout_stats.hpp"
 #include "shardwise/layout/model_zoo.hpp"
-#include "sanitizer_budget.hpp"
 
 namespace shardwise {
 namespace {
@@ -128,8 +128,8 @@ TEST(CutMode, ReportShowsExposedBytesAndPaddingPerBuffer) {
       for (const auto& buffer : doc["buffers"]) {
         const auto& buckets = buffer["buckets"];
         ASSERT_FALSE(buckets.empty());
-        const std::int64_t last = buckets.back()["end"].get<std::int64_t>() -
-                                  buckets.back()["start"].get<std::int64_t>();
+        const std::int64_t last =
+            buckets.back()["end"].get<std::int64_t>() - buckets.back()["start"].get<std::int64_t>();
         const int shards = buffer["num_shards"].get<int>();
         const std::int64_t grad_bytes = static_cast<std::int64_t>(
             dtype_size(dtype_from_name(buffer["grad_dtype"].get<std::string>(), "grad_dtype")));

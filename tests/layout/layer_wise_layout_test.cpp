@@ -63,9 +63,9 @@ TEST(LayerWiseLayout, IdenticalBlocksPackWithoutPadding) {
           if (aware) {
             EXPECT_LE(numel - footprint, 0.005 * footprint) << "h " << h << " dp " << dp;
           } else {
-            EXPECT_EQ(numel, footprint) << "h " << h << " dp " << dp << " bucket "
-                                        << bucket.value_or(-1) << ": "
-                                        << layout.bucket_indices.size() << " buckets";
+            EXPECT_EQ(numel, footprint)
+                << "h " << h << " dp " << dp << " bucket " << bucket.value_or(-1) << ": "
+                << layout.bucket_indices.size() << " buckets";
           }
         }
       }
@@ -90,8 +90,8 @@ TEST(LayerWiseLayout, ParamThatFitsIntoShardPaddingJoinsTheBucket) {
             layout.owner_shard(layout.param_index_map[1]));
   EXPECT_EQ(layout.owner_shard(layout.param_index_map[1]),
             layout.owner_shard(layout.param_index_map[2]));
-  // The LPT-floor baseline (Megatron-LM's rule) keeps its chunk open past A (6400 < int(2 x 6400 x 0.9) = 11520)
-  // and B (10240) until C (12160): the same single bucket of 2 x 6400.
+  // The LPT-floor baseline (Megatron-LM's rule) keeps its chunk open past A (6400 < int(2 x 6400 x
+  // 0.9) = 11520) and B (10240) until C (12160): the same single bucket of 2 x 6400.
   const auto megatron = compute_lpt_floor_layer_wise_layout(input);
   EXPECT_EQ(megatron.numel(), 12800);
   ASSERT_EQ(megatron.bucket_indices.size(), 1u);

@@ -8,11 +8,11 @@
 #include <random>
 
 #include "layout/layout_test_models.hpp"
+#include "sanitizer_budget.hpp"
 #include "shardwise/layout/baseline_layouts.hpp"
 #include "shardwise/layout/buffer_grouping.hpp"
 #include "shardwise/layout/layout_algorithms.hpp"
 #include "shardwise/layout/layout_cost.hpp"
-#include "sanitizer_budget.hpp"
 
 namespace shardwise {
 namespace {
@@ -253,8 +253,9 @@ TEST(LayoutProperty, BothCutModesHoldEveryInvariantForEveryShardGroupSize) {
         }
         ++compared;
         fewer_exposed += a.exposed_rs_bytes < p.exposed_rs_bytes;
-        EXPECT_LE(static_cast<double>(a.padding_numel()),
-                  static_cast<double>(p.padding_numel()) + 0.005 * static_cast<double>(p.numel_padded))
+        EXPECT_LE(
+            static_cast<double>(a.padding_numel()),
+            static_cast<double>(p.padding_numel()) + 0.005 * static_cast<double>(p.numel_padded))
             << key.to_string();
         EXPECT_LE(a.exposed_rs_bytes, p.exposed_rs_bytes) << key.to_string();
         EXPECT_GE(by_mode[1].layouts.at(key).bucket_indices.size(),

@@ -3,7 +3,6 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-
 #include <nlohmann/json.hpp>
 
 #include "shardwise/layout/layout_algorithms.hpp"
@@ -31,9 +30,8 @@ ParamInfo make_param(std::string name, std::vector<std::int64_t> shape) {
 //     bucket 1 [128, 256): p2 [16]  at [128, 144) -> rank 0 gets 16, rank 1 none
 // Newton–Schulz costs max(m,n)*min(m,n)^2: p0 128, p1 64, p3 24, p4 160; elementwise otherwise.
 struct HandLayout {
-  ParamList params = {make_param("p0", {8, 4}),  make_param("p1", {4, 4}),
-                      make_param("p2", {16}),    make_param("p3", {6, 2}),
-                      make_param("p4", {10, 4}), make_param("p5", {100})};
+  ParamList params = {make_param("p0", {8, 4}), make_param("p1", {4, 4}),  make_param("p2", {16}),
+                      make_param("p3", {6, 2}), make_param("p4", {10, 4}), make_param("p5", {100})};
   FullParamLayout layout;
   LayoutOptions options;
 
@@ -176,8 +174,8 @@ TEST(LayoutStats, MatchesElementwiseReferenceOnRealLayouts) {
   for (const char* model : {"gpt-tiny", "moe-tiny"}) {
     for (auto algorithm : {LayoutAlgorithm::kDistributed, LayoutAlgorithm::kLayerWise}) {
       for (int dp : {1, 2, 3, 4, 8}) {
-        SCOPED_TRACE(::testing::Message() << model << " dp " << dp << " algorithm "
-                                          << static_cast<int>(algorithm));
+        SCOPED_TRACE(::testing::Message()
+                     << model << " dp " << dp << " algorithm " << static_cast<int>(algorithm));
         const ParamList params = bundled_model_spec(model).params;
         LayoutOptions options;
         options.algorithm = algorithm;

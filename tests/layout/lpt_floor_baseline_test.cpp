@@ -5,12 +5,12 @@
 #include <algorithm>
 
 #include "layout/layout_test_models.hpp"
+#include "sanitizer_budget.hpp"
 #include "shardwise/layout/baseline_layouts.hpp"
 #include "shardwise/layout/buffer_grouping.hpp"
 #include "shardwise/layout/layout_algorithms.hpp"
 #include "shardwise/layout/layout_stats.hpp"
 #include "shardwise/layout/model_zoo.hpp"
-#include "sanitizer_budget.hpp"
 
 namespace shardwise {
 namespace {

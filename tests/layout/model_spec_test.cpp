@@ -179,7 +179,8 @@ TEST(ModelSpec, RoundTripsThroughJsonAndFile) {
   expect_same(parse_model_spec(text, "memory"));
 
   const auto dir = std::filesystem::temp_directory_path() /
-                   ("shardwise_model_spec_test_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()));
+                   ("shardwise_model_spec_test_" +
+                    std::to_string(::testing::UnitTest::GetInstance()->random_seed()));
   std::filesystem::create_directories(dir);
   const auto path = dir / "spec.json";
   save_model_spec(spec, path);

@@ -27,8 +27,8 @@ std::string numel_error(std::vector<std::int64_t> shape) {
 
 TEST(ParamSizes, ProductsPastTheLimitAreRefusedNotWrapped) {
   // 2^65 elements: the unchecked product was 0.
-  EXPECT_NE(numel_error({std::int64_t{1} << 33, std::int64_t{1} << 32}).find(
-                "param huge: shape [8589934592, 4294967296] has more than 1125899906842624"),
+  EXPECT_NE(numel_error({std::int64_t{1} << 33, std::int64_t{1} << 32})
+                .find("param huge: shape [8589934592, 4294967296] has more than 1125899906842624"),
             std::string::npos);
   EXPECT_NE(numel_error({3, std::int64_t{1} << 62, std::int64_t{1} << 62}), "");
   EXPECT_NE(numel_error({std::int64_t{1} << 26, std::int64_t{1} << 25}), "");  // 2^51
@@ -41,7 +41,8 @@ TEST(ParamSizes, ProductsPastTheLimitAreRefusedNotWrapped) {
 
 TEST(ParamSizes, TheModelTotalIsLimitedToo) {
   ParamList params;
-  for (int i = 0; i < 4; ++i) params.push_back(layout_test::matrix(str_cat("p", i), 1 << 24, 1 << 24));
+  for (int i = 0; i < 4; ++i)
+    params.push_back(layout_test::matrix(str_cat("p", i), 1 << 24, 1 << 24));
   EXPECT_NO_THROW(validate_param_sizes(params));  // 4 x 2^48 = 2^50
   params.push_back(layout_test::vec("bias", 1));
   EXPECT_THROW(validate_param_sizes(params), ShapeError);

@@ -106,9 +106,9 @@ TEST(ShardGroupChoice, AutoOnLlama3_70bAtDp64HalvesExposedBytes) {
   const ShardGroupChoice choice =
       choose_shard_group_size(bundled_model_spec("llama3-70b").params, megatron_options(64));
   const auto& full = choice.table.back();
-  const auto& chosen =
-      *std::find_if(choice.table.begin(), choice.table.end(),
-                    [&](const auto& c) { return c.shard_group_size == choice.shard_group_size; });
+  const auto& chosen = *std::find_if(choice.table.begin(), choice.table.end(), [&](const auto& c) {
+    return c.shard_group_size == choice.shard_group_size;
+  });
   EXPECT_EQ(chosen.shard_group_size, 16) << render_shard_group_table(choice);
   EXPECT_GE(static_cast<double>(full.exposed_rs_bytes),
             2.0 * static_cast<double>(chosen.exposed_rs_bytes));

@@ -5,10 +5,10 @@
 #include <algorithm>
 
 #include "layout/layout_test_models.hpp"
+#include "sanitizer_budget.hpp"
 #include "shardwise/core/error.hpp"
 #include "shardwise/layout/layout_algorithms.hpp"
 #include "shardwise/layout/model_zoo.hpp"
-#include "sanitizer_budget.hpp"
 
 namespace shardwise {
 namespace {

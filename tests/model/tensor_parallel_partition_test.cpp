@@ -86,8 +86,8 @@ TEST(TensorParallelPartition, RowParallelWeightSplitsColumnsAndVocabPadsWithZero
   const std::vector<float> value = iota_values(full[i].numel());
   std::vector<float> got(static_cast<std::size_t>(proj.numel()));
   slice_tp_shard(full[i], proj, 4, 2, value.data(), got.data());
-  EXPECT_EQ(got[0], value[8]);           // row 0, column 8
-  EXPECT_EQ(got[4 + 3], value[16 + 11]); // row 1, column 11
+  EXPECT_EQ(got[0], value[8]);            // row 0, column 8
+  EXPECT_EQ(got[4 + 3], value[16 + 11]);  // row 1, column 11
   // Vocabulary 50 padded to 64 at tp = 4: rank 3 holds rows 48..63, two of them real.
   const ParamInfo& wte = shards[0];
   EXPECT_EQ(wte.shape, (std::vector<std::int64_t>{16, 16}));

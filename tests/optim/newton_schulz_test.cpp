@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "optim/reference_math.hpp"
-#include "shardwise/core/error.hpp"
 #include "sanitizer_budget.hpp"
+#include "shardwise/core/error.hpp"
 
 namespace shardwise::optim {
 namespace {

@@ -8,8 +8,8 @@
 #include <random>
 #include <set>
 
-#include "shardwise/reshard/reshard_plan.hpp"
 #include "sanitizer_budget.hpp"
+#include "shardwise/reshard/reshard_plan.hpp"
 
 namespace shardwise {
 

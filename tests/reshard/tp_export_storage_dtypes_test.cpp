@@ -32,11 +32,11 @@ std::string invalid_argument_text(const std::function<void()>& f) {
 }
 
 TEST(TpExportStorageDtypes, CopiesReplicatedAndSlicesSplitTensorsBytewise) {
-  const auto mask = storage_test_bytes(8 * 8, 0);        // BOOL [8, 8], replicated
-  const auto freq = storage_test_bytes(16 * 8, 100);     // F64 [16], replicated
-  const auto fp4 = storage_test_bytes(6, 7);             // F4 [2, 6]: 12 elements in 6 bytes
-  const auto fc1 = storage_test_bytes(4 * 3 * 2, 50);    // I16 [4, 3]: column-parallel, split rows
-  const auto fc2 = storage_test_bytes(2 * 4, 200);       // I8 [2, 4]: row-parallel, split columns
+  const auto mask = storage_test_bytes(8 * 8, 0);      // BOOL [8, 8], replicated
+  const auto freq = storage_test_bytes(16 * 8, 100);   // F64 [16], replicated
+  const auto fp4 = storage_test_bytes(6, 7);           // F4 [2, 6]: 12 elements in 6 bytes
+  const auto fc1 = storage_test_bytes(4 * 3 * 2, 50);  // I16 [4, 3]: column-parallel, split rows
+  const auto fc2 = storage_test_bytes(2 * 4, 200);     // I8 [2, 4]: row-parallel, split columns
   const std::vector<SourceTensor> tensors = {
       {"buffers.mask", DType::kBool, {8, 8}, mask.data()},
       {"buffers.freq", DType::kFloat64, {16}, freq.data()},

@@ -63,11 +63,11 @@ TEST_F(EvalReportRun, TextRunWritesBitsPerByteToTheMetricsFile) {
   std::string text;
   for (int i = 0; i < 30; ++i) text += "pack my box with five dozen liquor jugs. ";
   write_all(dir_ / "corpus.txt", text);
-  const TrainingConfig config = parse_training_config(str_cat(
-      "model: {layers: 1, hidden: 16, heads: 2, ffn: 32, seq_len: 16}\n",
-      "data: {source: text, path: '", path("corpus.txt"), "', eval_samples: 8}\n",
-      "training: {steps: 4, micro_batch_size: 2, warmup_steps: 1, eval_interval: 2}\n",
-      "logging: {progress: false}\n"));
+  const TrainingConfig config = parse_training_config(
+      str_cat("model: {layers: 1, hidden: 16, heads: 2, ffn: 32, seq_len: 16}\n",
+              "data: {source: text, path: '", path("corpus.txt"), "', eval_samples: 8}\n",
+              "training: {steps: 4, micro_batch_size: 2, warmup_steps: 1, eval_interval: 2}\n",
+              "logging: {progress: false}\n"));
   TrainerOptions options;
   options.quiet = true;
   options.log_jsonl = path("metrics.jsonl");

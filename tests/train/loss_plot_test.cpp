@@ -31,8 +31,8 @@ std::vector<std::string> tick_labels(const std::string& svg, const std::string& 
 std::vector<double> marker_ys(const std::string& svg) {
   std::vector<double> ys;
   const std::regex circle("<circle cx=\"[^\"]*\" cy=\"([^\"]*)\"");
-  for (auto it = std::sregex_iterator(svg.begin(), svg.end(), circle);
-       it != std::sregex_iterator(); ++it) {
+  for (auto it = std::sregex_iterator(svg.begin(), svg.end(), circle); it != std::sregex_iterator();
+       ++it) {
     ys.push_back(std::stod((*it)[1]));
   }
   return ys;
@@ -78,10 +78,8 @@ TEST(LossPlot, FewDecadesGetTwoAndFiveTicksAndNonPositiveValuesALinearAxis) {
   PlotSeries signed_values{"s", {{0, -0.5}, {7, 1.2}}};
   const std::string svg = render_loss_plot_svg({signed_values}, "t");
   EXPECT_NE(svg.find(">loss</text>"), std::string::npos);
-  EXPECT_EQ(tick_labels(svg, "ytick"),
-            (std::vector<std::string>{"-0.5", "0", "0.5", "1"}));
-  EXPECT_EQ(tick_labels(svg, "xtick"),
-            (std::vector<std::string>{"0", "2", "4", "6"}));
+  EXPECT_EQ(tick_labels(svg, "ytick"), (std::vector<std::string>{"-0.5", "0", "0.5", "1"}));
+  EXPECT_EQ(tick_labels(svg, "xtick"), (std::vector<std::string>{"0", "2", "4", "6"}));
 }
 
 }  // namespace

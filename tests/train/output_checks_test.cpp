@@ -9,8 +9,8 @@
 #include <fstream>
 
 #include "scratch_dir.hpp"
-#include "shardwise/train/metrics_log.hpp"
 #include "shardwise/core/output_preflight.hpp"
+#include "shardwise/train/metrics_log.hpp"
 
 namespace shardwise {
 namespace {

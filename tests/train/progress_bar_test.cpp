@@ -31,7 +31,10 @@ std::size_t bar_char_count(const std::string& text, char c) {
 
 class ProgressBarTest : public testing::Test {
  protected:
-  void SetUp() override { file_ = std::tmpfile(); ASSERT_NE(file_, nullptr); }
+  void SetUp() override {
+    file_ = std::tmpfile();
+    ASSERT_NE(file_, nullptr);
+  }
   void TearDown() override { std::fclose(file_); }
   ProgressBar::Clock clock() {
     return [this] { return TimePoint{} + now_; };

@@ -1,11 +1,11 @@
 #include "shardwise/train/synthetic_task.hpp"
 
-#include "shardwise/core/error.hpp"
-
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <set>
+
+#include "shardwise/core/error.hpp"
 
 namespace shardwise {
 namespace {
@@ -47,14 +47,15 @@ TEST(SyntheticTaskDataset, ValidationIsHeldOutFromTraining) {
   SyntheticTaskDataset task(SyntheticTaskKind::kAddition, 2, 3, 200);
   std::set<std::string> train, validation;
   for (int i = 0; i < 5000; ++i) train.insert(text_of(task, Split::kTrain, i).substr(0, 6));
-  for (int i = 0; i < 200; ++i) validation.insert(text_of(task, Split::kValidation, i).substr(0, 6));
+  for (int i = 0; i < 200; ++i)
+    validation.insert(text_of(task, Split::kValidation, i).substr(0, 6));
   for (const auto& v : validation) EXPECT_EQ(train.count(v), 0u) << v;
   EXPECT_GT(validation.size(), 50u);
 }
 
 TEST(SyntheticTaskDataset, DeterministicAndSeedDependent) {
-  SyntheticTaskDataset a(SyntheticTaskKind::kSort, 6, 11, 10), b(SyntheticTaskKind::kSort, 6, 11, 10),
-      c(SyntheticTaskKind::kSort, 6, 12, 10);
+  SyntheticTaskDataset a(SyntheticTaskKind::kSort, 6, 11, 10),
+      b(SyntheticTaskKind::kSort, 6, 11, 10), c(SyntheticTaskKind::kSort, 6, 12, 10);
   int differ = 0;
   for (int i = 0; i < 50; ++i) {
     EXPECT_EQ(text_of(a, Split::kTrain, i), text_of(b, Split::kTrain, i));

@@ -28,13 +28,12 @@ class TextGeneration : public test::ScratchDirTest {
     std::string text;
     for (int i = 0; i < 40; ++i) text += "the quick brown fox jumps over the lazy dog. ";
     write_all(dir_ / "corpus.txt", text);
-    const TrainingConfig config = parse_training_config(str_cat(
-        "model: {layers: 1, hidden: 32, heads: 2, ffn: 64, seq_len: ", kSeq,
-        ", position: ", position, ", init_std: 0.2}\n",
-        "data: {source: text, path: '", path("corpus.txt"), "', eval_samples: 8}\n",
-        "optimizer: {kind: layer-wise, lr: 0.01, min_lr: 0.001}\n",
-        "training: {steps: 12, micro_batch_size: 4, warmup_steps: 2, eval_interval: 0}\n",
-        "logging: {progress: false}\n"));
+    const TrainingConfig config = parse_training_config(
+        str_cat("model: {layers: 1, hidden: 32, heads: 2, ffn: 64, seq_len: ", kSeq, ", position: ",
+                position, ", init_std: 0.2}\n", "data: {source: text, path: '", path("corpus.txt"),
+                "', eval_samples: 8}\n", "optimizer: {kind: layer-wise, lr: 0.01, min_lr: 0.001}\n",
+                "training: {steps: 12, micro_batch_size: 4, warmup_steps: 2, eval_interval: 0}\n",
+                "logging: {progress: false}\n"));
     TrainerOptions options;
     options.quiet = true;
     options.save_dir = path("ckpt");
@@ -108,8 +107,9 @@ TEST_F(TextGeneration, SameSeedSameTextAndBadInputIsRefused) {
   EXPECT_EQ(a, generate_tokens(*loaded.model, prompt, 30, {1.0, 0, 5}));
   EXPECT_NE(a, generate_tokens(*loaded.model, prompt, 30, {1.0, 0, 6}));
   EXPECT_THROW(generate_tokens(*loaded.model, {}, 5, {}), InvalidArgument);
-  const std::string oov = test::error_message_of(
-      [&] { generate_tokens(*loaded.model, {'a', 256}, 5, {}); });
+  const std::string oov = test::error_message_of([&] {
+    generate_tokens(*loaded.model, {'a', 256}, 5, {});
+  });
   EXPECT_NE(oov.find("prompt token 256 at position 1"), std::string::npos) << oov;
   EXPECT_THROW(load_gpt_checkpoint(dir_ / "missing"), IoError);
   EXPECT_THROW(load_gpt_checkpoint(dir_ / "ckpt", 7), IoError);  // no such step

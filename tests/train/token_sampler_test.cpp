@@ -1,13 +1,12 @@
 // TokenSampler: greedy picks the argmax, sampling follows p^(1/T) renormalised over the top k,
 // and the same seed gives the same draws.
-#include "shardwise/train/text_generation.hpp"
-
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <vector>
 
 #include "shardwise/core/error.hpp"
+#include "shardwise/train/text_generation.hpp"
 
 namespace shardwise {
 namespace {

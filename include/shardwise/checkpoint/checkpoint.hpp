@@ -86,9 +86,8 @@ struct LoadedCheckpoint {
 // makes all throw). `optimizer_kind`, when not empty, must equal the saved kind. Errors name the
 // file and tensor (FormatError, ShapeError, IoError); nothing on disk is modified.
 LoadedCheckpoint load_checkpoint(const std::filesystem::path& directory,
-                                 const std::vector<ModelTensor>& model,
-                                 optim::Optimizer& optimizer, ProcessGroup& group,
-                                 std::string_view optimizer_kind);
+                                 const std::vector<ModelTensor>& model, optim::Optimizer& optimizer,
+                                 ProcessGroup& group, std::string_view optimizer_kind);
 
 // "step-0000100".
 std::string step_directory_name(std::int64_t step);

@@ -98,7 +98,7 @@ using ProcessGroupPtr = std::shared_ptr<ProcessGroup>;
 struct ParallelSizes {
   int tp = 1;
   int pp = 1;
-  int dp = 0;   // derived from the world size when 0
+  int dp = 0;  // derived from the world size when 0
   int ep = 1;
   int etp = 0;  // expert tensor parallel; 0 = same as tp (Megatron's default)
 };

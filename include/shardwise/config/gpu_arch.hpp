@@ -13,9 +13,8 @@ namespace shardwise {
 enum class GpuArch { kNone, kVolta, kAmpere, kHopper, kBlackwell };
 
 inline constexpr EnumName<GpuArch> kGpuArchNames[] = {
-    {GpuArch::kNone, "none"},     {GpuArch::kVolta, "volta"},
-    {GpuArch::kAmpere, "ampere"}, {GpuArch::kHopper, "hopper"},
-    {GpuArch::kBlackwell, "blackwell"},
+    {GpuArch::kNone, "none"},     {GpuArch::kVolta, "volta"},         {GpuArch::kAmpere, "ampere"},
+    {GpuArch::kHopper, "hopper"}, {GpuArch::kBlackwell, "blackwell"},
 };
 inline std::span<const EnumName<GpuArch>> enum_names(GpuArch) { return kGpuArchNames; }
 

@@ -29,8 +29,8 @@ struct OptimizerHyperparameters {
 
 // What each front end calls the fields, for the messages.
 struct OptimizerFieldNames {
-  std::string lr, muon_lr, weight_decay, beta1, beta2, eps, momentum, ns_steps,
-      extra_scale_factor, clip_grad;
+  std::string lr, muon_lr, weight_decay, beta1, beta2, eps, momentum, ns_steps, extra_scale_factor,
+      clip_grad;
 };
 
 // Throws ConfigError naming the first field out of range: a learning rate, weight decay or clip

@@ -5,12 +5,11 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "shardwise/config/comm_overlap_config.hpp"
 #include "shardwise/config/ddp_config.hpp"
@@ -69,7 +68,7 @@ struct DataConfig {
   DataSource source = DataSource::kSynthetic;
   SyntheticTask task = SyntheticTask::kAddition;  // synthetic only
   int digits = 3;                                 // synthetic only: operand digits / list length
-  std::string path;      // text / bin: training data file
+  std::string path;                               // text / bin: training data file
   std::string val_path;  // text / bin: validation file (empty: hold out from path)
   int eval_samples = 256;
 

@@ -43,10 +43,10 @@ inline constexpr DType kAllDTypes[] = {DType::kFloat32,    DType::kBFloat16,   D
 
 // The other dtypes of the safetensors format (kAllDTypes and these are every dtype it has).
 inline constexpr DType kStorageOnlyDTypes[] = {
-    DType::kFloat64,         DType::kInt8,       DType::kInt16,       DType::kUInt16,
-    DType::kUInt32,          DType::kUInt64,     DType::kBool,        DType::kFloat8E5M2,
-    DType::kFloat8E4M3Fnuz,  DType::kFloat8E5M2Fnuz, DType::kComplex64, DType::kFloat4E2M1,
-    DType::kFloat6E2M3,      DType::kFloat6E3M2};
+    DType::kFloat64,        DType::kInt8,           DType::kInt16,     DType::kUInt16,
+    DType::kUInt32,         DType::kUInt64,         DType::kBool,      DType::kFloat8E5M2,
+    DType::kFloat8E4M3Fnuz, DType::kFloat8E5M2Fnuz, DType::kComplex64, DType::kFloat4E2M1,
+    DType::kFloat6E2M3,     DType::kFloat6E3M2};
 
 // Bits per element (4 and 6 for the packed sub-byte floats).
 std::size_t dtype_bits(DType dtype);

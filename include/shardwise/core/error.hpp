@@ -68,16 +68,17 @@ class InvariantError : public Error {
 
 // Asserts an invariant in every build type (layouts and plans are too important to check only
 // in debug builds). Extra arguments are streamed into the message.
-#define SW_CHECK(cond, ...)                                                                    \
-  do {                                                                                         \
-    if (!(cond)) {                                                                             \
-      throw ::shardwise::InvariantError(::shardwise::str_cat(                                  \
-          __FILE__, ":", __LINE__, ": invariant `", #cond, "` failed: " __VA_OPT__(, ) __VA_ARGS__)); \
-    }                                                                                          \
+#define SW_CHECK(cond, ...)                                                     \
+  do {                                                                          \
+    if (!(cond)) {                                                              \
+      throw ::shardwise::InvariantError(                                        \
+          ::shardwise::str_cat(__FILE__, ":", __LINE__, ": invariant `", #cond, \
+                               "` failed: " __VA_OPT__(, ) __VA_ARGS__));       \
+    }                                                                           \
   } while (0)
 
 // Validates user input: throws ErrorType with the streamed message when cond is false.
-#define SW_REQUIRE(cond, ErrorType, ...)                                   \
-  do {                                                                     \
-    if (!(cond)) throw ErrorType(::shardwise::str_cat(__VA_ARGS__));       \
+#define SW_REQUIRE(cond, ErrorType, ...)                             \
+  do {                                                               \
+    if (!(cond)) throw ErrorType(::shardwise::str_cat(__VA_ARGS__)); \
   } while (0)

@@ -47,7 +47,7 @@ inline fp16_bits float_to_fp16(float f) {
   const std::uint32_t u = std::bit_cast<std::uint32_t>(f);
   const std::uint32_t sign = (u >> 16) & 0x8000u;
   const std::uint32_t abs = u & 0x7fffffffu;
-  if (abs > 0x7f800000u) return static_cast<fp16_bits>(sign | 0x7e00u);  // NaN
+  if (abs > 0x7f800000u) return static_cast<fp16_bits>(sign | 0x7e00u);   // NaN
   if (abs >= 0x477ff000u) return static_cast<fp16_bits>(sign | 0x7c00u);  // >= 65520: inf
   if (abs < 0x38800000u) {
     // Result is subnormal (or zero): value / 2^-24 rounded to an integer, RNE.

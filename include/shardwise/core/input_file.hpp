@@ -16,7 +16,7 @@ namespace shardwise {
 
 // Size limits of the files read whole into memory, far above anything a real job writes (a
 // model spec of 1M params is about 110 MB).
-inline constexpr std::uint64_t kPointerFileMaxBytes = std::uint64_t{4} << 10;    // `latest`
+inline constexpr std::uint64_t kPointerFileMaxBytes = std::uint64_t{4} << 10;  // `latest`
 // A config is a few KB; yaml-cpp reads about 1 MB/s (twice: the alias check), so 1 MiB.
 inline constexpr std::uint64_t kConfigFileMaxBytes = std::uint64_t{1} << 20;     // YAML config
 inline constexpr std::uint64_t kManifestFileMaxBytes = std::uint64_t{1} << 30;   // checkpoint.json

@@ -25,8 +25,8 @@ struct TensorView {
   }
   template <typename T>
   T* as() const {
-    SW_CHECK(sizeof(T) == dtype_size(dtype), "view of ", dtype_name(dtype), " read as ",
-             sizeof(T), "-byte elements");
+    SW_CHECK(sizeof(T) == dtype_size(dtype), "view of ", dtype_name(dtype), " read as ", sizeof(T),
+             "-byte elements");
     return static_cast<T*>(data);
   }
 };

@@ -11,8 +11,8 @@
 namespace shardwise {
 
 struct BufferGroup {
-  std::vector<ParamId> params;               // forward order
-  std::vector<std::int64_t> param_indices;   // per param: its index in the buffer's index space
+  std::vector<ParamId> params;              // forward order
+  std::vector<std::int64_t> param_indices;  // per param: its index in the buffer's index space
 };
 
 // BufferKey of one param: param dtype (uint8 for fp8-stored params), grad dtype (explicit, else

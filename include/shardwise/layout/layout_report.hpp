@@ -5,10 +5,10 @@
 #include <string>
 
 #include "shardwise/layout/layout_options.hpp"
-#include "shardwise/layout/shard_group_choice.hpp"
 #include "shardwise/layout/layout_stats.hpp"
 #include "shardwise/layout/param_info.hpp"
 #include "shardwise/layout/param_layout.hpp"
+#include "shardwise/layout/shard_group_choice.hpp"
 
 namespace shardwise {
 

@@ -19,9 +19,9 @@ struct RankLoad {
 struct LayoutStats {
   std::int64_t numel_unpadded = 0;
   std::int64_t numel_padded = 0;
-  double padding_fraction = 0.0;        // 1 - unpadded / padded
-  double ns_cost_max_over_mean = 1.0;   // over ranks; 1.0 is perfect balance
-  std::vector<RankLoad> ranks;          // one per data-parallel rank (max of dp, expert dp)
+  double padding_fraction = 0.0;       // 1 - unpadded / padded
+  double ns_cost_max_over_mean = 1.0;  // over ranks; 1.0 is perfect balance
+  std::vector<RankLoad> ranks;         // one per data-parallel rank (max of dp, expert dp)
 };
 
 // Shard-aligned buffers charge each param's full cost to its owning shard; element-sharded

@@ -47,22 +47,22 @@ struct TransformerConfig {
   std::string name;
   int num_layers = 0;
   std::int64_t hidden_size = 0;
-  std::int64_t ffn_hidden_size = 0;       // dense MLP width
+  std::int64_t ffn_hidden_size = 0;  // dense MLP width
   int num_attention_heads = 0;
-  int num_query_groups = 0;               // kv heads; 0 = num_attention_heads (plain MHA)
-  std::int64_t head_dim = 0;              // 0 = hidden_size / num_attention_heads
+  int num_query_groups = 0;   // kv heads; 0 = num_attention_heads (plain MHA)
+  std::int64_t head_dim = 0;  // 0 = hidden_size / num_attention_heads
   std::int64_t vocab_size = 0;
   std::int64_t max_position_embeddings = 0;  // > 0: learned position embedding table
-  bool gated_mlp = true;                  // SwiGLU: fc1 holds gate and up (2 * ffn rows)
+  bool gated_mlp = true;                     // SwiGLU: fc1 holds gate and up (2 * ffn rows)
   bool tied_embeddings = false;
-  bool add_bias = false;                  // biases on qkv, proj, fc1, fc2 (GPT-3)
-  bool layernorm_bias = false;            // LayerNorm (weight + bias) instead of RMSNorm
+  bool add_bias = false;        // biases on qkv, proj, fc1, fc2 (GPT-3)
+  bool layernorm_bias = false;  // LayerNorm (weight + bias) instead of RMSNorm
   // MoE: layers >= num_dense_layers use num_experts routed experts (0 = dense model).
   int num_experts = 0;
   std::int64_t moe_ffn_hidden_size = 0;
-  int num_shared_experts = 0;             // one shared MLP of width num_shared * moe_ffn
-  int num_dense_layers = 0;               // leading layers that keep the dense MLP
-  LatentAttentionConfig mla;              // enabled() replaces the fused QKV attention
+  int num_shared_experts = 0;  // one shared MLP of width num_shared * moe_ffn
+  int num_dense_layers = 0;    // leading layers that keep the dense MLP
+  LatentAttentionConfig mla;   // enabled() replaces the fused QKV attention
   DType dtype = DType::kBFloat16;
 
   bool is_moe() const { return num_experts > 0; }

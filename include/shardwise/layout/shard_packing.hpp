@@ -51,8 +51,8 @@ std::int64_t lpt_shard_units(std::vector<std::int64_t> units, int bins, std::int
 ShardPacking pack_into_shards(const std::vector<PackItem>& items, int bins,
                               std::int64_t divisor_units);
 
-// Capped greedy by Newton–Schulz cost: items by NS cost (descending) onto the least-loaded bin whose load stays
-// within cap_factor x the mean load, else onto the least-loaded bin.
+// Capped greedy by Newton–Schulz cost: items by NS cost (descending) onto the least-loaded bin
+// whose load stays within cap_factor x the mean load, else onto the least-loaded bin.
 ShardPacking pack_capped_greedy_by_ns(const std::vector<PackItem>& items, int bins,
                                       std::int64_t divisor_units, double cap_factor = 1.3);
 

@@ -10,9 +10,9 @@ namespace shardwise {
 
 // C = alpha * op(A) * op(B) + beta * C, row-major, through cblas_{s,d}gemm.
 template <typename Scalar>
-void gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k,
-          Scalar alpha, const Scalar* a, std::int64_t lda, const Scalar* b, std::int64_t ldb,
-          Scalar beta, Scalar* c, std::int64_t ldc);
+void gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, Scalar alpha,
+          const Scalar* a, std::int64_t lda, const Scalar* b, std::int64_t ldb, Scalar beta,
+          Scalar* c, std::int64_t ldc);
 
 // y[n, out] = x[n, in] * w[out, in]^T + bias (bias may be null).
 template <typename Scalar>
@@ -31,8 +31,7 @@ void linear_backward(const Scalar* dy, const Scalar* x, const Scalar* w, std::in
 
 // GELU, tanh approximation (GPT-2): y = gelu(x) and dydx = gelu'(x) (kept for backward).
 template <typename Scalar>
-void gelu_forward(const std::vector<Scalar>& x, std::vector<Scalar>& y,
-                  std::vector<Scalar>& dydx);
+void gelu_forward(const std::vector<Scalar>& x, std::vector<Scalar>& y, std::vector<Scalar>& dydx);
 // d *= dydx (gelu_forward's derivative), in place. With dbias non-null, d holds rows of `cols`
 // values and dbias += their column sums (rows in order, as add_column_sums): the bias gradient of
 // the linear layer that produced GELU's input, taken while d is in cache.

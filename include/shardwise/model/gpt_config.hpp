@@ -7,12 +7,12 @@ namespace shardwise {
 
 struct GptConfig {
   int vocab_size = 16;
-  int seq_len = 16;       // maximum sequence length (learned position table size)
+  int seq_len = 16;  // maximum sequence length (learned position table size)
   int num_layers = 2;
   int hidden = 64;
   int num_heads = 4;
   int ffn_hidden = 256;
-  bool rope = false;      // rotary position embeddings instead of a learned table
+  bool rope = false;  // rotary position embeddings instead of a learned table
   bool tied_embeddings = true;
   double init_std = 0.02;
   // Tensor parallelism pads the vocabulary to a multiple of this times the TP size, as Megatron

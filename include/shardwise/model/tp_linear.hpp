@@ -46,8 +46,7 @@ void row_parallel_forward(TpGemmSlot slot, const TensorParallelOptions& tp, cons
 // the caller all-reduces over the TP group).
 template <typename Scalar>
 void row_parallel_backward(TpGemmSlot slot, const TensorParallelOptions& tp, const Scalar* dy,
-                           const Scalar* x, const Scalar* w, std::int64_t n,
-                           std::int64_t in_local, std::int64_t out, Scalar* dw, Scalar* dbias,
-                           std::vector<Scalar>& dx);
+                           const Scalar* x, const Scalar* w, std::int64_t n, std::int64_t in_local,
+                           std::int64_t out, Scalar* dw, Scalar* dbias, std::vector<Scalar>& dx);
 
 }  // namespace shardwise

@@ -27,9 +27,8 @@ std::string_view optimizer_mode_name(OptimizerMode mode);
 
 // Builds one DDP per model chunk with the layout algorithm the mode needs.
 std::vector<std::unique_ptr<DistributedDataParallel>> wrap_with_ddp(
-    const std::vector<ParamList>& chunks, OptimizerMode mode,
-    DistributedDataParallelConfig config, const DataParallelGroups& groups,
-    bool all_layer_wise = false);
+    const std::vector<ParamList>& chunks, OptimizerMode mode, DistributedDataParallelConfig config,
+    const DataParallelGroups& groups, bool all_layer_wise = false);
 
 // The optimizer of a mode over the chunks' buffers; global statistics (grad norm, zero count)
 // are reduced over `world`, each element counted exactly once. With

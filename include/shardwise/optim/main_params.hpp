@@ -16,12 +16,12 @@ namespace shardwise::optim {
 
 struct OwnedSlice {
   ParamId param = 0;
-  std::string name;                   // the model param's name
-  std::vector<std::int64_t> shape;    // the model param's full shape
-  std::int64_t offset = 0;            // first owned element within the param
-  std::int64_t count = 0;             // owned elements
-  TensorView model_param;             // the owned elements in the param buffer
-  TensorView grad;                    // the owned elements in the grad buffer (fp32)
+  std::string name;                 // the model param's name
+  std::vector<std::int64_t> shape;  // the model param's full shape
+  std::int64_t offset = 0;          // first owned element within the param
+  std::int64_t count = 0;           // owned elements
+  TensorView model_param;           // the owned elements in the param buffer
+  TensorView grad;                  // the owned elements in the grad buffer (fp32)
   std::vector<std::int64_t> qkv_split;
 
   bool whole() const;

@@ -18,7 +18,7 @@ class SyntheticTaskDataset final : public TokenDataset {
  public:
   // digits: operand digits for addition, string length for sort.
   SyntheticTaskDataset(SyntheticTaskKind kind, int digits, std::uint64_t seed,
-                std::int64_t validation_samples);
+                       std::int64_t validation_samples);
 
   int vocab_size() const override { return kVocab; }
   int seq_len() const override { return seq_len_; }

@@ -22,8 +22,8 @@ class TokenFileDataset final : public TokenDataset {
  public:
   // vocab_size: 256 for text; for .bin, 1 + the largest token id seen unless given (> 0).
   TokenFileDataset(std::vector<std::int32_t> train_tokens, std::vector<std::int32_t> val_tokens,
-                   int seq_len, int vocab_size, std::uint64_t seed,
-                   std::int64_t validation_samples, std::string description);
+                   int seq_len, int vocab_size, std::uint64_t seed, std::int64_t validation_samples,
+                   std::string description);
 
   int vocab_size() const override { return vocab_size_; }
   int seq_len() const override { return seq_len_; }

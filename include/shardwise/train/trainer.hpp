@@ -53,9 +53,9 @@ struct TrainingSummary {
   std::optional<EvalMetrics> final_eval;
   double wall_seconds = 0;
   std::int64_t parameters = 0;
-  std::int64_t bytes_communicated = 0;  // this rank, all groups
-  int bucket_groups = 0;                // of the DDP the run used
-  std::int64_t start_step = 0;          // > 0 when resumed from a checkpoint of that step
+  std::int64_t bytes_communicated = 0;   // this rank, all groups
+  int bucket_groups = 0;                 // of the DDP the run used
+  std::int64_t start_step = 0;           // > 0 when resumed from a checkpoint of that step
   std::vector<std::string> checkpoints;  // step directories saved by this run, in order
 };
 

@@ -30,10 +30,14 @@ TrainingConfig small_config(const std::string& optimizer, int accum, int steps,
   return parse_training_config(str_cat(R"(
 model: {layers: 2, hidden: 32, heads: 4, ffn: 64}
 data: {source: synthetic, task: addition, digits: 2, eval_samples: 64}
-optimizer: {kind: )", optimizer, R"(, lr: 0.003, min_lr: 0.0003}
-training: {steps: )", steps, R"(, micro_batch_size: 4, grad_accumulation: )", accum,
+optimizer: {kind: )",
+                                       optimizer, R"(, lr: 0.003, min_lr: 0.0003}
+training: {steps: )",
+                                       steps, R"(, micro_batch_size: 4, grad_accumulation: )",
+                                       accum,
                                        R"(, warmup_steps: 3, eval_interval: 0}
-comm_overlap: {bucket_size: )", bucket_size, R"(}
+comm_overlap: {bucket_size: )",
+                                       bucket_size, R"(}
 logging: {progress: false}
 )"));
 }
@@ -103,8 +107,7 @@ TEST_P(SameDpResume, ContinuesBitIdentically) {
 }
 
 INSTANTIATE_TEST_SUITE_P(EveryOptimizer, SameDpResume,
-                         testing::Values("layer-wise", "distributed", "ddp",
-                                         "legacy-layer-wise"),
+                         testing::Values("layer-wise", "distributed", "ddp", "legacy-layer-wise"),
                          [](const auto& info) {
                            std::string name = info.param;
                            for (char& c : name) c = c == '-' ? '_' : c;
@@ -154,9 +157,10 @@ TEST_P(SmallerDpResume, ContinuesWithinSummationOrderTolerance) {
       EXPECT_NEAR(resumed.final_eval->eval_loss, full.final_eval->eval_loss,
                   1e-3 * full.final_eval->eval_loss);
       if (sub->rank() == 0) {
-        std::printf("[ resumed  ] %s dp=%d -> dp=%d: max relative deviation loss %.2e, "
-                    "grad_norm %.2e\n",
-                    GetParam().c_str(), p, dp, worst_loss, worst_norm);
+        std::printf(
+            "[ resumed  ] %s dp=%d -> dp=%d: max relative deviation loss %.2e, "
+            "grad_norm %.2e\n",
+            GetParam().c_str(), p, dp, worst_loss, worst_norm);
       }
     }
     world->barrier()->wait();
@@ -186,8 +190,8 @@ TEST(FailedSave, OneFailingRankPublishesNothingAndKeepsPreviousCheckpoint) {
 
   // Resume and save again at step 10, with the last rank failing while writing its file (and,
   // in a second round, rank 0 failing just before it commits).
-  for (const auto& [stage, failing] :
-       std::vector<std::pair<std::string, int>>{{"rank_file_written", last}, {"before_commit", 0}}) {
+  for (const auto& [stage, failing] : std::vector<std::pair<std::string, int>>{
+           {"rank_file_written", last}, {"before_commit", 0}}) {
     set_checkpoint_fault_hook([stage = stage, failing = failing](std::string_view s, int rank) {
       if (s == stage && rank == failing) throw IoError(str_cat("injected failure at ", s));
     });

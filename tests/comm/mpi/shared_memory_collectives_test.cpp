@@ -33,7 +33,6 @@ ProcessGroupPtr group_with(CollectiveAlgorithm algorithm, const std::string& nam
   return group;
 }
 
-
 // Shards of 1 and 313 elements (odd), and 300001 (1.2 MB of fp32: two rounds of the 1 MiB halves
 // at 2 ranks, four at 4, the last one partial), for fp32 SUM and bf16 SUM / AVG only (speed).
 bool skip_large(std::int64_t shard, const testing_comm::ReductionCase& c) {

@@ -121,8 +121,8 @@ void compare_with_tp1(const GptConfig& config, const ProcessGroupPtr& tp_group, 
   // Padding rows of the vocabulary never receive a gradient.
   const ParamInfo& wte = tp.params()[0];
   const std::int64_t h = config.hidden, begin = wte.shape[0] * tp_group->rank();
-  for (std::int64_t row = std::max<std::int64_t>(config.vocab_size - begin, 0);
-       row < wte.shape[0]; ++row) {
+  for (std::int64_t row = std::max<std::int64_t>(config.vocab_size - begin, 0); row < wte.shape[0];
+       ++row) {
     for (std::int64_t c = 0; c < h; ++c) ASSERT_EQ(tp_p.grads[0][row * h + c], 0.0f) << where;
   }
 }

@@ -52,7 +52,8 @@ ParamList test_model() {
 
 // Deterministic dyadic values in [-0.5, 0.5], with every 7th element exactly zero.
 float dyadic(std::uint64_t seed, std::int64_t i) {
-  std::uint64_t x = seed * 0x9e3779b97f4a7c15ull + static_cast<std::uint64_t>(i) * 0xbf58476d1ce4e5b9ull;
+  std::uint64_t x =
+      seed * 0x9e3779b97f4a7c15ull + static_cast<std::uint64_t>(i) * 0xbf58476d1ce4e5b9ull;
   x ^= x >> 29;
   x *= 0x94d049bb133111ebull;
   x ^= x >> 32;
@@ -90,13 +91,14 @@ Reference make_reference(const ParamList& params, OptimizerMode mode) {
   for (ParamId id = 0; id < params.size(); ++id) {
     OptimParam op{params[id].name, params[id].shape, ref.values[id].data(), ref.grads[id].data(),
                   params[id].qkv_split};
-    const bool muon = mode != OptimizerMode::kDistributed &&
-                      is_managed_by_layer_wise_optimizer(params[id]);
+    const bool muon =
+        mode != OptimizerMode::kDistributed && is_managed_by_layer_wise_optimizer(params[id]);
     (muon ? muon_params : adam_params).push_back(std::move(op));
   }
   std::vector<std::unique_ptr<Optimizer>> children;
   children.push_back(std::make_unique<Muon>(single_group(std::move(muon_params)), muon_options()));
-  children.push_back(std::make_unique<AdamW>(single_group(std::move(adam_params)), adamw_options()));
+  children.push_back(
+      std::make_unique<AdamW>(single_group(std::move(adam_params)), adamw_options()));
   ref.optimizer = std::make_unique<ChainedOptimizer>(std::move(children));
   return ref;
 }
@@ -182,8 +184,8 @@ TEST(LayerWiseOwnership, EveryParamHasExactlyOneOwnerAndBroadcastReachesEveryRan
   for (OptimizerMode mode : {OptimizerMode::kLayerWise, OptimizerMode::kLegacyLayerWise}) {
     DistributedDataParallelConfig config;
     auto ddps = wrap_with_ddp({params}, mode, config, DataParallelGroups::from(groups));
-    auto optimizer = make_optimizer(mode, {ddps.front().get()}, muon_options(), adamw_options(),
-                                    world);
+    auto optimizer =
+        make_optimizer(mode, {ddps.front().get()}, muon_options(), adamw_options(), world);
     auto& chain = dynamic_cast<ChainedOptimizer&>(*optimizer);
     auto& layer_wise = dynamic_cast<LayerWiseDistributedOptimizer&>(*chain.children().front());
     EXPECT_EQ(layer_wise.uses_legacy_sync(), mode == OptimizerMode::kLegacyLayerWise);
@@ -197,9 +199,10 @@ TEST(LayerWiseOwnership, EveryParamHasExactlyOneOwnerAndBroadcastReachesEveryRan
     // check the ranks together own each param exactly once.
     std::vector<std::int64_t> owned(params.size(), 0);
     for (const auto& slice : layer_wise.owned_params()) owned[slice.param] = 1;
-    world->all_reduce(TensorView{owned.data(), static_cast<std::int64_t>(owned.size()),
-                                 DType::kInt64},
-                      ReduceOp::kSum)
+    world
+        ->all_reduce(
+            TensorView{owned.data(), static_cast<std::int64_t>(owned.size()), DType::kInt64},
+            ReduceOp::kSum)
         ->wait();
     for (ParamId id : seen) EXPECT_EQ(owned[id], 1) << params[id].name;
 
@@ -293,11 +296,11 @@ TEST(LayerWiseCallerOptimizers, AnyOptimizerOverTheManagedParams) {
   // One AdamW over every param: each rank updates what it owns, the gather spreads it, so every
   // rank ends with what a single-process AdamW computes from the same grads.
   const auto got = params_after_steps([](DistributedDataParallel& ddp) {
-    std::vector<LayerWiseChild> children{
-        {[](const ParamInfo&) { return true; },
-         [](std::vector<ParamGroup> g) {
-           return std::make_unique<AdamW>(std::move(g), adamw_options());
-         }}};
+    std::vector<LayerWiseChild> children{{[](const ParamInfo&) { return true; },
+                                          [](std::vector<ParamGroup> g) {
+                                            return std::make_unique<AdamW>(std::move(g),
+                                                                           adamw_options());
+                                          }}};
     return std::make_unique<LayerWiseDistributedOptimizer>(ddp, kAllBuffers, std::move(children));
   });
   const ParamList params = test_model();
@@ -335,10 +338,10 @@ TEST(LayerWiseCallerOptimizers, BadChildrenAreRejected) {
                InvalidArgument);
   // One init function for two children.
   const auto rest = [](const ParamInfo& p) { return p.shape.size() != 2; };
-  EXPECT_THROW(LayerWiseDistributedOptimizer(*ddps.front(), kAllBuffers,
-                                             {{matrices, adamw}, {rest, adamw}},
-                                             {[](Optimizer&) {}}),
-               InvalidArgument);
+  EXPECT_THROW(
+      LayerWiseDistributedOptimizer(*ddps.front(), kAllBuffers, {{matrices, adamw}, {rest, adamw}},
+                                    {[](Optimizer&) {}}),
+      InvalidArgument);
   EXPECT_THROW(
       LayerWiseDistributedOptimizer(*ddps.front(), kAllBuffers, std::vector<LayerWiseChild>{}),
       InvalidArgument);

@@ -61,8 +61,8 @@ void check_case(const Case& c, ProcessGroup& group) {
   const std::vector<float> got = gather_full_matrix(split, shard.data(), shard_rows, shard_cols);
   ASSERT_EQ(got.size(), expected.size());
   for (std::size_t i = 0; i < got.size(); ++i) {
-    ASSERT_EQ(got[i], expected[i]) << "element " << i << " (dim " << c.partition_dim
-                                   << ", stride " << c.stride << ")";
+    ASSERT_EQ(got[i], expected[i])
+        << "element " << i << " (dim " << c.partition_dim << ", stride " << c.stride << ")";
   }
   // The sharded update really moved the weights (not a no-op that happens to match).
   EXPECT_NE(expected, full_param);
@@ -84,8 +84,8 @@ TEST(MuonTensorParallel, GatherInvertsTakeShard) {
     const TensorParallelSplit split{world.get(), dim, 1};
     std::vector<float> shard(static_cast<std::size_t>(rows * cols / tp));
     take_matrix_shard(split, full.data(), rows, cols, shard.data());
-    const auto shape = full_matrix_shape(split, dim == 0 ? rows / tp : rows,
-                                         dim == 1 ? cols / tp : cols);
+    const auto shape =
+        full_matrix_shape(split, dim == 0 ? rows / tp : rows, dim == 1 ? cols / tp : cols);
     EXPECT_EQ(gather_full_matrix(split, shard.data(), shape[0] / (dim == 0 ? tp : 1),
                                  shape[1] / (dim == 1 ? tp : 1)),
               full);

@@ -79,9 +79,10 @@ TEST(ShardGroupOptimizer, EachShardGroupOwnsEveryLayerWiseParamOnceAndOnlyReplic
     owned[slice.param] += 1.0f;
     EXPECT_EQ(t.layer_wise->is_replica_copy(slice.name), t.world->rank() / t.s != 0) << slice.name;
   }
-  t.world->all_reduce(TensorView{owned.data(), static_cast<std::int64_t>(owned.size()),
-                                 DType::kFloat32},
-                      ReduceOp::kSum)
+  t.world
+      ->all_reduce(
+          TensorView{owned.data(), static_cast<std::int64_t>(owned.size()), DType::kFloat32},
+          ReduceOp::kSum)
       ->wait();
   int layer_wise_params = 0;
   for (const auto& [id, owner] : t.layer_wise->owners()) {
@@ -144,8 +145,7 @@ TEST(ShardGroupOptimizer, LegacyLayerWisePathRefusesShardGroupsSmallerThanDp) {
                   DataParallelGroups{world, nullptr});
     FAIL() << "no error";
   } catch (const ConfigError& e) {
-    EXPECT_NE(std::string(e.what()).find("legacy layer-wise path"), std::string::npos)
-        << e.what();
+    EXPECT_NE(std::string(e.what()).find("legacy layer-wise path"), std::string::npos) << e.what();
   }
 }
 

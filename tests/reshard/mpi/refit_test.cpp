@@ -3,8 +3,6 @@
 // for bit, what an independent path computes (the whole fp32 params sent point-to-point, sliced
 // by tp_export's index arithmetic, rounded to bf16, quantized with quantize_mxfp8), into
 // persistent buffers whose addresses never change, with the expected bytes on the wire.
-#include "shardwise/reshard/refit_verification.hpp"
-
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -14,6 +12,7 @@
 #include "reshard_test_data.hpp"
 #include "shardwise/comm/mpi_process_group.hpp"
 #include "shardwise/core/float_convert.hpp"
+#include "shardwise/reshard/refit_verification.hpp"
 
 namespace shardwise {
 namespace {

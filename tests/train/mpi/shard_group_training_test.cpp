@@ -26,10 +26,13 @@ TrainingConfig shard_group_config(const std::string& shard_group, int accum, int
 model: {layers: 2, hidden: 32, heads: 4, ffn: 64}
 data: {source: synthetic, task: addition, digits: 2, eval_samples: 64}
 optimizer: {kind: layer-wise, lr: 0.003, min_lr: 0.0003}
-training: {steps: )", steps, R"(, micro_batch_size: 4, grad_accumulation: )", accum,
+training: {steps: )",
+                                       steps, R"(, micro_batch_size: 4, grad_accumulation: )",
+                                       accum,
                                        R"(, warmup_steps: 3, eval_interval: 0}
 comm_overlap: {bucket_size: 2048, overlap_grad_reduce: true}
-ddp: {layer_wise_shard_group_size: )", shard_group, R"(}
+ddp: {layer_wise_shard_group_size: )",
+                                       shard_group, R"(}
 logging: {progress: false}
 )"));
 }
@@ -82,9 +85,10 @@ TEST(ShardGroupTraining, HalfDpShardGroupsMatchOneGroupAndASingleRank) {
     }
     const auto [vs_group_loss, vs_group_norm] = worst_deviation(grouped, one_group);
     const auto [vs_single_loss, vs_single_norm] = worst_deviation(grouped, single);
-    std::printf("[ shard groups ] dp=%d S=%s over 20 steps: max relative deviation vs S=dp "
-                "loss %.2e grad_norm %.2e; vs dp=1 loss %.2e grad_norm %.2e\n",
-                p, s.c_str(), vs_group_loss, vs_group_norm, vs_single_loss, vs_single_norm);
+    std::printf(
+        "[ shard groups ] dp=%d S=%s over 20 steps: max relative deviation vs S=dp "
+        "loss %.2e grad_norm %.2e; vs dp=1 loss %.2e grad_norm %.2e\n",
+        p, s.c_str(), vs_group_loss, vs_group_norm, vs_single_loss, vs_single_norm);
   }
   world->barrier()->wait();
 }
@@ -144,9 +148,10 @@ TEST(ShardGroupTraining, CheckpointWithShardGroupsResumesAtOtherDpAndShardGroupS
       }
       if (sub->rank() == 0) {
         const auto [loss, norm] = worst_deviation(resumed, full, 10);
-        std::printf("[ shard groups ] saved at dp=%d S=%d, resumed at dp=%d S=%d: next-step loss "
-                    "%.9g vs %.9g; max relative deviation loss %.2e grad_norm %.2e\n",
-                    p, s, t.dp, t.dp, resumed.steps[0].loss, full.steps[10].loss, loss, norm);
+        std::printf(
+            "[ shard groups ] saved at dp=%d S=%d, resumed at dp=%d S=%d: next-step loss "
+            "%.9g vs %.9g; max relative deviation loss %.2e grad_norm %.2e\n",
+            p, s, t.dp, t.dp, resumed.steps[0].loss, full.steps[10].loss, loss, norm);
       }
     }
     world->barrier()->wait();

@@ -32,13 +32,17 @@ struct RunShape {
 };
 
 TrainingConfig config_for(const RunShape& r) {
-  return parse_training_config(str_cat(R"(
+  return parse_training_config(
+      str_cat(R"(
 model: {layers: 2, hidden: 32, heads: 4, ffn: 64}
 data: {source: synthetic, task: addition, digits: 2, eval_samples: 64}
-optimizer: {kind: )", r.optimizer, R"(, lr: 0.003, min_lr: 0.0003, muon_lr: 0.002}
-training: {steps: )", r.steps, R"(, micro_batch_size: 4, grad_accumulation: )", r.accum,
-                                       R"(, warmup_steps: 3, eval_interval: 0}
-parallel: {tp: )", r.tp, ", sequence_parallel: ", r.sequence_parallel ? "true" : "false", R"(}
+optimizer: {kind: )",
+              r.optimizer, R"(, lr: 0.003, min_lr: 0.0003, muon_lr: 0.002}
+training: {steps: )",
+              r.steps, R"(, micro_batch_size: 4, grad_accumulation: )", r.accum,
+              R"(, warmup_steps: 3, eval_interval: 0}
+parallel: {tp: )",
+              r.tp, ", sequence_parallel: ", r.sequence_parallel ? "true" : "false", R"(}
 comm_overlap: {bucket_size: 4096}
 logging: {progress: false}
 )"));
@@ -79,7 +83,8 @@ TEST_P(TensorParallelParity, Tp2MatchesTp1OnTheSameDataParallelSize) {
   // The same DP size without TP: the first dp ranks.
   const ProcessGroupPtr reference = first_ranks(world, dp);
   if (world->rank() < dp) {
-    const TrainingSummary tp1 = run_training(config_for({optimizer, 1, false}), reference, quiet_trainer());
+    const TrainingSummary tp1 =
+        run_training(config_for({optimizer, 1, false}), reference, quiet_trainer());
     if (world->rank() == 0) {
       // Each TP rank really holds shards (fewer parameters than the whole model).
       EXPECT_LT(tp2.parameters, tp1.parameters);
@@ -106,7 +111,8 @@ INSTANTIATE_TEST_SUITE_P(EveryOptimizer, TensorParallelParity,
 TEST(TensorParallelTraining, WholeWorldTpAndTpTimesDpMatchOneRank) {
   const ProcessGroupPtr world = init_mpi_world();
   const int p = world->size();
-  const TrainingSummary wide = run_training(config_for({"layer-wise", p, true}), world, quiet_trainer());
+  const TrainingSummary wide =
+      run_training(config_for({"layer-wise", p, true}), world, quiet_trainer());
   const TrainingSummary mixed =
       p >= 4 ? run_training(config_for({"layer-wise", 2, true}), world, quiet_trainer())
              : TrainingSummary{};

@@ -4,9 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <bit>
-#include <cstdint>
-
 #include <cmath>
+#include <cstdint>
 
 #include "shardwise/comm/mpi_process_group.hpp"
 #include "shardwise/train/trainer.hpp"
@@ -18,9 +17,11 @@ TrainingConfig small_config(const std::string& optimizer, int accum) {
   TrainingConfig c = parse_training_config(str_cat(R"(
 model: {layers: 2, hidden: 32, heads: 4, ffn: 64}
 data: {source: synthetic, task: addition, digits: 2, eval_samples: 64}
-optimizer: {kind: )", optimizer, R"(, lr: 0.003, min_lr: 0.0003}
-training: {steps: 30, micro_batch_size: 4, grad_accumulation: )", accum,
-                                                      R"(, warmup_steps: 3, eval_interval: 0}
+optimizer: {kind: )",
+                                                   optimizer, R"(, lr: 0.003, min_lr: 0.0003}
+training: {steps: 30, micro_batch_size: 4, grad_accumulation: )",
+                                                   accum,
+                                                   R"(, warmup_steps: 3, eval_interval: 0}
 comm_overlap: {bucket_size: 4096}
 logging: {progress: false}
 )"));
@@ -58,8 +59,7 @@ TEST_P(TrainerParity, DataParallelMatchesSingleRankWithSameGlobalBatch) {
 }
 
 INSTANTIATE_TEST_SUITE_P(EveryOptimizer, TrainerParity,
-                         testing::Values("layer-wise", "distributed", "ddp",
-                                         "legacy-layer-wise"),
+                         testing::Values("layer-wise", "distributed", "ddp", "legacy-layer-wise"),
                          [](const auto& info) {
                            std::string name = info.param;
                            for (char& c : name) c = c == '-' ? '_' : c;

@@ -131,7 +131,8 @@ TEST(TrainingSteps, OnStepSeesEveryStepInOrderWithTheSummarysMetrics) {
   options.quiet = true;
   std::vector<StepMetrics> seen;
   options.on_step = [&](const StepMetrics& s) { seen.push_back(s); };
-  const TrainingSummary summary = run_training(tiny_config("layer-wise"), init_mpi_world(), options);
+  const TrainingSummary summary =
+      run_training(tiny_config("layer-wise"), init_mpi_world(), options);
   ASSERT_EQ(summary.steps.size(), 4u);
   ASSERT_EQ(seen.size(), summary.steps.size());
   for (std::size_t i = 0; i < seen.size(); ++i) {
