@@ -15,36 +15,15 @@
 #include <functional>
 #include <string>
 
+#include "cuda_bench_support.hpp"
+
 namespace {
 
-void check(cudaError_t status, const char* what) {
-  if (status != cudaSuccess) {
-    std::fprintf(stderr, "bench_mxfp8_cuda: %s failed: %s\n", what, cudaGetErrorString(status));
-    std::exit(1);
-  }
-}
-
-// Mean seconds per call of `body` over `iters` calls after two warm-up calls, by CUDA events.
-double time_gpu(int iters, const std::function<void()>& body) {
-  cudaEvent_t start, stop;
-  check(cudaEventCreate(&start), "cudaEventCreate");
-  check(cudaEventCreate(&stop), "cudaEventCreate");
-  body();
-  body();
-  check(cudaEventRecord(start), "cudaEventRecord");
-  for (int i = 0; i < iters; ++i) body();
-  check(cudaEventRecord(stop), "cudaEventRecord");
-  check(cudaEventSynchronize(stop), "cudaEventSynchronize");
-  float ms = 0.0f;
-  check(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  return static_cast<double>(ms) * 1e-3 / iters;
-}
+using shardwise::cuda::bench::check;
+using shardwise::cuda::bench::time_gpu;
 
 void print_figure(const std::string& name, double ours, double limit) {
-  std::printf("bench: %s ours=%.2f limit=%.2f unit=GB/s ratio=%.3f\n", name.c_str(), ours, limit,
-              ours / limit);
+  shardwise::cuda::bench::print_figure(name, ours, limit, "GB/s");
 }
 
 using shardwise::DType;

@@ -215,17 +215,9 @@ void NewtonSchulzCuda::orthogonalize_row_blocks(const float* g, std::int64_t row
                                                 std::int64_t cols,
                                                 std::span<const std::int64_t> row_split,
                                                 float* out) {
-  std::int64_t total = 0;
-  for (std::int64_t r : row_split) {
-    SW_REQUIRE(r > 0, ShapeError, "row split has a block of ", r, " rows");
-    total += r;
-  }
-  SW_REQUIRE(total == rows, ShapeError, "row split sums to ", total, " rows, matrix has ", rows);
-  std::int64_t first = 0;
-  for (std::int64_t r : row_split) {
+  optim::for_each_row_block(rows, row_split, [&](std::int64_t first, std::int64_t r) {
     orthogonalize(g + first * cols, r, cols, out + first * cols);
-    first += r;
-  }
+  });
 }
 
 }  // namespace shardwise::cuda

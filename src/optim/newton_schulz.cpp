@@ -169,8 +169,8 @@ void NewtonSchulz::orthogonalize(const float* g, std::int64_t rows, std::int64_t
   std::memcpy(out, x_.data(), sizeof(float) * numel);
 }
 
-void NewtonSchulz::orthogonalize_row_blocks(const float* g, std::int64_t rows, std::int64_t cols,
-                                            std::span<const std::int64_t> row_split, float* out) {
+void for_each_row_block(std::int64_t rows, std::span<const std::int64_t> row_split,
+                        const std::function<void(std::int64_t, std::int64_t)>& block) {
   std::int64_t total = 0;
   for (std::int64_t r : row_split) {
     SW_REQUIRE(r > 0, ShapeError, "row split has a block of ", r, " rows");
@@ -179,9 +179,16 @@ void NewtonSchulz::orthogonalize_row_blocks(const float* g, std::int64_t rows, s
   SW_REQUIRE(total == rows, ShapeError, "row split sums to ", total, " rows, matrix has ", rows);
   std::int64_t first = 0;
   for (std::int64_t r : row_split) {
-    orthogonalize(g + first * cols, r, cols, out + first * cols);
+    block(first, r);
     first += r;
   }
+}
+
+void NewtonSchulz::orthogonalize_row_blocks(const float* g, std::int64_t rows, std::int64_t cols,
+                                            std::span<const std::int64_t> row_split, float* out) {
+  for_each_row_block(rows, row_split, [&](std::int64_t first, std::int64_t r) {
+    orthogonalize(g + first * cols, r, cols, out + first * cols);
+  });
 }
 
 }  // namespace shardwise::optim

@@ -11,6 +11,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string_view>
 #include <vector>
@@ -49,6 +50,12 @@ std::string_view ns_coefficients_name(NsCoefficients set);
 // Nominal FLOPs of one orthogonalization counted as plain GEMMs (4 m^2 n + 2 m^3 per step, m the
 // short side): the rate benchmarks report.
 double newton_schulz_gemm_flops(std::int64_t rows, std::int64_t cols, int steps);
+
+// Calls block(first_row, rows_in_block) for each part of `row_split` in order, after checking
+// that every part is positive and that they sum to `rows` (a fused QKV is orthogonalised part by
+// part). Shared by the CPU and GPU Newton–Schulz.
+void for_each_row_block(std::int64_t rows, std::span<const std::int64_t> row_split,
+                        const std::function<void(std::int64_t, std::int64_t)>& block);
 
 // Reusable workspace: orthogonalizing many matrices of similar size allocates once.
 class NewtonSchulz {
