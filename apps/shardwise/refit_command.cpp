@@ -454,7 +454,7 @@ const bool registered = register_command(
       app.add_option("--config", args->config, "Training config (YAML) for the training ranks");
       app.add_option("overrides", args->overrides, "Config overrides: section.key=value ...");
       app.add_option("--repeat", args->repeat, "Refits per mode into the same buffers (default 3)")
-          ->check(integer_in(1, 10000));
+          ->check(integer_in(1, 1000000));
       app.add_option("--mxfp8", args->mxfp8,
                      "Modes: all (default: bf16, receiver, send), none (bf16), receiver, send");
       app.add_option("--checkpoint", args->checkpoint,

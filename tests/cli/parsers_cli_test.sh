@@ -95,7 +95,7 @@ expect_exit2_with deep_manifest_train "JSON nests deeper than 64 levels" \
 "$python" -c "
 import sys
 open(sys.argv[1], 'w').write('y' * (10 << 20))" "$work/ck/latest"
-expect_exit2_with huge_latest "(10485760 bytes)" generate --checkpoint "$work/ck" --prompt a
+expect_exit2_with huge_latest "is 10485760 bytes, more than any pointer file" generate --checkpoint "$work/ck" --prompt a
 
 # --- an edited trainer.consumed_samples ---------------------------------------------------------
 tiny=(--config "$config" model.layers=1 model.hidden=16 model.heads=2 model.ffn=32
