@@ -1,5 +1,7 @@
 // A non-owning view of a contiguous run of elements of one dtype: what the comm, DDP and
-// optimizer layers pass around (params and grads are views into bucket buffers).
+// optimizer layers pass around (params and grads are views into bucket buffers). The bytes are in
+// host memory, or in the memory of one CUDA device (`device` >= 0): code that reads or writes
+// elements itself must check on_device() and refuse (or stage) device views.
 #pragma once
 
 #include <cstddef>
@@ -14,14 +16,17 @@ struct TensorView {
   void* data = nullptr;
   std::int64_t numel = 0;
   DType dtype = DType::kFloat32;
+  int device = kHostMemory;  // kHostMemory, or the CUDA device index the bytes live on
 
+  static constexpr int kHostMemory = -1;
+  bool on_device() const { return device != kHostMemory; }
   std::size_t nbytes() const { return static_cast<std::size_t>(numel) * dtype_size(dtype); }
   // Elements [offset, offset + count) of this view.
   TensorView slice(std::int64_t offset, std::int64_t count) const {
     SW_CHECK(offset >= 0 && count >= 0 && offset + count <= numel, "slice [", offset, ", ",
              offset + count, ") of a view of ", numel, " elements");
     return {static_cast<std::byte*>(data) + static_cast<std::size_t>(offset) * dtype_size(dtype),
-            count, dtype};
+            count, dtype, device};
   }
   template <typename T>
   T* as() const {
