@@ -13,8 +13,13 @@
 #   scripts/gpu_check.sh --pack           build, then copy the binaries and the non-system shared
 #                                         libraries they load (OpenBLAS, libgomp, ...) into
 #                                         build-gpu/pack (~45 MB): for a GPU machine that has the
-#                                         CUDA toolkit but not the build dependencies (MPI,
-#                                         yaml-cpp, GoogleTest, ...)
+#                                         CUDA toolkit but not the build dependencies (yaml-cpp,
+#                                         GoogleTest, ...). MPI and NCCL stay out: the GPU
+#                                         machines here have Open MPI 4.1 (ABI-compatible with
+#                                         Debian's) and NCCL in the PyTorch wheel's nvidia-nccl
+#   scripts/gpu_check.sh --pack-from DIR  the same pack from an existing build's DIR/bin (e.g. the
+#                                         release build/, which builds the CUDA targets whenever
+#                                         nvcc is found), without configuring or building
 #   scripts/gpu_check.sh --prebuilt DIR   run DIR/test_cuda and DIR/bench_* (a pack, or a build's
 #                                         bin/) without building; DIR/lib goes first on the
 #                                         library path when it exists
@@ -32,6 +37,7 @@ mode=build prebuilt="" memcheck=0
 while (($#)); do
   case $1 in
     --pack) mode=pack ;;
+    --pack-from) mode=pack_from; build=$(cd "${2:?--pack-from needs a build directory}" && pwd); shift ;;
     --prebuilt) mode=prebuilt; prebuilt=${2:?--prebuilt needs a directory}; shift ;;
     --memcheck) memcheck=1 ;;
     *) echo "gpu_check: unknown argument '$1'" >&2; exit 2 ;;
@@ -56,16 +62,19 @@ build_targets() {
   }
 }
 
-# Copies the binaries and every shared library they load, except the C library family and the
-# CUDA libraries (the GPU machine's own must match its driver).
+# Copies the binaries and every shared library they load, except the C library family, the CUDA
+# libraries (the GPU machine's own must match its driver), and MPI and NCCL (the GPU machine's own
+# runtimes: a packed libmpi would load the machine's MPI plugins of another build).
 pack() {
-  local dest=$build/pack
+  local dest=${GPU_PACK_DIR:-$root/build-gpu/pack}
   rm -rf "$dest" && mkdir -p "$dest/lib"
   for t in "${targets[@]}"; do cp "$build/bin/$t" "$dest/"; done
   ldd "${targets[@]/#/$build/bin/}" | awk '/=> \//{print $3}' | sort -u | while read -r lib; do
     case $(basename "$lib") in
       libc.so* | libm.so* | libdl.so* | libpthread.so* | librt.so* | ld-linux* | libstdc++.so* | \
-        libgcc_s.so* | libcuda.so* | libcudart.so* | libcublas*.so*) ;;
+        libgcc_s.so* | libcuda.so* | libcudart.so* | libcublas*.so* | libnccl.so* | libmpi*.so* | \
+        libopen-pal.so* | libopen-rte.so* | libevent*.so* | libhwloc.so* | libpmix.so* | libudev.so* | \
+        libz.so*) ;;
       *) cp -L "$lib" "$dest/lib/" ;;
     esac
   done
@@ -75,10 +84,14 @@ pack() {
 case $mode in
   build) build_targets; bin=$build/bin ;;
   pack) build_targets; pack; exit 0 ;;
+  pack_from) pack; exit 0 ;;
   prebuilt)
     bin=$(cd "$prebuilt" && pwd)
     [[ -d $bin/lib ]] && export LD_LIBRARY_PATH=$bin/lib:${LD_LIBRARY_PATH:-}
     export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}:/usr/local/cuda/lib64:/usr/local/cuda/lib
+    # NCCL where the machine has it only in PyTorch's wheel (nvidia-nccl).
+    nccl=$(python3 -c 'import nvidia.nccl, os; print(os.path.join(nvidia.nccl.__path__[0], "lib"))' \
+      2>/dev/null) && [[ -d $nccl ]] && export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:$nccl
     ;;
 esac
 
@@ -99,6 +112,15 @@ run_tests() {
   ((passed += p, failed += f, skipped += s))
   echo "   $p passed, $f failed, $s skipped (exit $rc; log $log)"
   ((f == 0)) || grep -E '^\[  FAILED  \]|Failure|error|Expected|Which is|actual' "$log" | head -40
+}
+
+# One multi-rank gtest binary under mpirun (ranks share the machine's GPUs):
+#   run_mpi_tests NAME NP BINARY [ARGS...]
+run_mpi_tests() {
+  local name=$1 np=$2
+  shift 2
+  run_tests "$name" env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
+    OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 mpirun --oversubscribe -np "$np" "$@"
 }
 
 # One benchmark: passes when it exits 0 having measured; its bench: lines are kept for the end.
