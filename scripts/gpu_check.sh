@@ -24,7 +24,8 @@
 #                                         bin/) without building; DIR/lib goes first on the
 #                                         library path when it exists
 #   --memcheck                            also run test_cuda under compute-sanitizer memcheck
-# Environment: GPU_BUILD_DIR (default build-gpu), JOBS (default nproc),
+# Environment: GPU_BUILD_DIR (default build-gpu), JOBS (default nproc), GPU_PACK_EXTRA (more
+# binaries of the build to pack, e.g. "test_core bench_mxfp8_codec" for CPU checks there),
 # SHARDWISE_CUDA_ARCHITECTURES (default 90: H100 and H200).
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -68,8 +69,9 @@ build_targets() {
 pack() {
   local dest=${GPU_PACK_DIR:-$root/build-gpu/pack}
   rm -rf "$dest" && mkdir -p "$dest/lib"
-  for t in "${targets[@]}"; do cp "$build/bin/$t" "$dest/"; done
-  ldd "${targets[@]/#/$build/bin/}" | awk '/=> \//{print $3}' | sort -u | while read -r lib; do
+  local packed=("${targets[@]}" ${GPU_PACK_EXTRA:-})
+  for t in "${packed[@]}"; do cp "$build/bin/$t" "$dest/"; done
+  ldd "${packed[@]/#/$build/bin/}" | awk '/=> \//{print $3}' | sort -u | while read -r lib; do
     case $(basename "$lib") in
       libc.so* | libm.so* | libdl.so* | libpthread.so* | librt.so* | ld-linux* | libstdc++.so* | \
         libgcc_s.so* | libcuda.so* | libcudart.so* | libcublas*.so* | libnccl.so* | libmpi*.so* | \
