@@ -5,6 +5,7 @@
 #include <cstring>
 #include <vector>
 
+#include "gpu_sharing.hpp"
 #include "nccl_status.hpp"
 #include "shardwise/core/error.hpp"
 #include "shardwise/core/logging.hpp"
@@ -29,12 +30,12 @@ std::string uuid_text(const std::uint8_t* uuid) {
 
 }  // namespace
 
-bool every_rank_has_own_gpu(const ProcessGroupPtr& host_group, int device) {
+std::string describe_shared_gpu(const ProcessGroupPtr& host_group, int device) {
   SW_REQUIRE(host_group != nullptr, InvalidArgument, "every_rank_has_own_gpu: no host group");
   const int rank = host_group->rank();
   const int size = host_group->size();
-  const std::string who = str_cat("every_rank_has_own_gpu on group ", host_group->name(),
-                                  " (rank ", rank, ")");
+  const std::string who =
+      str_cat("every_rank_has_own_gpu on group ", host_group->name(), " (rank ", rank, ")");
   std::vector<std::uint8_t> entries(kEntryBytes * static_cast<std::size_t>(size), 0);
   std::uint8_t* own = entries.data() + kEntryBytes * static_cast<std::size_t>(rank);
   // A rank whose device does not exist still joins the gather (no other rank is left waiting),
@@ -51,8 +52,9 @@ bool every_rank_has_own_gpu(const ProcessGroupPtr& host_group, int device) {
     local_error = std::current_exception();
   }
   const TensorView all{entries.data(), static_cast<std::int64_t>(entries.size()), DType::kUInt8};
-  host_group->all_gather(all, all.slice(static_cast<std::int64_t>(kEntryBytes) * rank,
-                                        static_cast<std::int64_t>(kEntryBytes)))
+  host_group
+      ->all_gather(all, all.slice(static_cast<std::int64_t>(kEntryBytes) * rank,
+                                  static_cast<std::int64_t>(kEntryBytes)))
       ->wait();
   if (local_error) std::rethrow_exception(local_error);
   for (int r = 0; r < size; ++r) {
@@ -65,13 +67,18 @@ bool every_rank_has_own_gpu(const ProcessGroupPtr& host_group, int device) {
       const std::uint8_t* ua = entries.data() + kEntryBytes * static_cast<std::size_t>(a);
       const std::uint8_t* ub = entries.data() + kEntryBytes * static_cast<std::size_t>(b);
       if (std::memcmp(ua, ub, kUuidBytes) == 0) {
-        log::info("group ", host_group->name(), ": ranks ", a, " and ", b, " share GPU ",
-                  uuid_text(ua), " (NCCL needs one GPU per rank)");
-        return false;
+        return str_cat("ranks ", a, " and ", b, " of group ", host_group->name(), " share GPU ",
+                       uuid_text(ua));
       }
     }
   }
-  return true;
+  return "";
+}
+
+bool every_rank_has_own_gpu(const ProcessGroupPtr& host_group, int device) {
+  const std::string shared = describe_shared_gpu(host_group, device);
+  if (!shared.empty()) log::info(shared, " (NCCL needs one GPU per rank)");
+  return shared.empty();
 }
 
 }  // namespace shardwise

@@ -5,6 +5,7 @@
 
 #include <cstring>
 
+#include "gpu_sharing.hpp"
 #include "nccl_group_state.hpp"
 #include "nccl_status.hpp"
 #include "shardwise/core/error.hpp"
@@ -82,6 +83,11 @@ NcclProcessGroup::NcclProcessGroup(const ProcessGroupPtr& host_group, int device
   }
   if (local_error) std::rethrow_exception(local_error);
 
+  // NCCL cannot put two ranks on one GPU; say so plainly instead of leaving it to
+  // ncclCommInitRank.
+  const std::string shared = describe_shared_gpu(host_group, device);
+  SW_REQUIRE(shared.empty(), InvalidArgument, who, ": ", shared,
+             "; NCCL needs one GPU per rank (use a host-staged group when ranks share GPUs)");
   state.world_ranks = gather_world_ranks(*host_group);
   const ncclUniqueId id = broadcast_unique_id(*host_group);
   nccl_detail::DeviceGuard guard(device);

@@ -11,10 +11,9 @@ NcclGroupState::~NcclGroupState() {
   // its queued operations finished; one whose operations do not finish within the timeout (a
   // peer that is gone) is aborted instead, so shutting down never hangs.
   if (comm != nullptr && !aborted()) {
-    const bool drained =
-        stream == nullptr ||
-        poll_until([&] { return cudaStreamQuery(stream) != cudaErrorNotReady; },
-                   std::chrono::duration<double>(timeout_seconds));
+    const bool drained = stream == nullptr ||
+                         poll_until([&] { return cudaStreamQuery(stream) != cudaErrorNotReady; },
+                                    std::chrono::duration<double>(timeout_seconds));
     if (drained) {
       ncclCommDestroy(comm);
     } else {

@@ -50,7 +50,7 @@ struct NcclGroupState {
   cudaEvent_t ready = nullptr;            // recorded on compute_stream at each issue
   float* barrier_scratch = nullptr;       // one device float all-reduced by barrier()
 
-  std::mutex issue_mutex;    // NCCL calls and abort run one at a time, in issue order
+  std::mutex issue_mutex;      // NCCL calls and abort run one at a time, in issue order
   std::uint64_t sequence = 0;  // operations issued so far (under issue_mutex)
 
  private:
@@ -59,7 +59,6 @@ struct NcclGroupState {
   std::string abort_reason_;
   TrafficRecorder recorder_;
   std::map<CollectiveKind, double> busy_;
-
 };
 
 }  // namespace shardwise

@@ -73,7 +73,8 @@ NcclArguments arguments_of(const NcclGroupState& state) {
 std::int64_t bytes_of(const TensorView& v) { return static_cast<std::int64_t>(v.nbytes()); }
 
 void* byte_offset(const TensorView& v, std::int64_t elements) {
-  return static_cast<std::byte*>(v.data) + elements * static_cast<std::int64_t>(dtype_size(v.dtype));
+  return static_cast<std::byte*>(v.data) +
+         elements * static_cast<std::int64_t>(dtype_size(v.dtype));
 }
 
 }  // namespace
@@ -102,13 +103,13 @@ WorkPtr NcclProcessGroup::all_reduce(TensorView buffer, ReduceOp op) {
     args.require_device_view(buffer, "all_reduce", "buffer");
     args.require_reducible(buffer.dtype, op, "all_reduce");
     const ncclDataType_t type = nccl_detail::nccl_type(buffer.dtype, args.where("all_reduce"));
-    return issue(state_, CollectiveKind::kAllReduce, -1,
-                 all_reduce_traffic(bytes_of(buffer), state_->size),
-                 [=](ncclComm_t comm, cudaStream_t stream) {
-                   check_nccl(ncclAllReduce(buffer.data, buffer.data, static_cast<std::size_t>(buffer.numel), type,
-                                            nccl_detail::nccl_op(op), comm, stream),
-                              "ncclAllReduce");
-                 });
+    return issue(
+        state_, CollectiveKind::kAllReduce, -1, all_reduce_traffic(bytes_of(buffer), state_->size),
+        [=](ncclComm_t comm, cudaStream_t stream) {
+          check_nccl(ncclAllReduce(buffer.data, buffer.data, static_cast<std::size_t>(buffer.numel),
+                                   type, nccl_detail::nccl_op(op), comm, stream),
+                     "ncclAllReduce");
+        });
   });
 }
 
@@ -132,9 +133,8 @@ WorkPtr NcclProcessGroup::reduce_scatter_scaled(TensorView output, TensorView in
                                                 double input_scale) {
   return reported([&] {
     const NcclArguments args = arguments_of(*state_);
-    SW_REQUIRE(input.dtype == DType::kFloat32, InvalidArgument,
-               args.where("reduce_scatter_scaled"), ": input is ", dtype_name(input.dtype),
-               ", expected fp32");
+    SW_REQUIRE(input.dtype == DType::kFloat32, InvalidArgument, args.where("reduce_scatter_scaled"),
+               ": input is ", dtype_name(input.dtype), ", expected fp32");
     args.reduce_scatter(output, input, ReduceOp::kSum);
     // The scale as the caller would have applied it: every element multiplied by float(scale).
     float scale = static_cast<float>(input_scale);
@@ -146,8 +146,8 @@ WorkPtr NcclProcessGroup::reduce_scatter_scaled(TensorView output, TensorView in
                                                        ncclScalarHostImmediate, comm),
                               "ncclRedOpCreatePreMulSum");
                    const ncclResult_t status = ncclReduceScatter(
-                       input.data, output.data, static_cast<std::size_t>(output.numel),
-                       ncclFloat32, scaled_sum, comm, stream);
+                       input.data, output.data, static_cast<std::size_t>(output.numel), ncclFloat32,
+                       scaled_sum, comm, stream);
                    // The operator may go as soon as the call that uses it has returned.
                    ncclRedOpDestroy(scaled_sum, comm);
                    check_nccl(status, "ncclReduceScatter (pre-multiplied sum)");
@@ -160,14 +160,13 @@ WorkPtr NcclProcessGroup::all_gather(TensorView output, TensorView input) {
     const NcclArguments args = arguments_of(*state_);
     args.all_gather(output, input);
     const ncclDataType_t type = nccl_detail::nccl_type(input.dtype, args.where("all_gather"));
-    return issue(state_, CollectiveKind::kAllGather, -1,
-                 all_gather_traffic(bytes_of(output), state_->size),
-                 [=](ncclComm_t comm, cudaStream_t stream) {
-                   check_nccl(ncclAllGather(input.data, output.data,
-                                            static_cast<std::size_t>(input.numel), type, comm,
-                                            stream),
-                              "ncclAllGather");
-                 });
+    return issue(
+        state_, CollectiveKind::kAllGather, -1, all_gather_traffic(bytes_of(output), state_->size),
+        [=](ncclComm_t comm, cudaStream_t stream) {
+          check_nccl(ncclAllGather(input.data, output.data, static_cast<std::size_t>(input.numel),
+                                   type, comm, stream),
+                     "ncclAllGather");
+        });
   });
 }
 
@@ -204,14 +203,14 @@ WorkPtr NcclProcessGroup::broadcast(TensorView buffer, int root) {
     args.require_device_view(buffer, "broadcast", "buffer");
     args.require_rank(root, "broadcast", "root");
     const ncclDataType_t type = nccl_detail::nccl_type(buffer.dtype, args.where("broadcast"));
-    return issue(state_, CollectiveKind::kBroadcast, -1,
-                 broadcast_traffic(bytes_of(buffer), state_->size, state_->rank, root),
-                 [=](ncclComm_t comm, cudaStream_t stream) {
-                   check_nccl(ncclBroadcast(buffer.data, buffer.data,
-                                            static_cast<std::size_t>(buffer.numel), type, root,
-                                            comm, stream),
-                              "ncclBroadcast");
-                 });
+    return issue(
+        state_, CollectiveKind::kBroadcast, -1,
+        broadcast_traffic(bytes_of(buffer), state_->size, state_->rank, root),
+        [=](ncclComm_t comm, cudaStream_t stream) {
+          check_nccl(ncclBroadcast(buffer.data, buffer.data, static_cast<std::size_t>(buffer.numel),
+                                   type, root, comm, stream),
+                     "ncclBroadcast");
+        });
   });
 }
 
@@ -255,9 +254,9 @@ WorkPtr NcclProcessGroup::barrier() {
     float* scratch = state_->barrier_scratch;
     return issue(state_, CollectiveKind::kBarrier, -1, TrafficVolume{},
                  [=](ncclComm_t comm, cudaStream_t stream) {
-                   check_nccl(ncclAllReduce(scratch, scratch, 1, ncclFloat32, ncclSum, comm,
-                                            stream),
-                              "ncclAllReduce (barrier)");
+                   check_nccl(
+                       ncclAllReduce(scratch, scratch, 1, ncclFloat32, ncclSum, comm, stream),
+                       "ncclAllReduce (barrier)");
                  });
   });
 }

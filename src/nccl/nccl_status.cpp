@@ -6,8 +6,8 @@ namespace shardwise::nccl_detail {
 
 void check_cuda(cudaError_t status, const char* what) {
   if (status == cudaSuccess) return;
-  throw CommError(str_cat(what, " failed: ", cudaGetErrorName(status), ": ",
-                          cudaGetErrorString(status)));
+  throw CommError(
+      str_cat(what, " failed: ", cudaGetErrorName(status), ": ", cudaGetErrorString(status)));
 }
 
 void check_nccl(ncclResult_t status, const char* what) {

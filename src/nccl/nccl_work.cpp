@@ -53,9 +53,9 @@ bool NcclWork::poll_locked() {
     const std::string reason = str_cat("NCCL reported ", ncclGetErrorString(async), " while ", op,
                                        " #", op_.sequence, " was pending");
     state_->abort(reason);
-    finish_locked(std::make_exception_ptr(CommError(
-        str_cat(op, " #", op_.sequence, " on NCCL group ", state_->name, " failed: ", reason,
-                "; the communicator was aborted"))));
+    finish_locked(std::make_exception_ptr(
+        CommError(str_cat(op, " #", op_.sequence, " on NCCL group ", state_->name,
+                          " failed: ", reason, "; the communicator was aborted"))));
     return true;
   }
   return false;

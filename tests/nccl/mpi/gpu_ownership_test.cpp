@@ -25,8 +25,7 @@ TEST(GpuOwnership, MissingDeviceIsAnErrorOnEveryRank) {
     ADD_FAILURE() << "a missing device was accepted";
   } catch (const InvalidArgument& e) {
     const std::string text = e.what();
-    EXPECT_NE(text.find("does not exist"), std::string::npos)
-        << text;
+    EXPECT_NE(text.find("does not exist"), std::string::npos) << text;
   }
 }
 
@@ -40,6 +39,23 @@ TEST(GpuOwnership, NcclGroupOnAMissingDeviceFailsOnEveryRank) {
   NcclOptions bad_timeout;
   bad_timeout.comm_timeout_seconds = -1;
   EXPECT_THROW(NcclProcessGroup(world, 0, bad_timeout), InvalidArgument);
+}
+
+// Two ranks on one GPU (mpirun -np 2 on a one-GPU machine): refused on every rank before NCCL
+// is asked, with the ranks named.
+TEST(GpuOwnership, NcclGroupOnASharedGpuIsRefusedOnEveryRank) {
+  ProcessGroupPtr world = init_mpi_world();
+  if (nccl_test::visible_gpus() == 0)
+    GTEST_SKIP() << "no CUDA device: cudaGetDeviceCount() found none";
+  if (world->size() < 2) GTEST_SKIP() << "one rank cannot share a GPU";
+  try {
+    NcclProcessGroup group(world, 0);
+    ADD_FAILURE() << "an NCCL group with every rank on GPU 0 was built";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("ranks 0 and 1 of group " + world->name() + " share GPU"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 }  // namespace

@@ -36,10 +36,9 @@ std::vector<float> reference_reduce(ReduceOp op, int ranks, std::int64_t total, 
       sum += v;
       max = std::max(max, v);
     }
-    out[static_cast<std::size_t>(i)] = op == ReduceOp::kMax ? max
-                                       : op == ReduceOp::kSum
-                                           ? static_cast<float>(sum)
-                                           : static_cast<float>(sum / ranks);
+    out[static_cast<std::size_t>(i)] = op == ReduceOp::kMax   ? max
+                                       : op == ReduceOp::kSum ? static_cast<float>(sum)
+                                                              : static_cast<float>(sum / ranks);
   }
   return out;
 }
@@ -49,7 +48,9 @@ void expect_reduced(const std::vector<float>& got, const std::vector<float>& wan
                     ReduceOp op, int ranks, const std::string& what) {
   ASSERT_EQ(got.size(), want.size()) << what;
   const bool exact = op != ReduceOp::kAvg || (ranks & (ranks - 1)) == 0;
-  const double ulp = dtype == DType::kFloat32 ? 0x1p-23 : dtype == DType::kBFloat16 ? 0x1p-7 : 0x1p-10;
+  const double ulp = dtype == DType::kFloat32    ? 0x1p-23
+                     : dtype == DType::kBFloat16 ? 0x1p-7
+                                                 : 0x1p-10;
   for (std::size_t i = 0; i < got.size(); ++i) {
     const double allowed = exact ? 0.0 : 2 * ulp * std::abs(want[i]) + 1e-6;
     ASSERT_LE(std::abs(got[i] - want[i]), allowed)
@@ -111,9 +112,9 @@ TEST_F(NcclCollectives, ReduceScatterOutOfPlaceAndInPlace) {
       const TensorView own = input.view().slice(me * shard, shard);
       group_->reduce_scatter(own, input.view(), op)->wait();
       const auto in_place = input.download();
-      expect_reduced(std::vector<float>(in_place.begin() + me * shard,
-                                        in_place.begin() + (me + 1) * shard),
-                     want, dtype, op, p, "in place " + label(dtype, op));
+      expect_reduced(
+          std::vector<float>(in_place.begin() + me * shard, in_place.begin() + (me + 1) * shard),
+          want, dtype, op, p, "in place " + label(dtype, op));
     }
   }
 }
@@ -305,8 +306,8 @@ TEST_F(NcclCollectives, OperationsWaitForTheComputeStreamAndWaitOnStreamOrdersCo
   SW_CUDA_OK(cudaLaunchHostFunc(
       compute, [](void*) { std::this_thread::sleep_for(std::chrono::milliseconds(200)); },
       nullptr));
-  SW_CUDA_OK(cudaMemcpyAsync(buffer.view().data, pinned, n * sizeof(float),
-                             cudaMemcpyHostToDevice, compute));
+  SW_CUDA_OK(cudaMemcpyAsync(buffer.view().data, pinned, n * sizeof(float), cudaMemcpyHostToDevice,
+                             compute));
   group_->set_compute_stream(compute);
   WorkPtr work = group_->all_reduce(buffer.view(), ReduceOp::kSum);
   group_->set_compute_stream(nullptr);

@@ -30,15 +30,14 @@ inline int device_of_rank(int rank) {
 }
 
 // Skips (on every rank alike) unless each rank of `world` has a GPU of its own.
-#define SW_SKIP_WITHOUT_OWN_GPUS(world)                                                       \
-  if (::shardwise::nccl_test::visible_gpus() == 0) {                                          \
-    GTEST_SKIP() << "no CUDA device: cudaGetDeviceCount() found none";                        \
-  }                                                                                           \
-  if (!::shardwise::every_rank_has_own_gpu(world,                                             \
-                                           ::shardwise::nccl_test::device_of_rank(            \
-                                               (world)->rank()))) {                           \
+#define SW_SKIP_WITHOUT_OWN_GPUS(world)                                                          \
+  if (::shardwise::nccl_test::visible_gpus() == 0) {                                             \
+    GTEST_SKIP() << "no CUDA device: cudaGetDeviceCount() found none";                           \
+  }                                                                                              \
+  if (!::shardwise::every_rank_has_own_gpu(                                                      \
+          world, ::shardwise::nccl_test::device_of_rank((world)->rank()))) {                     \
     GTEST_SKIP() << (world)->size() << " ranks share " << ::shardwise::nccl_test::visible_gpus() \
-                 << " GPU(s); NCCL needs one GPU per rank";                                   \
+                 << " GPU(s); NCCL needs one GPU per rank";                                      \
   }
 
 #define SW_CUDA_OK(call) ASSERT_EQ((call), cudaSuccess) << #call
@@ -90,8 +89,8 @@ class DeviceArray {
       if (dtype_ == DType::kFloat32) {
         std::memcpy(raw.data() + 4 * i, &values[i], 4);
       } else {
-        const std::uint16_t bits = dtype_ == DType::kBFloat16 ? float_to_bf16(values[i])
-                                                              : float_to_fp16(values[i]);
+        const std::uint16_t bits =
+            dtype_ == DType::kBFloat16 ? float_to_bf16(values[i]) : float_to_fp16(values[i]);
         std::memcpy(raw.data() + 2 * i, &bits, 2);
       }
     }
