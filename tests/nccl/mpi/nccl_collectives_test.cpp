@@ -324,6 +324,36 @@ TEST_F(NcclCollectives, OperationsWaitForTheComputeStreamAndWaitOnStreamOrdersCo
   cudaStreamDestroy(consumer);
 }
 
+// Many operations in flight at once (as DDP's buckets are), waited for in reverse order and
+// from another thread: each Work follows its own event, and every result is right.
+TEST_F(NcclCollectives, ManyOperationsInFlightCompleteIndependently) {
+  constexpr int kOperations = 24;
+  const std::int64_t shard = 2048;
+  std::vector<std::unique_ptr<DeviceArray>> inputs;
+  std::vector<std::unique_ptr<DeviceArray>> outputs;
+  std::vector<WorkPtr> works;
+  for (int k = 0; k < kOperations; ++k) {
+    inputs.push_back(std::make_unique<DeviceArray>(DType::kFloat32, p * shard, device()));
+    outputs.push_back(std::make_unique<DeviceArray>(DType::kFloat32, shard, device()));
+    inputs.back()->upload(exact_values(me, p * shard, 40 + k));
+  }
+  for (int k = 0; k < kOperations; ++k) {
+    works.push_back(group_->reduce_scatter_scaled(outputs[k]->view(), inputs[k]->view(), 0.5));
+  }
+  std::thread waiter([&] {
+    for (int k = kOperations - 1; k >= kOperations / 2; --k) works[k]->wait();
+  });
+  for (int k = kOperations / 2 - 1; k >= 0; --k) works[k]->wait();
+  waiter.join();
+  for (int k = 0; k < kOperations; ++k) {
+    EXPECT_TRUE(works[k]->is_completed());
+    std::vector<float> want =
+        reference_reduce(ReduceOp::kSum, p, p * shard, 40 + k, me * shard, shard);
+    for (float& v : want) v *= 0.5f;  // exact: a power of two
+    EXPECT_EQ(outputs[k]->download(), want) << "operation " << k;
+  }
+}
+
 // Sub-groups (here: even and odd world ranks) get communicators of their own.
 TEST_F(NcclCollectives, SubgroupsHaveTheirOwnCommunicator) {
   ProcessGroupPtr half = split_group(world_, me % 2, me, "parity");
