@@ -27,12 +27,12 @@ NcclGroupState::~NcclGroupState() {
 
 void NcclGroupState::abort(const std::string& reason) {
   std::lock_guard<std::mutex> issue_lock(issue_mutex);
-  if (aborted_flag.load()) return;
+  if (aborted_.load()) return;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     abort_reason_ = reason;
   }
-  aborted_flag.store(true);
+  aborted_.store(true);
   if (comm != nullptr) ncclCommAbort(comm);
 }
 
@@ -43,7 +43,7 @@ std::string NcclGroupState::abort_reason() const {
 
 ncclResult_t NcclGroupState::async_error() {
   std::lock_guard<std::mutex> issue_lock(issue_mutex);
-  if (aborted_flag.load() || comm == nullptr) return ncclSuccess;
+  if (aborted_.load() || comm == nullptr) return ncclSuccess;
   ncclResult_t async = ncclSuccess;
   const ncclResult_t query = ncclCommGetAsyncError(comm, &async);
   return query != ncclSuccess ? query : async;

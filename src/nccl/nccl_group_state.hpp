@@ -23,7 +23,7 @@ struct NcclGroupState {
 
   // ncclCommAbort once (later calls return at once); `reason` is what later operations report.
   void abort(const std::string& reason);
-  bool aborted() const { return aborted_flag.load(); }
+  bool aborted() const { return aborted_.load(); }
   std::string abort_reason() const;
   // ncclCommGetAsyncError of the communicator (ncclSuccess once it was aborted: callers report
   // the abort itself). Serialised with abort(), which frees the communicator.
@@ -54,7 +54,7 @@ struct NcclGroupState {
   std::uint64_t sequence = 0;  // operations issued so far (under issue_mutex)
 
  private:
-  std::atomic<bool> aborted_flag{false};
+  std::atomic<bool> aborted_{false};
   mutable std::mutex mutex_;  // abort_reason_, busy_
   std::string abort_reason_;
   TrafficRecorder recorder_;
