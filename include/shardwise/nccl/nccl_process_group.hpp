@@ -79,6 +79,12 @@ class NcclProcessGroup : public ProcessGroup {
 ProcessGroupPtr make_nccl_process_group(const ProcessGroupPtr& host_group, int device,
                                         const NcclOptions& options = {});
 
+// The NCCL counterpart of every group in `host` (world, data / tensor / pipeline parallel and
+// the expert groups), each with a communicator of its own on `device`; `sizes` is copied. Every
+// rank builds them in the same order, so each is collective over its own host group.
+ParallelGroups make_nccl_parallel_groups(const ParallelGroups& host, int device,
+                                         const NcclOptions& options = {});
+
 // Makes `stream` (a cudaStream_t; nullptr = the legacy default stream) wait on the GPU for an
 // NCCL group's operation, without blocking the host; rethrows its error if it already failed.
 // Throws InvalidArgument for a Work that did not come from an NcclProcessGroup.

@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
 
 #include "nccl/mpi/nccl_test_support.hpp"
 #include "shardwise/comm/traffic_model.hpp"
@@ -370,6 +371,31 @@ TEST_F(NcclCollectives, SubgroupsHaveTheirOwnCommunicator) {
     for (std::size_t i = 0; i < want.size(); ++i) want[i] += v[i];
   }
   EXPECT_EQ(buffer.download(), want);
+}
+
+// make_nccl_parallel_groups: one NCCL group per host group, each reducing over its own ranks
+// (tp = 2 when there are two ranks or more, so dp and tp differ).
+TEST_F(NcclCollectives, ParallelGroupsEachGetACommunicator) {
+  ParallelSizes sizes;
+  sizes.tp = p % 2 == 0 ? 2 : 1;
+  const ParallelGroups host = make_parallel_groups(world_, sizes);
+  const ParallelGroups nccl = make_nccl_parallel_groups(host, device());
+  EXPECT_EQ(nccl.sizes.dp, host.sizes.dp);
+  for (const auto& [host_group, nccl_group] :
+       {std::pair{host.data_parallel, nccl.data_parallel},
+        std::pair{host.tensor_parallel, nccl.tensor_parallel}, std::pair{host.world, nccl.world}}) {
+    ASSERT_NE(nccl_group, nullptr);
+    EXPECT_EQ(nccl_group->name(), host_group->name());
+    EXPECT_EQ(nccl_group->size(), host_group->size());
+    EXPECT_EQ(nccl_group->rank(), host_group->rank());
+    // Sum of every member's world rank + 1, on the device and on the host group.
+    DeviceArray value(DType::kFloat32, 1, device());
+    value.upload({static_cast<float>(me + 1)});
+    nccl_group->all_reduce(value.view(), ReduceOp::kSum)->wait();
+    float want = static_cast<float>(me + 1);
+    host_group->all_reduce(TensorView{&want, 1, DType::kFloat32}, ReduceOp::kSum)->wait();
+    EXPECT_EQ(value.download(), std::vector<float>{want}) << nccl_group->name();
+  }
 }
 
 }  // namespace
