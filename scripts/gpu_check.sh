@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds what the GPU code needs, runs every GPU test (test_cuda: MXFP8, AdamW, Newton-Schulz,
-# Muon, grad stats, each against the CPU path; and test_cuda_host_emulation, the same host code on
-# CPU stand-ins) and every GPU benchmark (bench/cuda), and ends with
+# Muon, grad stats, each against the CPU path; test_cuda_host_emulation, the same host code on
+# CPU stand-ins; test_nccl_mpi, the NCCL process group at 1 and 2 ranks) and every GPU benchmark
+# (bench/cuda), and ends with
 #   gpu_check: N passed, M failed
 # followed by the benchmarks' `bench:` lines. N and M count test cases (gtest) plus one per
 # benchmark that ran; without a GPU everything builds, the tests report themselves skipped, the
@@ -31,7 +32,7 @@ set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${GPU_BUILD_DIR:-$root/build-gpu}
 jobs=${JOBS:-$(nproc)}
-targets=(test_cuda test_cuda_host_emulation bench_mxfp8_cuda bench_adamw_cuda
+targets=(test_cuda test_cuda_host_emulation test_nccl_mpi bench_mxfp8_cuda bench_adamw_cuda
          bench_newton_schulz_cuda)
 
 mode=build prebuilt="" memcheck=0
@@ -147,6 +148,10 @@ command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,m
   --format=csv,noheader
 run_tests test_cuda "$bin/test_cuda"
 run_tests test_cuda_host_emulation "$bin/test_cuda_host_emulation"
+# The NCCL group (tests/nccl/mpi): one rank runs every collective and the watchdog; two ranks
+# each take a GPU, or share the only one (the own-GPU check says so and the collectives skip).
+run_mpi_tests test_nccl_mpi_np1 1 "$bin/test_nccl_mpi"
+run_mpi_tests test_nccl_mpi_np2 2 "$bin/test_nccl_mpi"
 if ((memcheck)); then
   run_tests test_cuda_memcheck compute-sanitizer --tool memcheck --error-exitcode 1 "$bin/test_cuda"
 fi
