@@ -1,8 +1,9 @@
 # CUDA kernels: library shardwise_cuda from src/cuda/*.cu and *.cpp (MXFP8 quantize / dequantize,
-# fused AdamW, cuBLAS Newton-Schulz, a Muon step, grad norm / clip / zero count) and the test
-# binary test_cuda from tests/cuda/*.cpp, which skips itself when no GPU is present. It sits
-# above optim: the device optimizer pieces take optim's options and step scalars, so both paths
-# share one definition of the hyper-parameters and coefficient sets.
+# fused AdamW, cuBLAS Newton-Schulz, a Muon step, grad norm / clip / zero count, the device GPT)
+# and the test binary test_cuda from tests/cuda/*.cpp, which skips itself when no GPU is present.
+# It sits above optim and model: the device optimizer pieces take optim's options and step
+# scalars, and the device GPT model's parameter list and initialisation, so both paths share one
+# definition of the hyper-parameters, coefficient sets and weights.
 #
 # When it is built:
 #   -DSHARDWISE_CUDA=ON         always (configuring fails without a CUDA compiler)

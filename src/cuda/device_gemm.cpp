@@ -41,8 +41,8 @@ const void* DeviceGemm::input(const GemmOperand& operand, int batch, DeviceBuffe
 }
 
 void DeviceGemm::run(bool trans_a, bool trans_b, float alpha, const GemmOperand& a,
-                     const GemmOperand& b, float beta, float* c, std::int64_t ldc,
-                     const char* what, int batch, std::int64_t stride_c) {
+                     const GemmOperand& b, float beta, float* c, std::int64_t ldc, const char* what,
+                     int batch, std::int64_t stride_c) {
   const std::int64_t m = trans_a ? a.cols : a.rows, k = trans_a ? a.rows : a.cols;
   const std::int64_t n = trans_b ? b.rows : b.cols;
   SW_CHECK((trans_b ? b.cols : b.rows) == k, what, ": inner dimensions ", k, " and ",
@@ -57,17 +57,17 @@ void DeviceGemm::run(bool trans_a, bool trans_b, float alpha, const GemmOperand&
   const int cn = as_int(n, what), cm = as_int(m, what), ck = as_int(k, what);
   const int lda = as_int(a.ld, what), ldb = as_int(b.ld, what), ldcc = as_int(ldc, what);
   if (batch == 1) {
-    check_cublas(cublasGemmEx(handle_, op(trans_b), op(trans_a), cn, cm, ck, &alpha, pb, type, ldb,
-                              pa, type, lda, &beta, c, CUDA_R_32F, ldcc, compute,
-                              CUBLAS_GEMM_DEFAULT),
-                 what);
+    check_cublas(
+        cublasGemmEx(handle_, op(trans_b), op(trans_a), cn, cm, ck, &alpha, pb, type, ldb, pa, type,
+                     lda, &beta, c, CUDA_R_32F, ldcc, compute, CUBLAS_GEMM_DEFAULT),
+        what);
     return;
   }
-  check_cublas(cublasGemmStridedBatchedEx(handle_, op(trans_b), op(trans_a), cn, cm, ck, &alpha, pb,
-                                          type, ldb, b.stride, pa, type, lda, a.stride, &beta, c,
-                                          CUDA_R_32F, ldcc, stride_c, batch, compute,
-                                          CUBLAS_GEMM_DEFAULT),
-               what);
+  check_cublas(
+      cublasGemmStridedBatchedEx(handle_, op(trans_b), op(trans_a), cn, cm, ck, &alpha, pb, type,
+                                 ldb, b.stride, pa, type, lda, a.stride, &beta, c, CUDA_R_32F, ldcc,
+                                 stride_c, batch, compute, CUBLAS_GEMM_DEFAULT),
+      what);
 }
 
 }  // namespace shardwise::cuda::detail

@@ -74,7 +74,8 @@ __global__ void heads_to_rows_kernel(const float* in, int batch, int seq, int he
 }
 
 __global__ void causal_softmax_kernel(float* scores, std::int64_t rows, int seq) {
-  const std::int64_t row = static_cast<std::int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
+  const std::int64_t row =
+      static_cast<std::int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
   if (row >= rows) return;
   const int lane = static_cast<int>(threadIdx.x % 32);
   const int i = static_cast<int>(row % seq);
@@ -90,7 +91,8 @@ __global__ void causal_softmax_kernel(float* scores, std::int64_t rows, int seq)
 
 __global__ void causal_softmax_backward_kernel(const float* probs, float* ds, std::int64_t rows,
                                                int seq, float scale) {
-  const std::int64_t row = static_cast<std::int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
+  const std::int64_t row =
+      static_cast<std::int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
   if (row >= rows) return;
   const int lane = static_cast<int>(threadIdx.x % 32);
   const int i = static_cast<int>(row % seq);
@@ -108,9 +110,9 @@ int row_blocks(std::int64_t rows) {
 
 }  // namespace
 
-void launch_rows_to_heads(const float* rows, std::int64_t row_stride, std::int64_t col0,
-                          int batch, int seq, int heads, int head_dim, RopeTables rope,
-                          float* out, cudaStream_t stream) {
+void launch_rows_to_heads(const float* rows, std::int64_t row_stride, std::int64_t col0, int batch,
+                          int seq, int heads, int head_dim, RopeTables rope, float* out,
+                          cudaStream_t stream) {
   const std::int64_t count = static_cast<std::int64_t>(batch) * seq * heads * head_dim;
   rows_to_heads_kernel<<<blocks_for(count), kThreads, 0, stream>>>(rows, row_stride, col0, batch,
                                                                    seq, heads, head_dim, rope, out);

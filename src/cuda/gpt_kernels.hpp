@@ -34,9 +34,9 @@ struct RopeTables {
 };
 
 // heads[b, head, s, :] = rows[b * seq + s, col0 + head * head_dim + :] (rotated by `rope`).
-void launch_rows_to_heads(const float* rows, std::int64_t row_stride, std::int64_t col0,
-                          int batch, int seq, int heads, int head_dim, RopeTables rope,
-                          float* out, cudaStream_t stream);
+void launch_rows_to_heads(const float* rows, std::int64_t row_stride, std::int64_t col0, int batch,
+                          int seq, int heads, int head_dim, RopeTables rope, float* out,
+                          cudaStream_t stream);
 // rows[b * seq + s, col0 + head * head_dim + :] = heads[b, head, s, :] (rotated by `rope`).
 void launch_heads_to_rows(const float* heads_in, int batch, int seq, int heads, int head_dim,
                           RopeTables rope, float* rows, std::int64_t row_stride, std::int64_t col0,
@@ -56,8 +56,8 @@ void launch_layer_norm_forward(const float* x, const float* w, const float* b, s
 // dx (= or += with add) the input gradient; dw += sum over rows of dy * xhat, db += sum of dy
 // (through `partials`, layer_norm_partials(n, h) floats).
 void launch_layer_norm_backward(const float* dy, const float* x, const float* mean,
-                                const float* rstd, const float* w, std::int64_t n, int h,
-                                float* dx, bool add, float* dw, float* db, float* partials,
+                                const float* rstd, const float* w, std::int64_t n, int h, float* dx,
+                                bool add, float* dw, float* db, float* partials,
                                 cudaStream_t stream);
 std::int64_t layer_norm_partials(std::int64_t n, std::int64_t h);
 

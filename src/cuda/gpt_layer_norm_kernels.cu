@@ -69,10 +69,9 @@ __global__ void layer_norm_dx_kernel(const float* dy, const float* x, const floa
 }
 
 // Pass 1: per chunk of rows and column, the sums of dy * xhat and of dy.
-__global__ void layer_norm_param_partials_kernel(const float* dy, const float* x,
-                                                 const float* mean, const float* rstd,
-                                                 std::int64_t n, int h, float* partials_w,
-                                                 float* partials_b) {
+__global__ void layer_norm_param_partials_kernel(const float* dy, const float* x, const float* mean,
+                                                 const float* rstd, std::int64_t n, int h,
+                                                 float* partials_w, float* partials_b) {
   const std::int64_t c = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const std::int64_t chunk = blockIdx.y;
   if (c >= h) return;
@@ -121,8 +120,8 @@ void launch_layer_norm_forward(const float* x, const float* w, const float* b, s
 }
 
 void launch_layer_norm_backward(const float* dy, const float* x, const float* mean,
-                                const float* rstd, const float* w, std::int64_t n, int h,
-                                float* dx, bool add, float* dw, float* db, float* partials,
+                                const float* rstd, const float* w, std::int64_t n, int h, float* dx,
+                                bool add, float* dw, float* db, float* partials,
                                 cudaStream_t stream) {
   const std::int64_t chunks = chunks_for(n);
   float* partials_w = partials;

@@ -50,8 +50,8 @@ bool is_device_memory(const void* p) {
 
 GptModelCuda::GptModelCuda(const GptConfig& config, const GptCudaOptions& options)
     : config_(config), options_(options), state_(std::make_unique<State>()) {
-  SW_REQUIRE(options_.tensor_parallel_size == 1, ConfigError,
-             "GptModelCuda: tensor_parallel_size ", options_.tensor_parallel_size,
+  SW_REQUIRE(options_.tensor_parallel_size == 1, ConfigError, "GptModelCuda: tensor_parallel_size ",
+             options_.tensor_parallel_size,
              ": the device model has no tensor parallelism (use 1, or the CPU model)");
   params_ = gpt_param_list(config_, 1);
   State& s = *state_;
@@ -87,8 +87,8 @@ GptModelCuda::~GptModelCuda() = default;
 
 void GptModelCuda::bind(std::vector<float*> values, std::vector<float*> grads) {
   SW_REQUIRE(values.size() == params_.size() && grads.size() == params_.size(), InvalidArgument,
-             "GptModelCuda::bind: got ", values.size(), " values and ", grads.size(),
-             " grads for ", params_.size(), " parameters");
+             "GptModelCuda::bind: got ", values.size(), " values and ", grads.size(), " grads for ",
+             params_.size(), " parameters");
   for (std::size_t i = 0; i < params_.size(); ++i) {
     for (const auto& [p, what] : {std::pair{values[i], "value"}, std::pair{grads[i], "gradient"}}) {
       SW_REQUIRE(p != nullptr, InvalidArgument, "GptModelCuda::bind: null ", what,
@@ -193,12 +193,12 @@ double GptModelCuda::forward(const std::int32_t* tokens, const std::int32_t* tar
   s.n = n;
   s.targets.assign(targets, targets + n);
   const std::size_t index_bytes = static_cast<std::size_t>(n) * sizeof(std::int32_t);
-  check_cuda(cudaMemcpyAsync(s.tokens_d.data(), tokens, index_bytes, cudaMemcpyHostToDevice,
-                             s.stream),
-             "cudaMemcpyAsync (tokens)");
-  check_cuda(cudaMemcpyAsync(s.targets_d.data(), targets, index_bytes, cudaMemcpyHostToDevice,
-                             s.stream),
-             "cudaMemcpyAsync (targets)");
+  check_cuda(
+      cudaMemcpyAsync(s.tokens_d.data(), tokens, index_bytes, cudaMemcpyHostToDevice, s.stream),
+      "cudaMemcpyAsync (tokens)");
+  check_cuda(
+      cudaMemcpyAsync(s.targets_d.data(), targets, index_bytes, cudaMemcpyHostToDevice, s.stream),
+      "cudaMemcpyAsync (targets)");
 
   const int layers = config_.num_layers;
   embed_forward(layers > 0 ? floats(s.layers[0].x_in) : floats(s.x_final));

@@ -35,9 +35,9 @@ void GptModelCuda::block_forward(int l, float* out) {
   const detail::GptBlockIds& id = s.ids[static_cast<std::size_t>(l)];
   const std::int64_t n = s.n, h = config_.hidden, f = config_.ffn_hidden;
   detail::DeviceGemm& gemm = *s.gemm;
-  detail::launch_layer_norm_forward(floats(a.x_in), use(id.ln1_w), use(id.ln1_b), n,
-                                    config_.hidden, kLayerNormEps, floats(a.ln1_out),
-                                    floats(a.ln1_mean), floats(a.ln1_rstd), s.stream);
+  detail::launch_layer_norm_forward(floats(a.x_in), use(id.ln1_w), use(id.ln1_b), n, config_.hidden,
+                                    kLayerNormEps, floats(a.ln1_out), floats(a.ln1_mean),
+                                    floats(a.ln1_rstd), s.stream);
   detail::launch_broadcast_rows(use(id.qkv_b), n, 3 * h, floats(s.rows3), s.stream);
   gemm.run(false, true, 1.0f, matrix(floats(a.ln1_out), n, h), matrix(use(id.qkv_w), 3 * h, h),
            1.0f, floats(s.rows3), 3 * h, "cublasGemmEx (qkv)");
@@ -80,9 +80,8 @@ void GptModelCuda::attention_forward(int l) {
                                s.stream);
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   const auto batch = static_cast<int>(count);
-  s.gemm->run(false, true, scale, batch_of(q, seq, hd), batch_of(k, seq, hd), 0.0f,
-              floats(a.probs), seq, "cublasGemmStridedBatchedEx (scores)", batch,
-              std::int64_t{seq} * seq);
+  s.gemm->run(false, true, scale, batch_of(q, seq, hd), batch_of(k, seq, hd), 0.0f, floats(a.probs),
+              seq, "cublasGemmStridedBatchedEx (scores)", batch, std::int64_t{seq} * seq);
   detail::launch_causal_softmax(floats(a.probs), count, seq, s.stream);
   s.gemm->run(false, false, 1.0f, batch_of(floats(a.probs), seq, seq), batch_of(v, seq, hd), 0.0f,
               floats(s.heads), hd, "cublasGemmStridedBatchedEx (probs x values)", batch,
@@ -149,9 +148,8 @@ void GptModelCuda::block_backward(int l, const std::function<void(ParamId)>& gra
   ready(id.fc1_b);
   ready(id.fc1_w);
   detail::launch_layer_norm_backward(floats(s.dln), floats(a.x_mid), floats(a.ln2_mean),
-                                     floats(a.ln2_rstd), values_[id.ln2_w], n, config_.hidden,
-                                     dres, true, grads_[id.ln2_w], grads_[id.ln2_b], partials,
-                                     s.stream);
+                                     floats(a.ln2_rstd), values_[id.ln2_w], n, config_.hidden, dres,
+                                     true, grads_[id.ln2_w], grads_[id.ln2_b], partials, s.stream);
   ready(id.ln2_b);
   ready(id.ln2_w);
 
@@ -167,14 +165,14 @@ void GptModelCuda::block_backward(int l, const std::function<void(ParamId)>& gra
   detail::launch_add_column_sums(floats(s.rows3), n, 3 * h, grads_[id.qkv_b], partials, s.stream);
   gemm.run(true, false, 1.0f, matrix(floats(s.rows3), n, 3 * h), matrix(floats(a.ln1_out), n, h),
            1.0f, grads_[id.qkv_w], h, "cublasGemmEx (qkv weight gradient)");
-  gemm.run(false, false, 1.0f, matrix(floats(s.rows3), n, 3 * h), matrix(values_[id.qkv_w], 3 * h, h),
-           0.0f, floats(s.dln), h, "cublasGemmEx (qkv input gradient)");
+  gemm.run(false, false, 1.0f, matrix(floats(s.rows3), n, 3 * h),
+           matrix(values_[id.qkv_w], 3 * h, h), 0.0f, floats(s.dln), h,
+           "cublasGemmEx (qkv input gradient)");
   ready(id.qkv_b);
   ready(id.qkv_w);
   detail::launch_layer_norm_backward(floats(s.dln), floats(a.x_in), floats(a.ln1_mean),
-                                     floats(a.ln1_rstd), values_[id.ln1_w], n, config_.hidden,
-                                     dres, true, grads_[id.ln1_w], grads_[id.ln1_b], partials,
-                                     s.stream);
+                                     floats(a.ln1_rstd), values_[id.ln1_w], n, config_.hidden, dres,
+                                     true, grads_[id.ln1_w], grads_[id.ln1_b], partials, s.stream);
   ready(id.ln1_b);
   ready(id.ln1_w);
 }
@@ -222,8 +220,8 @@ void GptModelCuda::attention_backward(int l) {
 void GptModelCuda::embed_backward(const std::function<void(ParamId)>& grad_ready) {
   State& s = *state_;
   if (s.has_wpe) {
-    detail::launch_position_backward(floats(s.dres), s.batch, s.seq, config_.hidden,
-                                     grads_[s.wpe], s.stream);
+    detail::launch_position_backward(floats(s.dres), s.batch, s.seq, config_.hidden, grads_[s.wpe],
+                                     s.stream);
     if (grad_ready) grad_ready(s.wpe);
   }
   detail::launch_embedding_backward(s.tokens_d.as<std::int32_t>(), floats(s.dres), s.n,
