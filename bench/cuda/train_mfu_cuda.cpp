@@ -53,8 +53,8 @@ double bf16_gemm_tflops(int m, int iters) {
   const float one = 1.0f, zero = 0.0f;
   const double seconds = shardwise::cuda::bench::time_gpu(iters, [&] {
     check_cublas(cublasGemmEx(handle, CUBLAS_OP_N, CUBLAS_OP_N, m, m, m, &one, a.data(),
-                              CUDA_R_16BF, m, b.data(), CUDA_R_16BF, m, &zero, c.data(),
-                              CUDA_R_32F, m, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                              CUDA_R_16BF, m, b.data(), CUDA_R_16BF, m, &zero, c.data(), CUDA_R_32F,
+                              m, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
                  "cublasGemmEx");
   });
   cublasDestroy(handle);
@@ -94,7 +94,8 @@ int main(int argc, char** argv) {
       offsets.push_back(total);
       total += (p.numel() + 63) / 64 * 64;
     }
-    DeviceBuffer values(static_cast<std::size_t>(total) * 4), grads(static_cast<std::size_t>(total) * 4);
+    DeviceBuffer values(static_cast<std::size_t>(total) * 4),
+        grads(static_cast<std::size_t>(total) * 4);
     check(cudaMemset(grads.data(), 0, static_cast<std::size_t>(total) * 4), "cudaMemset");
     std::vector<float*> value_views, grad_views;
     for (std::int64_t o : offsets) {
@@ -109,7 +110,8 @@ int main(int argc, char** argv) {
     std::uint64_t state = 42;
     for (std::size_t i = 0; i < n; ++i) {
       state = state * 6364136223846793005ull + 1442695040888963407ull;
-      tokens[i] = static_cast<std::int32_t>((state >> 33) % static_cast<std::uint64_t>(config.vocab_size));
+      tokens[i] =
+          static_cast<std::int32_t>((state >> 33) % static_cast<std::uint64_t>(config.vocab_size));
     }
     for (std::size_t i = 0; i < n; ++i) targets[i] = (i + 1) % seq == 0 ? -1 : tokens[i + 1];
     double loss = 0;

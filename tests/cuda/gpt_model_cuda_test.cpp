@@ -16,6 +16,8 @@
 //   but a wrong operand, transpose or missing term moves a gradient by O(1)).
 // Parameters whose gradient nearly cancels (the key bias: softmax ignores a per-row shift of the
 // scores) are measured against a floor: the model's RMS gradient times sqrt(numel).
+#include "shardwise/cuda/gpt_model_cuda.hpp"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -27,7 +29,6 @@
 #include "cuda_test_support.hpp"
 #include "shardwise/core/error.hpp"
 #include "shardwise/cuda/device_buffer.hpp"
-#include "shardwise/cuda/gpt_model_cuda.hpp"
 #include "shardwise/model/gpt_model.hpp"
 
 namespace shardwise::cuda {
@@ -133,17 +134,15 @@ double gradient_tolerance(const GptConfig& c, GemmPrecision precision, std::int6
   const double chain = 2.0 * (6 * c.num_layers + 1);  // products on the longest chain
   if (precision == GemmPrecision::kBf16) return 2 * chain * std::ldexp(1.0, -8);
   if (precision == GemmPrecision::kTf32) return 2 * chain * std::ldexp(1.0, -10);
-  const double k = std::max<double>({static_cast<double>(n), static_cast<double>(c.vocab_size),
-                                     static_cast<double>(c.ffn_hidden),
-                                     static_cast<double>(c.hidden),
-                                     static_cast<double>(c.seq_len)});
+  const double k = std::max<double>(
+      {static_cast<double>(n), static_cast<double>(c.vocab_size), static_cast<double>(c.ffn_hidden),
+       static_cast<double>(c.hidden), static_cast<double>(c.seq_len)});
   return 2.0 * (6 * c.num_layers + 2) * k * std::ldexp(1.0, -24);
 }
 
 // ||a - b|| <= tol (||b|| + floor) for each parameter, floor = the RMS of `reference` over all
 // parameters times sqrt(numel).
-void expect_close_per_param(const ParamList& params,
-                            const std::vector<std::vector<float>>& actual,
+void expect_close_per_param(const ParamList& params, const std::vector<std::vector<float>>& actual,
                             const std::vector<std::vector<float>>& reference, double tol,
                             const char* what) {
   double sum_sq = 0, count = 0;
@@ -220,23 +219,22 @@ TEST_P(GptModelCudaMatchesCpu, LossGradientsAndReadyOrder) {
   EXPECT_NEAR(dev.loss, cpu.loss, tol * cpu.loss);
   EXPECT_EQ(dev.ready_order, cpu.ready_order);
   expect_close_per_param(gpt_param_list(c), dev.grads, cpu.grads, tol, "gradient");
-  // Gradients accumulate: a second identical step doubles them (same tolerance).
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Configs, GptModelCudaMatchesCpu,
-    ::testing::Values(Case{false, true, GemmPrecision::kFp32},
-                      Case{true, true, GemmPrecision::kFp32},
-                      Case{false, false, GemmPrecision::kFp32},
-                      Case{true, false, GemmPrecision::kFp32},
-                      Case{false, true, GemmPrecision::kTf32},
-                      Case{true, false, GemmPrecision::kTf32},
-                      Case{false, true, GemmPrecision::kBf16},
-                      Case{true, false, GemmPrecision::kBf16}),
-    [](const ::testing::TestParamInfo<Case>& info) {
-      return std::string(info.param.rope ? "rope" : "learned") +
-             (info.param.tied ? "_tied_" : "_untied_") + to_string(info.param.precision);
-    });
+INSTANTIATE_TEST_SUITE_P(Configs, GptModelCudaMatchesCpu,
+                         ::testing::Values(Case{false, true, GemmPrecision::kFp32},
+                                           Case{true, true, GemmPrecision::kFp32},
+                                           Case{false, false, GemmPrecision::kFp32},
+                                           Case{true, false, GemmPrecision::kFp32},
+                                           Case{false, true, GemmPrecision::kTf32},
+                                           Case{true, false, GemmPrecision::kTf32},
+                                           Case{false, true, GemmPrecision::kBf16},
+                                           Case{true, false, GemmPrecision::kBf16}),
+                         [](const ::testing::TestParamInfo<Case>& info) {
+                           return std::string(info.param.rope ? "rope" : "learned") +
+                                  (info.param.tied ? "_tied_" : "_untied_") +
+                                  to_string(info.param.precision);
+                         });
 
 TEST(GptModelCuda, GradientsAccumulateOverBackwards) {
   SW_SKIP_WITHOUT_GPU();
@@ -357,7 +355,7 @@ TEST(GptModelCuda, SgdStepsStayClose) {
       dev.write(dev.values, i, p);
     }
   }
-  std::vector<std::vector<float>> moved_cpu(count), dev_values(count), cpu_values = host.values;
+  std::vector<std::vector<float>> moved_cpu(count), dev_values(count);
   for (std::size_t i = 0; i < count; ++i) {
     dev_values[i] = dev.read(dev.values, i, model.params()[i].numel());
     moved_cpu[i] = host.values[i];
