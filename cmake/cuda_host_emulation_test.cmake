@@ -1,26 +1,36 @@
-# test_cuda_host_emulation: src/cuda/newton_schulz_cuda.cpp and muon_cuda.cpp (the host code
-# around cuBLAS) compiled against the CPU stand-ins in tests/cuda/host_emulation/shims and compared
-# with the CPU optimizers. Needs no GPU and no nvcc, so it runs everywhere the unit tests run.
+# test_cuda_host_emulation: src/cuda/newton_schulz_cuda.cpp, muon_cuda.cpp and the device GPT's
+# host code (the host code around cuBLAS and the kernels) compiled against the CPU stand-ins in
+# tests/cuda/host_emulation/shims and compared with the CPU optimizers and the CPU model. Needs no GPU and no nvcc, so it runs everywhere the unit tests run.
 # The sources are copied next to the shims because a quoted #include looks in the including
 # file's own folder first; configure_file keeps the copies in step with the originals.
 set(shardwise_emulation_dir ${CMAKE_BINARY_DIR}/cuda_host_emulation)
 set(shardwise_shims_dir ${PROJECT_SOURCE_DIR}/tests/cuda/host_emulation/shims)
 file(GLOB_RECURSE shardwise_emulation_shims RELATIVE ${shardwise_shims_dir} CONFIGURE_DEPENDS
-     ${shardwise_shims_dir}/*.hpp)
+     ${shardwise_shims_dir}/*.hpp ${shardwise_shims_dir}/*.h)
 foreach(shim ${shardwise_emulation_shims})
   configure_file(${shardwise_shims_dir}/${shim} ${shardwise_emulation_dir}/${shim} COPYONLY)
 endforeach()
-foreach(name newton_schulz_cuda muon_cuda)
+# The device GPT's host code (gpt_model_cuda*.cpp, device_gemm.cpp) and its private headers
+# come along too; the shims stand in for the CUDA headers and the kernels (gpt_kernels.hpp).
+set(shardwise_emulated_sources newton_schulz_cuda muon_cuda gpt_model_cuda gpt_model_cuda_passes
+    device_gemm gemm_precision)
+foreach(name ${shardwise_emulated_sources})
   configure_file(${PROJECT_SOURCE_DIR}/src/cuda/${name}.cpp ${shardwise_emulation_dir}/${name}.cpp
                  COPYONLY)
 endforeach()
+foreach(header device_gemm.hpp gpt_model_cuda_state.hpp)
+  configure_file(${PROJECT_SOURCE_DIR}/src/cuda/${header} ${shardwise_emulation_dir}/${header}
+                 COPYONLY)
+endforeach()
+list(TRANSFORM shardwise_emulated_sources PREPEND ${shardwise_emulation_dir}/)
+list(TRANSFORM shardwise_emulated_sources APPEND .cpp)
 add_executable(test_cuda_host_emulation
                ${PROJECT_SOURCE_DIR}/tests/cuda/host_emulation/cuda_host_emulation_test.cpp
-               ${shardwise_emulation_dir}/newton_schulz_cuda.cpp
-               ${shardwise_emulation_dir}/muon_cuda.cpp)
+               ${PROJECT_SOURCE_DIR}/tests/cuda/host_emulation/gpt_model_cuda_emulation_test.cpp
+               ${shardwise_emulated_sources})
 # The shims (device_buffer.hpp among them) come before the real headers.
 target_include_directories(test_cuda_host_emulation BEFORE PRIVATE ${shardwise_emulation_dir})
-target_link_libraries(test_cuda_host_emulation PRIVATE shardwise_optim ${BLAS_LIBRARIES}
+target_link_libraries(test_cuda_host_emulation PRIVATE shardwise_optim shardwise_model ${BLAS_LIBRARIES}
                                                        GTest::gtest_main)
 set_target_properties(test_cuda_host_emulation PROPERTIES UNITY_BUILD OFF)
 add_test(NAME cuda_host_emulation COMMAND test_cuda_host_emulation)

@@ -1,8 +1,9 @@
-// Host stand-ins for the CUDA runtime and cuBLAS calls of src/cuda/newton_schulz_cuda.cpp and
-// muon_cuda.cpp (used in place of src/cuda/cuda_status.hpp by cuda_host_emulation_test): the
-// column-major cuBLAS products run as CBLAS column-major products with the same arguments, bf16
-// operands widen exactly, and SYRK leaves garbage in the triangle cuBLAS leaves undefined, so a
-// missing mirror shows. Device memory is host memory; streams do nothing.
+// Host stand-ins for the CUDA runtime and cuBLAS calls of src/cuda/newton_schulz_cuda.cpp,
+// muon_cuda.cpp and the device GPT's host code (used in place of src/cuda/cuda_status.hpp by
+// cuda_host_emulation_test): the column-major cuBLAS products run as CBLAS column-major products
+// with the same arguments, bf16 operands widen exactly, and SYRK leaves garbage in the triangle
+// cuBLAS leaves undefined, so a missing mirror shows. Device memory is host memory; streams do
+// nothing.
 #pragma once
 
 #include <cblas.h>
@@ -31,7 +32,7 @@ enum cudaDataType { CUDA_R_32F, CUDA_R_16BF };
 enum cublasComputeType_t { CUBLAS_COMPUTE_32F, CUBLAS_COMPUTE_32F_FAST_TF32 };
 enum cublasGemmAlgo_t { CUBLAS_GEMM_DEFAULT };
 enum cublasMath_t { CUBLAS_DEFAULT_MATH, CUBLAS_TF32_TENSOR_OP_MATH };
-enum cudaMemcpyKind { cudaMemcpyDeviceToDevice };
+enum cudaMemcpyKind { cudaMemcpyDeviceToDevice, cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost };
 
 inline cublasStatus_t cublasCreate(cublasHandle_t* handle) {
   *handle = nullptr;
@@ -93,6 +94,44 @@ inline cublasStatus_t cublasSsyrk(cublasHandle_t, cublasFillMode_t, cublasOperat
   }
   return CUBLAS_STATUS_SUCCESS;
 }
+
+// One batch after another through cublasGemmEx, each operand advanced by its stride.
+inline cublasStatus_t cublasGemmStridedBatchedEx(
+    cublasHandle_t handle, cublasOperation_t op_a, cublasOperation_t op_b, int m, int n, int k,
+    const float* alpha, const void* a, cudaDataType type_a, int lda, long long stride_a,
+    const void* b, cudaDataType type_b, int ldb, long long stride_b, const float* beta, void* c,
+    cudaDataType type_c, int ldc, long long stride_c, int batch, cublasComputeType_t compute,
+    cublasGemmAlgo_t algo) {
+  const auto bytes = [](cudaDataType t) { return t == CUDA_R_32F ? 4 : 2; };
+  for (int i = 0; i < batch; ++i) {
+    cublasGemmEx(handle, op_a, op_b, m, n, k, alpha,
+                 static_cast<const char*>(a) + i * stride_a * bytes(type_a), type_a, lda,
+                 static_cast<const char*>(b) + i * stride_b * bytes(type_b), type_b, ldb, beta,
+                 static_cast<char*>(c) + i * stride_c * 4, type_c, ldc, compute, algo);
+  }
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+inline cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
+inline cudaError_t cudaGetLastError() { return cudaSuccess; }
+enum cudaMemoryType {
+  cudaMemoryTypeUnregistered,
+  cudaMemoryTypeHost,
+  cudaMemoryTypeDevice,
+  cudaMemoryTypeManaged
+};
+struct cudaPointerAttributes {
+  cudaMemoryType type = cudaMemoryTypeUnregistered;
+};
+// Host memory stands in for device memory: every pointer counts as a device pointer.
+inline cudaError_t cudaPointerGetAttributes(cudaPointerAttributes* attributes, const void*) {
+  attributes->type = cudaMemoryTypeDevice;
+  return cudaSuccess;
+}
+
+namespace shardwise::cuda {
+inline bool gpu_available() { return true; }
+}  // namespace shardwise::cuda
 
 namespace shardwise::cuda::detail {
 inline void check_cuda(cudaError_t, const char*) {}

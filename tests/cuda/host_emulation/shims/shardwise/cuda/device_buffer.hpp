@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstring>
 #include <limits>
 #include <utility>
 #include <vector>
@@ -27,5 +28,20 @@ class DeviceBuffer {
  private:
   std::vector<float> storage_;
 };
+
+inline void copy_to_device(void* device, const void* host, std::size_t bytes) {
+  std::memcpy(device, host, bytes);
+}
+inline void copy_to_host(void* host, const void* device, std::size_t bytes) {
+  std::memcpy(host, device, bytes);
+}
+template <typename T>
+DeviceBuffer to_device(const std::vector<T>& values) {
+  DeviceBuffer buffer;
+  buffer.reserve(values.size() * sizeof(T));
+  copy_to_device(buffer.data(), values.data(), values.size() * sizeof(T));
+  return buffer;
+}
+inline void synchronize(void* = nullptr) {}
 
 }  // namespace shardwise::cuda
