@@ -40,6 +40,19 @@ const void* DeviceGemm::input(const GemmOperand& operand, int batch, DeviceBuffe
   return bf16.data();
 }
 
+// A's input, reusing a16_ when the caller says A is unchanged and it is the range a16_ holds.
+const void* DeviceGemm::input_a(const GemmOperand& a, int batch) {
+  const std::int64_t count = (batch - 1) * a.stride + (a.rows - 1) * a.ld + a.cols;
+  if (precision_ == GemmPrecision::kBf16 && a.unchanged && a.data == a16_source_ &&
+      count == a16_count_) {
+    return a16_.data();
+  }
+  const void* p = input(a, batch, a16_);
+  a16_source_ = a.data;
+  a16_count_ = count;
+  return p;
+}
+
 void DeviceGemm::run(bool trans_a, bool trans_b, float alpha, const GemmOperand& a,
                      const GemmOperand& b, float beta, float* c, std::int64_t ldc, const char* what,
                      int batch, std::int64_t stride_c) {
@@ -51,7 +64,7 @@ void DeviceGemm::run(bool trans_a, bool trans_b, float alpha, const GemmOperand&
   const cudaDataType type = bf16 ? CUDA_R_16BF : CUDA_R_32F;
   const cublasComputeType_t compute =
       precision_ == GemmPrecision::kTf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
-  const void* pa = input(a, batch, a16_);
+  const void* pa = input_a(a, batch);
   const void* pb = input(b, batch, b16_);
   // Column-major C^T (n x m) = op(B)^T op(A)^T: B first, flags unchanged.
   const int cn = as_int(n, what), cm = as_int(m, what), ck = as_int(k, what);

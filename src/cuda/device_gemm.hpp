@@ -15,11 +15,14 @@
 namespace shardwise::cuda::detail {
 
 // One row-major operand: `rows` x `cols` as stored (before op), `ld` >= cols apart; `stride`
-// between the matrices of a batch.
+// between the matrices of a batch. `unchanged`: the caller's promise that this A operand holds
+// what it held as the previous product's A (bf16 mode then reuses that product's rounded copy;
+// backward reads each output gradient as A of two products, the weight and the input gradient).
 struct GemmOperand {
   const float* data;
   std::int64_t rows, cols, ld;
   std::int64_t stride = 0;
+  bool unchanged = false;
 };
 
 class DeviceGemm {
@@ -39,11 +42,15 @@ class DeviceGemm {
 
  private:
   const void* input(const GemmOperand& operand, int batch, DeviceBuffer& bf16);
+  const void* input_a(const GemmOperand& a, int batch);
 
   GemmPrecision precision_;
   cudaStream_t stream_;
   cublasHandle_t handle_ = nullptr;
   DeviceBuffer a16_, b16_;
+  // What a16_ holds: the rounded copy of this fp32 range (bf16 mode).
+  const float* a16_source_ = nullptr;
+  std::int64_t a16_count_ = 0;
 };
 
 }  // namespace shardwise::cuda::detail

@@ -26,6 +26,13 @@ GemmOperand batch_of(const float* data, std::int64_t rows, std::int64_t cols) {
   return {data, rows, cols, cols, rows * cols};
 }
 
+// An A operand that holds what it held as the previous product's A (DeviceGemm may reuse its
+// rounded copy).
+GemmOperand again(GemmOperand operand) {
+  operand.unchanged = true;
+  return operand;
+}
+
 }  // namespace
 
 // out = x_mid + mlp(ln2(x_mid)), x_mid = x_in + attn(ln1(x_in)).
@@ -107,7 +114,7 @@ void GptModelCuda::backward(double loss_scale, const std::function<void(ParamId)
                                         s.stream);
   gemm.run(true, false, 1.0f, matrix(dlogits, n, v), matrix(floats(s.lnf_out), n, h), 1.0f,
            grads_[s.head], h, "cublasGemmEx (output layer weight gradient)");
-  gemm.run(false, false, 1.0f, matrix(dlogits, n, v), matrix(values_[s.head], v, h), 0.0f,
+  gemm.run(false, false, 1.0f, again(matrix(dlogits, n, v)), matrix(values_[s.head], v, h), 0.0f,
            floats(s.dx), h, "cublasGemmEx (final norm output gradient)");
   if (s.head != s.wte) ready(s.head);
   detail::launch_layer_norm_backward(floats(s.dx), floats(s.x_final), floats(s.lnf_mean),
@@ -135,7 +142,7 @@ void GptModelCuda::block_backward(int l, const std::function<void(ParamId)>& gra
   gemm.run(true, false, 1.0f, matrix(dres, n, h), matrix(floats(a.gelu_out), n, f), 1.0f,
            grads_[id.fc2_w], f, "cublasGemmEx (fc2 weight gradient)");
   detail::launch_add_column_sums(dres, n, h, grads_[id.fc2_b], partials, s.stream);
-  gemm.run(false, false, 1.0f, matrix(dres, n, h), matrix(values_[id.fc2_w], h, f), 0.0f,
+  gemm.run(false, false, 1.0f, again(matrix(dres, n, h)), matrix(values_[id.fc2_w], h, f), 0.0f,
            floats(s.dffn), f, "cublasGemmEx (fc2 input gradient)");
   ready(id.fc2_b);
   ready(id.fc2_w);
@@ -143,8 +150,8 @@ void GptModelCuda::block_backward(int l, const std::function<void(ParamId)>& gra
   detail::launch_add_column_sums(floats(s.dffn), n, f, grads_[id.fc1_b], partials, s.stream);
   gemm.run(true, false, 1.0f, matrix(floats(s.dffn), n, f), matrix(floats(a.ln2_out), n, h), 1.0f,
            grads_[id.fc1_w], h, "cublasGemmEx (fc1 weight gradient)");
-  gemm.run(false, false, 1.0f, matrix(floats(s.dffn), n, f), matrix(values_[id.fc1_w], f, h), 0.0f,
-           floats(s.dln), h, "cublasGemmEx (fc1 input gradient)");
+  gemm.run(false, false, 1.0f, again(matrix(floats(s.dffn), n, f)), matrix(values_[id.fc1_w], f, h),
+           0.0f, floats(s.dln), h, "cublasGemmEx (fc1 input gradient)");
   ready(id.fc1_b);
   ready(id.fc1_w);
   detail::launch_layer_norm_backward(floats(s.dln), floats(a.x_mid), floats(a.ln2_mean),
@@ -157,7 +164,7 @@ void GptModelCuda::block_backward(int l, const std::function<void(ParamId)>& gra
   gemm.run(true, false, 1.0f, matrix(dres, n, h), matrix(floats(a.attn_out), n, h), 1.0f,
            grads_[id.proj_w], h, "cublasGemmEx (proj weight gradient)");
   detail::launch_add_column_sums(dres, n, h, grads_[id.proj_b], partials, s.stream);
-  gemm.run(false, false, 1.0f, matrix(dres, n, h), matrix(values_[id.proj_w], h, h), 0.0f,
+  gemm.run(false, false, 1.0f, again(matrix(dres, n, h)), matrix(values_[id.proj_w], h, h), 0.0f,
            floats(s.dx), h, "cublasGemmEx (proj input gradient)");
   ready(id.proj_b);
   ready(id.proj_w);
@@ -165,7 +172,7 @@ void GptModelCuda::block_backward(int l, const std::function<void(ParamId)>& gra
   detail::launch_add_column_sums(floats(s.rows3), n, 3 * h, grads_[id.qkv_b], partials, s.stream);
   gemm.run(true, false, 1.0f, matrix(floats(s.rows3), n, 3 * h), matrix(floats(a.ln1_out), n, h),
            1.0f, grads_[id.qkv_w], h, "cublasGemmEx (qkv weight gradient)");
-  gemm.run(false, false, 1.0f, matrix(floats(s.rows3), n, 3 * h),
+  gemm.run(false, false, 1.0f, again(matrix(floats(s.rows3), n, 3 * h)),
            matrix(values_[id.qkv_w], 3 * h, h), 0.0f, floats(s.dln), h,
            "cublasGemmEx (qkv input gradient)");
   ready(id.qkv_b);
@@ -204,7 +211,7 @@ void GptModelCuda::attention_backward(int l) {
   detail::launch_causal_softmax_backward(floats(a.probs), dp, count, seq, scale, s.stream);
   s.gemm->run(false, false, 1.0f, batch_of(dp, seq, seq), batch_of(k, seq, hd), 0.0f, dq, hd,
               "cublasGemmStridedBatchedEx (queries gradient)", batch, sd);
-  s.gemm->run(true, false, 1.0f, batch_of(dp, seq, seq), batch_of(q, seq, hd), 0.0f, dk, hd,
+  s.gemm->run(true, false, 1.0f, again(batch_of(dp, seq, seq)), batch_of(q, seq, hd), 0.0f, dk, hd,
               "cublasGemmStridedBatchedEx (keys gradient)", batch, sd);
   const detail::RopeTables inverse{config_.rope ? floats(s.rope_cos) : nullptr, floats(s.rope_sin),
                                    -1.0f};

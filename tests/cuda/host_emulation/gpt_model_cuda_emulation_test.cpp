@@ -122,6 +122,7 @@ INSTANTIATE_TEST_SUITE_P(Configs, GptModelCudaEmulation,
                                            EmulatedCase{true, true, GemmPrecision::kFp32},
                                            EmulatedCase{false, false, GemmPrecision::kFp32},
                                            EmulatedCase{true, false, GemmPrecision::kFp32},
+                                           EmulatedCase{false, true, GemmPrecision::kBf16},
                                            EmulatedCase{true, false, GemmPrecision::kBf16}),
                          [](const ::testing::TestParamInfo<EmulatedCase>& info) {
                            return std::string(info.param.rope ? "rope" : "learned") +

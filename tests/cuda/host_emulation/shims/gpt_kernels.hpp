@@ -11,9 +11,8 @@
 
 namespace shardwise::cuda::detail {
 
-inline void launch_embedding_forward(const std::int32_t* tokens, const float* wte,
-                                     const float* wpe, std::int64_t n, int seq, int hidden,
-                                     float* x, cudaStream_t) {
+inline void launch_embedding_forward(const std::int32_t* tokens, const float* wte, const float* wpe,
+                                     std::int64_t n, int seq, int hidden, float* x, cudaStream_t) {
   for (std::int64_t i = 0; i < n; ++i) {
     for (int c = 0; c < hidden; ++c) {
       float v = wte[std::int64_t{tokens[i]} * hidden + c];
@@ -26,7 +25,8 @@ inline void launch_embedding_forward(const std::int32_t* tokens, const float* wt
 inline void launch_embedding_backward(const std::int32_t* tokens, const float* dx, std::int64_t n,
                                       int hidden, float* wte_grad, cudaStream_t) {
   for (std::int64_t i = 0; i < n; ++i) {
-    for (int c = 0; c < hidden; ++c) wte_grad[std::int64_t{tokens[i]} * hidden + c] += dx[i * hidden + c];
+    for (int c = 0; c < hidden; ++c)
+      wte_grad[std::int64_t{tokens[i]} * hidden + c] += dx[i * hidden + c];
   }
 }
 
@@ -172,8 +172,8 @@ inline void launch_gelu_forward(const float* x, float* y, std::int64_t count, cu
 inline void launch_gelu_backward(const float* x, float* d, std::int64_t count, cudaStream_t) {
   for (std::int64_t i = 0; i < count; ++i) {
     const float v = x[i], s = emulated_gelu_s(v);
-    const float e = std::exp(std::clamp(-2.0f * 0.7978845608028654f * (v + 0.044715f * v * v * v),
-                                        -87.0f, 87.0f));
+    const float e = std::exp(
+        std::clamp(-2.0f * 0.7978845608028654f * (v + 0.044715f * v * v * v), -87.0f, 87.0f));
     const float du = 0.7978845608028654f * (1.0f + 3.0f * 0.044715f * v * v);
     d[i] *= s + 2.0f * v * s * (e * s) * du;
   }
@@ -188,9 +188,9 @@ inline void launch_add_column_sums(const float* m, std::int64_t rows, std::int64
   }
 }
 
-inline void launch_softmax_cross_entropy(float* logits, const std::int32_t* targets,
-                                         std::int64_t n, std::int64_t vocab, double* row_loss,
-                                         std::int32_t* argmax, cudaStream_t) {
+inline void launch_softmax_cross_entropy(float* logits, const std::int32_t* targets, std::int64_t n,
+                                         std::int64_t vocab, double* row_loss, std::int32_t* argmax,
+                                         cudaStream_t) {
   for (std::int64_t i = 0; i < n; ++i) {
     float* l = logits + i * vocab;
     const float* best = std::max_element(l, l + vocab);
@@ -205,9 +205,8 @@ inline void launch_softmax_cross_entropy(float* logits, const std::int32_t* targ
   }
 }
 
-inline void launch_cross_entropy_backward(float* probs, const std::int32_t* targets,
-                                          std::int64_t n, std::int64_t vocab, float scale,
-                                          cudaStream_t) {
+inline void launch_cross_entropy_backward(float* probs, const std::int32_t* targets, std::int64_t n,
+                                          std::int64_t vocab, float scale, cudaStream_t) {
   for (std::int64_t i = 0; i < n; ++i) {
     for (std::int64_t c = 0; c < vocab; ++c) {
       float& p = probs[i * vocab + c];
