@@ -25,7 +25,7 @@ set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${GPU_BUILD_DIR:-$root/build-gpu}
 jobs=${JOBS:-$(nproc)}
-targets=(test_cuda test_cuda_host_emulation bench_mxfp8_cuda bench_adamw_cuda
+targets=(test_cuda test_cuda_host_emulation test_cuda_mpi bench_mxfp8_cuda bench_adamw_cuda
          bench_newton_schulz_cuda)
 
 mode=build prebuilt="" memcheck=0
@@ -123,6 +123,11 @@ command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,m
   --format=csv,noheader
 run_tests test_cuda "$bin/test_cuda"
 run_tests test_cuda_host_emulation "$bin/test_cuda_host_emulation"
+# Device DDP + layer-wise optimizer against the host path, every rank on the one GPU.
+for np in 1 2 4; do
+  run_tests test_cuda_mpi_np$np env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
+    mpirun --oversubscribe -np $np "$bin/test_cuda_mpi"
+done
 if ((memcheck)); then
   run_tests test_cuda_memcheck compute-sanitizer --tool memcheck --error-exitcode 1 "$bin/test_cuda"
 fi
