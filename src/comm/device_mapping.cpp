@@ -32,8 +32,8 @@ std::optional<int> local_rank_from_environment() {
     } catch (const std::exception&) {
       used = 0;
     }
-    SW_REQUIRE(used == text.size() && !text.empty() && rank >= 0, InvalidArgument, name, "='",
-               text, "' is not a local rank (a non-negative integer)");
+    SW_REQUIRE(used == text.size() && !text.empty() && rank >= 0, InvalidArgument, name, "='", text,
+               "' is not a local rank (a non-negative integer)");
     return rank;
   }
   return std::nullopt;

@@ -128,8 +128,8 @@ class HostStagedProcessGroup::Plan {
     }
     const auto offset = static_cast<std::size_t>(static_cast<const std::byte*>(part.data) -
                                                  static_cast<const std::byte*>(whole.data));
-    const TensorView host{static_cast<std::byte*>(whole_host.data) + offset, part.numel,
-                          part.dtype, TensorView::kHostMemory};
+    const TensorView host{static_cast<std::byte*>(whole_host.data) + offset, part.numel, part.dtype,
+                          TensorView::kHostMemory};
     if (copy_in && part.numel > 0) group_.staging_->copy_to_host(host.data, part);
     if (copy_out && part.numel > 0) {
       copies_.push_back({part, static_cast<const std::byte*>(host.data)});
@@ -153,8 +153,8 @@ HostStagedProcessGroup::HostStagedProcessGroup(ProcessGroupPtr host_group,
                                                std::shared_ptr<DeviceStaging> staging)
     : host_(std::move(host_group)), staging_(std::move(staging)), pool_(staging_) {
   SW_REQUIRE(host_ != nullptr, InvalidArgument, "HostStagedProcessGroup: the host group is null");
-  SW_REQUIRE(staging_ != nullptr, InvalidArgument,
-             "HostStagedProcessGroup on group ", host_->name(), ": no device staging");
+  SW_REQUIRE(staging_ != nullptr, InvalidArgument, "HostStagedProcessGroup on group ",
+             host_->name(), ": no device staging");
 }
 
 WorkPtr HostStagedProcessGroup::all_reduce(TensorView buffer, ReduceOp op) {

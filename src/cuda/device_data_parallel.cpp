@@ -5,11 +5,6 @@
 
 #include "shardwise/comm/host_staged_process_group.hpp"
 #include "shardwise/cuda/device_memory.hpp"
-#include "shardwise/optim/buffer_routing.hpp"
-#include "shardwise/optim/chained_optimizer.hpp"
-#include "shardwise/optim/data_parallel_setup.hpp"
-#include "shardwise/optim/distributed_optimizer.hpp"
-#include "shardwise/optim/layer_wise_distributed_optimizer.hpp"
 
 namespace shardwise::cuda {
 
@@ -37,30 +32,11 @@ DeviceDataParallel make_device_layer_wise(const ParamList& params, FullParamLayo
   auto memory = std::make_shared<DeviceBufferMemory>(device);  // checks the device first
   auto math = std::make_shared<DeviceShardMath>(device, allow_tf32);
   out.staged_groups = host_staged_groups(host_groups);
-  config.use_distributed_optimizer = true;  // as the layer-wise mode: grads reduce-scattered
-  config.use_legacy_param_sync = false;
-  out.ddp = std::make_unique<DistributedDataParallel>(params, std::move(layout), config,
-                                                      out.staged_groups, memory);
-
-  using optim::AskingOptimizer;
-  using optim::BufferTagging;
-  auto layer_wise = [](const BufferKey& key) {
-    return optim::bucket_is_managed_by_layer_wise_optimizer(key, BufferTagging::kTagged,
-                                                            AskingOptimizer::kLayerWise);
-  };
-  auto element_sharded = [](const BufferKey& key) {
-    return !optim::bucket_is_managed_by_layer_wise_optimizer(key, BufferTagging::kTagged,
-                                                             AskingOptimizer::kElementSharded);
-  };
-  std::vector<std::unique_ptr<optim::Optimizer>> children;
-  children.push_back(std::make_unique<optim::LayerWiseDistributedOptimizer>(
-      *out.ddp, layer_wise, muon, adamw, false, math));
-  children.push_back(std::make_unique<optim::DistributedOptimizer>(*out.ddp, element_sharded,
-                                                                   adamw, false, math));
-  auto chain = std::make_unique<optim::ChainedOptimizer>(std::move(children));
-  chain->set_world_reduce(
-      [world](double local) { return optim::all_reduce_sum_exact(*world, local); });
-  out.optimizer = std::move(chain);
+  optim::DataParallelOptimizer built = optim::make_layer_wise_data_parallel(
+      params, std::move(layout), std::move(config), out.staged_groups, world, muon, adamw,
+      std::move(memory), std::move(math));
+  out.ddp = std::move(built.ddp);
+  out.optimizer = std::move(built.optimizer);
   return out;
 }
 

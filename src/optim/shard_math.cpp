@@ -55,8 +55,7 @@ class HostShardMath final : public ShardMath {
   void adamw_update(const AdamWStepScalars& scalars, float* param, const float* grad,
                     float* exp_avg, float* exp_avg_sq, std::int64_t n) const override {
     const auto size = static_cast<std::size_t>(n);
-    optim::adamw_update(scalars, {param, size}, {grad, size}, {exp_avg, size},
-                        {exp_avg_sq, size});
+    optim::adamw_update(scalars, {param, size}, {grad, size}, {exp_avg, size}, {exp_avg_sq, size});
   }
   std::unique_ptr<MuonMatrixStep> make_muon_step(const MuonOptions& options) const override {
     return make_host_muon_step(options);

@@ -1,10 +1,11 @@
 // Rank -> CUDA device mapping by local rank (host logic; no GPU needed).
+#include "shardwise/comm/device_mapping.hpp"
+
 #include <gtest/gtest.h>
 
 #include <cstdlib>
 #include <string>
 
-#include "shardwise/comm/device_mapping.hpp"
 #include "shardwise/core/error.hpp"
 
 namespace shardwise {

@@ -3,14 +3,15 @@
 // host-staged MPI (HostStagedProcessGroup over the given host groups), and the layer-wise
 // optimizer chain — Chained(LayerWise(Muon), Distributed(AdamW)), as the layer-wise mode builds
 // it on the host — with its state and math on the same device (DeviceShardMath). Layout,
-// bucketing, dispatch order and ownership are the host path's: the same classes, given device
-// memory.
+// bucketing, dispatch order and ownership are the host path's: the same classes and the same
+// builder (optim::make_layer_wise_data_parallel), given device memory.
 #pragma once
 
 #include <memory>
 
 #include "shardwise/ddp/distributed_data_parallel.hpp"
 #include "shardwise/optim/adamw.hpp"
+#include "shardwise/optim/layer_wise_data_parallel.hpp"
 #include "shardwise/optim/muon.hpp"
 #include "shardwise/optim/optimizer.hpp"
 
@@ -31,12 +32,9 @@ DataParallelGroups host_staged_groups(const DataParallelGroups& host_groups);
 // summed over `world`. Throws InvalidArgument naming the device when it does not exist, and the
 // host classes' errors for anything else (bf16 param buffers, TP Muon params, shard groups
 // smaller than dp: not on the device yet).
-DeviceDataParallel make_device_layer_wise(const ParamList& params, FullParamLayout layout,
-                                          DistributedDataParallelConfig config,
-                                          const DataParallelGroups& host_groups,
-                                          const ProcessGroupPtr& world, int device,
-                                          const optim::MuonOptions& muon,
-                                          const optim::AdamWOptions& adamw,
-                                          bool allow_tf32 = false);
+DeviceDataParallel make_device_layer_wise(
+    const ParamList& params, FullParamLayout layout, DistributedDataParallelConfig config,
+    const DataParallelGroups& host_groups, const ProcessGroupPtr& world, int device,
+    const optim::MuonOptions& muon, const optim::AdamWOptions& adamw, bool allow_tf32 = false);
 
 }  // namespace shardwise::cuda

@@ -4,13 +4,14 @@
 // place, that results reach the device views only when the Work completes (they really went
 // through staging), that the staging pool stops allocating after the first iteration, and that
 // the plain MPI group refuses device views.
+#include "shardwise/comm/host_staged_process_group.hpp"
+
 #include <gtest/gtest.h>
 
 #include <cstring>
 #include <memory>
 #include <vector>
 
-#include "shardwise/comm/host_staged_process_group.hpp"
 #include "shardwise/comm/mpi_process_group.hpp"
 
 namespace shardwise {

@@ -96,9 +96,9 @@ Paths make_paths(const ParamList& params, const ProcessGroupPtr& world, int devi
   p.host_ddp = std::move(ddps.front());
   p.host_optimizer = optim::make_optimizer(optim::OptimizerMode::kLayerWise, {p.host_ddp.get()},
                                            muon, adamw, world);
-  p.device = cuda::make_device_layer_wise(params, p.host_ddp->layout(), p.host_ddp->config(),
-                                          DataParallelGroups{world, nullptr}, world, device, muon,
-                                          adamw);
+  p.device =
+      cuda::make_device_layer_wise(params, p.host_ddp->layout(), p.host_ddp->config(),
+                                   DataParallelGroups{world, nullptr}, world, device, muon, adamw);
   const optim::StepOptions step_options{0.5, true};
   p.host_optimizer->set_step_options(step_options);
   p.device.optimizer->set_step_options(step_options);
@@ -149,8 +149,8 @@ TEST(DeviceLayerWise, StepsMatchTheHostPath) {
     EXPECT_NEAR(d.clip_coeff, h.clip_coeff, 1e-10 * h.clip_coeff);
     EXPECT_EQ(d.num_zeros, h.num_zeros);
     EXPECT_GT(h.num_zeros.value_or(0), 0);
-    float_coefficients_agree = float_coefficients_agree && static_cast<float>(d.clip_coeff) ==
-                                                               static_cast<float>(h.clip_coeff);
+    float_coefficients_agree = float_coefficients_agree &&
+                               static_cast<float>(d.clip_coeff) == static_cast<float>(h.clip_coeff);
   }
 
   int muon_params = 0, adamw_params = 0;
@@ -161,9 +161,9 @@ TEST(DeviceLayerWise, StepsMatchTheHostPath) {
     double tolerance = 0.0;
     if (by_muon) {
       ++muon_params;
-      const double scale = optim::muon_scale_factor(muon.scale_mode, params[id].shape[0],
-                                                    params[id].shape[1]) *
-                           muon.extra_scale_factor;
+      const double scale =
+          optim::muon_scale_factor(muon.scale_mode, params[id].shape[0], params[id].shape[1]) *
+          muon.extra_scale_factor;
       tolerance = kSteps * muon.lr * scale * std::ldexp(1.0, -10);
     } else {
       ++adamw_params;
@@ -171,8 +171,8 @@ TEST(DeviceLayerWise, StepsMatchTheHostPath) {
     }
     double worst = 0.0;
     for (std::int64_t i = 0; i < h.numel; ++i) {
-      worst = std::max(worst, std::fabs(static_cast<double>(d[static_cast<std::size_t>(i)]) -
-                                        h.as<float>()[i]));
+      worst = std::max(
+          worst, std::fabs(static_cast<double>(d[static_cast<std::size_t>(i)]) - h.as<float>()[i]));
     }
     EXPECT_LE(worst, tolerance) << params[id].name << (by_muon ? " (Muon)" : " (AdamW)");
   }
