@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds what the GPU code needs, runs every GPU test (test_cuda: MXFP8, AdamW, Newton-Schulz,
-# Muon, grad stats, each against the CPU path; and test_cuda_host_emulation, the same host code on
-# CPU stand-ins) and every GPU benchmark (bench/cuda), and ends with
+# Muon, grad stats, each against the CPU path; test_cuda_host_emulation, the same host code on CPU
+# stand-ins; test_cuda_mpi under mpirun -np 1/2/4, device DDP + layer-wise optimizer against the
+# host path with every rank on the one GPU) and every GPU benchmark (bench/cuda), and ends with
 #   gpu_check: N passed, M failed
 # followed by the benchmarks' `bench:` lines. N and M count test cases (gtest) plus one per
 # benchmark that ran; without a GPU everything builds, the tests report themselves skipped, the
@@ -26,7 +27,7 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${GPU_BUILD_DIR:-$root/build-gpu}
 jobs=${JOBS:-$(nproc)}
 targets=(test_cuda test_cuda_host_emulation test_cuda_mpi bench_mxfp8_cuda bench_adamw_cuda
-         bench_newton_schulz_cuda)
+         bench_newton_schulz_cuda bench_layer_wise_step_cuda)
 
 mode=build prebuilt="" memcheck=0
 while (($#)); do
@@ -134,6 +135,8 @@ fi
 run_bench bench_mxfp8_cuda "$bin/bench_mxfp8_cuda"
 run_bench bench_adamw_cuda "$bin/bench_adamw_cuda"
 run_bench bench_newton_schulz_cuda "$bin/bench_newton_schulz_cuda"
+run_bench bench_layer_wise_step_cuda env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
+  mpirun --oversubscribe -np 1 "$bin/bench_layer_wise_step_cuda"
 
 echo "gpu_check: $skipped skipped"
 echo "gpu_check: $passed passed, $failed failed"

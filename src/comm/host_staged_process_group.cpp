@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "shardwise/comm/ordered_worker.hpp"
 #include "shardwise/core/error.hpp"
 
 namespace shardwise {
@@ -95,6 +96,10 @@ class StagedWork final : public Work {
   bool copied_ = false;
 };
 
+bool same_view(const TensorView& a, const TensorView& b) {
+  return a.data == b.data && a.numel == b.numel && a.dtype == b.dtype && a.device == b.device;
+}
+
 bool bytes_within(const TensorView& part, const TensorView& whole) {
   const auto* p = static_cast<const std::byte*>(part.data);
   const auto* w = static_cast<const std::byte*>(whole.data);
@@ -157,13 +162,22 @@ HostStagedProcessGroup::HostStagedProcessGroup(ProcessGroupPtr host_group,
              host_->name(), ": no device staging");
 }
 
+bool HostStagedProcessGroup::leaves_device_data_unchanged(const TensorView& output,
+                                                          const TensorView& input) const {
+  // One rank, in place, on the device: a reduction or gather over one rank moves nothing, so
+  // the round trip through staging (the whole buffer, twice) is skipped.
+  return size() == 1 && output.on_device() && same_view(output, input);
+}
+
 WorkPtr HostStagedProcessGroup::all_reduce(TensorView buffer, ReduceOp op) {
+  if (leaves_device_data_unchanged(buffer, buffer)) return finished_work();
   Plan plan(*this);
   const TensorView host = plan.stage(buffer, true, true);
   return plan.finish(host_->all_reduce(host, op));
 }
 
 WorkPtr HostStagedProcessGroup::reduce_scatter(TensorView output, TensorView input, ReduceOp op) {
+  if (leaves_device_data_unchanged(output, input)) return finished_work();
   Plan plan(*this);
   const TensorView in = plan.stage(input, true, false);
   const TensorView out = plan.stage_within(output, input, in, false, true);
@@ -172,6 +186,10 @@ WorkPtr HostStagedProcessGroup::reduce_scatter(TensorView output, TensorView inp
 
 WorkPtr HostStagedProcessGroup::reduce_scatter_scaled(TensorView output, TensorView input,
                                                       double input_scale) {
+  if (input_scale == 1.0 && input.dtype == DType::kFloat32 &&
+      leaves_device_data_unchanged(output, input)) {
+    return finished_work();
+  }
   Plan plan(*this);
   const TensorView in = plan.stage(input, true, false);
   const TensorView out = plan.stage_within(output, input, in, false, true);
@@ -179,6 +197,7 @@ WorkPtr HostStagedProcessGroup::reduce_scatter_scaled(TensorView output, TensorV
 }
 
 WorkPtr HostStagedProcessGroup::all_gather(TensorView output, TensorView input) {
+  if (leaves_device_data_unchanged(output, input)) return finished_work();
   Plan plan(*this);
   const TensorView out = plan.stage(output, false, true);
   const TensorView in = plan.stage_within(input, output, out, true, false);
@@ -194,6 +213,7 @@ WorkPtr HostStagedProcessGroup::all_gather_v(TensorView output, TensorView input
 }
 
 WorkPtr HostStagedProcessGroup::broadcast(TensorView buffer, int root) {
+  if (root == 0 && leaves_device_data_unchanged(buffer, buffer)) return finished_work();
   Plan plan(*this);
   const bool is_root = root == rank();
   const TensorView host = plan.stage(buffer, is_root, !is_root);

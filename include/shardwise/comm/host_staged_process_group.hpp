@@ -2,7 +2,8 @@
 // memory. Device arguments are copied into host staging buffers (pinned, pooled and reused), the
 // host group runs the collective asynchronously as it always does, and the results are copied
 // back to the device when the Work is waited for (or polled complete). Host arguments pass
-// straight through. What ranks sharing one GPU use; the copies are supplied by the device layer
+// straight through. A group of one rank skips the staging of in-place calls on device views (they
+// move nothing). What ranks sharing one GPU use; the copies are supplied by the device layer
 // (DeviceStaging), so this file needs no CUDA.
 //
 // Ordering: the copy into staging happens when the operation is issued and sees every device
@@ -87,6 +88,7 @@ class HostStagedProcessGroup final : public ProcessGroup {
 
  private:
   class Plan;
+  bool leaves_device_data_unchanged(const TensorView& output, const TensorView& input) const;
   ProcessGroupPtr host_;
   std::shared_ptr<DeviceStaging> staging_;
   StagingPool pool_;

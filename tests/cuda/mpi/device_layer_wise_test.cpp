@@ -179,13 +179,19 @@ TEST(DeviceLayerWise, StepsMatchTheHostPath) {
   EXPECT_GT(muon_params, 0);
   EXPECT_GT(adamw_params, 0);
 
-  // The optimizer state comes back to the host for checkpoints; momentum is bit-identical.
+  // The optimizer state comes back to the host for checkpoints; with the same clipping
+  // coefficient the momentum and AdamW moments are bit-identical (they never see the NS result).
   const optim::OptimizerState hs = p.host_optimizer->state_dict();
   const optim::OptimizerState ds = p.device.optimizer->state_dict();
   ASSERT_EQ(hs.size(), ds.size());
   for (const auto& [name, fields] : hs) {
-    if (fields.count("momentum_buffer") == 0) continue;
-    EXPECT_EQ(ds.at(name).at("momentum_buffer"), fields.at("momentum_buffer")) << name;
+    ASSERT_EQ(ds.count(name), 1u) << name;
+    for (const auto& [field, values] : fields) {
+      ASSERT_EQ(ds.at(name).at(field).size(), values.size()) << name << " " << field;
+      if (float_coefficients_agree) {
+        EXPECT_EQ(ds.at(name).at(field), values) << name << " " << field;
+      }
+    }
   }
 }
 
@@ -205,7 +211,10 @@ TEST(DeviceLayerWise, StagingBuffersAreReusedAfterTheFirstStep) {
     p.device.optimizer->step();
     if (step == 0) after_first = staged.pool().allocated();
   }
-  EXPECT_GT(after_first, 0u);
+  // One rank: every collective is in place and moves nothing, so nothing is staged.
+  if (world->size() > 1) {
+    EXPECT_GT(after_first, 0u);
+  }
   EXPECT_EQ(staged.pool().allocated(), after_first);
 }
 

@@ -82,8 +82,7 @@ class TaggedShardMath final : public ShardMath {
     return host().make_muon_step(options);
   }
 
-  mutable int statistics = 0, scalings = 0, state_copies = 0, adamw_updates = 0,
-              muon_steppers = 0;
+  mutable int statistics = 0, scalings = 0, state_copies = 0, adamw_updates = 0, muon_steppers = 0;
 
  private:
   static const ShardMath& host() { return *host_shard_math(); }
@@ -163,9 +162,9 @@ TEST(InjectedMemory, TaggedDevicePathEqualsTheHostPathBitForBit) {
   adamw.lr = 0.003;
   const StepOptions step_options{0.5, true};
 
-  auto host_ddp = std::move(wrap_with_ddp({params}, OptimizerMode::kLayerWise, config,
-                                          DataParallelGroups{world, nullptr})
-                                .front());
+  auto host_ddp = std::move(
+      wrap_with_ddp({params}, OptimizerMode::kLayerWise, config, DataParallelGroups{world, nullptr})
+          .front());
   auto host_optimizer =
       make_optimizer(OptimizerMode::kLayerWise, {host_ddp.get()}, muon, adamw, world);
   host_optimizer->set_step_options(step_options);
@@ -194,16 +193,18 @@ TEST(InjectedMemory, TaggedDevicePathEqualsTheHostPathBitForBit) {
   EXPECT_EQ(math->muon_steppers, 1);
   EXPECT_GT(math->adamw_updates, 0);
   EXPECT_GT(math->state_copies, 0);
-  EXPECT_GT(staged->pool().allocated(), 0u);
+  if (world->size() > 1) {  // one rank: nothing is staged
+    EXPECT_GT(staged->pool().allocated(), 0u);
+  }
 }
 
 TEST(InjectedMemory, HostMathRefusesDeviceBuffers) {
   const ProcessGroupPtr world = init_mpi_world();
   const ParamList params = small_model();
   DistributedDataParallelConfig config;
-  auto host_ddp = std::move(wrap_with_ddp({params}, OptimizerMode::kLayerWise, config,
-                                          DataParallelGroups{world, nullptr})
-                                .front());
+  auto host_ddp = std::move(
+      wrap_with_ddp({params}, OptimizerMode::kLayerWise, config, DataParallelGroups{world, nullptr})
+          .front());
   auto staged = std::make_shared<HostStagedProcessGroup>(world, std::make_shared<TaggedStaging>());
   try {
     make_layer_wise_data_parallel(params, host_ddp->layout(), host_ddp->config(),
@@ -221,12 +222,12 @@ TEST(InjectedMemory, DeviceBuffersOverAPlainMpiGroupAreRefused) {
   const ProcessGroupPtr world = init_mpi_world();
   const ParamList params = small_model();
   DistributedDataParallelConfig config;
-  auto host_ddp = std::move(wrap_with_ddp({params}, OptimizerMode::kLayerWise, config,
-                                          DataParallelGroups{world, nullptr})
-                                .front());
+  auto host_ddp = std::move(
+      wrap_with_ddp({params}, OptimizerMode::kLayerWise, config, DataParallelGroups{world, nullptr})
+          .front());
   DataParallelOptimizer tagged = make_layer_wise_data_parallel(
-      params, host_ddp->layout(), host_ddp->config(), DataParallelGroups{world, nullptr}, world,
-      {}, {}, std::make_shared<TaggedBufferMemory>(), std::make_shared<TaggedShardMath>());
+      params, host_ddp->layout(), host_ddp->config(), DataParallelGroups{world, nullptr}, world, {},
+      {}, std::make_shared<TaggedBufferMemory>(), std::make_shared<TaggedShardMath>());
   EXPECT_THROW(
       {
         for (ParamId id = params.size(); id-- > 0;) tagged.ddp->register_grad_ready(id);
