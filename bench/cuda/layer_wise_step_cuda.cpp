@@ -63,17 +63,18 @@ ParamList llama3_8b_layer() {
 double newton_schulz_gemm_seconds(cublasHandle_t handle, std::int64_t m64, std::int64_t n64,
                                   int iters) {
   const int m = static_cast<int>(m64), n = static_cast<int>(n64);
-  DeviceBuffer x(static_cast<std::size_t>(m64 * n64) * 4), a(static_cast<std::size_t>(m64 * m64) * 4);
+  DeviceBuffer x(static_cast<std::size_t>(m64 * n64) * 4),
+      a(static_cast<std::size_t>(m64 * m64) * 4);
   DeviceBuffer gram(a.bytes()), poly(a.bytes()), y(x.bytes());
   check(cudaMemset(x.data(), 0x3c, x.bytes()), "cudaMemset");
   check(cudaMemset(a.data(), 0x3c, a.bytes()), "cudaMemset");
   const float one = 1.0f, zero = 0.0f;
   auto gemm = [&](cublasOperation_t ta, cublasOperation_t tb, int rows, int cols, int depth,
                   const void* pa, int lda, const void* pb, int ldb, void* pc, int ldc) {
-    check_cublas(cublasGemmEx(handle, ta, tb, rows, cols, depth, &one, pa, CUDA_R_32F, lda, pb,
-                              CUDA_R_32F, ldb, &zero, pc, CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F,
-                              CUBLAS_GEMM_DEFAULT),
-                 "cublasGemmEx");
+    check_cublas(
+        cublasGemmEx(handle, ta, tb, rows, cols, depth, &one, pa, CUDA_R_32F, lda, pb, CUDA_R_32F,
+                     ldb, &zero, pc, CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+        "cublasGemmEx");
   };
   return time_gpu(
       iters,
@@ -159,8 +160,8 @@ void run(int iters) {
   step();  // warm-up: workspaces, cuBLAS
   const auto start = std::chrono::steady_clock::now();
   for (int i = 0; i < iters; ++i) step();
-  const double ours = std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
-                          .count() / iters;
+  const double ours =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / iters;
   const double bound = lower_bound_seconds(params, muon, iters);
   std::printf("one layer, %lld params: step %.2f ms, lower bound %.2f ms\n",
               static_cast<long long>(total), ours * 1e3, bound * 1e3);
