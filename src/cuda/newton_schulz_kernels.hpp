@@ -13,15 +13,24 @@ namespace shardwise::cuda::detail {
 void launch_normalise(const double* sum_of_squares, float eps, const float* g, float* x,
                       std::int64_t n, cudaStream_t stream);
 
-// a(i, j) = a(j, i) for i > j, column-major (cuBLAS's upper triangle copied to the lower one).
+// x[i] = bf16(g[i] * inv), the same normalisation rounded to bf16 (bits): the first GEMM input
+// of the bf16 iteration.
+void launch_normalise_to_bf16(const double* sum_of_squares, float eps, const float* g,
+                              std::uint16_t* x, std::int64_t n, cudaStream_t stream);
+
+// a(i, j) = a(j, i) for i > j, column-major (cuBLAS's upper triangle copied to the lower one), for
+// fp32 and bf16 (bits) matrices.
 void launch_mirror_upper(float* a, std::int64_t m, cudaStream_t stream);
+void launch_mirror_upper(std::uint16_t* a, std::int64_t m, cudaStream_t stream);
 
 // a(i, i) += value.
 void launch_add_diagonal(float* a, std::int64_t m, float value, cudaStream_t stream);
 
-// bf16[i] = src[i] rounded to nearest even (bf16 bits); when rounded != null it also receives the
-// rounded value as fp32 (it may alias src).
-void launch_round_to_bf16(const float* src, std::uint16_t* bf16, float* rounded, std::int64_t n,
-                          cudaStream_t stream);
+// out[i] = bf16[i] as fp32 (exact).
+void launch_widen_bf16(const std::uint16_t* bf16, float* out, std::int64_t n, cudaStream_t stream);
+
+// Gram Newton-Schulz: q(i, j) = q(i, j) * scale + (i == j ? shift : 0).
+void launch_scale_add_diagonal(float* q, std::int64_t m, float scale, float shift,
+                               cudaStream_t stream);
 
 }  // namespace shardwise::cuda::detail
