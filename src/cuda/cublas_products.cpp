@@ -32,22 +32,21 @@ struct BlockRun {
   int size, count;
 };
 
-void block_products(cublasHandle_t handle, GemmTypes t, SymmetricOperand x, BlockRun r,
-                    float alpha, float beta, void* c) {
+void block_products(cublasHandle_t handle, GemmTypes t, SymmetricOperand x, BlockRun r, float alpha,
+                    float beta, void* c) {
   const cublasOperation_t first = x.transposed ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t second = x.transposed ? CUBLAS_OP_N : CUBLAS_OP_T;
   const int ld = x.transposed ? x.k : x.m;
   const std::int64_t row_stride = x.transposed ? x.k : 1;  // elements between rows of X
   const std::int64_t m = x.m;
   const std::int64_t col = r.first_row + r.offset;
-  check_cublas(
-      cublasGemmStridedBatchedEx(
-          handle, first, second, r.size, r.size, x.k, &alpha,
-          at(x.x, r.first_row * row_stride, t.input), t.input, ld, r.step * row_stride,
-          at(x.x, col * row_stride, t.input), t.input, ld, r.step * row_stride, &beta,
-          at(c, r.first_row + col * m, t.output), t.output, static_cast<int>(m),
-          r.step * (m + 1), r.count, t.compute, CUBLAS_GEMM_DEFAULT),
-      "cublasGemmStridedBatchedEx (symmetric product blocks)");
+  check_cublas(cublasGemmStridedBatchedEx(
+                   handle, first, second, r.size, r.size, x.k, &alpha,
+                   at(x.x, r.first_row * row_stride, t.input), t.input, ld, r.step * row_stride,
+                   at(x.x, col * row_stride, t.input), t.input, ld, r.step * row_stride, &beta,
+                   at(c, r.first_row + col * m, t.output), t.output, static_cast<int>(m),
+                   r.step * (m + 1), r.count, t.compute, CUBLAS_GEMM_DEFAULT),
+               "cublasGemmStridedBatchedEx (symmetric product blocks)");
 }
 
 }  // namespace
@@ -78,10 +77,10 @@ void symmetric_product(cublasHandle_t handle, cudaStream_t stream, GemmTypes t, 
            ld, x.x, ld, beta, c, x.m, what);
       return;
     case SymmetricMethod::kSyrk:
-      check_cublas(cublasSsyrk(handle, CUBLAS_FILL_MODE_UPPER, first, x.m, x.k, &alpha,
-                               static_cast<const float*>(x.x), ld, &beta, static_cast<float*>(c),
-                               x.m),
-                   what);
+      check_cublas(
+          cublasSsyrk(handle, CUBLAS_FILL_MODE_UPPER, first, x.m, x.k, &alpha,
+                      static_cast<const float*>(x.x), ld, &beta, static_cast<float*>(c), x.m),
+          what);
       break;
     case SymmetricMethod::kBlocked: {
       // Level l: the 2^(l-1) blocks of size m / 2^l right of the diagonal blocks of level l - 1.
