@@ -79,9 +79,27 @@ void apply_q(const GramShape& s, const float* q, const float* x, float* y) {
   }
 }
 
-// c = a b for m x m matrices, rounded to bf16 when bf16.
-void square_product(const GramShape& s, const float* a, const float* b, std::vector<float>& c) {
-  blas::sgemm(Op::kNone, Op::kNone, s.m, s.m, s.m, 1.0f, a, s.m, b, s.m, 0.0f, c.data(), s.m);
+// c = a b for m x m matrices whose product is symmetric (a and b commute: both polynomials in
+// R_0), rounded to bf16 when bf16. With syrk, only the tiles on and above the diagonal are
+// formed (one GEMM each; with 4 x 4 tiles 10/16 of the flops) and the rest mirrored, as ssyrk
+// does for X X^T; OpenBLAS 0.3.21 has no sgemmt to do it in one call.
+void symmetric_result_product(const GramShape& s, const float* a, const float* b,
+                              std::vector<float>& c) {
+  constexpr std::int64_t kMinTile = 128;
+  const std::int64_t tiles = s.syrk ? std::clamp<std::int64_t>(s.m / kMinTile, 1, 4) : 1;
+  if (tiles == 1) {
+    blas::sgemm(Op::kNone, Op::kNone, s.m, s.m, s.m, 1.0f, a, s.m, b, s.m, 0.0f, c.data(), s.m);
+  } else {
+    const auto edge = [&](std::int64_t t) { return t * s.m / tiles; };
+    for (std::int64_t i = 0; i < tiles; ++i) {
+      for (std::int64_t j = i; j < tiles; ++j) {
+        blas::sgemm(Op::kNone, Op::kNone, edge(i + 1) - edge(i), edge(j + 1) - edge(j), s.m, 1.0f,
+                    a + edge(i) * s.m, s.m, b + edge(j), s.m, 0.0f,
+                    c.data() + edge(i) * s.m + edge(j), s.m);
+      }
+    }
+    blas::fill_lower_from_upper(s.m, c.data(), s.m);
+  }
   if (s.bf16) round_to_bf16_in_place(c, s.mm());
 }
 
@@ -149,8 +167,8 @@ double gram_newton_schulz_gemm_flops(std::int64_t rows, std::int64_t cols,
   };
   double flops = 2.0 * m * m * n * (2.0 + 2.0 * static_cast<double>(restarts.size()));
   for (int step = 0; step < options.steps; ++step) {
-    flops += 2.0 * m * m * m;                                       // R^2
-    if (step > 0 && !is_restart(step)) flops += 2.0 * m * m * m;    // P Q
+    flops += 2.0 * m * m * m;                                                         // R^2
+    if (step > 0 && !is_restart(step)) flops += 2.0 * m * m * m;                      // P Q
     if (step + 1 < options.steps && !is_restart(step + 1)) flops += 4.0 * m * m * m;  // P R P
   }
   return flops;
@@ -186,7 +204,7 @@ void gram_newton_schulz(const NewtonSchulzOptions& options, bool wide, std::int6
     if (q_is_identity) {
       std::swap(w.q, w.p);
     } else {
-      square_product(s, w.p.data(), w.q.data(), w.t);
+      symmetric_result_product(s, w.p.data(), w.q.data(), w.t);
       std::swap(w.q, w.t);
       p = &w.p;
       spare = &w.t;
@@ -194,8 +212,8 @@ void gram_newton_schulz(const NewtonSchulzOptions& options, bool wide, std::int6
     q_is_identity = false;
     if (step + 1 < options.steps && !is_restart(step + 1)) {  // R <- (P R) P
       // (P^2 R would save a product, but P^2's larger norm costs ~4x the rounding error.)
-      square_product(s, p->data(), w.r.data(), *spare);
-      square_product(s, spare->data(), p->data(), w.r);
+      symmetric_result_product(s, p->data(), w.r.data(), *spare);
+      symmetric_result_product(s, spare->data(), p->data(), w.r);
     }
   }
   apply_q(s, w.q.data(), w.x.data(), out);

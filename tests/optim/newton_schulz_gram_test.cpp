@@ -22,8 +22,7 @@ constexpr NsCoefficients kSets[] = {NsCoefficients::kQuintic, NsCoefficients::kS
                                     NsCoefficients::kPolarExpress};
 
 NewtonSchulzOptions options(NsCoefficients set, NsAlgorithm algorithm,
-                            MatmulPrecision precision = MatmulPrecision::kFp32,
-                            bool syrk = true) {
+                            MatmulPrecision precision = MatmulPrecision::kFp32, bool syrk = true) {
   NewtonSchulzOptions o;
   o.coefficients = set;
   o.algorithm = algorithm;
@@ -107,10 +106,13 @@ TEST(NewtonSchulzGram, Fp32MatchesDoubleReference) {
     std::int64_t rows, cols;
   };
   for (NsCoefficients set : kSets) {
-    for (Shape sh : {Shape{48, 168}, Shape{168, 48}, Shape{64, 64}, Shape{1, 33}, Shape{40, 160}}) {
+    // 256 rows: the m x m products go through 2 x 2 tiles (upper ones only, then mirrored).
+    for (Shape sh : {Shape{48, 168}, Shape{168, 48}, Shape{64, 64}, Shape{1, 33}, Shape{40, 160},
+                     Shape{256, 400}}) {
+      if (sh.rows == 256 && set != NsCoefficients::kQuintic) continue;  // the fp64 oracle is slow
       for (bool syrk : {true, false}) {
-        SCOPED_TRACE(std::string(ns_coefficients_name(set)) + " " + std::to_string(sh.rows) +
-                     "x" + std::to_string(sh.cols) + (syrk ? " syrk" : " gemm"));
+        SCOPED_TRACE(std::string(ns_coefficients_name(set)) + " " + std::to_string(sh.rows) + "x" +
+                     std::to_string(sh.cols) + (syrk ? " syrk" : " gemm"));
         const Mat g = random_input(sh.rows, sh.cols, 3 + sh.rows);
         const Mat want = reference(g, set);
         const double standard =
@@ -170,11 +172,11 @@ TEST(NewtonSchulzGram, OrthogonalityNoWorseThanStandard) {
         if (bf16) {
           EXPECT_LE(d_gram, 6 * d_standard);
         }
-        std::printf("  %s %lldx%lld %s: orthogonality standard %.4e gram %.4e; "
-                    "max|x - fp64| standard %.2e gram %.2e\n",
-                    std::string(ns_coefficients_name(set)).c_str(), (long long)g.rows,
-                    (long long)g.cols, bf16 ? "bf16" : "fp32", e_standard, e_gram, d_standard,
-                    d_gram);
+        std::printf(
+            "  %s %lldx%lld %s: orthogonality standard %.4e gram %.4e; "
+            "max|x - fp64| standard %.2e gram %.2e\n",
+            std::string(ns_coefficients_name(set)).c_str(), (long long)g.rows, (long long)g.cols,
+            bf16 ? "bf16" : "fp32", e_standard, e_gram, d_standard, d_gram);
       }
     }
   }
@@ -211,7 +213,8 @@ TEST(NewtonSchulzGram, FlopCount) {
                    2 * m * m * 3584 * 2 + 2 * m * m * m * (5 + 4 + 2 * 4));
   EXPECT_LT(gram_newton_schulz_gemm_flops(1024, 3584, fp32),
             0.65 * newton_schulz_gemm_flops(1024, 3584, 5));
-  EXPECT_GT(gram_newton_schulz_gemm_flops(1024, 1024, fp32), newton_schulz_gemm_flops(1024, 1024, 5));
+  EXPECT_GT(gram_newton_schulz_gemm_flops(1024, 1024, fp32),
+            newton_schulz_gemm_flops(1024, 1024, 5));
 }
 
 }  // namespace

@@ -4,7 +4,9 @@
 // X_{k+1} = P_k X_k. Every P_k is a polynomial in R_0, so all of them commute and
 //   R_{k+1} = P_k R_k P_k,   Q_{k+1} = P_k Q_k (Q_0 = I),   X_K = Q_K X_0:
 // the products with the long side n (R_0 = X_0 X_0^T, and X_0 <- Q X_0) happen once, everything
-// else is m x m. For m x n with n = 3.5 m (an FFN weight) that is about 40% fewer GEMM flops.
+// else is m x m. Every m x m product is symmetric (its factors commute), so only the tiles on
+// and above the diagonal are formed. For m x n with n = 3.5 m (an FFN weight) that takes about
+// 37% less time than the standard iteration on the CPU (bench/newton_schulz.cpp).
 //
 // Restart rule. Rounding errors in the m x m products (unit roundoff u: 2^-24 fp32, 2^-8 for bf16
 // GEMM inputs) perturb Q by about u ||Q||, which reaches the output as u ||Q|| ||X_s||, X_s the
@@ -14,15 +16,15 @@
 // the Frobenius normalisation; later the scalar step maps sigma -> sigma p(sigma^2) bound it) and
 // ||P_k||_2 <= max |p_k| on [0, s_k^2]. When the bound s * prod ||P_k|| of the current segment
 // would pass the growth limit, the iteration restarts: X <- Q X (one product with n), R <- X X^T,
-// Q <- I. The limit trades speed for error: 1024 for fp32 (u * 1024 ~ 6e-5 worst case, about
-// the size of the standard iteration's own fp32 error; quintic's five steps grow Q by ~500, so
-// fp32 never restarts) and 64 for bf16 (one restart for the quintic, simple and Polar Express
-// sets at five steps), measured in tests/optim/newton_schulz_gram_test.cpp and
-// bench/newton_schulz.cpp.
+// Q <- I. The limit trades speed for error: 1024 for fp32 (u * 1024 ~ 6e-5 worst case, near the
+// standard iteration's own fp32 error; the shipped sets grow Q by < 1024 in five steps, so fp32
+// never restarts) and 32 for bf16 (two restarts in five steps for every shipped set; with 64 and
+// one restart, Polar Express on an ill-conditioned input came out 20% less orthogonal than the
+// standard bf16 iteration, with 32 within 3%: tests/optim/newton_schulz_gram_test.cpp).
 //
 // bf16: every GEMM input is bf16 (X, R, P, Q, P R), each stored m x m matrix rounded once from
-// its fp32 product; R^2 and the polynomial's sum stay fp32 until P is rounded; the output is
-// fp32. The GPU path (cuda::NewtonSchulzCuda) rounds at the same points.
+// its fp32 product; R^2 and the polynomial's sum (c R^2 + b R) + a I stay fp32 until P is
+// rounded; the output is fp32. The GPU path (cuda::NewtonSchulzCuda) rounds at the same points.
 #pragma once
 
 #include <cstdint>
@@ -32,7 +34,7 @@
 
 namespace shardwise::optim {
 
-// The growth limit used when options.gram_growth_limit is 0: 1024 for fp32, 64 for bf16.
+// The growth limit used when options.gram_growth_limit is 0: 1024 for fp32, 32 for bf16.
 double gram_default_growth_limit(MatmulPrecision precision);
 
 // The steps (each in 1 .. steps-1, ascending) before which the Gram iteration re-forms X = Q X
