@@ -5,9 +5,11 @@
 // the m x m matrices are symmetric and read the same either way.
 #include "shardwise/cuda/newton_schulz_cuda.hpp"
 
+#include <algorithm>
 #include <climits>
 #include <cstdint>
 #include <utility>
+#include <vector>
 
 #include "cublas_products.hpp"
 #include "cuda_status.hpp"
@@ -15,6 +17,7 @@
 #include "reduction_kernels.hpp"
 #include "shardwise/core/error.hpp"
 #include "shardwise/cuda/device_buffer.hpp"
+#include "shardwise/optim/newton_schulz_gram.hpp"
 
 namespace shardwise::cuda {
 
@@ -26,6 +29,7 @@ struct detail::NewtonSchulzWorkspace {
   cudaStream_t stream = nullptr;
   DeviceBuffer x, y;                      // the iterate and the next one (numel, fp32 or bf16)
   DeviceBuffer gram, poly;                // m x m (fp32 or bf16)
+  DeviceBuffer q, t, r2;                  // Gram: Q and scratch (as gram), R^2 (fp32)
   DeviceBuffer partials, sum_of_squares;  // the input's squared norm (fp64)
 
   ~NewtonSchulzWorkspace() {
@@ -123,9 +127,82 @@ SymmetricPlan symmetric_plan(const optim::NewtonSchulzOptions& o, bool allow_tf3
   return {SymmetricMethod::kBlocked, levels};
 }
 
-void reserve_workspace(Workspace& w, const Problem& p) {
+// y = Q X (wide) or X Q (tall) with Q symmetric: the standard step's product with beta = 0.
+void apply_q(const Workspace& w, const Problem& p, GemmTypes types, const void* q, const void* x,
+             void* y) {
+  apply_polynomial(w, p, types, q, x, 0.0f, y);
+}
+
+// c = a b for m x m matrices whose product is symmetric (optim's symmetric_result_product).
+void square_product(const Workspace& w, const Problem& p, const DeviceBuffer& a,
+                    const DeviceBuffer& b, DeviceBuffer& c, const char* what) {
+  detail::gemm(w.handle, p.types, CUBLAS_OP_N, CUBLAS_OP_N, p.m, p.m, p.m, 1.0f, a.data(), p.m,
+               b.data(), p.m, 0.0f, c.data(), p.m, what);
+}
+
+// P = c R^2 + b R + a I into w.poly, with R^2 in fp32 (w.r2).
+void gram_polynomial(const Workspace& w, const Problem& p, Coefficients k) {
+  const GemmTypes to_fp32{p.types.input, CUDA_R_32F, p.types.compute};
+  detail::symmetric_product(w.handle, w.stream, to_fp32, p.plan, {w.gram.data(), false, p.m, p.m},
+                            1.0f, 0.0f, w.r2.data(), "symmetric product (R R)");
+  if (p.bf16) {
+    detail::launch_gram_polynomial(w.r2.as<float>(), w.gram.as<std::uint16_t>(),
+                                   w.poly.as<std::uint16_t>(), p.m, k.a, k.b, k.c, w.stream);
+  } else {
+    detail::launch_gram_polynomial(w.r2.as<float>(), w.gram.as<float>(), w.poly.as<float>(), p.m,
+                                   k.a, k.b, k.c, w.stream);
+  }
+}
+
+// Gram Newton-Schulz (optim/newton_schulz_gram.hpp) from the normalised X in w.x, with the CPU
+// path's restarts, products and rounding points; R lives in w.gram, P in w.poly, Q in w.q.
+void gram_iteration(Workspace& w, const Problem& p, const optim::NewtonSchulzOptions& o,
+                    float* out) {
+  const std::vector<int> restarts = optim::gram_restart_steps(o);
+  const auto is_restart = [&](int step) {
+    return std::find(restarts.begin(), restarts.end(), step) != restarts.end();
+  };
+  const auto form_gram = [&] {
+    detail::symmetric_product(w.handle, w.stream, p.types, p.plan, short_side(p, w.x.data()), 1.0f,
+                              0.0f, w.gram.data(), "symmetric product (X X^T)");
+  };
+  form_gram();
+  bool q_is_identity = true;
+  for (int step = 0; step < o.steps; ++step) {
+    if (is_restart(step)) {  // X <- Q X, R <- X X^T, Q <- I
+      apply_q(w, p, p.types, w.q.data(), w.x.data(), w.y.data());
+      std::swap(w.x, w.y);
+      form_gram();
+      q_is_identity = true;
+    }
+    const optim::NsStepCoefficients c = optim::ns_coefficients(o.coefficients, step);
+    gram_polynomial(w, p,
+                    {static_cast<float>(c[0]), static_cast<float>(c[1]), static_cast<float>(c[2])});
+    if (q_is_identity) {
+      std::swap(w.q, w.poly);
+    } else {
+      square_product(w, p, w.poly, w.q, w.t, "cublasGemmEx (P Q)");
+      std::swap(w.q, w.t);
+    }
+    DeviceBuffer& poly = q_is_identity ? w.q : w.poly;
+    DeviceBuffer& spare = q_is_identity ? w.poly : w.t;
+    q_is_identity = false;
+    if (step + 1 < o.steps && !is_restart(step + 1)) {  // R <- (P R) P
+      square_product(w, p, poly, w.gram, spare, "cublasGemmEx (P R)");
+      square_product(w, p, spare, poly, w.gram, "cublasGemmEx (P R P)");
+    }
+  }
+  apply_q(w, p, {p.types.input, CUDA_R_32F, p.types.compute}, w.q.data(), w.x.data(), out);
+}
+
+void reserve_workspace(Workspace& w, const Problem& p, bool gram) {
   const std::size_t bytes = p.element_bytes();
   const auto mm = static_cast<std::size_t>(p.m) * static_cast<std::size_t>(p.m);
+  if (gram) {
+    w.q.reserve(mm * bytes);
+    w.t.reserve(mm * bytes);
+    w.r2.reserve(mm * sizeof(float));
+  }
   w.x.reserve(static_cast<std::size_t>(p.numel) * bytes);
   w.y.reserve(static_cast<std::size_t>(p.numel) * bytes);
   w.gram.reserve(mm * bytes);
@@ -178,7 +255,8 @@ void NewtonSchulzCuda::orthogonalize(const float* g, std::int64_t rows, std::int
                   bf16,
                   {type, type, compute},
                   symmetric_plan(options_, allow_tf32_, tuning_, m)};
-  reserve_workspace(w, p);
+  const bool gram = options_.algorithm == optim::NsAlgorithm::kGram;
+  reserve_workspace(w, p, gram);
 
   detail::launch_sum_of_squares_partials(g, numel, w.partials.as<double>(), w.stream);
   detail::launch_sum_partials(w.partials.as<double>(), detail::sum_of_squares_partials(numel),
@@ -193,6 +271,10 @@ void NewtonSchulzCuda::orthogonalize(const float* g, std::int64_t rows, std::int
                                      w.stream);
   } else {
     detail::launch_normalise(sum, options_.eps, g, w.x.as<float>(), numel, w.stream);
+  }
+  if (gram) {
+    gram_iteration(w, p, options_, out);
+    return;
   }
   // The last step writes `out` (g is not read after the normalisation, so out may alias it).
   for (int step = 0; step < options_.steps; ++step) {

@@ -74,11 +74,19 @@ __global__ void widen_bf16_kernel(const std::uint16_t* bf16, float* out, std::in
   }
 }
 
-__global__ void scale_add_diagonal_kernel(float* q, std::int64_t m, float scale, float shift) {
+__device__ float load(const float* p, std::int64_t i) { return p[i]; }
+__device__ float load(const std::uint16_t* p, std::int64_t i) { return bf16_bits_to_float(p[i]); }
+__device__ void store(float* p, std::int64_t i, float v) { p[i] = v; }
+__device__ void store(std::uint16_t* p, std::int64_t i, float v) { p[i] = float_to_bf16_bits(v); }
+
+template <typename T>
+__global__ void gram_polynomial_kernel(const float* r2, const T* r, T* p, std::int64_t m, float a,
+                                       float b, float c) {
   const std::int64_t count = m * m;
   for (std::int64_t i = first_index(); i < count; i += grid_stride()) {
-    const float scaled = __fmul_rn(q[i], scale);
-    q[i] = i % (m + 1) == 0 ? __fadd_rn(scaled, shift) : scaled;
+    float v = __fadd_rn(__fmul_rn(c, r2[i]), __fmul_rn(b, load(r, i)));
+    if (i % (m + 1) == 0) v = __fadd_rn(v, a);
+    store(p, i, v);
   }
 }
 
@@ -124,10 +132,16 @@ void launch_widen_bf16(const std::uint16_t* bf16, float* out, std::int64_t n, cu
   check_launch("widen_bf16_kernel launch");
 }
 
-void launch_scale_add_diagonal(float* q, std::int64_t m, float scale, float shift,
-                               cudaStream_t stream) {
-  scale_add_diagonal_kernel<<<blocks_for(m * m), kThreads, 0, stream>>>(q, m, scale, shift);
-  check_launch("scale_add_diagonal_kernel launch");
+void launch_gram_polynomial(const float* r2, const float* r, float* p, std::int64_t m, float a,
+                            float b, float c, cudaStream_t stream) {
+  gram_polynomial_kernel<<<blocks_for(m * m), kThreads, 0, stream>>>(r2, r, p, m, a, b, c);
+  check_launch("gram_polynomial_kernel launch");
+}
+
+void launch_gram_polynomial(const float* r2, const std::uint16_t* r, std::uint16_t* p,
+                            std::int64_t m, float a, float b, float c, cudaStream_t stream) {
+  gram_polynomial_kernel<<<blocks_for(m * m), kThreads, 0, stream>>>(r2, r, p, m, a, b, c);
+  check_launch("gram_polynomial_kernel launch");
 }
 
 }  // namespace shardwise::cuda::detail

@@ -29,8 +29,11 @@ void launch_add_diagonal(float* a, std::int64_t m, float value, cudaStream_t str
 // out[i] = bf16[i] as fp32 (exact).
 void launch_widen_bf16(const std::uint16_t* bf16, float* out, std::int64_t n, cudaStream_t stream);
 
-// Gram Newton-Schulz: q(i, j) = q(i, j) * scale + (i == j ? shift : 0).
-void launch_scale_add_diagonal(float* q, std::int64_t m, float scale, float shift,
-                               cudaStream_t stream);
+// Gram Newton-Schulz's P = (c R^2 + b R) + a I for m x m matrices, with R^2 in fp32 and R, P
+// fp32 or bf16 (bits), each operation rounded in fp32 in that order as optim's CPU path does.
+void launch_gram_polynomial(const float* r2, const float* r, float* p, std::int64_t m, float a,
+                            float b, float c, cudaStream_t stream);
+void launch_gram_polynomial(const float* r2, const std::uint16_t* r, std::uint16_t* p,
+                            std::int64_t m, float a, float b, float c, cudaStream_t stream);
 
 }  // namespace shardwise::cuda::detail

@@ -37,9 +37,22 @@ inline void launch_widen_bf16(const std::uint16_t* bf16, float* out, std::int64_
   for (std::int64_t i = 0; i < n; ++i) out[i] = bf16_to_float(bf16[i]);
 }
 
-inline void launch_scale_add_diagonal(float* q, std::int64_t m, float scale, float shift,
-                                      cudaStream_t) {
-  for (std::int64_t i = 0; i < m * m; ++i) q[i] = q[i] * scale + (i % (m + 1) == 0 ? shift : 0.0f);
+inline void launch_gram_polynomial(const float* r2, const float* r, float* p, std::int64_t m,
+                                   float a, float b, float c, cudaStream_t) {
+  for (std::int64_t i = 0; i < m * m; ++i) {
+    float v = c * r2[i] + b * r[i];
+    if (i % (m + 1) == 0) v += a;
+    p[i] = v;
+  }
+}
+
+inline void launch_gram_polynomial(const float* r2, const std::uint16_t* r, std::uint16_t* p,
+                                   std::int64_t m, float a, float b, float c, cudaStream_t) {
+  for (std::int64_t i = 0; i < m * m; ++i) {
+    float v = c * r2[i] + b * bf16_to_float(r[i]);
+    if (i % (m + 1) == 0) v += a;
+    p[i] = float_to_bf16(v);
+  }
 }
 
 }  // namespace shardwise::cuda::detail
