@@ -167,6 +167,47 @@ TEST(NewtonSchulzCuda, MatchesCpuForEveryShapeSetAndPrecision) {
   }
 }
 
+// Gram Newton-Schulz on the GPU against the CPU Gram path and the CPU standard path, every
+// precision and route, with the default restarts and with a restart before every step. d here is
+// the CPU Gram path's own bf16 sensitivity; the Gram form amplifies rounding by up to ||Q|| ||X||
+// (optim/newton_schulz_gram.hpp), so fp32 gets 16x the standard allowance (the host emulation
+// measured below 2x) and bf16 3 d (measured up to 2 d there).
+TEST(NewtonSchulzCuda, GramMatchesCpu) {
+  SW_SKIP_WITHOUT_GPU();
+  std::uint32_t seed = 200;
+  for (const Shape& s : {Shape{64, 64}, Shape{96, 200}, Shape{200, 96}, Shape{37, 129}}) {
+    for (NsCoefficients set : kSets) {
+      for (double limit : {0.0, 1.5}) {
+        SCOPED_TRACE(s.name() + " " + std::string(optim::ns_coefficients_name(set)) + " limit " +
+                     std::to_string(limit));
+        const std::vector<float> g = input_for(s, seed++);
+        auto fp32 = options(set, MatmulPrecision::kFp32, true);
+        fp32.algorithm = optim::NsAlgorithm::kGram;
+        fp32.gram_growth_limit = limit;
+        auto bf16 = fp32;
+        bf16.precision = MatmulPrecision::kBf16;
+        Reference r;
+        r.fp32 = cpu_ns(g, s, fp32);
+        r.bf16 = cpu_ns(g, s, bf16);
+        r.d = relative_distance(r.bf16, r.fp32);
+        const std::vector<float> standard =
+            cpu_ns(g, s, options(set, MatmulPrecision::kFp32, true));
+        for (const Route& route : kRoutes) {
+          SCOPED_TRACE(route.name);
+          const std::vector<float> gpu = gpu_ns(g, s, fp32, false, route.tuning);
+          EXPECT_LE(relative_distance(gpu, r.fp32), 16 * fp32_allowance(r, s)) << "d = " << r.d;
+          EXPECT_LE(relative_distance(gpu, standard),
+                    relative_distance(r.fp32, standard) + 16 * fp32_allowance(r, s));
+          EXPECT_LE(relative_distance(gpu_ns(g, s, fp32, true, route.tuning), r.fp32), 2 * r.d)
+              << "tf32, d = " << r.d;
+          EXPECT_LE(relative_distance(gpu_ns(g, s, bf16, false, route.tuning), r.bf16), 3 * r.d)
+              << "bf16, d = " << r.d;
+        }
+      }
+    }
+  }
+}
+
 // Polar Express past the end of its table repeats its last polynomial, as the CPU does.
 TEST(NewtonSchulzCuda, MoreStepsThanTheCoefficientTable) {
   SW_SKIP_WITHOUT_GPU();
