@@ -273,7 +273,15 @@ void NewtonSchulzCuda::orthogonalize(const float* g, std::int64_t rows, std::int
     detail::launch_normalise(sum, options_.eps, g, w.x.as<float>(), numel, w.stream);
   }
   if (gram) {
-    gram_iteration(w, p, options_, out);
+    // TF32 products keep 10 mantissa bits, near bf16's 8 and far from fp32's 23: the Gram
+    // restarts follow bf16's growth limit (without restarts, Q's growth of ~500 turned TF32
+    // rounding into errors 5x those of the standard TF32 iteration on an H200).
+    optim::NewtonSchulzOptions gram_options = options_;
+    if (allow_tf32_ && !bf16 && gram_options.gram_growth_limit == 0.0) {
+      gram_options.gram_growth_limit =
+          optim::gram_default_growth_limit(optim::MatmulPrecision::kBf16);
+    }
+    gram_iteration(w, p, gram_options, out);
     return;
   }
   // The last step writes `out` (g is not read after the normalisation, so out may alias it).
