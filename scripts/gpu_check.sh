@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Builds what the GPU code needs, runs every GPU test (test_cuda: MXFP8, AdamW, Newton-Schulz,
-# Muon, grad stats, each against the CPU path; test_cuda_host_emulation, the same host code on
-# CPU stand-ins; test_nccl_mpi, the NCCL process group at 1 and 2 ranks; test_cuda_mpi under
-# mpirun -np 1/2/4, device DDP + layer-wise optimizer against the host path with every rank on the
-# one GPU) and every GPU benchmark (bench/cuda), and ends with
+# Muon, grad stats, the device GPT's forward and backward, each against the CPU path;
+# test_cuda_host_emulation, the same host code on CPU stand-ins; test_nccl_mpi, the NCCL process
+# group at 1 and 2 ranks; test_cuda_mpi under mpirun -np 1/2/4, device DDP + layer-wise optimizer
+# against the host path with every rank on the one GPU) and every GPU benchmark (bench/cuda), and
+# ends with
 #   gpu_check: N passed, M failed
 # followed by the benchmarks' `bench:` lines. N and M count test cases (gtest) plus one per
 # benchmark that ran; without a GPU everything builds, the tests report themselves skipped, the
@@ -34,7 +35,7 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${GPU_BUILD_DIR:-$root/build-gpu}
 jobs=${JOBS:-$(nproc)}
 targets=(test_cuda test_cuda_host_emulation test_nccl_mpi test_cuda_mpi bench_mxfp8_cuda
-         bench_adamw_cuda bench_newton_schulz_cuda bench_layer_wise_step_cuda)
+         bench_adamw_cuda bench_newton_schulz_cuda bench_layer_wise_step_cuda bench_train_mfu_cuda)
 
 mode=build prebuilt="" memcheck=0
 while (($#)); do
@@ -167,6 +168,8 @@ run_bench bench_newton_schulz_cuda "$bin/bench_newton_schulz_cuda"
 run_bench bench_layer_wise_step_cuda env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
   OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 mpirun --oversubscribe -np 1 \
   "$bin/bench_layer_wise_step_cuda"
+# The device GPT (GPT-2 small, bf16 GEMMs): one micro-batch of 8 x 1024, 5 timed steps.
+run_bench bench_train_mfu_cuda "$bin/bench_train_mfu_cuda" 8 5 bf16
 
 echo "gpu_check: $skipped skipped"
 echo "gpu_check: $passed passed, $failed failed"
