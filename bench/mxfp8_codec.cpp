@@ -152,12 +152,15 @@ void print_figures(int reps) {
   const double nd = static_cast<double>(n);
   const auto gbs = [](double bytes, double seconds) { return bytes / seconds * 1e-9; };
   const double copy_bytes = bench::StreamProbe::kCopyBytes;
-  bench::print_figure("mxfp8_quantize_bf16", gbs(2 * nd + mx_bytes, qb.ours),
-                      gbs(copy_bytes, qb.probe), "GB/s");
-  bench::print_figure("mxfp8_dequantize_bf16", gbs(2 * nd + mx_bytes, db.ours),
-                      gbs(copy_bytes, db.probe), "GB/s");
-  bench::print_figure("mxfp8_quantize_fp32", gbs(4 * nd + mx_bytes, qf.ours),
-                      gbs(copy_bytes, qf.probe), "GB/s");
+  const auto copy_rates = [&](const bench::PairedSeconds& t) {
+    return bench::ProbeSamples::of_seconds(copy_bytes * 1e-9, t.probe_samples);
+  };
+  bench::print_figure("mxfp8_quantize_bf16", gbs(2 * nd + mx_bytes, qb.ours), copy_rates(qb),
+                      "GB/s");
+  bench::print_figure("mxfp8_dequantize_bf16", gbs(2 * nd + mx_bytes, db.ours), copy_rates(db),
+                      "GB/s");
+  bench::print_figure("mxfp8_quantize_fp32", gbs(4 * nd + mx_bytes, qf.ours), copy_rates(qf),
+                      "GB/s");
 }
 
 }  // namespace

@@ -96,6 +96,15 @@ if(shardwise_cuda_tests)
   set_tests_properties(cuda PROPERTIES LABELS "unit;cuda" TIMEOUT 300)
 endif()
 
+# Multi-rank GPU tests (tests/cuda/mpi), run under mpirun by scripts/gpu_check.sh only: not a
+# ctest test (it needs a GPU and mpirun; without a GPU every case skips).
+file(GLOB shardwise_cuda_mpi_tests CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/tests/cuda/mpi/*.cpp)
+if(shardwise_cuda_mpi_tests)
+  add_executable(test_cuda_mpi ${shardwise_cuda_mpi_tests} ${PROJECT_SOURCE_DIR}/tests/mpi_main.cpp)
+  target_link_libraries(test_cuda_mpi PRIVATE shardwise_cuda GTest::gtest MPI::MPI_CXX)
+  target_include_directories(test_cuda_mpi PRIVATE ${PROJECT_SOURCE_DIR}/tests)
+endif()
+
 # GPU benchmarks (bench/cuda/<name>.cpp -> bench_<name>), each next to a limit measured in the
 # same run (device copy, cuBLAS GEMM); they exit 0 without a GPU.
 if(SHARDWISE_BUILD_BENCH)

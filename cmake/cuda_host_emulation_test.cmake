@@ -1,6 +1,7 @@
-# test_cuda_host_emulation: src/cuda/newton_schulz_cuda.cpp, muon_cuda.cpp and the device GPT's
-# host code (the host code around cuBLAS and the kernels) compiled against the CPU stand-ins in
-# tests/cuda/host_emulation/shims and compared with the CPU optimizers and the CPU model. Needs no GPU and no nvcc, so it runs everywhere the unit tests run.
+# test_cuda_host_emulation: src/cuda/newton_schulz_cuda.cpp, cublas_products.cpp, muon_cuda.cpp
+# and the device GPT's host code (the host code around cuBLAS and the kernels) compiled against
+# the CPU stand-ins in tests/cuda/host_emulation/shims and compared with the CPU optimizers and the
+# CPU model. Needs no GPU and no nvcc, so it runs everywhere the unit tests run.
 # The sources are copied next to the shims because a quoted #include looks in the including
 # file's own folder first; configure_file keeps the copies in step with the originals.
 set(shardwise_emulation_dir ${CMAKE_BINARY_DIR}/cuda_host_emulation)
@@ -10,15 +11,16 @@ file(GLOB_RECURSE shardwise_emulation_shims RELATIVE ${shardwise_shims_dir} CONF
 foreach(shim ${shardwise_emulation_shims})
   configure_file(${shardwise_shims_dir}/${shim} ${shardwise_emulation_dir}/${shim} COPYONLY)
 endforeach()
-# The device GPT's host code (gpt_model_cuda*.cpp, device_gemm.cpp) and its private headers
-# come along too; the shims stand in for the CUDA headers and the kernels (gpt_kernels.hpp).
-set(shardwise_emulated_sources newton_schulz_cuda muon_cuda gpt_model_cuda gpt_model_cuda_passes
-    device_gemm gemm_precision)
+# The device GPT's host code (gpt_model_cuda*.cpp, device_gemm.cpp) comes along too; the shims
+# stand in for the CUDA headers and the kernels (gpt_kernels.hpp).
+set(shardwise_emulated_sources newton_schulz_cuda cublas_products muon_cuda gpt_model_cuda
+    gpt_model_cuda_passes device_gemm gemm_precision)
 foreach(name ${shardwise_emulated_sources})
   configure_file(${PROJECT_SOURCE_DIR}/src/cuda/${name}.cpp ${shardwise_emulation_dir}/${name}.cpp
                  COPYONLY)
 endforeach()
-foreach(header device_gemm.hpp gpt_model_cuda_state.hpp)
+# Real private headers that include shimmed ones travel along, so their includes find the shims.
+foreach(header cublas_products.hpp device_gemm.hpp gpt_model_cuda_state.hpp)
   configure_file(${PROJECT_SOURCE_DIR}/src/cuda/${header} ${shardwise_emulation_dir}/${header}
                  COPYONLY)
 endforeach()
@@ -30,8 +32,8 @@ add_executable(test_cuda_host_emulation
                ${shardwise_emulated_sources})
 # The shims (device_buffer.hpp among them) come before the real headers.
 target_include_directories(test_cuda_host_emulation BEFORE PRIVATE ${shardwise_emulation_dir})
-target_link_libraries(test_cuda_host_emulation PRIVATE shardwise_optim shardwise_model ${BLAS_LIBRARIES}
-                                                       GTest::gtest_main)
+target_link_libraries(test_cuda_host_emulation PRIVATE shardwise_optim shardwise_model
+                                                       ${BLAS_LIBRARIES} GTest::gtest_main)
 set_target_properties(test_cuda_host_emulation PROPERTIES UNITY_BUILD OFF)
 add_test(NAME cuda_host_emulation COMMAND test_cuda_host_emulation)
 set_tests_properties(cuda_host_emulation PROPERTIES LABELS "unit" TIMEOUT 300)

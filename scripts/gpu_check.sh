@@ -2,7 +2,9 @@
 # Builds what the GPU code needs, runs every GPU test (test_cuda: MXFP8, AdamW, Newton-Schulz,
 # Muon, grad stats, the device GPT's forward and backward, each against the CPU path;
 # test_cuda_host_emulation, the same host code on CPU stand-ins; test_nccl_mpi, the NCCL process
-# group at 1 and 2 ranks) and every GPU benchmark (bench/cuda), and ends with
+# group at 1 and 2 ranks; test_cuda_mpi under mpirun -np 1/2/4, device DDP + layer-wise optimizer
+# against the host path with every rank on the one GPU) and every GPU benchmark (bench/cuda), and
+# ends with
 #   gpu_check: N passed, M failed
 # followed by the benchmarks' `bench:` lines. N and M count test cases (gtest) plus one per
 # benchmark that ran; without a GPU everything builds, the tests report themselves skipped, the
@@ -32,8 +34,8 @@ set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${GPU_BUILD_DIR:-$root/build-gpu}
 jobs=${JOBS:-$(nproc)}
-targets=(test_cuda test_cuda_host_emulation test_nccl_mpi bench_mxfp8_cuda bench_adamw_cuda
-         bench_newton_schulz_cuda bench_train_mfu_cuda)
+targets=(test_cuda test_cuda_host_emulation test_nccl_mpi test_cuda_mpi bench_mxfp8_cuda
+         bench_adamw_cuda bench_newton_schulz_cuda bench_layer_wise_step_cuda bench_train_mfu_cuda)
 
 mode=build prebuilt="" memcheck=0
 while (($#)); do
@@ -152,12 +154,20 @@ run_tests test_cuda_host_emulation "$bin/test_cuda_host_emulation"
 # each take a GPU, or share the only one (the own-GPU check says so and the collectives skip).
 run_mpi_tests test_nccl_mpi_np1 1 "$bin/test_nccl_mpi"
 run_mpi_tests test_nccl_mpi_np2 2 "$bin/test_nccl_mpi"
+# Device DDP + layer-wise optimizer against the host path, every rank on the one GPU (host-staged
+# MPI collectives).
+for np in 1 2 4; do
+  run_mpi_tests test_cuda_mpi_np$np $np "$bin/test_cuda_mpi"
+done
 if ((memcheck)); then
   run_tests test_cuda_memcheck compute-sanitizer --tool memcheck --error-exitcode 1 "$bin/test_cuda"
 fi
 run_bench bench_mxfp8_cuda "$bin/bench_mxfp8_cuda"
 run_bench bench_adamw_cuda "$bin/bench_adamw_cuda"
 run_bench bench_newton_schulz_cuda "$bin/bench_newton_schulz_cuda"
+run_bench bench_layer_wise_step_cuda env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
+  OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 mpirun --oversubscribe -np 1 \
+  "$bin/bench_layer_wise_step_cuda"
 # The device GPT (GPT-2 small, bf16 GEMMs): one micro-batch of 8 x 1024, 5 timed steps.
 run_bench bench_train_mfu_cuda "$bin/bench_train_mfu_cuda" 8 5 bf16
 

@@ -9,6 +9,7 @@
 #include "shardwise/core/error.hpp"
 #include "shardwise/core/float_convert.hpp"
 #include "shardwise/optim/grad_stats.hpp"
+#include "shardwise/optim/newton_schulz_gram.hpp"
 
 namespace shardwise::optim {
 
@@ -84,6 +85,23 @@ std::string_view ns_coefficients_name(NsCoefficients set) {
   return "?";
 }
 
+NsAlgorithm parse_ns_algorithm(std::string_view name, std::string_view what) {
+  if (name == "standard") return NsAlgorithm::kStandard;
+  if (name == "gram") return NsAlgorithm::kGram;
+  throw InvalidArgument(
+      str_cat(what, ": unknown Newton-Schulz algorithm '", name, "' (expected standard or gram)"));
+}
+
+std::string_view ns_algorithm_name(NsAlgorithm algorithm) {
+  switch (algorithm) {
+    case NsAlgorithm::kStandard:
+      return "standard";
+    case NsAlgorithm::kGram:
+      return "gram";
+  }
+  return "?";
+}
+
 double newton_schulz_gemm_flops(std::int64_t rows, std::int64_t cols, int steps) {
   const double m = static_cast<double>(std::min(rows, cols));
   const double n = static_cast<double>(std::max(rows, cols));
@@ -95,6 +113,9 @@ NewtonSchulz::NewtonSchulz(NewtonSchulzOptions options) : options_(options) {
              options_.steps);
   SW_REQUIRE(options_.eps >= 0.0f, InvalidArgument, "Newton-Schulz eps must be >= 0, got ",
              options_.eps);
+  SW_REQUIRE(options_.gram_growth_limit == 0.0 || options_.gram_growth_limit > 1.0, InvalidArgument,
+             "Newton-Schulz gram_growth_limit must be 0 (default) or > 1, got ",
+             options_.gram_growth_limit);
 }
 
 void NewtonSchulz::orthogonalize(const float* g, std::int64_t rows, std::int64_t cols, float* out) {
@@ -117,6 +138,10 @@ void NewtonSchulz::orthogonalize(const float* g, std::int64_t rows, std::int64_t
   const double norm = std::sqrt(sum_of_squares({g, numel}));
   const float inv = static_cast<float>(1.0 / (norm + static_cast<double>(options_.eps)));
   for (std::size_t i = 0; i < numel; ++i) x_[i] = g[i] * inv;
+  if (options_.algorithm == NsAlgorithm::kGram) {
+    gram_newton_schulz(options_, wide, m, n, {x_, y_, gram_, poly_, q_, t_}, out);
+    return;
+  }
 
   using blas::Op;
   for (int step = 0; step < options_.steps; ++step) {
@@ -167,6 +192,24 @@ void NewtonSchulz::orthogonalize(const float* g, std::int64_t rows, std::int64_t
     std::swap(x_, y_);
   }
   std::memcpy(out, x_.data(), sizeof(float) * numel);
+}
+
+double orthogonality_error(const float* u, std::int64_t rows, std::int64_t cols) {
+  const bool wide = rows <= cols;
+  const std::int64_t m = wide ? rows : cols, n = wide ? cols : rows;
+  if (m == 0) return 0.0;
+  std::vector<float> gram(static_cast<std::size_t>(m * m));
+  blas::ssyrk(wide ? blas::Op::kNone : blas::Op::kTranspose, m, n, 1.0f, u, wide ? n : m, 0.0f,
+              gram.data(), m);
+  double sum = 0.0;
+  for (std::int64_t i = 0; i < m; ++i) {
+    for (std::int64_t j = i; j < m; ++j) {  // the upper triangle, off-diagonal terms twice
+      const double e =
+          static_cast<double>(gram[static_cast<std::size_t>(i * m + j)]) - (i == j ? 1.0 : 0.0);
+      sum += (i == j ? 1.0 : 2.0) * e * e;
+    }
+  }
+  return std::sqrt(sum / static_cast<double>(m));
 }
 
 void for_each_row_block(std::int64_t rows, std::span<const std::int64_t> row_split,
