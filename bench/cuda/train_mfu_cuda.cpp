@@ -114,13 +114,17 @@ int main(int argc, char** argv) {
           static_cast<std::int32_t>((state >> 33) % static_cast<std::uint64_t>(config.vocab_size));
     }
     for (std::size_t i = 0; i < n; ++i) targets[i] = (i + 1) % seq == 0 ? -1 : tokens[i + 1];
-    double loss = 0;
+    double loss = 0, forward_seconds = 0;
     auto step = [&] {
-      loss = model.forward(tokens.data(), targets.data(), micro_batch, seq);
+      const auto t0 = std::chrono::steady_clock::now();
+      loss = model.forward(tokens.data(), targets.data(), micro_batch, seq);  // ends in a sync
+      forward_seconds +=
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       model.backward(1.0, nullptr);
     };
     step();  // warm-up: allocations, cuBLAS heuristics
     check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+    forward_seconds = 0;
     const auto start = std::chrono::steady_clock::now();
     for (int s = 0; s < steps; ++s) step();
     check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
@@ -130,8 +134,11 @@ int main(int argc, char** argv) {
     const double ours =
         shardwise::cuda::gpt_model_flops_per_token(config, seq) * tokens_per_s * 1e-12;
     const double limit = bf16_gemm_tflops(8192, 10);
-    std::printf("train_mfu_cuda: %s, micro-batch %d x %d, %.1f ms/step, %.0f tokens/s, loss %.4f\n",
-                precision.c_str(), micro_batch, seq, seconds * 1e3, tokens_per_s, loss);
+    std::printf(
+        "train_mfu_cuda: %s, micro-batch %d x %d, %.1f ms/step (forward %.1f ms), %.0f tokens/s, "
+        "loss %.4f\n",
+        precision.c_str(), micro_batch, seq, seconds * 1e3, forward_seconds / steps * 1e3,
+        tokens_per_s, loss);
     shardwise::cuda::bench::print_figure("train_mfu_cuda", ours, limit, "TF/s");
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_train_mfu_cuda: %s\n", e.what());
