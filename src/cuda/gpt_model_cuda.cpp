@@ -250,6 +250,23 @@ std::vector<bool> GptModelCuda::exact_match() const {
   return match;
 }
 
+std::span<const float> GptModelCuda::probabilities(int b, int t) const {
+  const State& s = *state_;
+  SW_REQUIRE(s.forward_done, InvalidArgument,
+             "GptModelCuda::probabilities: needs a forward pass and no backward since");
+  SW_REQUIRE(b >= 0 && b < s.batch && t >= 0 && t < s.seq, ShapeError,
+             "GptModelCuda::probabilities: position (", b, ", ", t, ") outside the last forward's ",
+             s.batch, " x ", s.seq);
+  const auto v = static_cast<std::size_t>(config_.vocab_size);
+  probabilities_.resize(v);
+  const float* row = floats(s.logits) + (static_cast<std::size_t>(b) * s.seq + t) * v;
+  check_cuda(cudaMemcpyAsync(probabilities_.data(), row, v * sizeof(float), cudaMemcpyDeviceToHost,
+                             s.stream),
+             "cudaMemcpyAsync (probabilities)");
+  check_cuda(cudaStreamSynchronize(s.stream), "cudaStreamSynchronize (probabilities)");
+  return {probabilities_.data(), v};
+}
+
 double gpt_model_flops_per_token(const GptConfig& config, int seq) {
   const double h = config.hidden, layers = config.num_layers;
   const double matmul_weights =

@@ -166,6 +166,7 @@ struct CpuRun {
   std::vector<std::vector<float>> grads;
   std::vector<ParamId> ready_order;
   std::vector<bool> exact;
+  std::vector<float> last_probabilities;  // sequence 0, last position
 };
 
 CpuRun run_cpu(const GptConfig& c, const Batch& b, double loss_scale, std::uint64_t seed) {
@@ -176,6 +177,8 @@ CpuRun run_cpu(const GptConfig& c, const Batch& b, double loss_scale, std::uint6
   CpuRun r;
   r.loss = model.forward(b.tokens.data(), b.targets.data(), b.batch, b.seq);
   r.exact = model.exact_match();
+  const auto p = model.probabilities(0, b.seq - 1);
+  r.last_probabilities.assign(p.begin(), p.end());
   model.backward(loss_scale, [&](ParamId id) { r.ready_order.push_back(id); });
   r.grads = host.grads;
   return r;
@@ -192,6 +195,8 @@ CpuRun run_device(const GptConfig& c, const Batch& b, double loss_scale, std::ui
   CpuRun r;
   r.loss = model.forward(b.tokens.data(), b.targets.data(), b.batch, b.seq);
   r.exact = model.exact_match();
+  const auto p = model.probabilities(0, b.seq - 1);
+  r.last_probabilities.assign(p.begin(), p.end());
   model.backward(loss_scale, [&](ParamId id) { r.ready_order.push_back(id); });
   synchronize();
   for (std::size_t i = 0; i < model.params().size(); ++i) {
@@ -218,6 +223,12 @@ TEST_P(GptModelCudaMatchesCpu, LossGradientsAndReadyOrder) {
   const double tol = gradient_tolerance(c, k.precision, std::int64_t{b.batch} * b.seq);
   EXPECT_NEAR(dev.loss, cpu.loss, tol * cpu.loss);
   EXPECT_EQ(dev.ready_order, cpu.ready_order);
+  ASSERT_EQ(dev.last_probabilities.size(), cpu.last_probabilities.size());
+  for (std::size_t v = 0; v < cpu.last_probabilities.size(); ++v) {
+    EXPECT_NEAR(dev.last_probabilities[v], cpu.last_probabilities[v],
+                tol * cpu.last_probabilities[v])
+        << "token " << v;
+  }
   expect_close_per_param(gpt_param_list(c), dev.grads, cpu.grads, tol, "gradient");
 }
 
@@ -382,6 +393,10 @@ TEST(GptModelCuda, RefusesBadInput) {
   model.bind(dev.views(dev.values), dev.views(dev.grads));
   model.init_parameters(1);
   EXPECT_THROW(model.backward(1.0, nullptr), InvalidArgument);  // no forward yet
+  model.forward(b.tokens.data(), b.targets.data(), b.batch, b.seq);
+  EXPECT_THROW(model.probabilities(b.batch, 0), ShapeError);
+  model.backward(1.0, nullptr);
+  EXPECT_THROW(model.probabilities(0, 0), InvalidArgument);  // the softmax is gone
   Batch bad = b;
   bad.tokens[3] = c.vocab_size;
   EXPECT_THROW(model.forward(bad.tokens.data(), bad.targets.data(), bad.batch, bad.seq),

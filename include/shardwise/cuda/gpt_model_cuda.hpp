@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "shardwise/cuda/gemm_precision.hpp"
@@ -67,6 +68,12 @@ class GptModelCuda {
   // lowest index among equal largest logits).
   std::vector<bool> exact_match() const;
 
+  // After forward and before backward (which turns the softmax into the logits' gradient in
+  // place): the next-token distribution at position t of sequence b, copied to the host
+  // (vocab_size values; valid until the next call). InvalidArgument after backward, ShapeError
+  // for a position outside the last forward.
+  std::span<const float> probabilities(int b, int t) const;
+
  private:
   struct State;
   const float* use(ParamId id);
@@ -84,6 +91,7 @@ class GptModelCuda {
   std::vector<float*> values_, grads_;
   std::function<void(ParamId)> before_use_;
   std::unique_ptr<State> state_;
+  mutable std::vector<float> probabilities_;  // probabilities()' host copy
 };
 
 // Model FLOPs per trained token, as bench/train_throughput.cpp counts them (PaLM's count): 6 per

@@ -26,6 +26,7 @@ struct EmulatedRun {
   std::vector<std::vector<float>> grads;
   std::vector<ParamId> order;
   std::vector<bool> exact;
+  std::vector<std::vector<float>> probabilities;  // one position per sequence
 };
 
 GptConfig emulated_config(bool rope, bool tied) {
@@ -59,6 +60,10 @@ EmulatedRun run_model(Model& model, const std::vector<std::int32_t>& tokens,
   EmulatedRun r;
   r.loss = model.forward(tokens.data(), targets.data(), batch, seq);
   r.exact = model.exact_match();
+  for (int b = 0; b < batch; ++b) {
+    const auto p = model.probabilities(b, seq - 1 - b);
+    r.probabilities.emplace_back(p.begin(), p.end());
+  }
   model.backward(1.5, [&](ParamId id) { r.order.push_back(id); });
   r.grads = grads;
   return r;
@@ -99,6 +104,13 @@ TEST_P(GptModelCudaEmulation, MatchesCpuModel) {
   EXPECT_NEAR(dev.loss, cpu.loss, tol * cpu.loss);
   EXPECT_EQ(dev.order, cpu.order);
   EXPECT_EQ(dev.exact, cpu.exact);
+  for (std::size_t b = 0; b < cpu.probabilities.size(); ++b) {
+    ASSERT_EQ(dev.probabilities[b].size(), static_cast<std::size_t>(c.vocab_size));
+    for (std::size_t v = 0; v < cpu.probabilities[b].size(); ++v) {
+      EXPECT_NEAR(dev.probabilities[b][v], cpu.probabilities[b][v], tol * cpu.probabilities[b][v])
+          << "sequence " << b << ", token " << v;
+    }
+  }
   double sum_sq = 0, count = 0;
   for (const auto& g : cpu.grads) {
     sum_sq += l2(g) * l2(g);
