@@ -8,7 +8,7 @@
 // disables ssyrk, showing the overhead of everything that is not a GEMM.
 //
 // Usage: bench_newton_schulz [--shapes 1024x1024,4096x1024] [--budget-s 50] | --figures-only |
-//        --gram-only
+//        --gram-only | --gram-checkpoint FILE
 // Threads: OPENBLAS_NUM_THREADS (default: all cores). Shapes that would not fit in the time
 // budget at the measured rate are reported as skipped.
 // Then the Gram iteration against the standard one (fp32, quintic, 5 steps, both with ssyrk):
@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "machine_limits.hpp"
+#include "shardwise/checkpoint/safetensors.hpp"
 #include "shardwise/core/blas.hpp"
 #include "shardwise/optim/newton_schulz_gram.hpp"
 
@@ -171,6 +172,39 @@ void print_gram_figures() {
   }
 }
 
+// Standard against Gram on the momentum buffers of a trained checkpoint.
+int print_checkpoint_errors(const char* path) {
+  using shardwise::optim::NsAlgorithm;
+  const auto file = shardwise::SafetensorsFile::open(path);
+  const std::string suffix = "/momentum_buffer";
+  for (const shardwise::SafetensorsTensorInfo& info : file.tensors()) {
+    if (info.shape.size() != 2 || info.name.size() < suffix.size() ||
+        info.name.compare(info.name.size() - suffix.size(), suffix.size(), suffix) != 0) {
+      continue;
+    }
+    const std::int64_t rows = info.shape[0], cols = info.shape[1];
+    std::vector<float> g(static_cast<std::size_t>(rows * cols)), out(g.size());
+    file.read_range(info.name, 0, shardwise::TensorView{g.data(), rows * cols});
+    std::printf("trained momentum %-40s %4lldx%-4lld", info.name.c_str(), (long long)rows,
+                (long long)cols);
+    for (MatmulPrecision p : {MatmulPrecision::kFp32, MatmulPrecision::kBf16}) {
+      double errors[2];
+      for (NsAlgorithm a : {NsAlgorithm::kStandard, NsAlgorithm::kGram}) {
+        NewtonSchulzOptions o;
+        o.precision = p;
+        o.algorithm = a;
+        NewtonSchulz(o).orthogonalize(g.data(), rows, cols, out.data());
+        errors[a == NsAlgorithm::kGram] =
+            shardwise::optim::orthogonality_error(out.data(), rows, cols);
+      }
+      std::printf("  %s ||UU^T-I||/sqrt(m) standard %.4e gram %.4e",
+                  p == MatmulPrecision::kBf16 ? "bf16" : "fp32", errors[0], errors[1]);
+    }
+    std::printf("\n");
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -179,6 +213,9 @@ int main(int argc, char** argv) {
   if (argc > 1 && std::string(argv[1]) == "--figures-only") {
     print_figure_one_thread(5);
     return 0;
+  }
+  if (argc > 2 && std::string(argv[1]) == "--gram-checkpoint") {
+    return print_checkpoint_errors(argv[2]);
   }
   if (argc > 1 && std::string(argv[1]) == "--gram-only") {
     print_gram_figures();

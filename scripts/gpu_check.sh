@@ -102,7 +102,9 @@ esac
 
 logs=$(mktemp -d /tmp/gpu_check.XXXXXX)
 passed=0 failed=0 skipped=0
-count() { grep -oE "^\[  $1 *\] [0-9]+ test" "$2" | grep -oE '[0-9]+' | head -1 || true; }
+count() {  # gtest's summary count of $1 in log $2 (colour codes, which mpirun lets through, removed)
+  sed 's/\x1b\[[0-9;]*m//g' "$2" | grep -oE "^\[  $1 *\] [0-9]+ test" | grep -oE '[0-9]+' | head -1 || true
+}
 
 # One gtest binary: adds its passed / failed / skipped cases; a crash counts as one failure.
 run_tests() {

@@ -49,6 +49,20 @@ void block_products(cublasHandle_t handle, GemmTypes t, SymmetricOperand x, Bloc
                "cublasGemmStridedBatchedEx (symmetric product blocks)");
 }
 
+// The same blocks of C = A B for two m x m operands, both as they are (op N, ld m): row block
+// r_i of A, column block s_i of B.
+void result_blocks(cublasHandle_t handle, GemmTypes t, const void* a, const void* b, int m,
+                   BlockRun r, void* c) {
+  const float alpha = 1.0f, beta = 0.0f;
+  const std::int64_t col = r.first_row + r.offset;
+  check_cublas(cublasGemmStridedBatchedEx(
+                   handle, CUBLAS_OP_N, CUBLAS_OP_N, r.size, r.size, m, &alpha,
+                   at(a, r.first_row, t.input), t.input, m, r.step, at(b, col * m, t.input),
+                   t.input, m, r.step * m, &beta, at(c, r.first_row + col * m, t.output), t.output,
+                   m, r.step * (std::int64_t{m} + 1), r.count, t.compute, CUBLAS_GEMM_DEFAULT),
+               "cublasGemmStridedBatchedEx (symmetric result blocks)");
+}
+
 }  // namespace
 
 void gemm(cublasHandle_t handle, GemmTypes t, cublasOperation_t op_a, cublasOperation_t op_b,
@@ -95,6 +109,22 @@ void symmetric_product(cublasHandle_t handle, cudaStream_t stream, GemmTypes t, 
     }
   }
   mirror(c, x.m, t.output, stream);
+}
+
+void symmetric_result_product(cublasHandle_t handle, cudaStream_t stream, GemmTypes t,
+                              SymmetricPlan plan, const void* a, const void* b, int m, void* c,
+                              const char* what) {
+  if (plan.method != SymmetricMethod::kBlocked) {
+    gemm(handle, t, CUBLAS_OP_N, CUBLAS_OP_N, m, m, m, 1.0f, a, m, b, m, 0.0f, c, m, what);
+    return;
+  }
+  for (int level = 1; level <= plan.levels; ++level) {
+    const int size = m >> level;
+    result_blocks(handle, t, a, b, m, {0, size, 2 * std::int64_t{size}, size, 1 << (level - 1)}, c);
+  }
+  const int size = m >> plan.levels;
+  result_blocks(handle, t, a, b, m, {0, 0, size, size, 1 << plan.levels}, c);
+  mirror(c, m, t.output, stream);
 }
 
 }  // namespace shardwise::cuda::detail

@@ -51,4 +51,11 @@ struct SymmetricOperand {
 void symmetric_product(cublasHandle_t handle, cudaStream_t stream, GemmTypes t, SymmetricPlan plan,
                        SymmetricOperand x, float alpha, float beta, void* c, const char* what);
 
+// c = a b for m x m matrices (ld m) of t.input whose product is symmetric (they commute, as the
+// Gram iteration's polynomials in R do): with kBlocked only the blocks on and above the diagonal
+// are formed, then mirrored; otherwise (kGemm, and kSyrk, which needs a b = x x^T) one GEMM.
+void symmetric_result_product(cublasHandle_t handle, cudaStream_t stream, GemmTypes t,
+                              SymmetricPlan plan, const void* a, const void* b, int m, void* c,
+                              const char* what);
+
 }  // namespace shardwise::cuda::detail

@@ -53,7 +53,8 @@ struct Problem {
   std::int64_t numel;
   bool bf16;
   GemmTypes types;
-  SymmetricPlan plan;
+  SymmetricPlan plan;         // X X^T and A A (R R in the Gram iteration)
+  SymmetricPlan square_plan;  // Gram: P Q, P R, (P R) P, symmetric but not of the form x x^T
   std::size_t element_bytes() const { return bf16 ? 2 : 4; }
 };
 
@@ -116,6 +117,17 @@ void bf16_step(const Workspace& w, const Problem& p, Coefficients k, bool last, 
   apply_polynomial(w, p, p.types, w.poly.data(), w.x.data(), k.a, w.y.data());
 }
 
+// How the Gram iteration's m x m products with symmetric results are formed: on blocks whenever
+// the symmetric products are not plain GEMMs (SYRK needs the form x x^T, so fp32 takes blocks
+// there too).
+SymmetricPlan gram_square_plan(const optim::NewtonSchulzOptions& o,
+                               const NewtonSchulzCudaTuning& tuning, int m) {
+  if (!o.use_syrk) return {};
+  const int levels = detail::blocked_levels(m, tuning.min_block, tuning.max_levels);
+  if (levels == 0) return {};
+  return {SymmetricMethod::kBlocked, levels};
+}
+
 // How X X^T and A A are formed (see NewtonSchulzCudaTuning).
 SymmetricPlan symmetric_plan(const optim::NewtonSchulzOptions& o, bool allow_tf32,
                              const NewtonSchulzCudaTuning& tuning, int m) {
@@ -136,8 +148,8 @@ void apply_q(const Workspace& w, const Problem& p, GemmTypes types, const void* 
 // c = a b for m x m matrices whose product is symmetric (optim's symmetric_result_product).
 void square_product(const Workspace& w, const Problem& p, const DeviceBuffer& a,
                     const DeviceBuffer& b, DeviceBuffer& c, const char* what) {
-  detail::gemm(w.handle, p.types, CUBLAS_OP_N, CUBLAS_OP_N, p.m, p.m, p.m, 1.0f, a.data(), p.m,
-               b.data(), p.m, 0.0f, c.data(), p.m, what);
+  detail::symmetric_result_product(w.handle, w.stream, p.types, p.square_plan, a.data(), b.data(),
+                                   p.m, c.data(), what);
 }
 
 // P = c R^2 + b R + a I into w.poly, with R^2 in fp32 (w.r2).
@@ -254,7 +266,8 @@ void NewtonSchulzCuda::orthogonalize(const float* g, std::int64_t rows, std::int
                   numel,
                   bf16,
                   {type, type, compute},
-                  symmetric_plan(options_, allow_tf32_, tuning_, m)};
+                  symmetric_plan(options_, allow_tf32_, tuning_, m),
+                  gram_square_plan(options_, tuning_, m)};
   const bool gram = options_.algorithm == optim::NsAlgorithm::kGram;
   reserve_workspace(w, p, gram);
 

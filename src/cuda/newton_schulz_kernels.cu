@@ -74,6 +74,15 @@ __global__ void widen_bf16_kernel(const std::uint16_t* bf16, float* out, std::in
   }
 }
 
+__global__ void round_to_bf16_kernel(const float* src, std::uint16_t* bf16, float* rounded,
+                                     std::int64_t n) {
+  for (std::int64_t i = first_index(); i < n; i += grid_stride()) {
+    const std::uint16_t h = float_to_bf16_bits(src[i]);
+    bf16[i] = h;
+    if (rounded != nullptr) rounded[i] = bf16_bits_to_float(h);
+  }
+}
+
 __device__ float load(const float* p, std::int64_t i) { return p[i]; }
 __device__ float load(const std::uint16_t* p, std::int64_t i) { return bf16_bits_to_float(p[i]); }
 __device__ void store(float* p, std::int64_t i, float v) { p[i] = v; }
@@ -130,6 +139,12 @@ void launch_add_diagonal(float* a, std::int64_t m, float value, cudaStream_t str
 void launch_widen_bf16(const std::uint16_t* bf16, float* out, std::int64_t n, cudaStream_t stream) {
   widen_bf16_kernel<<<blocks_for(n), kThreads, 0, stream>>>(bf16, out, n);
   check_launch("widen_bf16_kernel launch");
+}
+
+void launch_round_to_bf16(const float* src, std::uint16_t* bf16, float* rounded, std::int64_t n,
+                          cudaStream_t stream) {
+  round_to_bf16_kernel<<<blocks_for(n), kThreads, 0, stream>>>(src, bf16, rounded, n);
+  check_launch("round_to_bf16_kernel launch");
 }
 
 void launch_gram_polynomial(const float* r2, const float* r, float* p, std::int64_t m, float a,

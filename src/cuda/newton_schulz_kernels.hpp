@@ -26,6 +26,11 @@ void launch_mirror_upper(std::uint16_t* a, std::int64_t m, cudaStream_t stream);
 // a(i, i) += value.
 void launch_add_diagonal(float* a, std::int64_t m, float value, cudaStream_t stream);
 
+// bf16[i] = round-to-nearest-even of src[i]; also rounded[i] = that value in fp32 unless null
+// (the device GPT's bf16 GEMM inputs use it too).
+void launch_round_to_bf16(const float* src, std::uint16_t* bf16, float* rounded, std::int64_t n,
+                          cudaStream_t stream);
+
 // out[i] = bf16[i] as fp32 (exact).
 void launch_widen_bf16(const std::uint16_t* bf16, float* out, std::int64_t n, cudaStream_t stream);
 

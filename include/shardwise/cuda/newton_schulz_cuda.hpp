@@ -1,13 +1,14 @@
 // Muon's Newton–Schulz orthogonalization on an NVIDIA GPU with cuBLAS: the iteration of
-// optim::NewtonSchulz (same options, every coefficient set of optim::ns_coefficients, the same
+// optim::NewtonSchulz (same options, every coefficient set of optim::ns_coefficients, the standard
+// and the Gram algorithm with the CPU's restart schedule (TF32 restarts by bf16's limit), the same
 // normalisation X = G / (||G||_F + eps) with the norm's square summed in fp64, the same short-side
 // view so a tall matrix is never transposed in memory, the same bf16 rounding points).
 //
 // GEMM precision:
 //   kFp32, allow_tf32 = false  fp32 inputs, fp32 accumulation (CUBLAS_COMPUTE_32F, no TF32)
 //   kFp32, allow_tf32 = true   inputs rounded to TF32 by the tensor cores, fp32 accumulation
-//                              (CUBLAS_COMPUTE_32F_FAST_TF32; SYRK under
-//                              CUBLAS_TF32_TENSOR_OP_MATH)
+//                              (CUBLAS_COMPUTE_32F_FAST_TF32; cublasSsyrk has no tensor
+//                              cores, so TF32 never takes the SYRK route)
 //   kBf16                      bf16 inputs and outputs, fp32 accumulation (CUBLAS_COMPUTE_32F):
 //                              X, A = X X^T and the polynomial B are kept in bf16, each rounded
 //                              once by cuBLAS from its fp32 accumulation, which is where
