@@ -3,7 +3,7 @@
 #include <climits>
 
 #include "cuda_status.hpp"
-#include "gpt_kernels.hpp"
+#include "newton_schulz_kernels.hpp"
 #include "shardwise/core/error.hpp"
 
 namespace shardwise::cuda::detail {
@@ -36,7 +36,7 @@ const void* DeviceGemm::input(const GemmOperand& operand, int batch, DeviceBuffe
   const std::int64_t count =
       (batch - 1) * operand.stride + (operand.rows - 1) * operand.ld + operand.cols;
   bf16.reserve(static_cast<std::size_t>(count) * sizeof(std::uint16_t));
-  launch_round_to_bf16(operand.data, bf16.as<std::uint16_t>(), count, stream_);
+  launch_round_to_bf16(operand.data, bf16.as<std::uint16_t>(), nullptr, count, stream_);
   return bf16.data();
 }
 

@@ -1,7 +1,6 @@
 // Element-wise pieces of the device GPT (bias rows, residual sums, GELU) and the column sums of
 // bias gradients.
 #include "cuda_status.hpp"
-#include "float_bits.cuh"
 #include "gpt_kernel_support.cuh"
 #include "gpt_kernels.hpp"
 
@@ -56,11 +55,6 @@ __global__ void gelu_backward_kernel(const float* x, float* d, std::int64_t coun
   }
 }
 
-__global__ void round_to_bf16_kernel(const float* src, std::uint16_t* bf16, std::int64_t n) {
-  for (std::int64_t i = first_index(); i < n; i += grid_stride())
-    bf16[i] = float_to_bf16_bits(src[i]);
-}
-
 // Pass 1: partials[chunk, c] = sum of m[r, c] over the chunk's rows, in row order.
 __global__ void column_chunk_sums_kernel(const float* m, std::int64_t rows, std::int64_t cols,
                                          float* partials) {
@@ -106,12 +100,6 @@ void launch_gelu_forward(const float* x, float* y, std::int64_t count, cudaStrea
 void launch_gelu_backward(const float* x, float* d, std::int64_t count, cudaStream_t stream) {
   gelu_backward_kernel<<<blocks_for(count), kThreads, 0, stream>>>(x, d, count);
   check_launch("gelu_backward_kernel");
-}
-
-void launch_round_to_bf16(const float* src, std::uint16_t* bf16, std::int64_t n,
-                          cudaStream_t stream) {
-  round_to_bf16_kernel<<<blocks_for(n), kThreads, 0, stream>>>(src, bf16, n);
-  check_launch("round_to_bf16_kernel");
 }
 
 std::int64_t column_sum_partials(std::int64_t rows, std::int64_t cols) {

@@ -79,10 +79,6 @@ void launch_add_column_sums(const float* m, std::int64_t rows, std::int64_t cols
                             float* partials, cudaStream_t stream);
 std::int64_t column_sum_partials(std::int64_t rows, std::int64_t cols);
 
-// bf16[i] = src[i] rounded to nearest even (bf16 bits; a GEMM input in bf16 mode).
-void launch_round_to_bf16(const float* src, std::uint16_t* bf16, std::int64_t n,
-                          cudaStream_t stream);
-
 // ---- cross-entropy (gpt_loss_kernels.cu) ----
 
 // Per row of logits [n, vocab]: softmax in place, row_loss[i] = -log p[target] (0 for target < 0)

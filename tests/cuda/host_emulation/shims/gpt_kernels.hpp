@@ -8,7 +8,6 @@
 #include <limits>
 
 #include "cuda_status.hpp"
-#include "shardwise/core/float_convert.hpp"
 
 namespace shardwise::cuda::detail {
 
@@ -178,11 +177,6 @@ inline void launch_gelu_backward(const float* x, float* d, std::int64_t count, c
     const float du = 0.7978845608028654f * (1.0f + 3.0f * 0.044715f * v * v);
     d[i] *= s + 2.0f * v * s * (e * s) * du;
   }
-}
-
-inline void launch_round_to_bf16(const float* src, std::uint16_t* bf16, std::int64_t n,
-                                 cudaStream_t) {
-  for (std::int64_t i = 0; i < n; ++i) bf16[i] = float_to_bf16(src[i]);
 }
 
 inline std::int64_t column_sum_partials(std::int64_t, std::int64_t) { return 0; }

@@ -33,6 +33,14 @@ inline void launch_add_diagonal(float* a, std::int64_t m, float value, cudaStrea
   for (std::int64_t i = 0; i < m; ++i) a[i * m + i] += value;
 }
 
+inline void launch_round_to_bf16(const float* src, std::uint16_t* bf16, float* rounded,
+                                 std::int64_t n, cudaStream_t) {
+  for (std::int64_t i = 0; i < n; ++i) {
+    bf16[i] = float_to_bf16(src[i]);
+    if (rounded != nullptr) rounded[i] = bf16_to_float(bf16[i]);
+  }
+}
+
 inline void launch_widen_bf16(const std::uint16_t* bf16, float* out, std::int64_t n, cudaStream_t) {
   for (std::int64_t i = 0; i < n; ++i) out[i] = bf16_to_float(bf16[i]);
 }
