@@ -16,23 +16,23 @@
 #include <string_view>
 #include <vector>
 
+#include "shardwise/config/optimizer_config.hpp"
+
 namespace shardwise::optim {
 
-enum class NsCoefficients : std::uint8_t {
-  kQuintic,       // five tuned quintics, cycled (default)
-  kSimple,        // Keller Jordan's single quintic (3.4445, -4.7750, 2.0315) every step
-  kPolarExpress,  // Amsel, Persson, Musco, Gower 2025, degree 5, with its 1.01 safety factor
-};
-
-enum class MatmulPrecision : std::uint8_t {
-  kFp32,  // fp32 GEMM inputs
-  kBf16,  // GEMM inputs rounded to bf16 (RNE), fp32 accumulation: what bf16 tensor cores do
-};
+// The optimizer spec's enums (config/optimizer_config.hpp), one definition and one name table:
+//   kQuintic       five tuned quintics, cycled (default)
+//   kSimple        Keller Jordan's single quintic (3.4445, -4.7750, 2.0315) every step
+//   kPolarExpress  Amsel, Persson, Musco, Gower 2025, degree 5, with its 1.01 safety factor
+using NsCoefficients = MuonCoefficientSet;
+//   kFp32  fp32 GEMM inputs
+//   kBf16  GEMM inputs rounded to bf16 (RNE), fp32 accumulation: what bf16 tensor cores do
+using MatmulPrecision = shardwise::MatmulPrecision;
 
 struct NewtonSchulzOptions {
-  NsCoefficients coefficients = NsCoefficients::kQuintic;
-  int steps = 5;
-  MatmulPrecision precision = MatmulPrecision::kFp32;
+  NsCoefficients coefficients = kDefaultOptimizerConfig.muon_coefficient_set;
+  int steps = kDefaultOptimizerConfig.muon_ns_steps;
+  MatmulPrecision precision = kDefaultOptimizerConfig.muon_matmul_precision;
   float eps = 1e-7f;  // added to the Frobenius norm before normalising
   // Form the symmetric products (X X^T and A A) with ssyrk at half the flops of sgemm.
   bool use_syrk = true;
