@@ -59,15 +59,15 @@ Keyword keyword(std::string name) {
 
 // AdamW's betas travel as one (beta1, beta2) pair, as in torch.optim.AdamW.
 Keyword betas_keyword() {
-  return Keyword{"betas",
-                 [](const OptimizerConfig& c) { return py::make_tuple(c.adam_beta1, c.adam_beta2); },
-                 [](OptimizerConfig& c, const py::handle& v) {
-                   const py::sequence pair = py::reinterpret_borrow<py::sequence>(v);
-                   SW_REQUIRE(py::isinstance<py::sequence>(v) && py::len(pair) == 2,
-                              InvalidArgument, "betas: expected a pair (beta1, beta2)");
-                   assign(c.adam_beta1, pair[0], "betas[0]");
-                   assign(c.adam_beta2, pair[1], "betas[1]");
-                 }};
+  return Keyword{
+      "betas", [](const OptimizerConfig& c) { return py::make_tuple(c.adam_beta1, c.adam_beta2); },
+      [](OptimizerConfig& c, const py::handle& v) {
+        const py::sequence pair = py::reinterpret_borrow<py::sequence>(v);
+        SW_REQUIRE(py::isinstance<py::sequence>(v) && py::len(pair) == 2, InvalidArgument,
+                   "betas: expected a pair (beta1, beta2)");
+        assign(c.adam_beta1, pair[0], "betas[0]");
+        assign(c.adam_beta2, pair[1], "betas[1]");
+      }};
 }
 
 // The one table of make_optimizer's keywords (the user contract: extend, never rename). The
