@@ -57,30 +57,20 @@ void resolve_shard_group_size(const ParamList& params, OptimizerKind kind,
 std::vector<std::unique_ptr<DistributedDataParallel>> wrap_with_ddp(
     const std::vector<ParamList>& chunks, OptimizerKind kind, DistributedDataParallelConfig config,
     const DataParallelGroups& groups, bool all_layer_wise) {
-  LayoutAlgorithm algorithm = LayoutAlgorithm::kDefault;
-  switch (kind) {
-    case OptimizerKind::kLayerWise:
-      algorithm = LayoutAlgorithm::kLayerWise;
-      config.use_distributed_optimizer = true;  // grads must be reduce-scattered
-      config.use_legacy_param_sync = false;
-      break;
-    case OptimizerKind::kDistributed:
-      algorithm = LayoutAlgorithm::kDistributed;
-      config.use_distributed_optimizer = true;
-      config.use_legacy_param_sync = false;
-      break;
-    case OptimizerKind::kDdp:
-      config.use_distributed_optimizer = false;
-      config.overlap_param_gather = false;
-      config.align_param_gather = false;
-      break;
-    case OptimizerKind::kLegacyLayerWise:
-      config.use_distributed_optimizer = false;
-      config.use_legacy_param_sync = true;
-      config.overlap_param_gather = false;
-      config.align_param_gather = false;
-      break;
+  const LayoutAlgorithm algorithm = kind == OptimizerKind::kLayerWise ? LayoutAlgorithm::kLayerWise
+                                    : kind == OptimizerKind::kDistributed
+                                        ? LayoutAlgorithm::kDistributed
+                                        : LayoutAlgorithm::kDefault;
+  // The distributed kinds need grads reduce-scattered; the others all-reduce them and have no
+  // buffer all-gather to overlap.
+  config.use_distributed_optimizer = is_distributed_optimizer(kind);
+  if (config.use_distributed_optimizer) {
+    config.use_legacy_param_sync = false;
+  } else {
+    config.overlap_param_gather = false;
+    config.align_param_gather = false;
   }
+  if (kind == OptimizerKind::kLegacyLayerWise) config.use_legacy_param_sync = true;
   const int dp = groups.data_parallel->size();
   const int expert_dp =
       (groups.expert_data_parallel ? groups.expert_data_parallel : groups.data_parallel)->size();
@@ -200,8 +190,8 @@ std::unique_ptr<Optimizer> make_optimizer(OptimizerKind kind,
     }
   }
   auto chain = std::make_unique<ChainedOptimizer>(std::move(children));
-  // In 'ddp' mode every rank holds every grad: the local figures are already global.
-  if (kind != OptimizerKind::kDdp) {
+  // In 'ddp' every rank holds every grad: the local figures are already global.
+  if (shards_optimizer_state(kind)) {
     chain->set_world_reduce([world](double local) { return all_reduce_sum_exact(*world, local); });
   }
   return chain;

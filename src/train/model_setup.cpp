@@ -49,7 +49,7 @@ void count_tensor_parallel_grads_once(optim::Optimizer& optimizer, const GptMode
   ProcessGroup* dp = &run.dp_group();
   ProcessGroup* tp = &run.tp_group();
   // In 'ddp' mode every DP rank holds every grad: its local figures are already the DP total.
-  const bool over_dp = kind != OptimizerKind::kDdp;
+  const bool over_dp = shards_optimizer_state(kind);
   optimizer.set_world_reduce([dp, tp, over_dp](double local) {
     const double dp_total = over_dp ? optim::all_reduce_sum_exact(*dp, local) : local;
     return optim::all_reduce_sum_exact(*tp, dp_total);
@@ -64,7 +64,7 @@ TrainingModel build_model_and_data(const RunContext& run, ProcessGroup& world) {
   m.model_config = gpt_config_for(run.config, *m.dataset);
   m.kind = run.config.optimizer.kind;
   // Distributed optimizers hold 1/dp of the state per rank; plain DDP holds all of it.
-  require_memory(world, m.model_config, run.config, m.kind == OptimizerKind::kDdp ? 1 : run.dp);
+  require_memory(world, m.model_config, run.config, shards_optimizer_state(m.kind) ? run.dp : 1);
   m.model = std::make_unique<GptModel<float>>(m.model_config, tensor_parallel_options(run));
   return m;
 }

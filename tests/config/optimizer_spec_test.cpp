@@ -87,6 +87,11 @@ TEST(OptimizerSpec, OnlyLayerWiseAndDistributedAreDistributed) {
   EXPECT_TRUE(is_distributed_optimizer(OptimizerKind::kDistributed));
   EXPECT_FALSE(is_distributed_optimizer(OptimizerKind::kDdp));
   EXPECT_FALSE(is_distributed_optimizer(OptimizerKind::kLegacyLayerWise));
+  // The legacy path all-reduces grads but still shards the optimizer state by owner.
+  EXPECT_TRUE(shards_optimizer_state(OptimizerKind::kLegacyLayerWise));
+  EXPECT_TRUE(shards_optimizer_state(OptimizerKind::kLayerWise));
+  EXPECT_TRUE(shards_optimizer_state(OptimizerKind::kDistributed));
+  EXPECT_FALSE(shards_optimizer_state(OptimizerKind::kDdp));
 }
 
 }  // namespace

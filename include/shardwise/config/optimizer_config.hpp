@@ -38,6 +38,10 @@ constexpr bool is_distributed_optimizer(OptimizerKind kind) {
   return kind == OptimizerKind::kLayerWise || kind == OptimizerKind::kDistributed;
 }
 
+// Only ddp runs the whole optimizer on every rank (all grads, all state); the other kinds keep
+// 1/dp of the optimizer state per rank, so their grad statistics are sums over the group.
+constexpr bool shards_optimizer_state(OptimizerKind kind) { return kind != OptimizerKind::kDdp; }
+
 // Newton–Schulz iteration coefficients.
 enum class MuonCoefficientSet : std::uint8_t { kQuintic, kSimple, kPolarExpress };
 inline constexpr EnumName<MuonCoefficientSet> kMuonCoefficientSetNames[] = {
