@@ -6,7 +6,8 @@
 // NewtonSchulzOptions) take their defaults from kDefaultOptimizerConfig and use these enums.
 //
 // Adding a field: a member here, its YAML key (training_config_io.cpp), its Python keyword
-// (python/src/optimizer_spec_fields.cpp) and where optim reads it (optim/optimizer_builder.cpp).
+// (python/src/optimizer_spec_keywords.cpp) and the line that hands it to the optim layer
+// (muon_options / adamw_options, src/optim/data_parallel_setup.cpp).
 #pragma once
 
 #include <cstdint>
