@@ -43,9 +43,11 @@ void print_figure(int reps) {
       reps, [&] { stream.triad(); }, [&] { adamw.step_with_ready_grads(); });
   std::printf("figure: %lld elements, 1 thread, ISA level %s\n", static_cast<long long>(n),
               std::string(shardwise::isa_level_name(shardwise::active_isa_level())).c_str());
-  shardwise::bench::print_figure("adamw_step", 28.0 * static_cast<double>(n) / t.ours * 1e-9,
-                                 shardwise::bench::StreamProbe::kTriadBytes / t.probe * 1e-9,
-                                 "GB/s");
+  using shardwise::bench::ProbeSamples;
+  using shardwise::bench::StreamProbe;
+  shardwise::bench::print_figure(
+      "adamw_step", 28.0 * static_cast<double>(n) / t.ours * 1e-9,
+      ProbeSamples::of_seconds(StreamProbe::kTriadBytes * 1e-9, t.probe_samples), "GB/s");
 }
 
 }  // namespace

@@ -86,7 +86,9 @@ ProcessGroupPtr group_with(const ProcessGroupPtr& world, CollectiveAlgorithm alg
   return group;
 }
 
-// Bus bandwidth of reduce_scatter and all_gather over `n` fp32 elements vs the ping-pong limit.
+// Bus bandwidth of reduce_scatter and all_gather over `n` fp32 elements vs the ping-pong limit:
+// three rounds, each a ping-pong probe then both collectives (median of `iters` runs each); the
+// figure is the median round's bandwidth over the best probe, printed with the probes' spread.
 void print_distance(const ProcessGroupPtr& world, std::int64_t n, int iters) {
   const int p = world->size();
   if (p < 2) return;
@@ -95,18 +97,21 @@ void print_distance(const ProcessGroupPtr& world, std::int64_t n, int iters) {
   const TensorView f{full.data(), n, DType::kFloat32};
   const TensorView s{shard.data(), n / p, DType::kFloat32};
   const std::size_t bytes = static_cast<std::size_t>(n) * sizeof(float);
-  const double limit = bench::mpi_ping_pong_gbps(std::max<std::size_t>(bytes / p, 8u << 20), iters);
   const double bus = static_cast<double>(bytes) * (p - 1) / p / 1e9;
-  const double rs =
-      bus / median_seconds(iters, [&] { world->reduce_scatter(s, f, ReduceOp::kSum)->wait(); });
-  const double ag = bus / median_seconds(iters, [&] { world->all_gather(f, s)->wait(); });
-  const std::string suffix = str_cat("_", p, "r_", bytes >> 20, "MiB");
-  for (auto [name, ours] : {std::pair{"reduce_scatter", rs}, std::pair{"all_gather", ag}}) {
-    if (world->rank() != 0) continue;
-    std::printf("bench: %s%s ours=%.3f limit=%.3f unit=GB/s ratio=%.3f\n", name, suffix.c_str(),
-                ours, limit, ours / limit);
+  bench::ProbeSamples limit;
+  std::vector<double> rs, ag;
+  for (int round = 0; round < 3; ++round) {
+    limit.add(bench::mpi_ping_pong_gbps(std::max<std::size_t>(bytes / p, 8u << 20), iters));
+    rs.push_back(
+        bus / median_seconds(iters, [&] { world->reduce_scatter(s, f, ReduceOp::kSum)->wait(); }));
+    ag.push_back(bus / median_seconds(iters, [&] { world->all_gather(f, s)->wait(); }));
   }
-  std::fflush(stdout);
+  std::sort(rs.begin(), rs.end());
+  std::sort(ag.begin(), ag.end());
+  const std::string suffix = str_cat("_", p, "r_", bytes >> 20, "MiB");
+  if (world->rank() != 0) return;
+  bench::print_figure(str_cat("reduce_scatter", suffix).c_str(), rs[1], limit, "GB/s");
+  bench::print_figure(str_cat("all_gather", suffix).c_str(), ag[1], limit, "GB/s");
 }
 
 // Ring vs direct vs shared memory vs MPI per shard size (milliseconds per operation).

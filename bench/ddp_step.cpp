@@ -227,16 +227,20 @@ int main(int argc, char** argv) {
       // The figure: bus bandwidth of the step's reduce-scatters ((dp-1)/dp of the fp32 grad
       // buffer over the non-overlapped grad wait, median over the steps) vs an MPI ping-pong of
       // one bucket's shard.
+      // The ping-pong limit is probed before and after the steps (its best divides).
+      const std::size_t shard_bytes =
+          static_cast<std::size_t>(std::max<std::int64_t>(o.bucket / dp, 1) * 4);
+      bench::ProbeSamples limit;
+      limit.add(bench::mpi_ping_pong_gbps(shard_bytes, o.iters));
       const auto samples =
           run_interleaved({{&serial_ddp, nullptr}, {&overlapped_ddp, nullptr}}, world, o);
+      limit.add(bench::mpi_ping_pong_gbps(shard_bytes, o.iters));
       const std::vector<StepTimes> t = median_steps(samples);
       const StepTimes& serial = t[0];
       const StepTimes& overlapped = t[1];
       std::vector<double> serial_waits;
       for (const StepTimes& step : samples[0]) serial_waits.push_back(step.grad_wait);
       const double grad_wait = median(serial_waits);
-      const double limit = bench::mpi_ping_pong_gbps(
-          static_cast<std::size_t>(std::max<std::int64_t>(o.bucket / dp, 1) * 4), o.iters);
       const double bus_gb = static_cast<double>(numel) * 4.0 * (dp - 1) / dp / 1e9;
       if (root && dp > 1 && grad_wait > 0) {
         bench::print_figure(str_cat("ddp_step_comm_", dp, "r").c_str(), bus_gb / grad_wait, limit,

@@ -49,11 +49,43 @@ double best_seconds(int reps, F&& f) {
   return best;
 }
 
+// Samples of one limit taken while a figure is measured (rates: higher is better). The figure
+// divides by the best sample, so a probe's bad moment cannot make the figure look better, and
+// prints the spread beside it, so a reader sees how much the machine moved during the run.
+class ProbeSamples {
+ public:
+  ProbeSamples() = default;
+  // Rates `work / seconds` of timed probe runs.
+  static ProbeSamples of_seconds(double work, const std::vector<double>& seconds) {
+    ProbeSamples samples;
+    for (double s : seconds) samples.add(work / s);
+    return samples;
+  }
+  void add(double rate) { rates_.push_back(rate); }
+  std::size_t size() const { return rates_.size(); }
+  double best() const { return sorted().back(); }
+  double min() const { return sorted().front(); }
+  double median() const {
+    const std::vector<double> r = sorted();
+    return r[r.size() / 2];
+  }
+
+ private:
+  std::vector<double> sorted() const {
+    SW_CHECK(!rates_.empty(), "a limit without samples");
+    std::vector<double> r = rates_;
+    std::sort(r.begin(), r.end());
+    return r;
+  }
+  std::vector<double> rates_;
+};
+
 // Times `probe` and `ours` alternately (after one warm-up each), `reps` times, keeping the best
-// of each: a slow spell of the shared machine then hits both alike.
+// of each and every probe time: a slow spell of the shared machine then hits both alike.
 struct PairedSeconds {
   double probe = 1e30;
   double ours = 1e30;
+  std::vector<double> probe_samples;  // seconds of each probe run
 };
 template <typename P, typename O>
 PairedSeconds best_interleaved(int reps, P&& probe, O&& ours) {
@@ -61,7 +93,8 @@ PairedSeconds best_interleaved(int reps, P&& probe, O&& ours) {
   ours();
   PairedSeconds best;
   for (int i = 0; i < reps; ++i) {
-    best.probe = std::min(best.probe, best_seconds(1, probe));
+    best.probe_samples.push_back(best_seconds(1, probe));
+    best.probe = std::min(best.probe, best.probe_samples.back());
     best.ours = std::min(best.ours, best_seconds(1, ours));
   }
   return best;
@@ -261,6 +294,18 @@ inline double mpi_ping_pong_gbps(std::size_t bytes, int iters) {
 inline void print_figure(const char* name, double ours, double limit, const char* unit) {
   std::printf("bench: %s ours=%.2f limit=%.2f unit=%s ratio=%.3f\n", name, ours, limit, unit,
               ours / limit);
+  std::fflush(stdout);
+}
+
+// The same line against the best of a probe's samples, followed by their spread:
+//   ... ratio=<ours/best> probe_min=<v> probe_median=<v> probe_max=<v> probe_samples=<n>
+inline void print_figure(const char* name, double ours, const ProbeSamples& limit,
+                         const char* unit) {
+  std::printf(
+      "bench: %s ours=%.2f limit=%.2f unit=%s ratio=%.3f probe_min=%.2f probe_median=%.2f "
+      "probe_max=%.2f probe_samples=%zu\n",
+      name, ours, limit.best(), unit, ours / limit.best(), limit.min(), limit.median(),
+      limit.best(), limit.size());
   std::fflush(stdout);
 }
 

@@ -7,11 +7,18 @@
 // ours does fewer flops (3 m^2 n + m^3 per step) and can pass 1.0. The "gemm only" column
 // disables ssyrk, showing the overhead of everything that is not a GEMM.
 //
-// Usage: bench_newton_schulz [--shapes 1024x1024,4096x1024] [--budget-s 50] | --figures-only
+// Usage: bench_newton_schulz [--shapes 1024x1024,4096x1024] [--budget-s 50] | --figures-only |
+//        --gram-only | --gram-checkpoint FILE
 // Threads: OPENBLAS_NUM_THREADS (default: all cores). Shapes that would not fit in the time
 // budget at the measured rate are reported as skipped.
-// Last, the "bench: newton_schulz_1t" figure: one BLAS thread, 1024x1024, nominal GEMM GF/s of
-// the orthogonalization against a one-thread 2048^3 sgemm probe, runs interleaved.
+// Then the Gram iteration against the standard one (fp32, quintic, 5 steps, both with ssyrk):
+//   bench: newton_schulz_gram_<rows>x<cols> ours=<standard ms> limit=<gram ms> unit=ms ratio=...
+// for a square, an FFN-shaped (1:3.5) and a QKV-like (1:4) matrix, ratio = standard time / gram
+// time (goal >= 1.54, i.e. 35% less time, on the FFN shape), with the orthogonality errors ||U U^T
+// - I|| / sqrt(m) of both on a random matrix and on one with a decaying spectrum (singular values 1
+// .. 1e-3, as trained weights' gradients have) printed beside. `--gram-only` runs just these. Last,
+// the "bench: newton_schulz_1t" figure: one BLAS thread, 1024x1024, nominal GEMM GF/s of the
+// orthogonalization against a one-thread 2048^3 sgemm probe, runs interleaved.
 #include "shardwise/optim/newton_schulz.hpp"
 
 #include <algorithm>
@@ -24,7 +31,9 @@
 #include <vector>
 
 #include "machine_limits.hpp"
+#include "shardwise/checkpoint/safetensors.hpp"
 #include "shardwise/core/blas.hpp"
+#include "shardwise/optim/newton_schulz_gram.hpp"
 
 namespace {
 
@@ -100,6 +109,102 @@ void print_figure_one_thread(int steps) {
   blas::set_num_threads(saved_threads);
 }
 
+// G = A diag(s) B with Gaussian A (rows x r), B (r x cols) and s from 1 down to `smallest`
+// geometrically: a spectrum spread over three decades, as gradients dominated by a few
+// directions have (cheaper to make than exact singular vectors at this size).
+std::vector<float> decaying_spectrum(std::int64_t rows, std::int64_t cols, double smallest,
+                                     std::mt19937& rng) {
+  const std::int64_t r = std::min(rows, cols);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<float> a(static_cast<std::size_t>(rows * r)), b(static_cast<std::size_t>(r * cols));
+  for (float& v : a) v = dist(rng);
+  for (float& v : b) v = dist(rng);
+  for (std::int64_t k = 0; k < r; ++k) {
+    const auto s = static_cast<float>(std::pow(smallest, double(k) / double(r - 1)));
+    for (std::int64_t i = 0; i < rows; ++i) a[static_cast<std::size_t>(i * r + k)] *= s;
+  }
+  std::vector<float> g(static_cast<std::size_t>(rows * cols));
+  blas::sgemm(blas::Op::kNone, blas::Op::kNone, rows, cols, r, 1.0f, a.data(), r, b.data(), cols,
+              0.0f, g.data(), cols);
+  return g;
+}
+
+// Standard and Gram Newton-Schulz side by side (fp32, default coefficients and steps).
+void print_gram_figures() {
+  using shardwise::optim::NsAlgorithm;
+  std::mt19937 rng(5);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::printf("Gram Newton-Schulz (fp32, quintic, 5 steps, ssyrk): time and ||UU^T-I||/sqrt(m)\n");
+  for (const Shape& s : {Shape{1024, 1024}, Shape{1024, 3584}, Shape{1024, 4096}}) {
+    std::vector<float> random(static_cast<std::size_t>(s.rows * s.cols)), out(random.size());
+    for (float& v : random) v = dist(rng);
+    const std::vector<float> decaying = decaying_spectrum(s.rows, s.cols, 1e-3, rng);
+    NewtonSchulzOptions standard_opts, gram_opts;
+    gram_opts.algorithm = NsAlgorithm::kGram;
+    NewtonSchulz standard(standard_opts), gram(gram_opts);
+    standard.orthogonalize(random.data(), s.rows, s.cols, out.data());  // warm up
+    gram.orthogonalize(random.data(), s.rows, s.cols, out.data());
+    double best_standard = 1e30, best_gram = 1e30;
+    for (int rep = 0; rep < 3; ++rep) {  // interleaved, as above
+      Clock::time_point t0 = Clock::now();
+      standard.orthogonalize(random.data(), s.rows, s.cols, out.data());
+      best_standard = std::min(best_standard, seconds_since(t0));
+      t0 = Clock::now();
+      gram.orthogonalize(random.data(), s.rows, s.cols, out.data());
+      best_gram = std::min(best_gram, seconds_since(t0));
+    }
+    double errors[2][2];  // [input][standard, gram]
+    const std::vector<float>* inputs[] = {&random, &decaying};
+    for (int i = 0; i < 2; ++i) {
+      standard.orthogonalize(inputs[i]->data(), s.rows, s.cols, out.data());
+      errors[i][0] = shardwise::optim::orthogonality_error(out.data(), s.rows, s.cols);
+      gram.orthogonalize(inputs[i]->data(), s.rows, s.cols, out.data());
+      errors[i][1] = shardwise::optim::orthogonality_error(out.data(), s.rows, s.cols);
+    }
+    std::printf(
+        "%5lldx%-5lld orthogonality random: standard %.4e gram %.4e; decaying spectrum: "
+        "standard %.4e gram %.4e\n",
+        (long long)s.rows, (long long)s.cols, errors[0][0], errors[0][1], errors[1][0],
+        errors[1][1]);
+    const std::string name =
+        "newton_schulz_gram_" + std::to_string(s.rows) + "x" + std::to_string(s.cols);
+    shardwise::bench::print_figure(name.c_str(), best_standard * 1e3, best_gram * 1e3, "ms");
+  }
+}
+
+// Standard against Gram on the momentum buffers of a trained checkpoint.
+int print_checkpoint_errors(const char* path) {
+  using shardwise::optim::NsAlgorithm;
+  const auto file = shardwise::SafetensorsFile::open(path);
+  const std::string suffix = "/momentum_buffer";
+  for (const shardwise::SafetensorsTensorInfo& info : file.tensors()) {
+    if (info.shape.size() != 2 || info.name.size() < suffix.size() ||
+        info.name.compare(info.name.size() - suffix.size(), suffix.size(), suffix) != 0) {
+      continue;
+    }
+    const std::int64_t rows = info.shape[0], cols = info.shape[1];
+    std::vector<float> g(static_cast<std::size_t>(rows * cols)), out(g.size());
+    file.read_range(info.name, 0, shardwise::TensorView{g.data(), rows * cols});
+    std::printf("trained momentum %-40s %4lldx%-4lld", info.name.c_str(), (long long)rows,
+                (long long)cols);
+    for (MatmulPrecision p : {MatmulPrecision::kFp32, MatmulPrecision::kBf16}) {
+      double errors[2];
+      for (NsAlgorithm a : {NsAlgorithm::kStandard, NsAlgorithm::kGram}) {
+        NewtonSchulzOptions o;
+        o.precision = p;
+        o.algorithm = a;
+        NewtonSchulz(o).orthogonalize(g.data(), rows, cols, out.data());
+        errors[a == NsAlgorithm::kGram] =
+            shardwise::optim::orthogonality_error(out.data(), rows, cols);
+      }
+      std::printf("  %s ||UU^T-I||/sqrt(m) standard %.4e gram %.4e",
+                  p == MatmulPrecision::kBf16 ? "bf16" : "fp32", errors[0], errors[1]);
+    }
+    std::printf("\n");
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -107,6 +212,13 @@ int main(int argc, char** argv) {
   double budget_s = 50.0;
   if (argc > 1 && std::string(argv[1]) == "--figures-only") {
     print_figure_one_thread(5);
+    return 0;
+  }
+  if (argc > 2 && std::string(argv[1]) == "--gram-checkpoint") {
+    return print_checkpoint_errors(argv[2]);
+  }
+  if (argc > 1 && std::string(argv[1]) == "--gram-only") {
+    print_gram_figures();
     return 0;
   }
   for (int i = 1; i + 1 < argc; i += 2) {
@@ -185,6 +297,7 @@ int main(int argc, char** argv) {
       "ratio = plain sgemm time / Newton-Schulz time for the same nominal GEMM flops "
       "(target >= 0.85); best of up to 3 interleaved runs; total %.1f s\n",
       seconds_since(start));
+  print_gram_figures();
   print_figure_one_thread(steps);
   return 0;
 }

@@ -1,8 +1,9 @@
 # CUDA kernels: library shardwise_cuda from src/cuda/*.cu and *.cpp (MXFP8 quantize / dequantize,
-# fused AdamW, cuBLAS Newton-Schulz, a Muon step, grad norm / clip / zero count) and the test
-# binary test_cuda from tests/cuda/*.cpp, which skips itself when no GPU is present. It sits
-# above optim: the device optimizer pieces take optim's options and step scalars, so both paths
-# share one definition of the hyper-parameters and coefficient sets.
+# fused AdamW, cuBLAS Newton-Schulz, a Muon step, grad norm / clip / zero count, the device GPT)
+# and the test binary test_cuda from tests/cuda/*.cpp, which skips itself when no GPU is present.
+# It sits above optim and model: the device optimizer pieces take optim's options and step
+# scalars, and the device GPT model's parameter list and initialisation, so both paths share one
+# definition of the hyper-parameters, coefficient sets and weights.
 #
 # When it is built:
 #   -DSHARDWISE_CUDA=ON         always (configuring fails without a CUDA compiler)
@@ -65,7 +66,7 @@ file(GLOB shardwise_cuda_sources CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/cud
      ${PROJECT_SOURCE_DIR}/src/cuda/*.cpp)
 add_library(shardwise_cuda STATIC ${shardwise_cuda_sources})
 target_include_directories(shardwise_cuda PUBLIC ${PROJECT_SOURCE_DIR}/include)
-target_link_libraries(shardwise_cuda PUBLIC shardwise_optim PRIVATE CUDA::cudart CUDA::cublas)
+target_link_libraries(shardwise_cuda PUBLIC shardwise_optim shardwise_model PRIVATE CUDA::cudart CUDA::cublas)
 # One (shared) CUDA runtime. Executables that link this library are linked by g++, which adds
 # nvcc's implicit runtime libraries but not their directory: export it.
 set_target_properties(shardwise_cuda PROPERTIES CUDA_RUNTIME_LIBRARY Shared)
@@ -93,6 +94,15 @@ if(shardwise_cuda_tests)
   target_link_libraries(test_cuda PRIVATE shardwise_cuda GTest::gtest_main)
   add_test(NAME cuda COMMAND test_cuda)
   set_tests_properties(cuda PROPERTIES LABELS "unit;cuda" TIMEOUT 300)
+endif()
+
+# Multi-rank GPU tests (tests/cuda/mpi), run under mpirun by scripts/gpu_check.sh only: not a
+# ctest test (it needs a GPU and mpirun; without a GPU every case skips).
+file(GLOB shardwise_cuda_mpi_tests CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/tests/cuda/mpi/*.cpp)
+if(shardwise_cuda_mpi_tests)
+  add_executable(test_cuda_mpi ${shardwise_cuda_mpi_tests} ${PROJECT_SOURCE_DIR}/tests/mpi_main.cpp)
+  target_link_libraries(test_cuda_mpi PRIVATE shardwise_cuda GTest::gtest MPI::MPI_CXX)
+  target_include_directories(test_cuda_mpi PRIVATE ${PROJECT_SOURCE_DIR}/tests)
 endif()
 
 # GPU benchmarks (bench/cuda/<name>.cpp -> bench_<name>), each next to a limit measured in the

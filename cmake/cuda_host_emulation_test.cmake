@@ -1,5 +1,5 @@
-# test_cuda_host_emulation: src/cuda/newton_schulz_cuda.cpp and muon_cuda.cpp (the host code
-# around cuBLAS) compiled against the CPU stand-ins in tests/cuda/host_emulation/shims and compared
+# test_cuda_host_emulation: src/cuda/newton_schulz_cuda.cpp, cublas_products.cpp and
+# muon_cuda.cpp (the host code around cuBLAS) compiled against the CPU stand-ins in tests/cuda/host_emulation/shims and compared
 # with the CPU optimizers. Needs no GPU and no nvcc, so it runs everywhere the unit tests run.
 # The sources are copied next to the shims because a quoted #include looks in the including
 # file's own folder first; configure_file keeps the copies in step with the originals.
@@ -10,13 +10,17 @@ file(GLOB_RECURSE shardwise_emulation_shims RELATIVE ${shardwise_shims_dir} CONF
 foreach(shim ${shardwise_emulation_shims})
   configure_file(${shardwise_shims_dir}/${shim} ${shardwise_emulation_dir}/${shim} COPYONLY)
 endforeach()
-foreach(name newton_schulz_cuda muon_cuda)
+foreach(name newton_schulz_cuda cublas_products muon_cuda)
   configure_file(${PROJECT_SOURCE_DIR}/src/cuda/${name}.cpp ${shardwise_emulation_dir}/${name}.cpp
                  COPYONLY)
 endforeach()
+# Real private headers that include shimmed ones travel along, so their includes find the shims.
+configure_file(${PROJECT_SOURCE_DIR}/src/cuda/cublas_products.hpp
+               ${shardwise_emulation_dir}/cublas_products.hpp COPYONLY)
 add_executable(test_cuda_host_emulation
                ${PROJECT_SOURCE_DIR}/tests/cuda/host_emulation/cuda_host_emulation_test.cpp
                ${shardwise_emulation_dir}/newton_schulz_cuda.cpp
+               ${shardwise_emulation_dir}/cublas_products.cpp
                ${shardwise_emulation_dir}/muon_cuda.cpp)
 # The shims (device_buffer.hpp among them) come before the real headers.
 target_include_directories(test_cuda_host_emulation BEFORE PRIVATE ${shardwise_emulation_dir})

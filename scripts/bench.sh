@@ -7,11 +7,22 @@
 # Each limit is measured by a probe in the same run (bench/machine_limits.hpp). Sizes keep the
 # whole script to a few minutes on a 2-core machine.
 #
-#   scripts/bench.sh [BUILD_DIR=build]   (configure with -DSHARDWISE_BUILD_BENCH=ON first)
+# Figures whose limit is probed several times print the probes' spread after the ratio
+# (probe_min= probe_median= probe_max=; the ratio divides by the best probe).
+#
+#   scripts/bench.sh [--repeat N] [BUILD_DIR=build]   (configure with -DSHARDWISE_BUILD_BENCH=ON)
+# --repeat N runs everything N times and the table gives each figure's median ratio over the runs
+# (with ours and limit of the median run, every run's ratio, and the probe spread of that run).
 # Environment: BENCH_DIR (checkpoint files; default /tmp), BENCH_LOG (full output; default a
 # temporary file, kept and named at the end).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+repeat=1
+if [[ ${1:-} == --repeat ]]; then
+  repeat=${2:?--repeat needs a count}
+  [[ $repeat =~ ^[1-9][0-9]?$ ]] || { echo "scripts/bench.sh: --repeat takes 1 to 99, got '$repeat'" >&2; exit 2; }
+  shift 2
+fi
 build=${1:-build}
 bin=$build/bin
 run=$root/scripts/run.sh
@@ -29,45 +40,64 @@ step() {  # step "title" command...: runs one bench, its output to the terminal 
   "$@" 2>&1 | tee -a "$log"
 }
 
-echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$log"
-step "collectives, 2 ranks, 16 MiB" "$run" 2 -- "$bin/bench_comm_collectives" --numel 4194304 --iters 10
-step "collectives, 4 ranks, 64 MiB" "$run" 4 -- "$bin/bench_comm_collectives" --numel 16777216 --iters 5
-step "communication waits" "$bin/bench_comm_wait"
-step "DDP step, 2 ranks" "$run" 2 -- "$bin/bench_ddp_step" --mode overlap --iters 5
-step "checkpoint save/load" "$run" 1 -- "$bin/bench_checkpoint_io" "${BENCH_DIR:-/tmp}" 128 5
-step "MXFP8 codec" "$bin/bench_mxfp8_codec" --figures-only
-step "AdamW step" "$bin/bench_adamw_step" --figures-only
-step "reshard, 4 ranks" "$run" 4 -- "$bin/bench_reshard_throughput" --rows 4096 --cols 4096 --params 2 --iters 5
-step "Newton-Schulz" "$bin/bench_newton_schulz" --figures-only
-step "training FLOP/s" "$run" 1 -- "$bin/bench_train_throughput" --figures-only
-step "TP comm overlap, tp 2 and 4" "$run" 4 -- "$bin/bench_tp_overlap" --hidden 1024 --tokens 512 --iters 3
-# layout of a 1M-param spec and reshard of a 1M-tensor file, each also at 1/4 the size (growth_4x:
-# ~4 when linear); needs the CLI next to the benches.
-step "layout and reshard scaling, 1M" "$bin/bench_layout_reshard_scaling" --dir "${BENCH_DIR:-/tmp}"
-# Built with the CUDA kernels: MXFP8 and AdamW on the GPU against a device copy, Newton-Schulz
-# against cuBLAS GEMMs (each says so and exits 0 without a GPU).
-if [[ -x $bin/bench_mxfp8_cuda ]]; then step "MXFP8 on the GPU" "$bin/bench_mxfp8_cuda"; fi
-if [[ -x $bin/bench_adamw_cuda ]]; then step "AdamW on the GPU" "$bin/bench_adamw_cuda"; fi
-if [[ -x $bin/bench_newton_schulz_cuda ]]; then
-  step "Newton-Schulz on the GPU" "$bin/bench_newton_schulz_cuda"
-fi
-echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$log"
+run_all() {
+  echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$log"
+  step "collectives, 2 ranks, 16 MiB" "$run" 2 -- "$bin/bench_comm_collectives" --numel 4194304 --iters 10
+  step "collectives, 4 ranks, 64 MiB" "$run" 4 -- "$bin/bench_comm_collectives" --numel 16777216 --iters 5
+  step "communication waits" "$bin/bench_comm_wait"
+  step "DDP step, 2 ranks" "$run" 2 -- "$bin/bench_ddp_step" --mode overlap --iters 5
+  step "checkpoint save/load" "$run" 1 -- "$bin/bench_checkpoint_io" "${BENCH_DIR:-/tmp}" 128 5
+  step "MXFP8 codec" "$bin/bench_mxfp8_codec" --figures-only
+  step "AdamW step" "$bin/bench_adamw_step" --figures-only
+  step "reshard, 4 ranks" "$run" 4 -- "$bin/bench_reshard_throughput" --rows 4096 --cols 4096 --params 2 --iters 5
+  step "Newton-Schulz" "$bin/bench_newton_schulz" --figures-only
+  step "training FLOP/s" "$run" 1 -- "$bin/bench_train_throughput" --figures-only
+  step "TP comm overlap, tp 2 and 4" "$run" 4 -- "$bin/bench_tp_overlap" --hidden 1024 --tokens 512 --iters 3
+  # layout of a 1M-param spec and reshard of a 1M-tensor file, each also at 1/4 the size (growth_4x:
+  # ~4 when linear); needs the CLI next to the benches.
+  step "layout and reshard scaling, 1M" "$bin/bench_layout_reshard_scaling" --dir "${BENCH_DIR:-/tmp}"
+  # Built with the CUDA kernels: MXFP8 and AdamW on the GPU against a device copy, Newton-Schulz
+  # against cuBLAS GEMMs (each says so and exits 0 without a GPU).
+  if [[ -x $bin/bench_mxfp8_cuda ]]; then step "MXFP8 on the GPU" "$bin/bench_mxfp8_cuda"; fi
+  if [[ -x $bin/bench_adamw_cuda ]]; then step "AdamW on the GPU" "$bin/bench_adamw_cuda"; fi
+  if [[ -x $bin/bench_newton_schulz_cuda ]]; then
+    step "Newton-Schulz on the GPU" "$bin/bench_newton_schulz_cuda"
+  fi
+  echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$log"
+}
+
+for ((r = 1; r <= repeat; r++)); do
+  if ((repeat > 1)); then echo "=== run $r of $repeat" | tee -a "$log"; fi
+  run_all
+done
 
 echo
-echo "| figure | ours | limit | unit | ratio |"
-echo "|---|---|---|---|---|"
+echo "| figure | ours | limit | unit | ratio | ratio of each run | limit probes (min / median / max) |"
+echo "|---|---|---|---|---|---|---|"
 expected=(reduce_scatter_2r_16MiB all_gather_2r_16MiB reduce_scatter_4r_64MiB all_gather_4r_64MiB
           ddp_step_comm_2r checkpoint_save checkpoint_load mxfp8_quantize_bf16 mxfp8_dequantize_bf16
           mxfp8_quantize_fp32 adamw_step reshard_4r newton_schulz_1t train_flops_3m_dp1)
 missing=0
 for name in "${expected[@]}"; do
-  line=$(grep -E "^bench: $name " "$log" | tail -1 || true)
-  if [[ -z $line ]]; then
-    echo "| $name | missing | | | |"
+  lines=$(grep -E "^bench: $name " "$log" || true)
+  if [[ -z $lines ]]; then
+    echo "| $name | missing | | | | | |"
     missing=1
     continue
   fi
-  sed -E 's/^bench: ([^ ]+) ours=([^ ]+) limit=([^ ]+) unit=([^ ]+) ratio=([^ ]+).*/| \1 | \2 | \3 | \4 | \5 |/' <<<"$line"
+  # The run with the median ratio (the lower middle one for an even count) gives the row.
+  awk -v name="$name" '
+    { for (i = 3; i <= NF; i++) { split($i, kv, "="); v[NR, kv[1]] = kv[2] }
+      ratio[NR] = v[NR, "ratio"]; order[NR] = NR }
+    END {
+      n = NR
+      for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++)
+        if (ratio[order[j]] < ratio[order[i]]) { t = order[i]; order[i] = order[j]; order[j] = t }
+      m = order[int((n + 1) / 2)]
+      runs = ""; for (i = 1; i <= n; i++) runs = runs (i > 1 ? ", " : "") ratio[i]
+      spread = ((m, "probe_min") in v) ? v[m, "probe_min"] " / " v[m, "probe_median"] " / " v[m, "probe_max"] : "-"
+      printf "| %s | %s | %s | %s | %s | %s | %s |\n", name, v[m, "ours"], v[m, "limit"], v[m, "unit"], ratio[m], runs, spread
+    }' <<<"$lines"
 done
 echo
 grep -E '^bench: ' "$log" | awk '!seen[$2]++' || true

@@ -23,7 +23,7 @@ external_names = {
     "nlohmann_json::nlohmann_json": "nlohmann-json", "OpenMP::OpenMP_CXX": "OpenMP",
     "Threads::Threads": "Threads", "${BLAS_LIBRARIES}": "BLAS", "MPI::MPI_CXX": "MPI",
     "yaml-cpp": "yaml-cpp", "PkgConfig::RE2": "RE2", "CUDA::cudart": "CUDA runtime",
-    "CUDA::cublas": "cuBLAS",
+    "CUDA::cublas": "cuBLAS", "NCCL::nccl": "NCCL",
 }
 
 deps = {}

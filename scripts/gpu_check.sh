@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Builds what the GPU code needs, runs every GPU test (test_cuda: MXFP8, AdamW, Newton-Schulz,
-# Muon, grad stats, each against the CPU path; and test_cuda_host_emulation, the same host code on
-# CPU stand-ins) and every GPU benchmark (bench/cuda), and ends with
+# Muon, grad stats, the device GPT's forward and backward, each against the CPU path;
+# test_cuda_host_emulation, the same host code on CPU stand-ins; test_nccl_mpi, the NCCL process
+# group at 1 and 2 ranks; test_cuda_mpi under mpirun -np 1/2/4, device DDP + layer-wise optimizer
+# against the host path with every rank on the one GPU) and every GPU benchmark (bench/cuda), and
+# ends with
 #   gpu_check: N passed, M failed
 # followed by the benchmarks' `bench:` lines. N and M count test cases (gtest) plus one per
 # benchmark that ran; without a GPU everything builds, the tests report themselves skipped, the
@@ -13,25 +16,32 @@
 #   scripts/gpu_check.sh --pack           build, then copy the binaries and the non-system shared
 #                                         libraries they load (OpenBLAS, libgomp, ...) into
 #                                         build-gpu/pack (~45 MB): for a GPU machine that has the
-#                                         CUDA toolkit but not the build dependencies (MPI,
-#                                         yaml-cpp, GoogleTest, ...)
+#                                         CUDA toolkit but not the build dependencies (yaml-cpp,
+#                                         GoogleTest, ...). MPI and NCCL stay out: the GPU
+#                                         machines here have Open MPI 4.1 (ABI-compatible with
+#                                         Debian's) and NCCL in the PyTorch wheel's nvidia-nccl
+#   scripts/gpu_check.sh --pack-from DIR  the same pack from an existing build's DIR/bin (e.g. the
+#                                         release build/, which builds the CUDA targets whenever
+#                                         nvcc is found), without configuring or building
 #   scripts/gpu_check.sh --prebuilt DIR   run DIR/test_cuda and DIR/bench_* (a pack, or a build's
 #                                         bin/) without building; DIR/lib goes first on the
 #                                         library path when it exists
 #   --memcheck                            also run test_cuda under compute-sanitizer memcheck
-# Environment: GPU_BUILD_DIR (default build-gpu), JOBS (default nproc),
+# Environment: GPU_BUILD_DIR (default build-gpu), JOBS (default nproc), GPU_PACK_EXTRA (more
+# binaries of the build to pack, e.g. "test_core bench_mxfp8_codec" for CPU checks there),
 # SHARDWISE_CUDA_ARCHITECTURES (default 90: H100 and H200).
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${GPU_BUILD_DIR:-$root/build-gpu}
 jobs=${JOBS:-$(nproc)}
-targets=(test_cuda test_cuda_host_emulation bench_mxfp8_cuda bench_adamw_cuda
-         bench_newton_schulz_cuda)
+targets=(test_cuda test_cuda_host_emulation test_nccl_mpi test_cuda_mpi bench_mxfp8_cuda
+         bench_adamw_cuda bench_newton_schulz_cuda bench_layer_wise_step_cuda bench_train_mfu_cuda)
 
 mode=build prebuilt="" memcheck=0
 while (($#)); do
   case $1 in
     --pack) mode=pack ;;
+    --pack-from) mode=pack_from; build=$(cd "${2:?--pack-from needs a build directory}" && pwd); shift ;;
     --prebuilt) mode=prebuilt; prebuilt=${2:?--prebuilt needs a directory}; shift ;;
     --memcheck) memcheck=1 ;;
     *) echo "gpu_check: unknown argument '$1'" >&2; exit 2 ;;
@@ -56,16 +66,20 @@ build_targets() {
   }
 }
 
-# Copies the binaries and every shared library they load, except the C library family and the
-# CUDA libraries (the GPU machine's own must match its driver).
+# Copies the binaries and every shared library they load, except the C library family, the CUDA
+# libraries (the GPU machine's own must match its driver), and MPI and NCCL (the GPU machine's own
+# runtimes: a packed libmpi would load the machine's MPI plugins of another build).
 pack() {
-  local dest=$build/pack
+  local dest=${GPU_PACK_DIR:-$root/build-gpu/pack}
   rm -rf "$dest" && mkdir -p "$dest/lib"
-  for t in "${targets[@]}"; do cp "$build/bin/$t" "$dest/"; done
-  ldd "${targets[@]/#/$build/bin/}" | awk '/=> \//{print $3}' | sort -u | while read -r lib; do
+  local packed=("${targets[@]}" ${GPU_PACK_EXTRA:-})
+  for t in "${packed[@]}"; do cp "$build/bin/$t" "$dest/"; done
+  ldd "${packed[@]/#/$build/bin/}" | awk '/=> \//{print $3}' | sort -u | while read -r lib; do
     case $(basename "$lib") in
       libc.so* | libm.so* | libdl.so* | libpthread.so* | librt.so* | ld-linux* | libstdc++.so* | \
-        libgcc_s.so* | libcuda.so* | libcudart.so* | libcublas*.so*) ;;
+        libgcc_s.so* | libcuda.so* | libcudart.so* | libcublas*.so* | libnccl.so* | libmpi*.so* | \
+        libopen-pal.so* | libopen-rte.so* | libevent*.so* | libhwloc.so* | libpmix.so* | libudev.so* | \
+        libz.so*) ;;
       *) cp -L "$lib" "$dest/lib/" ;;
     esac
   done
@@ -75,16 +89,22 @@ pack() {
 case $mode in
   build) build_targets; bin=$build/bin ;;
   pack) build_targets; pack; exit 0 ;;
+  pack_from) pack; exit 0 ;;
   prebuilt)
     bin=$(cd "$prebuilt" && pwd)
     [[ -d $bin/lib ]] && export LD_LIBRARY_PATH=$bin/lib:${LD_LIBRARY_PATH:-}
     export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}:/usr/local/cuda/lib64:/usr/local/cuda/lib
+    # NCCL where the machine has it only in PyTorch's wheel (nvidia-nccl).
+    nccl=$(python3 -c 'import nvidia.nccl, os; print(os.path.join(nvidia.nccl.__path__[0], "lib"))' \
+      2>/dev/null) && [[ -d $nccl ]] && export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:$nccl
     ;;
 esac
 
 logs=$(mktemp -d /tmp/gpu_check.XXXXXX)
 passed=0 failed=0 skipped=0
-count() { grep -oE "^\[  $1 *\] [0-9]+ test" "$2" | grep -oE '[0-9]+' | head -1 || true; }
+count() {  # gtest's summary count of $1 in log $2 (colour codes, which mpirun lets through, removed)
+  sed 's/\x1b\[[0-9;]*m//g' "$2" | grep -oE "^\[  $1 *\] [0-9]+ test" | grep -oE '[0-9]+' | head -1 || true
+}
 
 # One gtest binary: adds its passed / failed / skipped cases; a crash counts as one failure.
 run_tests() {
@@ -99,6 +119,15 @@ run_tests() {
   ((passed += p, failed += f, skipped += s))
   echo "   $p passed, $f failed, $s skipped (exit $rc; log $log)"
   ((f == 0)) || grep -E '^\[  FAILED  \]|Failure|error|Expected|Which is|actual' "$log" | head -40
+}
+
+# One multi-rank gtest binary under mpirun (ranks share the machine's GPUs):
+#   run_mpi_tests NAME NP BINARY [ARGS...]
+run_mpi_tests() {
+  local name=$1 np=$2
+  shift 2
+  run_tests "$name" env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
+    OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 mpirun --oversubscribe -np "$np" "$@"
 }
 
 # One benchmark: passes when it exits 0 having measured; its bench: lines are kept for the end.
@@ -123,12 +152,26 @@ command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,m
   --format=csv,noheader
 run_tests test_cuda "$bin/test_cuda"
 run_tests test_cuda_host_emulation "$bin/test_cuda_host_emulation"
+# The NCCL group (tests/nccl/mpi): one rank runs every collective and the watchdog; two ranks
+# each take a GPU, or share the only one (the own-GPU check says so and the collectives skip).
+run_mpi_tests test_nccl_mpi_np1 1 "$bin/test_nccl_mpi"
+run_mpi_tests test_nccl_mpi_np2 2 "$bin/test_nccl_mpi"
+# Device DDP + layer-wise optimizer against the host path, every rank on the one GPU (host-staged
+# MPI collectives).
+for np in 1 2 4; do
+  run_mpi_tests test_cuda_mpi_np$np $np "$bin/test_cuda_mpi"
+done
 if ((memcheck)); then
   run_tests test_cuda_memcheck compute-sanitizer --tool memcheck --error-exitcode 1 "$bin/test_cuda"
 fi
 run_bench bench_mxfp8_cuda "$bin/bench_mxfp8_cuda"
 run_bench bench_adamw_cuda "$bin/bench_adamw_cuda"
 run_bench bench_newton_schulz_cuda "$bin/bench_newton_schulz_cuda"
+run_bench bench_layer_wise_step_cuda env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
+  OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 mpirun --oversubscribe -np 1 \
+  "$bin/bench_layer_wise_step_cuda"
+# The device GPT (GPT-2 small, bf16 GEMMs): one micro-batch of 8 x 1024, 5 timed steps.
+run_bench bench_train_mfu_cuda "$bin/bench_train_mfu_cuda" 8 5 bf16
 
 echo "gpu_check: $skipped skipped"
 echo "gpu_check: $passed passed, $failed failed"

@@ -5,8 +5,14 @@
 // count the nominal GEMM flops (optim::newton_schulz_gemm_flops: 4 m^2 n + 2 m^3 per step), so
 // SYRK's halved products can put the ratio above 1. Prints
 //   bench: newton_schulz_cuda_<fp32|tf32|bf16>_<rows>x<cols> ours=<TFLOP/s> limit=<TFLOP/s> ...
-// (fp32 and TF32 with SYRK for the symmetric products, the CPU path's default) and, for fp32 and
-// TF32, the all-GEMM variant (use_syrk = false) as newton_schulz_cuda_<dtype>_gemm_<rows>x<cols>.
+// (with use_syrk, the default: SYRK for large fp32, GEMMs on the upper triangle's blocks for TF32
+// and bf16) and, for fp32 and TF32, the all-GEMM variant (use_syrk = false) as
+// newton_schulz_cuda_<dtype>_gemm_<rows>x<cols>; for TF32 and bf16 a `note:` line with 512-row
+// blocks allowed (NewtonSchulzCudaTuning::min_block = 512), the default's nearest alternative.
+// Then Gram Newton-Schulz (optim/newton_schulz_gram.hpp) against the standard iteration, both
+// with the defaults above, per dtype and shape:
+//   bench: newton_schulz_gram_cuda_<dtype>_<rows>x<cols> ours=<standard ms> limit=<gram ms> ...
+// (ratio = standard time / Gram time: 1.54 is 35% less time).
 // Usage: bench_newton_schulz_cuda [iters=3]; exits 0 without a GPU (prints why).
 #include "shardwise/cuda/newton_schulz_cuda.hpp"
 
@@ -111,12 +117,16 @@ double gemm_seconds(cublasHandle_t handle, const Precision& p, std::int64_t m64,
       1);
 }
 
-double ns_seconds(const Precision& p, bool syrk, Shape s, const DeviceBuffer& g, DeviceBuffer& out,
-                  int iters) {
+double ns_seconds(
+    const Precision& p, bool syrk, Shape s, const DeviceBuffer& g, DeviceBuffer& out, int iters,
+    shardwise::optim::NsAlgorithm algorithm = shardwise::optim::NsAlgorithm::kStandard,
+    shardwise::cuda::NewtonSchulzCudaTuning tuning = {}) {
   shardwise::optim::NewtonSchulzOptions options;
   options.precision = p.matmul;
   options.use_syrk = syrk;
+  options.algorithm = algorithm;
   shardwise::cuda::NewtonSchulzCuda ns(options, p.tf32);
+  ns.set_tuning(tuning);
   return time_gpu(
       iters, [&] { ns.orthogonalize(g.as<float>(), s.rows, s.cols, out.as<float>()); }, 1);
 }
@@ -130,16 +140,34 @@ void measure(cublasHandle_t handle, const Precision& p, Shape s, int iters) {
   fill_random(g, m * n, false);
   const double limit = flops / gemm_seconds(handle, p, m, n, steps, iters) * 1e-12;
   const bool bf16 = p.matmul == MatmulPrecision::kBf16;
-  const double ours = flops / ns_seconds(p, !bf16, s, g, out, iters) * 1e-12;
+  const double ours = flops / ns_seconds(p, true, s, g, out, iters) * 1e-12;
   const std::string name = std::string("newton_schulz_cuda_") + p.name + "_" +
                            std::to_string(s.rows) + "x" + std::to_string(s.cols);
   shardwise::cuda::bench::print_figure(name, ours, limit, "TFLOP/s");
+  if (p.tf32 || bf16) {  // the default's alternative below 2048 rows: halve the diagonal once
+    shardwise::cuda::NewtonSchulzCudaTuning half{};
+    half.min_block = 512;
+    const double t = ns_seconds(p, true, s, g, out, iters, {}, half);
+    std::printf("note: %s with 512-row blocks (min_block = 512): %.2f TFLOP/s\n", name.c_str(),
+                flops / t * 1e-12);
+  }
   if (!bf16) {  // fp32 / TF32 default to SYRK; the all-GEMM variant is the other choice
     const double all_gemm = flops / ns_seconds(p, false, s, g, out, iters) * 1e-12;
     shardwise::cuda::bench::print_figure(std::string("newton_schulz_cuda_") + p.name + "_gemm_" +
                                              std::to_string(s.rows) + "x" + std::to_string(s.cols),
                                          all_gemm, limit, "TFLOP/s");
   }
+}
+
+void measure_gram(const Precision& p, Shape s, int iters) {
+  DeviceBuffer g(static_cast<std::size_t>(s.rows * s.cols) * 4);
+  DeviceBuffer out(static_cast<std::size_t>(s.rows * s.cols) * 4);
+  fill_random(g, s.rows * s.cols, false);
+  const double standard = ns_seconds(p, true, s, g, out, iters);
+  const double gram = ns_seconds(p, true, s, g, out, iters, shardwise::optim::NsAlgorithm::kGram);
+  shardwise::cuda::bench::print_figure(std::string("newton_schulz_gram_cuda_") + p.name + "_" +
+                                           std::to_string(s.rows) + "x" + std::to_string(s.cols),
+                                       standard * 1e3, gram * 1e3, "ms");
 }
 
 }  // namespace
@@ -160,6 +188,13 @@ int main(int argc, char** argv) {
                                Precision{"bf16", MatmulPrecision::kBf16, false}}) {
       for (const Shape& s : {Shape{4096, 4096}, Shape{4096, 14336}, Shape{1024, 4096}}) {
         measure(handle, p, s, iters);
+      }
+    }
+    for (const Precision& p : {Precision{"fp32", MatmulPrecision::kFp32, false},
+                               Precision{"tf32", MatmulPrecision::kFp32, true},
+                               Precision{"bf16", MatmulPrecision::kBf16, false}}) {
+      for (const Shape& s : {Shape{4096, 4096}, Shape{4096, 14336}, Shape{1024, 4096}}) {
+        measure_gram(p, s, iters);
       }
     }
     cublasDestroy(handle);

@@ -280,6 +280,8 @@ void bind_engine(py::module_& m) {
         return py::make_tuple(world->rank(), world->size());
       },
       "Initialises MPI (MPI_THREAD_MULTIPLE) unless already done; returns (rank, size)");
+  m.def("mpi_running", &mpi_running,
+        "Whether MPI is initialised (and not finalised) in this process");
   m.def(
       "abort_world", [](const std::string& message) { abort_world(message, 2); },
       "Aborts every rank of the job (exit code 2) after printing message");

@@ -84,6 +84,7 @@ const std::vector<Keyword>& keywords() {
       keyword<&C::muon_nesterov>("nesterov"),
       keyword<&C::muon_ns_steps>("ns_steps"),
       keyword<&C::muon_coefficient_set>("coefficients"),
+      keyword<&C::muon_ns_algorithm>("ns_algorithm"),
       keyword<&C::muon_scale_mode>("scale_mode"),
       keyword<&C::muon_extra_scale_factor>("extra_scale_factor"),
       keyword<&C::muon_split_qkv>("split_qkv"),

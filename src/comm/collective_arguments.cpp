@@ -38,6 +38,9 @@ void CollectiveArguments::require_view(const TensorView& v, const char* op,
   SW_REQUIRE(v.numel >= 0, InvalidArgument, where(op), ": ", role, " has ", v.numel, " elements");
   SW_REQUIRE(v.numel == 0 || v.data != nullptr, InvalidArgument, where(op), ": ", role, " of ",
              v.numel, " elements has no data");
+  // The MPI backend reads and writes host memory; device views go through a staging group.
+  SW_REQUIRE(!v.on_device(), InvalidArgument, where(op), ": ", role, " lives on CUDA device ",
+             v.device, "; this group moves host memory only (wrap it in a HostStagedProcessGroup)");
 }
 
 void CollectiveArguments::require_same_dtype(const TensorView& a, const TensorView& b,

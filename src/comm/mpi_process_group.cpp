@@ -508,17 +508,21 @@ const char* thread_level_name(int level) {
 
 // World size if MPI is up, else 1.
 int live_world_size() {
-  int initialized = 0;
-  int finalized = 0;
-  MPI_Initialized(&initialized);
-  MPI_Finalized(&finalized);
-  if (!initialized || finalized) return 1;
+  if (!mpi_running()) return 1;
   int size = 1;
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   return size;
 }
 
 }  // namespace
+
+bool mpi_running() {
+  int initialized = 0;
+  int finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  return initialized != 0 && finalized == 0;
+}
 
 ProcessGroupPtr init_mpi_world() {
   WorldState& state = world_state();

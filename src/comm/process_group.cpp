@@ -58,6 +58,11 @@ WorkPtr ProcessGroup::reduce_scatter_scaled(TensorView output, TensorView input,
         InvalidArgument(str_cat("reduce_scatter_scaled on group ", name(), ": input is ",
                                 dtype_name(input.dtype), ", expected fp32"))));
   }
+  if (input.on_device()) {
+    return finished_work(std::make_exception_ptr(InvalidArgument(
+        str_cat("reduce_scatter_scaled on group ", name(), ": input lives on CUDA device ",
+                input.device, "; the default implementation scales host memory only"))));
+  }
   if (input_scale != 1.0) {
     const float f = static_cast<float>(input_scale);
     float* data = input.as<float>();

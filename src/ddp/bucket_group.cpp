@@ -102,7 +102,7 @@ void BucketGroup::start_grad_sync() {
           bucket.grad_shard(shard_index()), bucket.grad_data, bucket.gradient_scaling_factor));
       continue;
     }
-    scale_elements(bucket.grad_data, bucket.gradient_scaling_factor);
+    buffer_->memory().scale(bucket.grad_data, bucket.gradient_scaling_factor);
     if (reduce_scatter) {
       grad_handles_.push_back(
           group_->reduce_scatter(bucket.grad_shard(shard_index()), bucket.grad_data, op));

@@ -128,12 +128,14 @@ DistributedDataParallel::NoSyncScope::~NoSyncScope() { ddp_->set_is_last_microba
 
 DistributedDataParallel::DistributedDataParallel(ParamList params, FullParamLayout layout,
                                                  DistributedDataParallelConfig config,
-                                                 DataParallelGroups groups)
+                                                 DataParallelGroups groups, BufferMemoryPtr memory)
     : config_(std::move(config)),
       params_(std::move(params)),
       layout_(std::move(layout)),
-      pgs_(std::move(groups)) {
+      pgs_(std::move(groups)),
+      memory_(std::move(memory)) {
   config_.validate();
+  SW_REQUIRE(memory_ != nullptr, InvalidArgument, "DistributedDataParallel: no buffer memory");
   SW_REQUIRE(pgs_.data_parallel != nullptr, InvalidArgument,
              "DistributedDataParallel: the data-parallel group is null");
   const bool separate_expert_group = pgs_.expert_data_parallel != nullptr;
@@ -155,7 +157,8 @@ DistributedDataParallel::DistributedDataParallel(ParamList params, FullParamLayo
     }
     buffer_index_[key] = buffers_.size();
     buffers_.push_back(std::make_unique<ParamAndGradBuffer>(
-        params_, key, buffer_layout, key.is_expert_parallel ? scaling_.expert : scaling_.dense));
+        params_, key, buffer_layout, key.is_expert_parallel ? scaling_.expert : scaling_.dense,
+        memory_));
   }
 
   std::vector<const ParamAndGradBuffer*> views;
@@ -441,6 +444,9 @@ void DistributedDataParallel::legacy_param_sync(const std::map<ParamId, int>& ow
     const int size = pg->size();
     const int me = pg->rank();
     const std::size_t esize = dtype_size(buffer->key().param_dtype);
+    SW_REQUIRE(!buffer->param_data().on_device(), InvalidArgument, "legacy_param_sync: buffer ",
+               buffer->key().to_string(), " is on CUDA device ", buffer->param_data().device,
+               "; the legacy flatten / all_gather_v copy runs on host buffers only");
     // Each rank's params in layout order; the gathered buffer is rank 0's, then rank 1's, ...
     std::vector<std::vector<const ParamRange*>> owned(static_cast<std::size_t>(size));
     std::vector<std::int64_t> counts(static_cast<std::size_t>(size), 0);

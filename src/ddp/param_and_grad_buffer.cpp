@@ -127,17 +127,21 @@ void validate_buffer_layout(const ParamList& params, const BufferKey& key,
 }
 
 ParamAndGradBuffer::ParamAndGradBuffer(const ParamList& params, const BufferKey& key,
-                                       PerBufferParamLayout layout, double gradient_scaling_factor)
-    : key_(key), layout_(std::move(layout)) {
+                                       PerBufferParamLayout layout, double gradient_scaling_factor,
+                                       BufferMemoryPtr memory)
+    : key_(key), layout_(std::move(layout)), memory_(std::move(memory)) {
+  SW_REQUIRE(memory_ != nullptr, InvalidArgument, "buffer ", key_.to_string(), ": no memory");
   validate_buffer_layout(params, key_, layout_);
   names_.reserve(params.size());
   for (const ParamInfo& p : params) names_.push_back(p.name);
 
   const std::int64_t n = layout_.numel();
-  param_storage_ = AlignedStorage(static_cast<std::size_t>(n) * dtype_size(key_.param_dtype));
-  grad_storage_ = AlignedStorage(static_cast<std::size_t>(n) * dtype_size(key_.grad_dtype));
-  param_data_ = {param_storage_.data(), n, key_.param_dtype};
-  grad_data_ = {grad_storage_.data(), n, key_.grad_dtype};
+  param_storage_ =
+      memory_->allocate_zeroed(static_cast<std::size_t>(n) * dtype_size(key_.param_dtype));
+  grad_storage_ =
+      memory_->allocate_zeroed(static_cast<std::size_t>(n) * dtype_size(key_.grad_dtype));
+  param_data_ = {param_storage_.get(), n, key_.param_dtype, memory_->device()};
+  grad_data_ = {grad_storage_.get(), n, key_.grad_dtype, memory_->device()};
 
   for (std::size_t i = 0; i < layout_.param_index_map.size(); ++i) {
     index_of_[layout_.param_index_map[i].param] = i;
@@ -179,15 +183,17 @@ TensorView ParamAndGradBuffer::grad_view(ParamId param) const {
 }
 
 void ParamAndGradBuffer::zero_grad() {
-  if (grad_data_.numel > 0) std::memset(grad_data_.data, 0, grad_data_.nbytes());
+  if (grad_data_.numel > 0) memory_->zero(grad_data_);
 }
 
 void ParamAndGradBuffer::scale_bucket_grad(int bucket, double factor) {
   SW_CHECK(bucket >= 0 && static_cast<std::size_t>(bucket) < buckets_.size(), "bucket ", bucket);
-  scale_elements(buckets_[static_cast<std::size_t>(bucket)].grad_data, factor);
+  memory_->scale(buckets_[static_cast<std::size_t>(bucket)].grad_data, factor);
 }
 
 void scale_elements(TensorView view, double factor) {
+  SW_REQUIRE(!view.on_device(), InvalidArgument, "scale_elements: the view lives on CUDA device ",
+             view.device, "; only host memory is scaled here");
   if (factor == 1.0) return;
   const float f = static_cast<float>(factor);
   switch (view.dtype) {
@@ -214,6 +220,32 @@ void scale_elements(TensorView view, double factor) {
       throw InvalidArgument(str_cat("cannot scale gradients of dtype ", dtype_name(view.dtype),
                                     " (gradients must be fp32, bf16 or fp16)"));
   }
+}
+
+namespace {
+
+class HostBufferMemory final : public BufferMemory {
+ public:
+  int device() const override { return TensorView::kHostMemory; }
+  std::shared_ptr<std::byte> allocate_zeroed(std::size_t nbytes) const override {
+    auto storage = std::make_shared<AlignedStorage>(nbytes);
+    return {storage, storage->data()};
+  }
+  void zero(TensorView view) const override {
+    SW_REQUIRE(!view.on_device(), InvalidArgument,
+               "host buffer memory asked to zero a view on "
+               "CUDA device ",
+               view.device);
+    if (view.numel > 0) std::memset(view.data, 0, view.nbytes());
+  }
+  void scale(TensorView view, double factor) const override { scale_elements(view, factor); }
+};
+
+}  // namespace
+
+const BufferMemoryPtr& host_buffer_memory() {
+  static const BufferMemoryPtr memory = std::make_shared<HostBufferMemory>();
+  return memory;
 }
 
 }  // namespace shardwise

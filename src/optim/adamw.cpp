@@ -36,8 +36,8 @@ void adamw_update(const AdamWStepScalars& s, std::span<float> param, std::span<c
                                    static_cast<std::int64_t>(param.size()));
 }
 
-AdamW::AdamW(std::vector<ParamGroup> groups, AdamWOptions defaults)
-    : Optimizer(std::move(groups)), defaults_(defaults) {
+AdamW::AdamW(std::vector<ParamGroup> groups, AdamWOptions defaults, ShardMathPtr math)
+    : Optimizer(std::move(groups), std::move(math)), defaults_(defaults) {
   validate_params("AdamW");
   for (const ParamGroup& group : groups_) {
     for (const OptimParam& p : group.params) state_for(p);
@@ -45,11 +45,11 @@ AdamW::AdamW(std::vector<ParamGroup> groups, AdamWOptions defaults)
 }
 
 AdamW::State& AdamW::state_for(const OptimParam& p) {
-  const auto n = static_cast<std::size_t>(p.numel());
+  const std::int64_t n = p.numel();
   auto [it, inserted] = state_.try_emplace(p.name);
   if (inserted) {
-    it->second.exp_avg.assign(n, 0.0f);
-    it->second.exp_avg_sq.assign(n, 0.0f);
+    it->second.exp_avg = math_->zeros(n);
+    it->second.exp_avg_sq = math_->zeros(n);
   }
   SW_REQUIRE(it->second.exp_avg.size() == n, ShapeError, "AdamW: param ", p.name, " has ", n,
              " elements but its state has ", it->second.exp_avg.size());
@@ -75,9 +75,8 @@ bool AdamW::step_group(std::size_t index) {
     if (p.grad == nullptr) continue;
     State& st = state_for(p);
     st.step += 1;
-    const auto n = static_cast<std::size_t>(p.numel());
-    adamw_update(AdamWStepScalars::make(lr, wd, beta1, beta2, eps, st.step), {p.main_param, n},
-                 {p.grad, n}, st.exp_avg, st.exp_avg_sq);
+    math_->adamw_update(AdamWStepScalars::make(lr, wd, beta1, beta2, eps, st.step), p.main_param,
+                        p.grad, st.exp_avg.data(), st.exp_avg_sq.data(), p.numel());
   }
   return true;
 }
@@ -95,8 +94,8 @@ OptimizerState AdamW::state_dict() const {
         ps["step"] = {0.0f};
         continue;
       }
-      ps["exp_avg"] = it->second.exp_avg;
-      ps["exp_avg_sq"] = it->second.exp_avg_sq;
+      ps["exp_avg"] = math_->to_host(it->second.exp_avg.data(), it->second.exp_avg.size());
+      ps["exp_avg_sq"] = math_->to_host(it->second.exp_avg_sq.data(), it->second.exp_avg_sq.size());
       ps["step"] = {step_to_float(it->second.step)};
     }
   }
@@ -116,8 +115,8 @@ OptimizerStateView AdamW::state_view() const {
         fields["step"] = view.hold({0.0f});
         continue;
       }
-      fields["exp_avg"] = it->second.exp_avg;
-      fields["exp_avg_sq"] = it->second.exp_avg_sq;
+      fields["exp_avg"] = math_->view_values(it->second.exp_avg, view);
+      fields["exp_avg_sq"] = math_->view_values(it->second.exp_avg_sq, view);
       fields["step"] = view.hold({step_to_float(it->second.step)});
     }
   }
@@ -130,8 +129,8 @@ void AdamW::take_state_dict(OptimizerState&& state) {
     for (const OptimParam& p : group.params) {
       ParamState& ps = state.at(p.name);
       State& st = state_[p.name];
-      st.exp_avg = std::move(ps.at("exp_avg"));
-      st.exp_avg_sq = std::move(ps.at("exp_avg_sq"));
+      st.exp_avg = math_->adopt(std::move(ps.at("exp_avg")));
+      st.exp_avg_sq = math_->adopt(std::move(ps.at("exp_avg_sq")));
       st.step = step_from_float(ps.at("step")[0], p.name, "AdamW");
     }
   }
@@ -156,8 +155,8 @@ void AdamW::load_state_dict(const OptimizerState& state) {
     for (const OptimParam& p : group.params) {
       const ParamState& ps = state.at(p.name);
       State& st = state_[p.name];
-      st.exp_avg = ps.at("exp_avg");
-      st.exp_avg_sq = ps.at("exp_avg_sq");
+      st.exp_avg = math_->adopt(std::vector<float>(ps.at("exp_avg")));
+      st.exp_avg_sq = math_->adopt(std::vector<float>(ps.at("exp_avg_sq")));
       st.step = step_from_float(ps.at("step")[0], p.name, "AdamW");
     }
   }

@@ -117,6 +117,7 @@ MuonOptions muon_options(const OptimizerConfig& spec) {
   m.nesterov = spec.muon_nesterov;
   m.newton_schulz.steps = spec.muon_ns_steps;
   m.newton_schulz.coefficients = spec.muon_coefficient_set;
+  m.newton_schulz.algorithm = spec.muon_ns_algorithm;
   m.newton_schulz.precision = spec.muon_matmul_precision;
   m.scale_mode = spec.muon_scale_mode;
   m.extra_scale_factor = spec.muon_extra_scale_factor;

@@ -60,6 +60,13 @@ void complete_param_sync_after_step(DistributedDataParallel& ddp,
   for (const BucketGroupMainParams& g : groups) ddp.finish_param_sync(g.bucket_group);
 }
 
+void require_slices_in_memory(const std::vector<OwnedSlice>& slices, const ShardMath& math) {
+  for (const OwnedSlice& s : slices) {
+    math.require_same_memory(s.model_param.device, str_cat("param '", s.name, "'"));
+    math.require_same_memory(s.grad.device, str_cat("the gradient of param '", s.name, "'"));
+  }
+}
+
 std::vector<OwnedSlice> DistributedOptimizer::local_slices(const DistributedDataParallel& ddp,
                                                            const BufferSelector& manages) {
   std::vector<OwnedSlice> slices;
@@ -95,8 +102,9 @@ std::vector<OwnedSlice> DistributedOptimizer::local_slices(const DistributedData
 
 DistributedOptimizer::DistributedOptimizer(DistributedDataParallel& ddp, BufferSelector manages,
                                            AdamWOptions options,
-                                           bool overlap_param_gather_with_optimizer_step)
-    : Optimizer({}),
+                                           bool overlap_param_gather_with_optimizer_step,
+                                           ShardMathPtr math)
+    : Optimizer({}, std::move(math)),
       ddp_(ddp),
       manages_(std::move(manages)),
       overlap_with_step_(overlap_param_gather_with_optimizer_step),
@@ -104,6 +112,7 @@ DistributedOptimizer::DistributedOptimizer(DistributedDataParallel& ddp, BufferS
       by_group_(split_by_bucket_group(ddp_, manages_, slices_)) {
   SW_REQUIRE(!overlap_with_step_ || ddp_.config().reduce_scatter_grads(), InvalidArgument,
              "overlap_param_gather_with_optimizer_step needs DDP with use_distributed_optimizer");
+  require_slices_in_memory(slices_, *math_);
   const auto all = [](const OwnedSlice&) { return true; };
   // The outer group (grad norm, clipping) lists the slices in buffer order, as before the step
   // was split by bucket group, so the norm is summed in the same order.
@@ -114,7 +123,7 @@ DistributedOptimizer::DistributedOptimizer(DistributedDataParallel& ddp, BufferS
     inner.push_back(
         ParamGroup{str_cat("bucket_group_", g.bucket_group), g.main.optim_params(all), {}});
   }
-  adamw_ = std::make_unique<AdamW>(std::move(inner), options);
+  adamw_ = std::make_unique<AdamW>(std::move(inner), options, math_);
 }
 
 std::vector<int> DistributedOptimizer::step_order() const {

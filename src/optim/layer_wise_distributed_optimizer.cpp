@@ -65,8 +65,8 @@ std::vector<OwnedSlice> LayerWiseDistributedOptimizer::local_params() const {
 
 LayerWiseDistributedOptimizer::LayerWiseDistributedOptimizer(
     DistributedDataParallel& ddp, BufferSelector manages,
-    bool overlap_param_gather_with_optimizer_step)
-    : Optimizer({}),
+    bool overlap_param_gather_with_optimizer_step, ShardMathPtr math)
+    : Optimizer({}, std::move(math)),
       ddp_(ddp),
       manages_(std::move(manages)),
       legacy_(!ddp.config().reduce_scatter_grads()),
@@ -74,6 +74,7 @@ LayerWiseDistributedOptimizer::LayerWiseDistributedOptimizer(
       owners_(compute_owners(ddp_, manages_, legacy_)),
       slices_(local_params()),
       by_group_(split_by_bucket_group(ddp_, manages_, slices_)) {
+  require_slices_in_memory(slices_, *math_);
   for (const auto& buffer : ddp_.buffers()) {
     const ProcessGroupPtr& replica = ddp_.replica_group_for(buffer->key());
     if (manages_(buffer->key()) && replica != nullptr) {
@@ -91,19 +92,19 @@ LayerWiseDistributedOptimizer::LayerWiseDistributedOptimizer(
 
 LayerWiseDistributedOptimizer::LayerWiseDistributedOptimizer(
     DistributedDataParallel& ddp, BufferSelector manages, MuonOptions muon, AdamWOptions adamw,
-    bool overlap_param_gather_with_optimizer_step)
+    bool overlap_param_gather_with_optimizer_step, ShardMathPtr math)
     : LayerWiseDistributedOptimizer(ddp, std::move(manages),
-                                    overlap_param_gather_with_optimizer_step) {
+                                    overlap_param_gather_with_optimizer_step, std::move(math)) {
   std::vector<LayerWiseChild> children;
   children.push_back({[](const ParamInfo& p) { return is_managed_by_layer_wise_optimizer(p); },
                       [this, muon](std::vector<ParamGroup> groups) {
-                        auto child = std::make_unique<Muon>(std::move(groups), muon);
+                        auto child = std::make_unique<Muon>(std::move(groups), muon, math_);
                         muon_ = child.get();
                         return std::unique_ptr<Optimizer>(std::move(child));
                       }});
   children.push_back({[](const ParamInfo& p) { return !is_managed_by_layer_wise_optimizer(p); },
                       [this, adamw](std::vector<ParamGroup> groups) {
-                        auto child = std::make_unique<AdamW>(std::move(groups), adamw);
+                        auto child = std::make_unique<AdamW>(std::move(groups), adamw, math_);
                         adamw_ = child.get();
                         return std::unique_ptr<Optimizer>(std::move(child));
                       }});
@@ -113,8 +114,8 @@ LayerWiseDistributedOptimizer::LayerWiseDistributedOptimizer(
 
 LayerWiseDistributedOptimizer::LayerWiseDistributedOptimizer(
     DistributedDataParallel& ddp, BufferSelector manages, std::vector<LayerWiseChild> children,
-    std::vector<InitStateFn> init_state_fn_list)
-    : LayerWiseDistributedOptimizer(ddp, std::move(manages), false) {
+    std::vector<InitStateFn> init_state_fn_list, ShardMathPtr math)
+    : LayerWiseDistributedOptimizer(ddp, std::move(manages), false, std::move(math)) {
   SW_REQUIRE(!children.empty(), InvalidArgument,
              "LayerWiseDistributedOptimizer: no optimizers given");
   SW_REQUIRE(init_state_fn_list.empty() || init_state_fn_list.size() == children.size(),

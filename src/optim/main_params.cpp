@@ -24,6 +24,12 @@ MainParams::MainParams(std::vector<OwnedSlice> slices) : slices_(std::move(slice
     SW_REQUIRE(s.model_param.numel == s.count && s.grad.numel == s.count, InvalidArgument,
                "param '", s.name, "': owned slice of ", s.count, " elements but views of ",
                s.model_param.numel, " / ", s.grad.numel);
+    // The fp32 master copy of a 16-bit buffer is host memory; device buffers keep fp32 params
+    // (their main params are the buffer itself).
+    SW_REQUIRE(!s.model_param.on_device() || s.model_param.dtype == DType::kFloat32,
+               InvalidArgument, "param '", s.name, "': its ", dtype_name(s.model_param.dtype),
+               " param buffer is on CUDA device ", s.model_param.device,
+               "; device buffers need fp32 params (no device master copies yet)");
     if (s.model_param.dtype != DType::kFloat32) {
       copies_[i].resize(static_cast<std::size_t>(s.count));
       optim::copy_model_to_main(s.model_param, std::span<float>(copies_[i]));

@@ -35,8 +35,10 @@ MuonScaleMode parse_muon_scale_mode(std::string_view name, std::string_view what
 
 std::string_view muon_scale_mode_name(MuonScaleMode mode) { return to_string(mode); }
 
-Muon::Muon(std::vector<ParamGroup> groups, MuonOptions defaults)
-    : Optimizer(std::move(groups)), defaults_(defaults), newton_schulz_(defaults.newton_schulz) {
+Muon::Muon(std::vector<ParamGroup> groups, MuonOptions defaults, ShardMathPtr math)
+    : Optimizer(std::move(groups), std::move(math)),
+      defaults_(std::move(defaults)),
+      step_(math_->make_muon_step(defaults_)) {
   validate_params("Muon");
   for (const ParamGroup& group : groups_) {
     for (const OptimParam& p : group.params) {
@@ -59,22 +61,41 @@ void Muon::validate_matrix(const OptimParam& p) {
              total, " rows but the param has ", p.shape[0]);
 }
 
-std::vector<float>& Muon::momentum_for(const OptimParam& p) {
-  const auto n = static_cast<std::size_t>(p.numel());
+FloatArray& Muon::momentum_for(const OptimParam& p) {
+  const std::int64_t n = p.numel();
   auto [it, inserted] = momentum_.try_emplace(p.name);
-  if (inserted) it->second.assign(n, 0.0f);
+  if (inserted) it->second = math_->zeros(n);
   SW_REQUIRE(it->second.size() == n, ShapeError, "Muon: param ", p.name, " has ", n,
              " elements but its momentum buffer has ", it->second.size());
   return it->second;
 }
 
-void Muon::step_param(const OptimParam& p, std::vector<float>& buf, double lr, double wd,
-                      double mu) {
+namespace {
+
+// The CPU path of one matrix: the element loops here, Newton–Schulz in optim::NewtonSchulz, and
+// tensor-parallel params orthogonalised on their gathered full matrix.
+class HostMuonStep final : public MuonMatrixStep {
+ public:
+  explicit HostMuonStep(const MuonOptions& options)
+      : defaults_(options), newton_schulz_(options.newton_schulz) {}
+
+  void step(const OptimParam& p, float* momentum, double lr, double wd, double mu) override;
+
+ private:
+  // update_ <- lr * scale * NS(update_) per part, computed on the full matrix of a TP shard.
+  void scaled_update_of_shard(const OptimParam& p, const TensorParallelSplit& split, double lr);
+
+  MuonOptions defaults_;
+  NewtonSchulz newton_schulz_;
+  std::vector<float> update_;  // workspace: u, then NS(u)
+};
+
+void HostMuonStep::step(const OptimParam& p, float* momentum, double lr, double wd, double mu) {
   const auto n = static_cast<std::size_t>(p.numel());
   if (n == 0) return;
   float* __restrict param = p.main_param;
   const float* __restrict grad = p.grad;
-  float* __restrict mom = buf.data();
+  float* __restrict mom = momentum;
 
   if (wd != 0.0) {
     const auto decay = static_cast<float>(1.0 - lr * wd);
@@ -116,8 +137,8 @@ void Muon::step_param(const OptimParam& p, std::vector<float>& buf, double lr, d
   }
 }
 
-void Muon::scaled_update_of_shard(const OptimParam& p, const TensorParallelSplit& split,
-                                  double lr) {
+void HostMuonStep::scaled_update_of_shard(const OptimParam& p, const TensorParallelSplit& split,
+                                          double lr) {
   std::vector<float> full = gather_full_matrix(split, update_.data(), p.shape[0], p.shape[1]);
   const std::vector<std::int64_t> shape = full_matrix_shape(split, p.shape[0], p.shape[1]);
   const std::int64_t rows = shape[0], cols = shape[1];
@@ -143,6 +164,12 @@ void Muon::scaled_update_of_shard(const OptimParam& p, const TensorParallelSplit
   take_matrix_shard(split, full.data(), rows, cols, update_.data());
 }
 
+}  // namespace
+
+std::unique_ptr<MuonMatrixStep> make_host_muon_step(const MuonOptions& options) {
+  return std::make_unique<HostMuonStep>(options);
+}
+
 bool Muon::step_with_ready_grads() {
   for (std::size_t g = 0; g < groups_.size(); ++g) step_group(g);
   return true;
@@ -159,7 +186,7 @@ bool Muon::step_group(std::size_t index) {
   for (const OptimParam& p : group.params) {
     if (p.grad == nullptr) continue;
     validate_matrix(p);  // groups may have been edited since construction
-    step_param(p, momentum_for(p), lr, wd, mu);
+    step_->step(p, momentum_for(p).data(), lr, wd, mu);
   }
   return true;
 }
@@ -170,7 +197,7 @@ OptimizerState Muon::state_dict() const {
     for (const OptimParam& p : group.params) {
       const auto it = momentum_.find(p.name);
       out[p.name]["momentum_buffer"] =
-          it != momentum_.end() ? it->second
+          it != momentum_.end() ? math_->to_host(it->second.data(), it->second.size())
                                 : std::vector<float>(static_cast<std::size_t>(p.numel()), 0.0f);
     }
   }
@@ -184,7 +211,7 @@ OptimizerStateView Muon::state_view() const {
       const auto it = momentum_.find(p.name);
       view.fields_of(p.name)["momentum_buffer"] =
           it != momentum_.end()
-              ? std::span<const float>(it->second)
+              ? math_->view_values(it->second, view)
               : view.hold(std::vector<float>(static_cast<std::size_t>(p.numel()), 0.0f));
     }
   }
@@ -200,7 +227,7 @@ void Muon::load_state_dict(const OptimizerState& state) {
   }
   for (const ParamGroup& group : groups_) {
     for (const OptimParam& p : group.params) {
-      momentum_[p.name] = state.at(p.name).at("momentum_buffer");
+      momentum_[p.name] = math_->adopt(std::vector<float>(state.at(p.name).at("momentum_buffer")));
     }
   }
 }

@@ -9,6 +9,7 @@
 #include "shardwise/core/error.hpp"
 #include "shardwise/core/float_convert.hpp"
 #include "shardwise/optim/grad_stats.hpp"
+#include "shardwise/optim/newton_schulz_gram.hpp"
 
 namespace shardwise::optim {
 
@@ -72,6 +73,14 @@ NsCoefficients parse_ns_coefficients(std::string_view name, std::string_view wha
 
 std::string_view ns_coefficients_name(NsCoefficients set) { return to_string(set); }
 
+NsAlgorithm parse_ns_algorithm(std::string_view name, std::string_view what) {
+  if (auto algorithm = parse_enum<NsAlgorithm>(name)) return *algorithm;
+  throw InvalidArgument(str_cat(what, ": unknown Newton-Schulz algorithm '", name,
+                                "' (valid: ", enum_choices<NsAlgorithm>(), ")"));
+}
+
+std::string_view ns_algorithm_name(NsAlgorithm algorithm) { return to_string(algorithm); }
+
 double newton_schulz_gemm_flops(std::int64_t rows, std::int64_t cols, int steps) {
   const double m = static_cast<double>(std::min(rows, cols));
   const double n = static_cast<double>(std::max(rows, cols));
@@ -83,6 +92,9 @@ NewtonSchulz::NewtonSchulz(NewtonSchulzOptions options) : options_(options) {
              options_.steps);
   SW_REQUIRE(options_.eps >= 0.0f, InvalidArgument, "Newton-Schulz eps must be >= 0, got ",
              options_.eps);
+  SW_REQUIRE(options_.gram_growth_limit == 0.0 || options_.gram_growth_limit > 1.0, InvalidArgument,
+             "Newton-Schulz gram_growth_limit must be 0 (default) or > 1, got ",
+             options_.gram_growth_limit);
 }
 
 void NewtonSchulz::orthogonalize(const float* g, std::int64_t rows, std::int64_t cols, float* out) {
@@ -105,6 +117,10 @@ void NewtonSchulz::orthogonalize(const float* g, std::int64_t rows, std::int64_t
   const double norm = std::sqrt(sum_of_squares({g, numel}));
   const float inv = static_cast<float>(1.0 / (norm + static_cast<double>(options_.eps)));
   for (std::size_t i = 0; i < numel; ++i) x_[i] = g[i] * inv;
+  if (options_.algorithm == NsAlgorithm::kGram) {
+    gram_newton_schulz(options_, wide, m, n, {x_, y_, gram_, poly_, q_, t_}, out);
+    return;
+  }
 
   using blas::Op;
   for (int step = 0; step < options_.steps; ++step) {
@@ -155,6 +171,24 @@ void NewtonSchulz::orthogonalize(const float* g, std::int64_t rows, std::int64_t
     std::swap(x_, y_);
   }
   std::memcpy(out, x_.data(), sizeof(float) * numel);
+}
+
+double orthogonality_error(const float* u, std::int64_t rows, std::int64_t cols) {
+  const bool wide = rows <= cols;
+  const std::int64_t m = wide ? rows : cols, n = wide ? cols : rows;
+  if (m == 0) return 0.0;
+  std::vector<float> gram(static_cast<std::size_t>(m * m));
+  blas::ssyrk(wide ? blas::Op::kNone : blas::Op::kTranspose, m, n, 1.0f, u, wide ? n : m, 0.0f,
+              gram.data(), m);
+  double sum = 0.0;
+  for (std::int64_t i = 0; i < m; ++i) {
+    for (std::int64_t j = i; j < m; ++j) {  // the upper triangle, off-diagonal terms twice
+      const double e =
+          static_cast<double>(gram[static_cast<std::size_t>(i * m + j)]) - (i == j ? 1.0 : 0.0);
+      sum += (i == j ? 1.0 : 2.0) * e * e;
+    }
+  }
+  return std::sqrt(sum / static_cast<double>(m));
 }
 
 void for_each_row_block(std::int64_t rows, std::span<const std::int64_t> row_split,

@@ -6,7 +6,6 @@
 #include <utility>
 
 #include "shardwise/core/error.hpp"
-#include "shardwise/optim/grad_stats.hpp"
 
 namespace shardwise::optim {
 
@@ -16,8 +15,12 @@ std::int64_t OptimParam::numel() const {
   return n;
 }
 
-Optimizer::Optimizer(std::vector<ParamGroup> groups)
-    : groups_(std::move(groups)), world_reduce_([](double local) { return local; }) {}
+Optimizer::Optimizer(std::vector<ParamGroup> groups, ShardMathPtr math)
+    : groups_(std::move(groups)),
+      math_(std::move(math)),
+      world_reduce_([](double local) { return local; }) {
+  SW_REQUIRE(math_ != nullptr, InvalidArgument, "optimizer built without its shard math");
+}
 
 OptimizerStateView Optimizer::state_view() const {
   OptimizerStateView view;
@@ -50,7 +53,7 @@ double Optimizer::local_grad_sq_sum() const {
   for (const ParamGroup& group : groups_) {
     for (const OptimParam& p : group.params) {
       if (!counts_in_grad_stats(p)) continue;
-      total += sum_of_squares({p.grad, static_cast<std::size_t>(p.numel())});
+      total += math_->sum_of_squares(p.grad, p.numel());
     }
   }
   return total;
@@ -62,7 +65,7 @@ double Optimizer::local_group_grad_sq_sum(std::string_view name) const {
     if (group.name != name) continue;
     for (const OptimParam& p : group.params) {
       if (!counts_in_grad_stats(p)) continue;
-      total += sum_of_squares({p.grad, static_cast<std::size_t>(p.numel())});
+      total += math_->sum_of_squares(p.grad, p.numel());
     }
   }
   return total;
@@ -73,7 +76,7 @@ std::int64_t Optimizer::local_grad_zero_count() const {
   for (const ParamGroup& group : groups_) {
     for (const OptimParam& p : group.params) {
       if (!counts_in_grad_stats(p)) continue;
-      total += optim::count_zeros({p.grad, static_cast<std::size_t>(p.numel())});
+      total += math_->count_zeros(p.grad, p.numel());
     }
   }
   return total;
@@ -83,7 +86,7 @@ void Optimizer::scale_grads(float coeff) {
   for (ParamGroup& group : groups_) {
     for (OptimParam& p : group.params) {
       if (p.grad == nullptr) continue;
-      scale_in_place({p.grad, static_cast<std::size_t>(p.numel())}, coeff);
+      math_->scale(p.grad, p.numel(), coeff);
     }
   }
 }

@@ -32,6 +32,7 @@ TEST(OptimizerSpec, DefaultsAreTheTrainersTunedValues) {
   EXPECT_TRUE(d.muon_nesterov);
   EXPECT_EQ(d.muon_ns_steps, 5);
   EXPECT_EQ(d.muon_coefficient_set, MuonCoefficientSet::kQuintic);
+  EXPECT_EQ(d.muon_ns_algorithm, NsAlgorithm::kStandard);
   EXPECT_EQ(d.muon_scale_mode, MuonScaleMode::kSpectral);
   EXPECT_EQ(d.muon_extra_scale_factor, 1.0);
   EXPECT_TRUE(d.muon_split_qkv);
@@ -69,6 +70,10 @@ TEST(OptimizerSpec, EveryNameOfEveryTableParsesFromYaml) {
     const auto cfg =
         parse_training_config(str_cat("optimizer: {muon_coefficient_set: ", name, "}"));
     EXPECT_EQ(cfg.optimizer.muon_coefficient_set, set) << name;
+  }
+  for (const auto& [algorithm, name] : kNsAlgorithmNames) {
+    const auto cfg = parse_training_config(str_cat("optimizer: {muon_ns_algorithm: ", name, "}"));
+    EXPECT_EQ(cfg.optimizer.muon_ns_algorithm, algorithm) << name;
   }
   for (const auto& [precision, name] : kMatmulPrecisionNames) {
     const auto cfg =

@@ -1,6 +1,6 @@
 // cuBLAS Newton-Schulz against optim::NewtonSchulz (the CPU reference) on random matrices:
 // square, wide, tall, odd sizes and vectors, every coefficient set, fp32 with TF32 off and on,
-// bf16 GEMM inputs, SYRK and GEMM for the symmetric products.
+// bf16 GEMMs, and every route for the symmetric products (GEMM, SYRK, GEMMs on blocks).
 //
 // Tolerances (relative Frobenius distance to the CPU result). Model: each GEMM perturbs its
 // result by a relative error proportional to a unit roundoff u, and five NS steps map those
@@ -14,7 +14,8 @@
 //   TF32 vs CPU fp32: 10 mantissa bits; the tensor cores may truncate the dropped bits rather than
 //     round (a biased error up to 2^-10), which puts the estimate anywhere from d / 8 to about
 //     d / 2; allowed 2 d.
-//   bf16 vs CPU bf16: the same values are rounded at the same points; the runs first differ only
+//   bf16 vs CPU bf16: the same values are rounded at the same points (cuBLAS rounds its fp32
+//     accumulation once on output where the CPU rounds its fp32 result); the runs first differ only
 //     where the two fp32 accumulations straddle a bf16 rounding boundary, but each such flip
 //     changes the inputs of every later rounding, so after five steps the two can differ as much
 //     as two independent rounding sequences, ~ sqrt(2) d; allowed 2 d. (On the CPU, bf16 with
@@ -67,10 +68,24 @@ std::vector<float> gpu_ns(NewtonSchulzCuda& ns, const std::vector<float>& g, Sha
   return to_host<float>(out, g.size());
 }
 
-std::vector<float> gpu_ns(const std::vector<float>& g, Shape s, NewtonSchulzOptions o, bool tf32) {
+std::vector<float> gpu_ns(const std::vector<float>& g, Shape s, NewtonSchulzOptions o, bool tf32,
+                          NewtonSchulzCudaTuning tuning = {}) {
   NewtonSchulzCuda ns(o, tf32);
+  ns.set_tuning(tuning);
   return gpu_ns(ns, g, s);
 }
+
+// The symmetric products' routes (use_syrk): the defaults (plain GEMMs at these sizes),
+// cublasSsyrk wherever it applies (fp32 without TF32), and GEMMs on blocks everywhere.
+struct Route {
+  const char* name;
+  NewtonSchulzCudaTuning tuning;
+};
+const Route kRoutes[] = {
+    {"default", {}},
+    {"ssyrk", {.syrk_min_side = 1, .min_block = 8, .max_levels = 3}},
+    {"blocks", {.syrk_min_side = 1 << 30, .min_block = 8, .max_levels = 3}},
+};
 
 double relative_distance(const std::vector<float>& a, const std::vector<float>& ref) {
   double diff = 0.0, norm = 0.0;
@@ -135,15 +150,59 @@ TEST(NewtonSchulzCuda, MatchesCpuForEveryShapeSetAndPrecision) {
       const std::vector<float> g = input_for(s, seed++);
       const Reference r = reference(g, s, set);
       for (bool syrk : {true, false}) {
-        SCOPED_TRACE(syrk ? "syrk" : "gemm");
-        const auto fp32 = options(set, MatmulPrecision::kFp32, syrk);
-        EXPECT_LE(relative_distance(gpu_ns(g, s, fp32, false), r.fp32), fp32_allowance(r, s))
-            << "fp32, d = " << r.d;
-        EXPECT_LE(relative_distance(gpu_ns(g, s, fp32, true), r.fp32), 2 * r.d)
-            << "tf32, d = " << r.d;
-        const auto bf16 = options(set, MatmulPrecision::kBf16, syrk);
-        EXPECT_LE(relative_distance(gpu_ns(g, s, bf16, false), r.bf16), 2 * r.d)
-            << "bf16, d = " << r.d;
+        for (const Route& route : kRoutes) {
+          SCOPED_TRACE(std::string(syrk ? "syrk " : "gemm ") + route.name);
+          const auto fp32 = options(set, MatmulPrecision::kFp32, syrk);
+          EXPECT_LE(relative_distance(gpu_ns(g, s, fp32, false, route.tuning), r.fp32),
+                    fp32_allowance(r, s))
+              << "fp32, d = " << r.d;
+          EXPECT_LE(relative_distance(gpu_ns(g, s, fp32, true, route.tuning), r.fp32), 2 * r.d)
+              << "tf32, d = " << r.d;
+          const auto bf16 = options(set, MatmulPrecision::kBf16, syrk);
+          EXPECT_LE(relative_distance(gpu_ns(g, s, bf16, false, route.tuning), r.bf16), 2 * r.d)
+              << "bf16, d = " << r.d;
+        }
+      }
+    }
+  }
+}
+
+// Gram Newton-Schulz on the GPU against the CPU Gram path and the CPU standard path, every
+// precision and route, with the default restarts and with a restart before every step. d here is
+// the CPU Gram path's own bf16 sensitivity; the Gram form amplifies rounding by up to ||Q|| ||X||
+// (optim/newton_schulz_gram.hpp), so fp32 gets 16x the standard allowance (the host emulation
+// measured below 2x) and bf16 3 d (measured up to 2 d there).
+TEST(NewtonSchulzCuda, GramMatchesCpu) {
+  SW_SKIP_WITHOUT_GPU();
+  std::uint32_t seed = 200;
+  for (const Shape& s : {Shape{64, 64}, Shape{96, 200}, Shape{200, 96}, Shape{37, 129}}) {
+    for (NsCoefficients set : kSets) {
+      for (double limit : {0.0, 1.5}) {
+        SCOPED_TRACE(s.name() + " " + std::string(optim::ns_coefficients_name(set)) + " limit " +
+                     std::to_string(limit));
+        const std::vector<float> g = input_for(s, seed++);
+        auto fp32 = options(set, MatmulPrecision::kFp32, true);
+        fp32.algorithm = optim::NsAlgorithm::kGram;
+        fp32.gram_growth_limit = limit;
+        auto bf16 = fp32;
+        bf16.precision = MatmulPrecision::kBf16;
+        Reference r;
+        r.fp32 = cpu_ns(g, s, fp32);
+        r.bf16 = cpu_ns(g, s, bf16);
+        r.d = relative_distance(r.bf16, r.fp32);
+        const std::vector<float> standard =
+            cpu_ns(g, s, options(set, MatmulPrecision::kFp32, true));
+        for (const Route& route : kRoutes) {
+          SCOPED_TRACE(route.name);
+          const std::vector<float> gpu = gpu_ns(g, s, fp32, false, route.tuning);
+          EXPECT_LE(relative_distance(gpu, r.fp32), 16 * fp32_allowance(r, s)) << "d = " << r.d;
+          EXPECT_LE(relative_distance(gpu, standard),
+                    relative_distance(r.fp32, standard) + 16 * fp32_allowance(r, s));
+          EXPECT_LE(relative_distance(gpu_ns(g, s, fp32, true, route.tuning), r.fp32), 2 * r.d)
+              << "tf32, d = " << r.d;
+          EXPECT_LE(relative_distance(gpu_ns(g, s, bf16, false, route.tuning), r.bf16), 3 * r.d)
+              << "bf16, d = " << r.d;
+        }
       }
     }
   }

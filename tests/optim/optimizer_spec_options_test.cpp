@@ -19,6 +19,7 @@ void expect_same_muon(const MuonOptions& a, const MuonOptions& b) {
   EXPECT_EQ(a.nesterov, b.nesterov);
   EXPECT_EQ(a.newton_schulz.steps, b.newton_schulz.steps);
   EXPECT_EQ(a.newton_schulz.coefficients, b.newton_schulz.coefficients);
+  EXPECT_EQ(a.newton_schulz.algorithm, b.newton_schulz.algorithm);
   EXPECT_EQ(a.newton_schulz.precision, b.newton_schulz.precision);
   EXPECT_EQ(a.scale_mode, b.scale_mode);
   EXPECT_EQ(a.extra_scale_factor, b.extra_scale_factor);
@@ -52,6 +53,7 @@ TEST(OptimizerSpecOptions, EveryFieldIsCarried) {
   spec.muon_nesterov = false;
   spec.muon_ns_steps = 7;
   spec.muon_coefficient_set = MuonCoefficientSet::kPolarExpress;
+  spec.muon_ns_algorithm = NsAlgorithm::kGram;
   spec.muon_scale_mode = MuonScaleMode::kAdamwMatchedRms;
   spec.muon_extra_scale_factor = 0.5;
   spec.muon_split_qkv = false;
@@ -63,6 +65,7 @@ TEST(OptimizerSpecOptions, EveryFieldIsCarried) {
   muon.nesterov = false;
   muon.newton_schulz.steps = 7;
   muon.newton_schulz.coefficients = NsCoefficients::kPolarExpress;
+  muon.newton_schulz.algorithm = NsAlgorithm::kGram;
   muon.newton_schulz.precision = MatmulPrecision::kBf16;
   muon.scale_mode = MuonScaleMode::kAdamwMatchedRms;
   muon.extra_scale_factor = 0.5;
@@ -85,6 +88,10 @@ TEST(OptimizerSpecOptions, TheParsersAcceptExactlyTheSpecsNames) {
   for (const auto& [set, name] : kMuonCoefficientSetNames) {
     EXPECT_EQ(parse_ns_coefficients(name, "coefficients"), set);
     EXPECT_EQ(ns_coefficients_name(set), name);
+  }
+  for (const auto& [algorithm, name] : kNsAlgorithmNames) {
+    EXPECT_EQ(parse_ns_algorithm(name, "ns_algorithm"), algorithm);
+    EXPECT_EQ(ns_algorithm_name(algorithm), name);
   }
   EXPECT_THROW(parse_muon_scale_mode("Spectral", "scale_mode"), InvalidArgument);
   EXPECT_THROW(parse_ns_coefficients("cubic", "coefficients"), InvalidArgument);

@@ -19,7 +19,7 @@ BUILD_DIR = os.environ.get("SHARDWISE_BUILD_DIR", "build")
 # make_optimizer keyword -> the YAML key of the same spec field (betas: two keys).
 YAML_KEY = {"lr": "lr", "muon_lr": "muon_lr", "weight_decay": "weight_decay", "eps": "adam_eps",
             "momentum": "muon_momentum", "nesterov": "muon_nesterov", "ns_steps": "muon_ns_steps",
-            "coefficients": "muon_coefficient_set", "scale_mode": "muon_scale_mode",
+            "coefficients": "muon_coefficient_set", "ns_algorithm": "muon_ns_algorithm", "scale_mode": "muon_scale_mode",
             "extra_scale_factor": "muon_extra_scale_factor", "split_qkv": "muon_split_qkv",
             "matmul_precision": "muon_matmul_precision", "clip_grad": "clip_grad",
             "overlap_param_gather_with_optimizer_step":

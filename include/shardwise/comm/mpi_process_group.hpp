@@ -43,6 +43,9 @@ struct ProcessGroupOptions {
 ProcessGroupPtr init_mpi_world();
 // The same, and sets the world group's options (groups split from it later inherit them).
 ProcessGroupPtr init_mpi_world(const ProcessGroupOptions& options);
+// Whether MPI has been initialised in this process (by init_mpi_world or by anyone else) and
+// not finalised: lets front ends check that importing them started nothing.
+bool mpi_running();
 
 // Options of an MPI group (InvalidArgument for another kind of group, or a timeout that is not
 // a positive number of seconds up to 1e9). Applies to operations that start afterwards.

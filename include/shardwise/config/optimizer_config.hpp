@@ -54,6 +54,18 @@ inline std::span<const EnumName<MuonCoefficientSet>> enum_names(MuonCoefficientS
   return kMuonCoefficientSetNames;
 }
 
+// How the Newton–Schulz polynomial steps are carried out (same coefficients, same result in exact
+// arithmetic; optim/newton_schulz.hpp).
+enum class NsAlgorithm : std::uint8_t {
+  kStandard,  // X <- p(X X^T) X every step
+  kGram,      // iterate on the short side's Gram matrix, apply the accumulated polynomial once
+};
+inline constexpr EnumName<NsAlgorithm> kNsAlgorithmNames[] = {
+    {NsAlgorithm::kStandard, "standard"},
+    {NsAlgorithm::kGram, "gram"},
+};
+inline std::span<const EnumName<NsAlgorithm>> enum_names(NsAlgorithm) { return kNsAlgorithmNames; }
+
 // How the orthogonalised update of an m x n (rows x cols, i.e. out x in) matrix is scaled to its
 // shape (optim::muon_scale_factor).
 enum class MuonScaleMode : std::uint8_t {
@@ -97,6 +109,7 @@ struct OptimizerConfig {
   bool muon_nesterov = true;
   int muon_ns_steps = 5;
   MuonCoefficientSet muon_coefficient_set = MuonCoefficientSet::kQuintic;
+  NsAlgorithm muon_ns_algorithm = NsAlgorithm::kStandard;
   MuonScaleMode muon_scale_mode = MuonScaleMode::kSpectral;
   double muon_extra_scale_factor = 1.0;
   bool muon_split_qkv = true;  // orthogonalise Q, K and V separately

@@ -62,9 +62,12 @@ class DistributedDataParallel {
   // reduce-scattered, except for a layer-wise (shard-aligned) buffer laid out for S shards, S
   // dividing its group's size: that buffer gets shard groups (make_shard_groups, collective over
   // the group), is reduce-scattered and all-gathered in its shard group of S consecutive ranks,
-  // and its owned shards are all-reduced across the replica group.
+  // and its owned shards are all-reduced across the replica group. The buffers are allocated
+  // from `memory` (host memory by default; device memory puts them, and every view DDP hands
+  // out, on that device: the groups must then take device views, e.g. a HostStagedProcessGroup).
   DistributedDataParallel(ParamList params, FullParamLayout layout,
-                          DistributedDataParallelConfig config, DataParallelGroups groups);
+                          DistributedDataParallelConfig config, DataParallelGroups groups,
+                          BufferMemoryPtr memory = host_buffer_memory());
   ~DistributedDataParallel();
 
   DistributedDataParallel(const DistributedDataParallel&) = delete;
@@ -74,6 +77,7 @@ class DistributedDataParallel {
   const ParamList& params() const { return params_; }
   const FullParamLayout& layout() const { return layout_; }
   const GradientScaling& scaling() const { return scaling_; }
+  const BufferMemory& memory() const { return *memory_; }
 
   // --- buffers, buckets and groups, for optimizers ---
   const std::vector<std::unique_ptr<ParamAndGradBuffer>>& buffers() const { return buffers_; }
@@ -175,6 +179,7 @@ class DistributedDataParallel {
   ParamList params_;
   FullParamLayout layout_;
   DataParallelGroups pgs_;
+  BufferMemoryPtr memory_;
   GradientScaling scaling_;
   std::vector<std::unique_ptr<ParamAndGradBuffer>> buffers_;
   std::vector<std::unique_ptr<BucketGroup>> groups_;

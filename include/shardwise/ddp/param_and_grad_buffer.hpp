@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "shardwise/core/tensor_view.hpp"
+#include "shardwise/ddp/buffer_memory.hpp"
 #include "shardwise/layout/param_info.hpp"
 #include "shardwise/layout/param_layout.hpp"
 
@@ -54,9 +55,9 @@ struct Bucket {
 class ParamAndGradBuffer {
  public:
   // Validates `layout` against `params` (see validate_buffer_layout) and allocates zeroed
-  // storage: param_data in key.param_dtype, grad_data in key.grad_dtype.
+  // storage from `memory`: param_data in key.param_dtype, grad_data in key.grad_dtype.
   ParamAndGradBuffer(const ParamList& params, const BufferKey& key, PerBufferParamLayout layout,
-                     double gradient_scaling_factor);
+                     double gradient_scaling_factor, BufferMemoryPtr memory = host_buffer_memory());
 
   ParamAndGradBuffer(const ParamAndGradBuffer&) = delete;
   ParamAndGradBuffer& operator=(const ParamAndGradBuffer&) = delete;
@@ -66,6 +67,7 @@ class ParamAndGradBuffer {
   std::int64_t numel() const { return layout_.numel(); }
   std::int64_t numel_unpadded() const { return layout_.numel_unpadded(); }
 
+  const BufferMemory& memory() const { return *memory_; }
   TensorView param_data() const { return param_data_; }
   TensorView grad_data() const { return grad_data_; }
 
@@ -91,8 +93,9 @@ class ParamAndGradBuffer {
   BufferKey key_;
   PerBufferParamLayout layout_;
   std::vector<std::string> names_;  // per param of the model, for messages
-  AlignedStorage param_storage_;
-  AlignedStorage grad_storage_;
+  BufferMemoryPtr memory_;
+  std::shared_ptr<std::byte> param_storage_;
+  std::shared_ptr<std::byte> grad_storage_;
   TensorView param_data_;
   TensorView grad_data_;
   std::map<ParamId, std::size_t> index_of_;  // param -> position in layout_.param_index_map
@@ -106,7 +109,8 @@ class ParamAndGradBuffer {
 void validate_buffer_layout(const ParamList& params, const BufferKey& key,
                             const PerBufferParamLayout& layout);
 
-// Scales `n` elements of dtype `dtype` at `data` by `factor` (fp32, bf16, fp16).
+// Scales the elements of a host view by `factor` (fp32, bf16, fp16); InvalidArgument for a
+// device view.
 void scale_elements(TensorView view, double factor);
 
 }  // namespace shardwise

@@ -47,7 +47,9 @@ void adamw_update(const AdamWStepScalars& s, std::span<float> param, std::span<c
 
 class AdamW : public Optimizer {
  public:
-  AdamW(std::vector<ParamGroup> groups, AdamWOptions defaults);
+  // `math` says where the params, grads and moments live (the host by default).
+  AdamW(std::vector<ParamGroup> groups, AdamWOptions defaults,
+        ShardMathPtr math = host_shard_math());
 
   std::string_view kind() const override { return "adamw"; }
   bool step_with_ready_grads() override;
@@ -64,8 +66,8 @@ class AdamW : public Optimizer {
 
  private:
   struct State {
-    std::vector<float> exp_avg;
-    std::vector<float> exp_avg_sq;
+    FloatArray exp_avg;  // in the memory of math()
+    FloatArray exp_avg_sq;
     std::int64_t step = 0;
   };
   // Zero state for params seen for the first time (e.g. added to a group after construction).

@@ -46,11 +46,16 @@ std::vector<OptimParam> optim_params_in_slice_order(
 void complete_param_sync_after_step(DistributedDataParallel& ddp,
                                     const std::vector<BucketGroupMainParams>& groups);
 
+// Throws InvalidArgument naming the first slice whose views are not in the memory `math` runs on.
+void require_slices_in_memory(const std::vector<OwnedSlice>& slices, const ShardMath& math);
+
 class DistributedOptimizer : public Optimizer {
  public:
-  // Manages the buffers `manages` accepts. The DDP must reduce-scatter its grads.
+  // Manages the buffers `manages` accepts. The DDP must reduce-scatter its grads. `math` must
+  // run where the DDP's buffers live (InvalidArgument naming a param otherwise).
   DistributedOptimizer(DistributedDataParallel& ddp, BufferSelector manages, AdamWOptions options,
-                       bool overlap_param_gather_with_optimizer_step = false);
+                       bool overlap_param_gather_with_optimizer_step = false,
+                       ShardMathPtr math = host_shard_math());
 
   std::string_view kind() const override { return "distributed"; }
   bool step_with_ready_grads() override;

@@ -50,15 +50,19 @@ class LayerWiseDistributedOptimizer : public Optimizer {
   // Convenience: manages the buffers `manages` accepts. Muon steps the owned params that
   // is_managed_by_layer_wise_optimizer accepts; AdamW the other owned params.
   // overlap_param_gather_with_optimizer_step needs the buffer path (InvalidArgument on legacy).
+  // `math` runs the statistics and both children where the DDP's buffers live.
   LayerWiseDistributedOptimizer(DistributedDataParallel& ddp, BufferSelector manages,
                                 MuonOptions muon, AdamWOptions adamw,
-                                bool overlap_param_gather_with_optimizer_step = false);
+                                bool overlap_param_gather_with_optimizer_step = false,
+                                ShardMathPtr math = host_shard_math());
   // Caller-supplied children, stepped in order; init_state_fn_list is empty or has one function
   // per child. InvalidArgument when a managed param is selected by no child or by several.
-  // set_lr sets every child's lr. Params are gathered after all children have stepped.
+  // set_lr sets every child's lr. Params are gathered after all children have stepped. `math`
+  // computes the grad statistics (the children bring their own).
   LayerWiseDistributedOptimizer(DistributedDataParallel& ddp, BufferSelector manages,
                                 std::vector<LayerWiseChild> children,
-                                std::vector<InitStateFn> init_state_fn_list = {});
+                                std::vector<InitStateFn> init_state_fn_list = {},
+                                ShardMathPtr math = host_shard_math());
 
   std::string_view kind() const override { return "layer_wise"; }
   bool step_with_ready_grads() override;
@@ -91,7 +95,7 @@ class LayerWiseDistributedOptimizer : public Optimizer {
 
  private:
   LayerWiseDistributedOptimizer(DistributedDataParallel& ddp, BufferSelector manages,
-                                bool overlap_param_gather_with_optimizer_step);
+                                bool overlap_param_gather_with_optimizer_step, ShardMathPtr math);
   static std::map<ParamId, int> compute_owners(const DistributedDataParallel& ddp,
                                                const BufferSelector& manages, bool legacy);
   std::vector<OwnedSlice> local_params() const;

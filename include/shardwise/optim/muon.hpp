@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -45,11 +46,15 @@ struct MuonOptions {
   std::map<std::string, TensorParallelSplit> tensor_parallel;
 };
 
+// The CPU path's per-matrix step (what host_shard_math().make_muon_step returns).
+std::unique_ptr<MuonMatrixStep> make_host_muon_step(const MuonOptions& options);
+
 class Muon : public Optimizer {
  public:
   // Throws ShapeError naming the param for any param that is not 2-D or whose qkv_split does
-  // not add up to its rows.
-  Muon(std::vector<ParamGroup> groups, MuonOptions defaults);
+  // not add up to its rows. `math` says where the params, grads and momentum live and runs the
+  // per-matrix step (the host by default).
+  Muon(std::vector<ParamGroup> groups, MuonOptions defaults, ShardMathPtr math = host_shard_math());
 
   std::string_view kind() const override { return "muon"; }
   bool step_with_ready_grads() override;
@@ -64,20 +69,15 @@ class Muon : public Optimizer {
   const MuonOptions& defaults() const { return defaults_; }
 
  private:
-  void step_param(const OptimParam& p, std::vector<float>& momentum_buffer, double lr, double wd,
-                  double mu);
-  // update_ <- lr * scale * NS(update_) per part, computed on the full matrix of a TP shard.
-  void scaled_update_of_shard(const OptimParam& p, const TensorParallelSplit& split, double lr);
   // Checks shape and QKV split; throws ShapeError naming the param.
   static void validate_matrix(const OptimParam& p);
   // Zero momentum for params seen for the first time.
-  std::vector<float>& momentum_for(const OptimParam& p);
+  FloatArray& momentum_for(const OptimParam& p);
 
   MuonOptions defaults_;
-  NewtonSchulz newton_schulz_;
+  std::unique_ptr<MuonMatrixStep> step_;
   // Keyed by param name, so a wrapper may narrow or regroup param_groups() between steps.
-  std::map<std::string, std::vector<float>> momentum_;
-  std::vector<float> update_;  // workspace: u, then NS(u)
+  std::map<std::string, FloatArray> momentum_;
 };
 
 }  // namespace shardwise::optim

@@ -29,13 +29,22 @@ using NsCoefficients = MuonCoefficientSet;
 //   kBf16  GEMM inputs rounded to bf16 (RNE), fp32 accumulation: what bf16 tensor cores do
 using MatmulPrecision = shardwise::MatmulPrecision;
 
+//   kStandard  X <- p(X X^T) X every step: products with the long side n every step
+//   kGram      iterate on the m x m Gram matrix R = X X^T and accumulate Q = prod p_k(R_k);
+//              X <- Q X once at the end and at restarts (optim/newton_schulz_gram.hpp)
+using NsAlgorithm = shardwise::NsAlgorithm;
+
 struct NewtonSchulzOptions {
   NsCoefficients coefficients = kDefaultOptimizerConfig.muon_coefficient_set;
+  NsAlgorithm algorithm = kDefaultOptimizerConfig.muon_ns_algorithm;
   int steps = kDefaultOptimizerConfig.muon_ns_steps;
   MatmulPrecision precision = kDefaultOptimizerConfig.muon_matmul_precision;
   float eps = 1e-7f;  // added to the Frobenius norm before normalising
   // Form the symmetric products (X X^T and A A) with ssyrk at half the flops of sgemm.
   bool use_syrk = true;
+  // kGram: the bound on ||Q|| ||X|| within one restart segment (the factor by which the Gram form
+  // can amplify rounding errors); 0 picks the precision's default (gram_default_growth_limit).
+  double gram_growth_limit = 0.0;
 };
 
 using NsStepCoefficients = std::array<double, 3>;  // (a, b, c)
@@ -47,9 +56,18 @@ NsStepCoefficients ns_coefficients(NsCoefficients set, int step);
 NsCoefficients parse_ns_coefficients(std::string_view name, std::string_view what);
 std::string_view ns_coefficients_name(NsCoefficients set);
 
+// Parses the names of kNsAlgorithmNames ("standard", "gram"); InvalidArgument naming `what`.
+NsAlgorithm parse_ns_algorithm(std::string_view name, std::string_view what);
+std::string_view ns_algorithm_name(NsAlgorithm algorithm);
+
 // Nominal FLOPs of one orthogonalization counted as plain GEMMs (4 m^2 n + 2 m^3 per step, m the
 // short side): the rate benchmarks report.
 double newton_schulz_gemm_flops(std::int64_t rows, std::int64_t cols, int steps);
+
+// ||U U^T - I||_F / sqrt(m) for the rows x cols row-major u, m its short side (U U^T the m x m
+// Gram matrix of the short side): how far an orthogonalization is from orthogonal. The product
+// in fp32 (BLAS), the sum in fp64.
+double orthogonality_error(const float* u, std::int64_t rows, std::int64_t cols);
 
 // Calls block(first_row, rows_in_block) for each part of `row_split` in order, after checking
 // that every part is positive and that they sum to `rows` (a fused QKV is orthogonalised part by
@@ -76,6 +94,7 @@ class NewtonSchulz {
  private:
   NewtonSchulzOptions options_;
   std::vector<float> x_, y_, gram_, poly_;
+  std::vector<float> q_, t_;  // kGram: the accumulated polynomial and a product's scratch
 };
 
 }  // namespace shardwise::optim

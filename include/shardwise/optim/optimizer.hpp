@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "shardwise/optim/optimizer_state_view.hpp"
+#include "shardwise/optim/shard_math.hpp"
 
 namespace shardwise::optim {
 
@@ -133,10 +134,13 @@ class Optimizer {
   // groups counts it once. A wrapper passes the set on to its children.
   virtual void exclude_from_grad_stats(const std::set<std::string>& names);
   const StepOptions& step_options() const { return step_options_; }
+  // Where the params, grads and state live and the element-wise math over them.
+  const ShardMath& math() const { return *math_; }
+  const ShardMathPtr& math_ptr() const { return math_; }
   void set_step_options(const StepOptions& options) { step_options_ = options; }
 
  protected:
-  explicit Optimizer(std::vector<ParamGroup> groups);
+  explicit Optimizer(std::vector<ParamGroup> groups, ShardMathPtr math = host_shard_math());
   // Whether `param`'s grad enters this rank's contributions to the global statistics (grad norm,
   // zero count, group norms and counts). False for a copy that another rank also holds and
   // counts (layer-wise shard groups: only the first replica counts), so every element is counted
@@ -149,6 +153,7 @@ class Optimizer {
   bool counts_in_grad_stats(const OptimParam& p) const;
 
   std::vector<ParamGroup> groups_;
+  ShardMathPtr math_;
   WorldReduce world_reduce_;
   StepOptions step_options_;
   std::set<std::string> excluded_from_stats_;

@@ -1,7 +1,7 @@
 """Train any torch.nn.Module on the shardwise engine.
 
-    import shardwise.torch as sw            # initialises MPI (MPI_THREAD_MULTIPLE) if needed
-    ddp = sw.DistributedDataParallel(model)
+    import shardwise.torch as sw            # starts nothing: MPI starts on first use
+    ddp = sw.DistributedDataParallel(model)  # starts MPI (MPI_THREAD_MULTIPLE) if needed
     opt = sw.make_optimizer(ddp, kind="layer-wise", lr=3e-3, muon_lr=2e-3)
     loss = model(batch); loss.backward()    # grads land in the grad buffer, buckets reduce
     opt.step(); opt.zero_grad()             # finish grad sync, step owned shards, all-gather
@@ -16,21 +16,47 @@ from .checkpoint import load_checkpoint, save_checkpoint
 from .ddp import DistributedDataParallel
 from .optimizer import Optimizer, make_optimizer
 
-rank, world_size = _core.init_mpi()
+_abort_hook_installed = False
 
 
-def _abort_other_ranks_on_error(previous_hook):
-    # An exception on one rank would leave the others waiting in a collective forever: print it
-    # and abort the whole job instead (as the shardwise CLI does).
+def init():
+    """Starts MPI (MPI_THREAD_MULTIPLE) unless it runs already; returns ``(rank, world_size)``.
+
+    Importing the package starts nothing: MPI starts on first use (this call, ``rank``,
+    ``world_size`` or the first ``DistributedDataParallel``).
+    """
+    return tuple(_core.init_mpi())
+
+
+def install_abort_on_error():
+    """Makes an uncaught exception on one rank abort every rank of a multi-rank job.
+
+    Without it the other ranks would wait in a collective forever. The one global hook the
+    package installs: ``DistributedDataParallel`` calls this when the job has more than one
+    rank (``abort_job_on_error=False`` there opts out). It prints the exception as before
+    (the previous ``sys.excepthook`` runs first), then aborts with exit code 2, as the shardwise
+    CLI does. A no-op in a one-rank job.
+    """
+    global _abort_hook_installed
+    rank, world_size = init()
+    if _abort_hook_installed or world_size == 1:
+        return
+    previous_hook = sys.excepthook
+
     def hook(kind, value, traceback):
         previous_hook(kind, value, traceback)
-        if world_size > 1:
-            sys.stderr.flush()
-            _core.abort_world(f"rank {rank}: {kind.__name__}: {value}")
-    return hook
+        sys.stderr.flush()
+        _core.abort_world(f"rank {rank}: {kind.__name__}: {value}")
+
+    sys.excepthook = hook
+    _abort_hook_installed = True
 
 
-sys.excepthook = _abort_other_ranks_on_error(sys.excepthook)
+def __getattr__(name):
+    # `rank` and `world_size` start MPI on first read (module attributes, as before).
+    if name in ("rank", "world_size"):
+        return init()[0 if name == "rank" else 1]
+    raise AttributeError(f"module 'shardwise.torch' has no attribute '{name}'")
 
 
 def all_reduce_mean(ddp, value):
@@ -39,4 +65,5 @@ def all_reduce_mean(ddp, value):
 
 
 __all__ = ["DistributedDataParallel", "Optimizer", "make_optimizer", "save_checkpoint",
-           "load_checkpoint", "rank", "world_size", "all_reduce_mean"]
+           "load_checkpoint", "rank", "world_size", "all_reduce_mean", "init",
+           "install_abort_on_error"]

@@ -38,14 +38,22 @@ class DistributedDataParallel:
     `comm_timeout` (seconds) is the collective watchdog of the job's groups, as ``shardwise train
     --comm-timeout``: a collective that has not completed by then (a rank stopped or gone)
     prints what it waited for and aborts every rank with exit code 3.
+
+    Constructing it starts MPI if nobody has. In a job of more than one rank it also installs
+    ``shardwise.torch.install_abort_on_error`` (an uncaught exception on one rank aborts them
+    all instead of leaving the others waiting in a collective); ``abort_job_on_error=False``
+    leaves ``sys.excepthook`` alone.
     """
 
     def __init__(self, module, bucket_size=None, overlap_grad_reduce=True,
                  overlap_param_gather=True, grad_reduce_in_fp32=True, optimizer=_DEFAULT_KIND,
-                 all_layer_wise=False, comm_timeout=600.0):
+                 all_layer_wise=False, comm_timeout=600.0, abort_job_on_error=True):
         if not isinstance(module, torch.nn.Module):
             raise TypeError(f"DistributedDataParallel wraps a torch.nn.Module, got "
                             f"{type(module).__name__}")
+        if abort_job_on_error:
+            from . import install_abort_on_error
+            install_abort_on_error()
         self.module = module
         self._options = dict(bucket_size=bucket_size, overlap_grad_reduce=overlap_grad_reduce,
                              overlap_param_gather=overlap_param_gather,

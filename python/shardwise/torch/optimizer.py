@@ -82,7 +82,8 @@ def make_optimizer(ddp, kind=None, **options):
 
     Keywords and defaults are those of ``shardwise train``'s optimizer section (``DEFAULTS``;
     docs/torch.md lists them): lr (AdamW), muon_lr, weight_decay, betas, eps, momentum /
-    nesterov / ns_steps / coefficients ("quintic", "simple", "polar_express") / scale_mode
+    nesterov / ns_steps / coefficients ("quintic", "simple", "polar_express") / ns_algorithm
+    ("standard", "gram") / scale_mode
     ("spectral", "unit_rms_norm", "shape_scaling", "adamw_matched_rms") / extra_scale_factor /
     split_qkv / matmul_precision ("fp32", "bf16") (Muon), clip_grad (global grad-norm clip; 0
     disables), overlap_param_gather_with_optimizer_step.

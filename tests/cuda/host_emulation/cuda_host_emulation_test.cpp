@@ -51,9 +51,23 @@ std::vector<float> cpu_ns(const std::vector<float>& g, std::int64_t rows, std::i
   return out;
 }
 
+// The symmetric products' routes: the defaults (plain GEMMs at these sizes), cublasSsyrk, and
+// GEMMs on blocks (fp32 with TF32 takes the blocks too; the emulation computes in fp32 anyway).
+struct Route {
+  const char* name;
+  bool tf32;
+  NewtonSchulzCudaTuning tuning;
+};
+const Route kRoutes[] = {
+    {"default", false, {}},
+    {"ssyrk", false, {.syrk_min_side = 1, .min_block = 8, .max_levels = 3}},
+    {"blocks", false, {.syrk_min_side = 1 << 30, .min_block = 8, .max_levels = 3}},
+    {"tf32 blocks", true, {.syrk_min_side = 1, .min_block = 8, .max_levels = 2}},
+};
+
 TEST(CudaHostEmulation, NewtonSchulzMatchesCpu) {
   const std::pair<std::int64_t, std::int64_t> shapes[] = {
-      {64, 64}, {96, 200}, {200, 96}, {37, 129}, {129, 37}, {1, 50}, {50, 1}, {70, 33}};
+      {64, 64}, {96, 200}, {200, 96}, {37, 129}, {129, 37}, {1, 50}, {50, 1}, {70, 33}, {40, 90}};
   std::uint32_t seed = 1;
   for (const auto& [rows, cols] : shapes) {
     for (NsCoefficients set :
@@ -70,21 +84,67 @@ TEST(CudaHostEmulation, NewtonSchulzMatchesCpu) {
       const double d = relative_distance(bf16, fp32);
       const double k = static_cast<double>(rows > cols ? rows : cols);
       for (bool syrk : {true, false}) {
-        for (MatmulPrecision p : {MatmulPrecision::kFp32, MatmulPrecision::kBf16}) {
-          o.precision = p;
-          o.use_syrk = syrk;
-          NewtonSchulzCuda ns(o);
-          std::vector<float> out(g.size());
-          ns.orthogonalize(g.data(), rows, cols, out.data());
-          const bool is_bf16 = p == MatmulPrecision::kBf16;
-          EXPECT_LE(relative_distance(out, is_bf16 ? bf16 : fp32),
-                    is_bf16 ? 2 * d : d * std::sqrt(k) * std::ldexp(1.0, -12))
-              << (syrk ? "syrk " : "gemm ") << (is_bf16 ? "bf16" : "fp32") << ", d = " << d;
-          // The workspace, grown for this shape, then used for a smaller one and this one again.
-          std::vector<float> small(12), again(g.size());
-          ns.orthogonalize(g.data(), 3, 4, small.data());
-          ns.orthogonalize(g.data(), rows, cols, again.data());
-          EXPECT_EQ(again, out);
+        for (const Route& route : kRoutes) {
+          for (MatmulPrecision p : {MatmulPrecision::kFp32, MatmulPrecision::kBf16}) {
+            o.precision = p;
+            o.use_syrk = syrk;
+            NewtonSchulzCuda ns(o, route.tf32);
+            ns.set_tuning(route.tuning);
+            std::vector<float> out(g.size());
+            ns.orthogonalize(g.data(), rows, cols, out.data());
+            const bool is_bf16 = p == MatmulPrecision::kBf16;
+            EXPECT_LE(relative_distance(out, is_bf16 ? bf16 : fp32),
+                      is_bf16 ? 2 * d : d * std::sqrt(k) * std::ldexp(1.0, -12))
+                << (syrk ? "syrk " : "gemm ") << route.name << (is_bf16 ? " bf16" : " fp32")
+                << ", d = " << d;
+            // The workspace, grown for this shape, then used for a smaller one and this one again.
+            std::vector<float> small(12), again(g.size());
+            ns.orthogonalize(g.data(), 3, 4, small.data());
+            ns.orthogonalize(g.data(), rows, cols, again.data());
+            EXPECT_EQ(again, out);
+          }
+        }
+      }
+    }
+  }
+}
+
+// Gram Newton-Schulz: the emulated GPU path against the CPU Gram path (same restarts, same
+// rounding points) on every route, restarted before every step too. The Gram form amplifies
+// rounding by up to ||Q|| ||X|| (optim/newton_schulz_gram.hpp): fp32 is allowed 16x the
+// standard's allowance (measured below 2x), bf16 3 d (measured up to 2 d).
+TEST(CudaHostEmulation, GramNewtonSchulzMatchesCpu) {
+  const std::pair<std::int64_t, std::int64_t> shapes[] = {{64, 64}, {40, 120}, {120, 40}, {37, 90}};
+  std::uint32_t seed = 70;
+  for (const auto& [rows, cols] : shapes) {
+    for (NsCoefficients set :
+         {NsCoefficients::kQuintic, NsCoefficients::kSimple, NsCoefficients::kPolarExpress}) {
+      for (double limit : {0.0, 1.5}) {
+        SCOPED_TRACE(std::to_string(rows) + "x" + std::to_string(cols) + " " +
+                     std::string(optim::ns_coefficients_name(set)) + " limit " +
+                     std::to_string(limit));
+        const std::vector<float> g = random_matrix(rows, cols, 0.02f, seed++);
+        optim::NewtonSchulzOptions o;
+        o.coefficients = set;
+        o.algorithm = optim::NsAlgorithm::kGram;
+        o.gram_growth_limit = limit;
+        const std::vector<float> fp32 = cpu_ns(g, rows, cols, o);
+        o.precision = MatmulPrecision::kBf16;
+        const std::vector<float> bf16 = cpu_ns(g, rows, cols, o);
+        const double d = relative_distance(bf16, fp32);
+        const double k = static_cast<double>(rows > cols ? rows : cols);
+        for (const Route& route : kRoutes) {
+          for (MatmulPrecision p : {MatmulPrecision::kFp32, MatmulPrecision::kBf16}) {
+            o.precision = p;
+            NewtonSchulzCuda ns(o, route.tf32);
+            ns.set_tuning(route.tuning);
+            std::vector<float> out(g.size());
+            ns.orthogonalize(g.data(), rows, cols, out.data());
+            const bool is_bf16 = p == MatmulPrecision::kBf16;
+            const double distance = relative_distance(out, is_bf16 ? bf16 : fp32);
+            EXPECT_LE(distance, is_bf16 ? 3 * d : 16 * d * std::sqrt(k) * std::ldexp(1.0, -12))
+                << route.name << (is_bf16 ? " bf16" : " fp32") << ", d = " << d;
+          }
         }
       }
     }

@@ -1,8 +1,9 @@
 // Host stand-ins for the CUDA runtime and cuBLAS calls of src/cuda/newton_schulz_cuda.cpp and
 // muon_cuda.cpp (used in place of src/cuda/cuda_status.hpp by cuda_host_emulation_test): the
 // column-major cuBLAS products run as CBLAS column-major products with the same arguments, bf16
-// operands widen exactly, and SYRK leaves garbage in the triangle cuBLAS leaves undefined, so a
-// missing mirror shows. Device memory is host memory; streams do nothing.
+// operands widen exactly, a bf16 output rounds once from fp32, and SYRK leaves garbage in the
+// triangle cuBLAS leaves undefined, so a missing mirror shows. Device memory is host memory;
+// streams do nothing.
 #pragma once
 
 #include <cblas.h>
@@ -73,13 +74,42 @@ inline CBLAS_TRANSPOSE transpose(cublasOperation_t op) {
 inline cublasStatus_t cublasGemmEx(cublasHandle_t, cublasOperation_t op_a, cublasOperation_t op_b,
                                    int m, int n, int k, const float* alpha, const void* a,
                                    cudaDataType type_a, int lda, const void* b, cudaDataType type_b,
-                                   int ldb, const float* beta, void* c, cudaDataType, int ldc,
-                                   cublasComputeType_t, cublasGemmAlgo_t) {
+                                   int ldb, const float* beta, void* c, cudaDataType type_c,
+                                   int ldc, cublasComputeType_t, cublasGemmAlgo_t) {
   using namespace shardwise::cuda::emulation;
   const std::vector<float> av = widen(a, type_a, lda, op_a == CUBLAS_OP_N ? k : m);
   const std::vector<float> bv = widen(b, type_b, ldb, op_b == CUBLAS_OP_N ? n : k);
+  if (type_c == CUDA_R_32F) {
+    cblas_sgemm(CblasColMajor, transpose(op_a), transpose(op_b), m, n, k, *alpha, av.data(), lda,
+                bv.data(), ldb, *beta, static_cast<float*>(c), ldc);
+    return CUBLAS_STATUS_SUCCESS;
+  }
+  // A bf16 C: alpha A B + beta C in fp32, rounded once on output.
+  std::vector<float> cv = widen(c, type_c, ldc, n);
   cblas_sgemm(CblasColMajor, transpose(op_a), transpose(op_b), m, n, k, *alpha, av.data(), lda,
-              bv.data(), ldb, *beta, static_cast<float*>(c), ldc);
+              bv.data(), ldb, *beta, cv.data(), ldc);
+  auto* out = static_cast<shardwise::bf16_bits*>(c);
+  for (std::int64_t j = 0; j < n; ++j) {
+    for (std::int64_t i = 0; i < m; ++i) {
+      out[i + j * ldc] = shardwise::float_to_bf16(cv[static_cast<std::size_t>(i + j * ldc)]);
+    }
+  }
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+inline cublasStatus_t cublasGemmStridedBatchedEx(
+    cublasHandle_t handle, cublasOperation_t op_a, cublasOperation_t op_b, int m, int n, int k,
+    const float* alpha, const void* a, cudaDataType type_a, int lda, long long stride_a,
+    const void* b, cudaDataType type_b, int ldb, long long stride_b, const float* beta, void* c,
+    cudaDataType type_c, int ldc, long long stride_c, int count, cublasComputeType_t compute,
+    cublasGemmAlgo_t algo) {
+  auto bytes = [](cudaDataType type) { return type == CUDA_R_32F ? 4 : 2; };
+  for (int i = 0; i < count; ++i) {
+    cublasGemmEx(handle, op_a, op_b, m, n, k, alpha,
+                 static_cast<const char*>(a) + i * stride_a * bytes(type_a), type_a, lda,
+                 static_cast<const char*>(b) + i * stride_b * bytes(type_b), type_b, ldb, beta,
+                 static_cast<char*>(c) + i * stride_c * bytes(type_c), type_c, ldc, compute, algo);
+  }
   return CUBLAS_STATUS_SUCCESS;
 }
 
