@@ -96,8 +96,8 @@ Paths make_paths(const ParamList& params, const ProcessGroupPtr& world, int devi
   auto ddps = optim::wrap_with_ddp({params}, OptimizerKind::kLayerWise, config,
                                    DataParallelGroups{world, nullptr});
   p.host_ddp = std::move(ddps.front());
-  p.host_optimizer = optim::make_optimizer(OptimizerKind::kLayerWise, {p.host_ddp.get()},
-                                           muon, adamw, world);
+  p.host_optimizer =
+      optim::make_optimizer(OptimizerKind::kLayerWise, {p.host_ddp.get()}, muon, adamw, world);
   p.device =
       cuda::make_device_layer_wise(params, p.host_ddp->layout(), p.host_ddp->config(),
                                    DataParallelGroups{world, nullptr}, world, device, muon, adamw);
