@@ -9,6 +9,7 @@
 #include "bindings.hpp"
 #include "engine.hpp"
 #include "layout_dict.hpp"
+#include "optimizer_spec_keywords.hpp"
 #include "shardwise/comm/mpi_process_group.hpp"
 #include "shardwise/config/optimizer_hyperparameters.hpp"
 #include "shardwise/core/error.hpp"
@@ -43,63 +44,11 @@ py::array array_over(const py::object& owner, const TensorView& view,
 
 Engine& engine_of(const py::object& self) { return self.cast<Engine&>(); }
 
-// A Python int as int64, saturated (so a huge value is refused by the range check, naming the
-// field, rather than by a cast error).
-std::int64_t saturated_int64(const py::handle& value) {
-  const py::int_ n = py::reinterpret_borrow<py::object>(value);
-  int overflow = 0;
-  const long long v = PyLong_AsLongLongAndOverflow(n.ptr(), &overflow);
-  if (overflow != 0) return overflow > 0 ? INT64_MAX : INT64_MIN;
-  return v;
-}
-
-// The checks of the YAML config's optimizer section, under the Python argument names.
-void validate_hyperparameters(const py::dict& o) {
-  static const OptimizerFieldNames names{
-      "lr",  "muon_lr",  "weight_decay", "betas[0]",           "betas[1]",
-      "eps", "momentum", "ns_steps",     "extra_scale_factor", "clip_grad"};
-  OptimizerHyperparameters v;
-  v.lr = o["lr"].cast<double>();
-  v.muon_lr = o["muon_lr"].cast<double>();
-  v.weight_decay = o["weight_decay"].cast<double>();
-  v.beta1 = o["beta1"].cast<double>();
-  v.beta2 = o["beta2"].cast<double>();
-  v.eps = o["eps"].cast<double>();
-  v.momentum = o["momentum"].cast<double>();
-  v.ns_steps = saturated_int64(o["ns_steps"]);
-  v.extra_scale_factor = o["extra_scale_factor"].cast<double>();
-  v.clip_grad = o["clip_grad"].cast<double>();
-  validate(v, names);
-}
-
-optim::MuonOptions muon_options(const py::dict& o) {
-  optim::MuonOptions m;
-  m.lr = o["muon_lr"].cast<double>();
-  m.weight_decay = o["weight_decay"].cast<double>();
-  m.momentum = o["momentum"].cast<double>();
-  m.nesterov = o["nesterov"].cast<bool>();
-  m.newton_schulz.steps = o["ns_steps"].cast<int>();
-  m.newton_schulz.coefficients =
-      optim::parse_ns_coefficients(o["coefficients"].cast<std::string>(), "coefficients");
-  const auto precision = o["matmul_precision"].cast<std::string>();
-  SW_REQUIRE(precision == "fp32" || precision == "bf16", InvalidArgument,
-             "matmul_precision: expected fp32 or bf16, got '", precision, "'");
-  m.newton_schulz.precision =
-      precision == "bf16" ? optim::MatmulPrecision::kBf16 : optim::MatmulPrecision::kFp32;
-  m.scale_mode = optim::parse_muon_scale_mode(o["scale_mode"].cast<std::string>(), "scale_mode");
-  m.extra_scale_factor = o["extra_scale_factor"].cast<double>();
-  m.split_qkv = o["split_qkv"].cast<bool>();
-  return m;
-}
-
-optim::AdamWOptions adamw_options(const py::dict& o) {
-  optim::AdamWOptions a;
-  a.lr = o["lr"].cast<double>();
-  a.weight_decay = o["weight_decay"].cast<double>();
-  a.beta1 = o["beta1"].cast<double>();
-  a.beta2 = o["beta2"].cast<double>();
-  a.eps = o["eps"].cast<double>();
-  return a;
+// The optimizer kind named `name`; ValueError listing the kinds otherwise.
+OptimizerKind kind_from_name(const std::string& name) {
+  if (auto kind = parse_enum<OptimizerKind>(name)) return *kind;
+  throw InvalidArgument(
+      str_cat("unknown optimizer '", name, "' (valid: ", enum_choices<OptimizerKind>(), ")"));
 }
 
 py::dict step_result(const optim::StepResult& r) {
@@ -203,13 +152,18 @@ void bind_sync(py::class_<Engine>& c) {
 }
 
 void bind_optimizer(py::class_<Engine>& c) {
-  c.def("make_optimizer",
-        [](Engine& e, const py::dict& options) {
-          validate_hyperparameters(options);
-          e.make_optimizer(muon_options(options), adamw_options(options),
-                           options["clip_grad"].cast<double>(),
-                           options["overlap_param_gather_with_optimizer_step"].cast<bool>());
-        })
+  c.def(
+       "make_optimizer",
+       [](Engine& e, const std::string& kind, const py::dict& options) {
+         OptimizerConfig defaults = kDefaultOptimizerConfig;
+         defaults.kind = kind_from_name(kind);
+         const OptimizerConfig spec = spec_from_keywords(defaults, options);
+         e.make_optimizer(spec);
+         return keywords_of(spec);
+       },
+       py::arg("kind"), py::arg("options"),
+       "Builds the optimizer of `kind` with make_optimizer's keywords `options` over the buffers "
+       "(the spec's defaults for the rest); returns every keyword's value")
       .def("has_optimizer", &Engine::has_optimizer)
       .def("step",
            [](Engine& e) {
@@ -251,12 +205,9 @@ void bind_checkpoints(py::class_<Engine>& c) {
          request.step = step;
          request.consumed_samples = consumed_samples;
          request.keep_last = keep_last;
-         request.optimizer_kind = std::string(optim::optimizer_mode_name(e.mode()));
          request.extra = nlohmann::ordered_json::parse(extra_json);
          py::gil_scoped_release released;
-         e.ddp().finish_all_param_sync();  // rank 0 must hold the current weights
-         return save_checkpoint(request, e.model_tensors(), e.optimizer(), *e.data_parallel_group())
-             .string();
+         return e.save_checkpoint(std::move(request));
        },
        py::arg("root"), py::arg("step"), py::arg("consumed_samples"), py::arg("keep_last"),
        py::arg("extra_json"))
@@ -268,9 +219,8 @@ void bind_checkpoints(py::class_<Engine>& c) {
               py::gil_scoped_release released;
               e.ddp().finish_all_param_sync();  // no gather may land on top of loaded weights
               const auto dir = resolve_checkpoint_directory(path, step);
-              loaded =
-                  load_checkpoint(dir, e.model_tensors(), e.optimizer(), *e.data_parallel_group(),
-                                  optim::optimizer_mode_name(e.mode()));
+              loaded = load_checkpoint(dir, e.model_tensors(), e.optimizer(),
+                                       *e.data_parallel_group(), to_string(e.kind()));
             }
             return py::make_tuple(loaded.directory.string(), loaded.step, loaded.consumed_samples,
                                   loaded.manifest.dump());
@@ -283,7 +233,9 @@ void bind_checkpoints(py::class_<Engine>& c) {
 void bind_engine(py::module_& m) {
   py::class_<EngineOptions>(m, "EngineOptions")
       .def(py::init<>())
-      .def_readwrite("kind", &EngineOptions::kind)
+      .def_property(
+          "kind", [](const EngineOptions& o) { return std::string(to_string(o.kind)); },
+          [](EngineOptions& o, const std::string& name) { o.kind = kind_from_name(name); })
       .def_readwrite("bucket_size", &EngineOptions::bucket_size)
       .def_readwrite("overlap_grad_reduce", &EngineOptions::overlap_grad_reduce)
       .def_readwrite("overlap_param_gather", &EngineOptions::overlap_param_gather)
@@ -297,14 +249,30 @@ void bind_engine(py::module_& m) {
       .def_property_readonly("world_size", &Engine::world_size)
       .def_property_readonly("dp_size",
                              [](const Engine& e) { return e.data_parallel_group()->size(); })
-      .def_property_readonly("kind", [](const Engine& e) {
-        return std::string(optim::optimizer_mode_name(e.mode()));
-      });
+      .def_property_readonly("kind",
+                             [](const Engine& e) { return std::string(to_string(e.kind())); });
   bind_buffers(engine);
   bind_sync(engine);
   bind_optimizer(engine);
   bind_checkpoints(engine);
 
+  m.def(
+      "optimizer_kinds",
+      [] {
+        py::list out;
+        for (const auto& entry : enum_names(OptimizerKind{})) out.append(std::string(entry.name));
+        return out;
+      },
+      "The optimizer kinds (the spec's names, as `shardwise train`'s optimizer.kind)");
+  m.def(
+      "optimizer_defaults",
+      [] {
+        py::dict out = keywords_of(kDefaultOptimizerConfig);
+        out["kind"] = std::string(to_string(kDefaultOptimizerConfig.kind));
+        return out;
+      },
+      "make_optimizer's keywords and `kind` with the spec's defaults (those of an empty YAML "
+      "optimizer section)");
   m.def(
       "init_mpi",
       [] {

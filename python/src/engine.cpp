@@ -2,23 +2,11 @@
 
 #include "shardwise/comm/mpi_process_group.hpp"
 #include "shardwise/core/error.hpp"
-#include "shardwise/layout/layout_algorithms.hpp"
+#include "shardwise/optim/data_parallel_setup.hpp"
+#include "shardwise/train/data_parallel_checkpoint.hpp"
 
 namespace shardwise::python {
 namespace {
-
-bool reduce_scatters(optim::OptimizerMode mode) {
-  return mode == optim::OptimizerMode::kLayerWise || mode == optim::OptimizerMode::kDistributed;
-}
-
-// wrap_with_ddp for one chunk (the layout, config and buffers the CLI's trainer uses).
-std::unique_ptr<DistributedDataParallel> wrap(ParamList params, optim::OptimizerMode mode,
-                                              DistributedDataParallelConfig config,
-                                              const DataParallelGroups& groups,
-                                              bool all_layer_wise) {
-  auto ddps = optim::wrap_with_ddp({std::move(params)}, mode, config, groups, all_layer_wise);
-  return std::move(ddps.front());
-}
 
 // The world group with the watchdog set to `comm_timeout` before the engine's groups are split
 // from it (they inherit it). The world is shared: the latest engine's setting applies to it.
@@ -36,21 +24,21 @@ ProcessGroupPtr world_with_comm_timeout(double comm_timeout) {
 Engine::Engine(ParamList params, const EngineOptions& options)
     : world_(world_with_comm_timeout(options.comm_timeout)),
       groups_(make_parallel_groups(world_, ParallelSizes{})),
-      mode_(optim::parse_optimizer_mode(options.kind)) {
+      kind_(options.kind) {
   DistributedDataParallelConfig config;
   config.bucket_size = options.bucket_size;
   config.overlap_grad_reduce = options.overlap_grad_reduce;
   config.grad_reduce_in_fp32 = options.grad_reduce_in_fp32;
   // Param gathers only exist with the distributed optimizers; wrap_with_ddp turns the overlap
-  // off for the all-reduce modes.
-  config.use_distributed_optimizer = reduce_scatters(mode_);
-  config.overlap_param_gather = options.overlap_param_gather && config.use_distributed_optimizer;
+  // off for the all-reduce kinds and picks the grad sync.
+  config.overlap_param_gather = options.overlap_param_gather;
   // All gathers are issued when the step ends, so waiting for one never issues another: a
   // param read on one rank only (logging, a checkpoint of rank 0) cannot reorder this rank's
   // collectives against the other ranks' (which would deadlock the next collective).
   config.align_param_gather = config.overlap_param_gather;
-  ddp_ = wrap(std::move(params), mode_, config, DataParallelGroups::from(groups_),
-              options.all_layer_wise);
+  auto ddps = optim::wrap_with_ddp({std::move(params)}, kind_, config,
+                                   DataParallelGroups::from(groups_), options.all_layer_wise);
+  ddp_ = std::move(ddps.front());
 }
 
 Engine::~Engine() {
@@ -68,13 +56,15 @@ void Engine::broadcast_params_from_rank0() {
   }
 }
 
-void Engine::make_optimizer(const optim::MuonOptions& muon, const optim::AdamWOptions& adamw,
-                            double clip_grad, bool overlap_param_gather_with_optimizer_step) {
+void Engine::make_optimizer(const OptimizerConfig& spec) {
   SW_REQUIRE(optimizer_ == nullptr, InvalidArgument,
              "make_optimizer: this DistributedDataParallel already has an optimizer");
-  optimizer_ = optim::make_optimizer(mode_, {ddp_.get()}, muon, adamw, groups_.data_parallel,
-                                     overlap_param_gather_with_optimizer_step);
-  optimizer_->set_step_options({clip_grad, false});
+  SW_REQUIRE(spec.kind == kind_, InvalidArgument, "make_optimizer: kind '", to_string(spec.kind),
+             "' needs another buffer layout than '", to_string(kind_),
+             "', which the buffers were laid out for; wrap with DistributedDataParallel(..., "
+             "optimizer='",
+             to_string(spec.kind), "')");
+  optimizer_ = optim::build_optimizer(spec, {ddp_.get()}, groups_.data_parallel);
 }
 
 optim::Optimizer& Engine::optimizer() const {
@@ -95,6 +85,13 @@ std::vector<ModelTensor> Engine::model_tensors() const {
     out.push_back(ModelTensor{params[id].name, params[id].shape, ddp_->param(id)});
   }
   return out;
+}
+
+std::string Engine::save_checkpoint(CheckpointSaveRequest request) {
+  request.optimizer_kind = std::string(to_string(kind_));
+  return save_data_parallel_checkpoint(request, *ddp_, model_tensors(), optimizer(),
+                                       *groups_.data_parallel)
+      .string();
 }
 
 std::pair<std::int64_t, std::int64_t> Engine::bytes_communicated() const {

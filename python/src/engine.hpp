@@ -1,6 +1,7 @@
 // Engine: one model's DDP buffers and optimizer on this rank, as the Python front end drives
-// them. It owns the world group, the DistributedDataParallel (built by wrap_with_ddp with the
-// optimizer mode's layout) and, once make_optimizer ran, the optimizer; numpy views handed to
+// them. It owns the world group, the DistributedDataParallel (laid out by wrap_with_ddp for the
+// optimizer kind, known from the start) and, once make_optimizer ran, the optimizer that
+// optim::build_optimizer builds from the spec (the trainer's builder); numpy views handed to
 // Python keep the Engine alive.
 #pragma once
 
@@ -14,13 +15,15 @@
 #include "shardwise/checkpoint/checkpoint.hpp"
 #include "shardwise/comm/comm_deadline.hpp"
 #include "shardwise/comm/process_group.hpp"
+#include "shardwise/config/optimizer_config.hpp"
 #include "shardwise/ddp/distributed_data_parallel.hpp"
 #include "shardwise/optim/data_parallel_setup.hpp"
 
 namespace shardwise::python {
 
 struct EngineOptions {
-  std::string kind = "layer-wise";  // optimizer mode: decides the layout and the DDP mode
+  // Decides the layout and the grad sync; make_optimizer's spec must name the same kind.
+  OptimizerKind kind = kDefaultOptimizerConfig.kind;
   std::optional<std::int64_t> bucket_size;
   bool overlap_grad_reduce = true;
   bool overlap_param_gather = true;
@@ -38,7 +41,7 @@ class Engine {
 
   int rank() const { return world_->rank(); }
   int world_size() const { return world_->size(); }
-  optim::OptimizerMode mode() const { return mode_; }
+  OptimizerKind kind() const { return kind_; }
   DistributedDataParallel& ddp() const { return *ddp_; }
   const ProcessGroupPtr& data_parallel_group() const { return groups_.data_parallel; }
 
@@ -46,8 +49,9 @@ class Engine {
   // initialised with different seeds per rank).
   void broadcast_params_from_rank0();
 
-  void make_optimizer(const optim::MuonOptions& muon, const optim::AdamWOptions& adamw,
-                      double clip_grad, bool overlap_param_gather_with_optimizer_step);
+  // The spec's optimizer over the buffers; InvalidArgument when spec.kind is not the kind the
+  // buffers were laid out for, or when there is an optimizer already.
+  void make_optimizer(const OptimizerConfig& spec);
   bool has_optimizer() const { return optimizer_ != nullptr; }
   optim::Optimizer& optimizer() const;
 
@@ -55,6 +59,9 @@ class Engine {
   optim::StepResult step();
 
   std::vector<ModelTensor> model_tensors() const;
+  // The trainer's checkpoint save (waits for param gathers, refuses non-finite weights);
+  // request.optimizer_kind is set here. Returns the step directory.
+  std::string save_checkpoint(CheckpointSaveRequest request);
   // (bytes sent, bytes received) by this rank over its data-parallel groups so far.
   std::pair<std::int64_t, std::int64_t> bytes_communicated() const;
   std::int64_t buffer_bytes() const;  // param + grad buffers of this rank
@@ -62,7 +69,7 @@ class Engine {
  private:
   ProcessGroupPtr world_;
   ParallelGroups groups_;
-  optim::OptimizerMode mode_;
+  OptimizerKind kind_;
   std::unique_ptr<DistributedDataParallel> ddp_;
   std::unique_ptr<optim::Optimizer> optimizer_;
 };

@@ -22,19 +22,23 @@ const OptimizerFieldNames& config_field_names() {
 
 }  // namespace
 
-void validate(const OptimizerConfig& config) {
+OptimizerHyperparameters hyperparameters_of(const OptimizerConfig& spec) {
   OptimizerHyperparameters values;
-  values.lr = config.lr;
-  values.muon_lr = config.muon_lr;
-  values.weight_decay = config.weight_decay;
-  values.beta1 = config.adam_beta1;
-  values.beta2 = config.adam_beta2;
-  values.eps = config.adam_eps;
-  values.momentum = config.muon_momentum;
-  values.ns_steps = config.muon_ns_steps;
-  values.extra_scale_factor = config.muon_extra_scale_factor;
-  values.clip_grad = config.clip_grad;
-  validate(values, config_field_names());
+  values.lr = spec.lr;
+  values.muon_lr = spec.muon_lr;
+  values.weight_decay = spec.weight_decay;
+  values.beta1 = spec.adam_beta1;
+  values.beta2 = spec.adam_beta2;
+  values.eps = spec.adam_eps;
+  values.momentum = spec.muon_momentum;
+  values.ns_steps = spec.muon_ns_steps;
+  values.extra_scale_factor = spec.muon_extra_scale_factor;
+  values.clip_grad = spec.clip_grad;
+  return values;
+}
+
+void validate(const OptimizerConfig& config) {
+  validate(hyperparameters_of(config), config_field_names());
   validate_learning_rate(config.min_lr, "optimizer.min_lr");
   SW_REQUIRE(config.min_lr <= config.lr, ConfigError, "optimizer.min_lr (", config.min_lr,
              ") must be <= optimizer.lr (", config.lr, ")");

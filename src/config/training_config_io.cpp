@@ -61,6 +61,7 @@ const std::vector<FieldSpec<OptimizerConfig>>& optimizer_fields() {
       field("muon_nesterov", &C::muon_nesterov),
       field("muon_ns_steps", &C::muon_ns_steps),
       field("muon_coefficient_set", &C::muon_coefficient_set),
+      field("muon_ns_algorithm", &C::muon_ns_algorithm),
       field("muon_scale_mode", &C::muon_scale_mode),
       field("muon_extra_scale_factor", &C::muon_extra_scale_factor),
       field("muon_split_qkv", &C::muon_split_qkv),

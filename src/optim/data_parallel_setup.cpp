@@ -16,15 +16,6 @@ namespace shardwise::optim {
 
 namespace {
 
-struct ModeName {
-  OptimizerMode mode;
-  std::string_view name;
-};
-constexpr ModeName kModeNames[] = {{OptimizerMode::kLayerWise, "layer-wise"},
-                                   {OptimizerMode::kDistributed, "distributed"},
-                                   {OptimizerMode::kDdp, "ddp"},
-                                   {OptimizerMode::kLegacyLayerWise, "legacy-layer-wise"}};
-
 // Plain AdamW over whole params of every buffer (every rank holds full all-reduced grads).
 std::vector<OptimParam> all_params(const DistributedDataParallel& ddp) {
   std::vector<OptimParam> out;
@@ -45,16 +36,16 @@ std::vector<OptimParam> all_params(const DistributedDataParallel& ddp) {
 // ddp.layer_wise_shard_group_size for one chunk: an explicit S is in `options` already; "auto"
 // lays the chunk out for every divisor of dp and takes choose_shard_group_size's pick. Only the
 // layer-wise mode has layer-wise buffers; the legacy path has no shard groups.
-void resolve_shard_group_size(const ParamList& params, OptimizerMode mode,
+void resolve_shard_group_size(const ParamList& params, OptimizerKind kind,
                               const DistributedDataParallelConfig& config, LayoutOptions& options) {
   const int dp = options.data_parallel_size;
-  SW_REQUIRE(mode != OptimizerMode::kLegacyLayerWise || !options.layer_wise_shard_group_size,
+  SW_REQUIRE(kind != OptimizerKind::kLegacyLayerWise || !options.layer_wise_shard_group_size,
              ConfigError,
              "ddp.layer_wise_shard_group_size = ", config.layer_wise_shard_group_size.name(),
              " at dp ", dp,
              ": the legacy layer-wise path (optimizer legacy-layer-wise) all-reduces "
              "whole grads and has no shard groups; use dp, or optimizer layer-wise");
-  if (mode != OptimizerMode::kLayerWise || !config.automatic_layer_wise_shard_group_size()) return;
+  if (kind != OptimizerKind::kLayerWise || !config.automatic_layer_wise_shard_group_size()) return;
   const ShardGroupChoice choice = choose_shard_group_size(params, options);
   log::info("ddp.layer_wise_shard_group_size = auto at dp ", dp, ": S = ", choice.shard_group_size,
             "\n", render_shard_group_table(choice));
@@ -63,49 +54,23 @@ void resolve_shard_group_size(const ParamList& params, OptimizerMode mode,
 
 }  // namespace
 
-OptimizerMode parse_optimizer_mode(std::string_view name) {
-  std::string valid;
-  for (const auto& m : kModeNames) {
-    if (m.name == name) return m.mode;
-    valid += str_cat(valid.empty() ? "" : ", ", m.name);
-  }
-  throw InvalidArgument(str_cat("unknown optimizer '", name, "' (valid: ", valid, ")"));
-}
-
-std::string_view optimizer_mode_name(OptimizerMode mode) {
-  for (const auto& m : kModeNames) {
-    if (m.mode == mode) return m.name;
-  }
-  return "?";
-}
-
 std::vector<std::unique_ptr<DistributedDataParallel>> wrap_with_ddp(
-    const std::vector<ParamList>& chunks, OptimizerMode mode, DistributedDataParallelConfig config,
+    const std::vector<ParamList>& chunks, OptimizerKind kind, DistributedDataParallelConfig config,
     const DataParallelGroups& groups, bool all_layer_wise) {
-  LayoutAlgorithm algorithm = LayoutAlgorithm::kDefault;
-  switch (mode) {
-    case OptimizerMode::kLayerWise:
-      algorithm = LayoutAlgorithm::kLayerWise;
-      config.use_distributed_optimizer = true;  // grads must be reduce-scattered
-      config.use_legacy_param_sync = false;
-      break;
-    case OptimizerMode::kDistributed:
-      algorithm = LayoutAlgorithm::kDistributed;
-      config.use_distributed_optimizer = true;
-      config.use_legacy_param_sync = false;
-      break;
-    case OptimizerMode::kDdp:
-      config.use_distributed_optimizer = false;
-      config.overlap_param_gather = false;
-      config.align_param_gather = false;
-      break;
-    case OptimizerMode::kLegacyLayerWise:
-      config.use_distributed_optimizer = false;
-      config.use_legacy_param_sync = true;
-      config.overlap_param_gather = false;
-      config.align_param_gather = false;
-      break;
+  const LayoutAlgorithm algorithm = kind == OptimizerKind::kLayerWise ? LayoutAlgorithm::kLayerWise
+                                    : kind == OptimizerKind::kDistributed
+                                        ? LayoutAlgorithm::kDistributed
+                                        : LayoutAlgorithm::kDefault;
+  // The distributed kinds need grads reduce-scattered; the others all-reduce them and have no
+  // buffer all-gather to overlap.
+  config.use_distributed_optimizer = is_distributed_optimizer(kind);
+  if (config.use_distributed_optimizer) {
+    config.use_legacy_param_sync = false;
+  } else {
+    config.overlap_param_gather = false;
+    config.align_param_gather = false;
   }
+  if (kind == OptimizerKind::kLegacyLayerWise) config.use_legacy_param_sync = true;
   const int dp = groups.data_parallel->size();
   const int expert_dp =
       (groups.expert_data_parallel ? groups.expert_data_parallel : groups.data_parallel)->size();
@@ -113,7 +78,7 @@ std::vector<std::unique_ptr<DistributedDataParallel>> wrap_with_ddp(
   for (const ParamList& params : chunks) {
     LayoutOptions options = config.layout_options(algorithm, dp, expert_dp);
     options.all_layer_wise = all_layer_wise;
-    resolve_shard_group_size(params, mode, config, options);
+    resolve_shard_group_size(params, kind, config, options);
     FullParamLayout layout = compute_full_param_layout(params, options);
     validate_full_layout(params, layout, options);
     out.push_back(
@@ -144,7 +109,44 @@ double all_reduce_sum_exact(ProcessGroup& group, double local_value) {
   return sum;
 }
 
-std::unique_ptr<Optimizer> make_optimizer(OptimizerMode mode,
+MuonOptions muon_options(const OptimizerConfig& spec) {
+  MuonOptions m;
+  m.lr = spec.muon_lr;
+  m.weight_decay = spec.weight_decay;
+  m.momentum = spec.muon_momentum;
+  m.nesterov = spec.muon_nesterov;
+  m.newton_schulz.steps = spec.muon_ns_steps;
+  m.newton_schulz.coefficients = spec.muon_coefficient_set;
+  m.newton_schulz.algorithm = spec.muon_ns_algorithm;
+  m.newton_schulz.precision = spec.muon_matmul_precision;
+  m.scale_mode = spec.muon_scale_mode;
+  m.extra_scale_factor = spec.muon_extra_scale_factor;
+  m.split_qkv = spec.muon_split_qkv;
+  return m;
+}
+
+AdamWOptions adamw_options(const OptimizerConfig& spec) {
+  AdamWOptions a;
+  a.lr = spec.lr;
+  a.weight_decay = spec.weight_decay;
+  a.beta1 = spec.adam_beta1;
+  a.beta2 = spec.adam_beta2;
+  a.eps = spec.adam_eps;
+  return a;
+}
+
+std::unique_ptr<Optimizer> build_optimizer(
+    const OptimizerConfig& spec, const std::vector<DistributedDataParallel*>& chunks,
+    const ProcessGroupPtr& world, std::map<std::string, TensorParallelSplit> tensor_parallel) {
+  MuonOptions muon = muon_options(spec);
+  muon.tensor_parallel = std::move(tensor_parallel);
+  auto optimizer = make_optimizer(spec.kind, chunks, muon, adamw_options(spec), world,
+                                  spec.overlap_param_gather_with_optimizer_step);
+  optimizer->set_step_options({spec.clip_grad, false});
+  return optimizer;
+}
+
+std::unique_ptr<Optimizer> make_optimizer(OptimizerKind kind,
                                           const std::vector<DistributedDataParallel*>& chunks,
                                           const MuonOptions& muon, const AdamWOptions& adamw,
                                           const ProcessGroupPtr& world,
@@ -152,8 +154,8 @@ std::unique_ptr<Optimizer> make_optimizer(OptimizerMode mode,
   const bool overlap = overlap_param_gather_with_optimizer_step;
   std::vector<std::unique_ptr<Optimizer>> children;
   for (DistributedDataParallel* ddp : chunks) {
-    switch (mode) {
-      case OptimizerMode::kLayerWise: {
+    switch (kind) {
+      case OptimizerKind::kLayerWise: {
         // The layer-wise layout tags buffers, so each side owns exactly its tagged buffers.
         auto layer_wise = [](const BufferKey& key) {
           return bucket_is_managed_by_layer_wise_optimizer(key, BufferTagging::kTagged,
@@ -169,14 +171,14 @@ std::unique_ptr<Optimizer> make_optimizer(OptimizerMode mode,
             std::make_unique<DistributedOptimizer>(*ddp, element_sharded, adamw, overlap));
         break;
       }
-      case OptimizerMode::kDistributed:
+      case OptimizerKind::kDistributed:
         children.push_back(std::make_unique<DistributedOptimizer>(
             *ddp, [](const BufferKey&) { return true; }, adamw, overlap));
         break;
-      case OptimizerMode::kDdp:
+      case OptimizerKind::kDdp:
         children.push_back(std::make_unique<AdamW>(single_group(all_params(*ddp)), adamw));
         break;
-      case OptimizerMode::kLegacyLayerWise:
+      case OptimizerKind::kLegacyLayerWise:
         // The plain DDP layout does not tag buffers: the layer-wise side owns them all.
         children.push_back(std::make_unique<LayerWiseDistributedOptimizer>(
             *ddp,
@@ -189,8 +191,8 @@ std::unique_ptr<Optimizer> make_optimizer(OptimizerMode mode,
     }
   }
   auto chain = std::make_unique<ChainedOptimizer>(std::move(children));
-  // In 'ddp' mode every rank holds every grad: the local figures are already global.
-  if (mode != OptimizerMode::kDdp) {
+  // In 'ddp' every rank holds every grad: the local figures are already global.
+  if (shards_optimizer_state(kind)) {
     chain->set_world_reduce([world](double local) { return all_reduce_sum_exact(*world, local); });
   }
   return chain;

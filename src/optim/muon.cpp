@@ -28,28 +28,12 @@ double muon_scale_factor(MuonScaleMode mode, std::int64_t rows, std::int64_t col
 }
 
 MuonScaleMode parse_muon_scale_mode(std::string_view name, std::string_view what) {
-  if (name == "spectral") return MuonScaleMode::kSpectral;
-  if (name == "unit_rms_norm") return MuonScaleMode::kUnitRmsNorm;
-  if (name == "shape_scaling") return MuonScaleMode::kShapeScaling;
-  if (name == "adamw_matched_rms") return MuonScaleMode::kAdamwMatchedRms;
+  if (auto mode = parse_enum<MuonScaleMode>(name)) return *mode;
   throw InvalidArgument(str_cat(what, ": unknown Muon scale mode '", name,
-                                "' (expected spectral, unit_rms_norm, shape_scaling or "
-                                "adamw_matched_rms)"));
+                                "' (valid: ", enum_choices<MuonScaleMode>(), ")"));
 }
 
-std::string_view muon_scale_mode_name(MuonScaleMode mode) {
-  switch (mode) {
-    case MuonScaleMode::kSpectral:
-      return "spectral";
-    case MuonScaleMode::kUnitRmsNorm:
-      return "unit_rms_norm";
-    case MuonScaleMode::kShapeScaling:
-      return "shape_scaling";
-    case MuonScaleMode::kAdamwMatchedRms:
-      return "adamw_matched_rms";
-  }
-  return "?";
-}
+std::string_view muon_scale_mode_name(MuonScaleMode mode) { return to_string(mode); }
 
 Muon::Muon(std::vector<ParamGroup> groups, MuonOptions defaults, ShardMathPtr math)
     : Optimizer(std::move(groups), std::move(math)),

@@ -66,41 +66,20 @@ NsStepCoefficients ns_coefficients(NsCoefficients set, int step) {
 }
 
 NsCoefficients parse_ns_coefficients(std::string_view name, std::string_view what) {
-  if (name == "quintic") return NsCoefficients::kQuintic;
-  if (name == "simple") return NsCoefficients::kSimple;
-  if (name == "polar_express") return NsCoefficients::kPolarExpress;
+  if (auto set = parse_enum<NsCoefficients>(name)) return *set;
   throw InvalidArgument(str_cat(what, ": unknown Newton-Schulz coefficient set '", name,
-                                "' (expected quintic, simple or polar_express)"));
+                                "' (valid: ", enum_choices<NsCoefficients>(), ")"));
 }
 
-std::string_view ns_coefficients_name(NsCoefficients set) {
-  switch (set) {
-    case NsCoefficients::kQuintic:
-      return "quintic";
-    case NsCoefficients::kSimple:
-      return "simple";
-    case NsCoefficients::kPolarExpress:
-      return "polar_express";
-  }
-  return "?";
-}
+std::string_view ns_coefficients_name(NsCoefficients set) { return to_string(set); }
 
 NsAlgorithm parse_ns_algorithm(std::string_view name, std::string_view what) {
-  if (name == "standard") return NsAlgorithm::kStandard;
-  if (name == "gram") return NsAlgorithm::kGram;
-  throw InvalidArgument(
-      str_cat(what, ": unknown Newton-Schulz algorithm '", name, "' (expected standard or gram)"));
+  if (auto algorithm = parse_enum<NsAlgorithm>(name)) return *algorithm;
+  throw InvalidArgument(str_cat(what, ": unknown Newton-Schulz algorithm '", name,
+                                "' (valid: ", enum_choices<NsAlgorithm>(), ")"));
 }
 
-std::string_view ns_algorithm_name(NsAlgorithm algorithm) {
-  switch (algorithm) {
-    case NsAlgorithm::kStandard:
-      return "standard";
-    case NsAlgorithm::kGram:
-      return "gram";
-  }
-  return "?";
-}
+std::string_view ns_algorithm_name(NsAlgorithm algorithm) { return to_string(algorithm); }
 
 double newton_schulz_gemm_flops(std::int64_t rows, std::int64_t cols, int steps) {
   const double m = static_cast<double>(std::min(rows, cols));

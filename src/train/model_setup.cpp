@@ -40,7 +40,7 @@ std::map<std::string, optim::TensorParallelSplit> muon_tensor_parallel_splits(
 // The grad norm sums over DP (each element once) and then over TP; a TP duplicate (held whole by
 // every TP rank, with equal grads) is counted by TP rank 0 only, so it enters the norm once.
 void count_tensor_parallel_grads_once(optim::Optimizer& optimizer, const GptModel<float>& model,
-                                      optim::OptimizerMode mode, const RunContext& run) {
+                                      OptimizerKind kind, const RunContext& run) {
   std::set<std::string> duplicates;
   for (const ParamInfo& p : model.params()) {
     if (p.tp_duplicate) duplicates.insert(p.name);
@@ -49,7 +49,7 @@ void count_tensor_parallel_grads_once(optim::Optimizer& optimizer, const GptMode
   ProcessGroup* dp = &run.dp_group();
   ProcessGroup* tp = &run.tp_group();
   // In 'ddp' mode every DP rank holds every grad: its local figures are already the DP total.
-  const bool over_dp = mode != optim::OptimizerMode::kDdp;
+  const bool over_dp = shards_optimizer_state(kind);
   optimizer.set_world_reduce([dp, tp, over_dp](double local) {
     const double dp_total = over_dp ? optim::all_reduce_sum_exact(*dp, local) : local;
     return optim::all_reduce_sum_exact(*tp, dp_total);
@@ -62,17 +62,16 @@ TrainingModel build_model_and_data(const RunContext& run, ProcessGroup& world) {
   TrainingModel m;
   m.dataset = make_token_dataset(run.config);
   m.model_config = gpt_config_for(run.config, *m.dataset);
-  m.mode = optimizer_choice(run.config.optimizer).mode;
+  m.kind = run.config.optimizer.kind;
   // Distributed optimizers hold 1/dp of the state per rank; plain DDP holds all of it.
-  require_memory(world, m.model_config, run.config,
-                 m.mode == optim::OptimizerMode::kDdp ? 1 : run.dp);
+  require_memory(world, m.model_config, run.config, shards_optimizer_state(m.kind) ? run.dp : 1);
   m.model = std::make_unique<GptModel<float>>(m.model_config, tensor_parallel_options(run));
   return m;
 }
 
 void build_ddp_and_optimizer(TrainingModel& m, const RunContext& run) {
   GptModel<float>& model = *m.model;
-  m.ddps = optim::wrap_with_ddp({model.params()}, m.mode, run.config.ddp,
+  m.ddps = optim::wrap_with_ddp({model.params()}, m.kind, run.config.ddp,
                                 DataParallelGroups::from(run.groups));
   DistributedDataParallel& ddp = m.ddp();
   std::vector<float*> values, grads;
@@ -82,13 +81,11 @@ void build_ddp_and_optimizer(TrainingModel& m, const RunContext& run) {
   }
   model.bind(std::move(values), std::move(grads));
   model.init_parameters(static_cast<std::uint64_t>(run.config.model.seed));
-  OptimizerChoice choice = optimizer_choice(run.config.optimizer);
-  if (run.tp > 1) choice.muon.tensor_parallel = muon_tensor_parallel_splits(model, run);
   m.optimizer =
-      optim::make_optimizer(m.mode, {&ddp}, choice.muon, choice.adamw, run.groups.data_parallel,
-                            run.config.optimizer.overlap_param_gather_with_optimizer_step);
-  if (run.tp > 1) count_tensor_parallel_grads_once(*m.optimizer, model, m.mode, run);
-  m.optimizer->set_step_options({run.config.optimizer.clip_grad, false});
+      optim::build_optimizer(run.config.optimizer, {&ddp}, run.groups.data_parallel,
+                             run.tp > 1 ? muon_tensor_parallel_splits(model, run)
+                                        : std::map<std::string, optim::TensorParallelSplit>{});
+  if (run.tp > 1) count_tensor_parallel_grads_once(*m.optimizer, model, m.kind, run);
   if (ddp.config().overlap_param_gather) {
     // Forward waits for a param's all-gather only when it first reads that param.
     model.set_before_param_use(

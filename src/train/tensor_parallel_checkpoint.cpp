@@ -251,8 +251,8 @@ LoadedCheckpoint load_tensor_parallel_checkpoint(TrainingModel& m, const RunCont
   HeldState held(full, saved_fields(read_checkpoint_manifest(directory), full));
   FullWeights weights{full, {}};
   for (const ParamInfo& p : full) weights.values.emplace_back(static_cast<std::size_t>(p.numel()));
-  LoadedCheckpoint loaded = load_checkpoint(directory, weights.tensors(), held, *run.groups.world,
-                                            optim::optimizer_mode_name(m.mode));
+  LoadedCheckpoint loaded =
+      load_checkpoint(directory, weights.tensors(), held, *run.groups.world, to_string(m.kind));
   // Every rank takes its slice; a failure on any rank fails all (none is left waiting).
   std::string error;
   try {

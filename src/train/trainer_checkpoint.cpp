@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 #include <utility>
 
+#include "shardwise/train/data_parallel_checkpoint.hpp"
 #include "tensor_parallel_checkpoint.hpp"
 #include "trainer_guards.hpp"
 #include "training_run.hpp"
@@ -56,17 +57,21 @@ nlohmann::ordered_json run_description(const TrainingModel& m, const RunContext&
 std::string save_training_checkpoint(TrainingModel& m, const RunContext& run,
                                      const TrainerOptions& options, std::int64_t step,
                                      std::int64_t consumed_samples) {
-  m.ddp().finish_all_param_sync();  // every rank (rank 0 above all) must hold the current weights
-  require_finite_weights(run.dp_group(), model_tensors(m), step);
   CheckpointSaveRequest request;
   request.root = options.save_dir;
   request.step = step;
   request.consumed_samples = consumed_samples;
   request.keep_last = options.keep_last;
-  request.optimizer_kind = std::string(optim::optimizer_mode_name(m.mode));
+  request.optimizer_kind = std::string(to_string(m.kind));
   request.extra = run_description(m, run);
-  if (run.tp > 1) return save_tensor_parallel_checkpoint(m, run, std::move(request));
-  return save_checkpoint(request, model_tensors(m), *m.optimizer, run.dp_group()).string();
+  if (run.tp > 1) {
+    m.ddp().finish_all_param_sync();  // every rank (rank 0 above all) must hold the current weights
+    require_finite_weights(run.dp_group(), model_tensors(m), step);
+    return save_tensor_parallel_checkpoint(m, run, std::move(request));
+  }
+  return save_data_parallel_checkpoint(request, m.ddp(), model_tensors(m), *m.optimizer,
+                                       run.dp_group())
+      .string();
 }
 
 }  // namespace shardwise::train_detail

@@ -97,10 +97,9 @@ std::optional<ResumePoint> resume_from_checkpoint(TrainingModel& m, const RunCon
   m.batch_history = {BatchSegment{0, run.global_batch}};
   if (options.load_dir.empty()) return std::nullopt;
   const auto dir = resolve_checkpoint_directory(options.load_dir, options.load_step);
-  const LoadedCheckpoint loaded =
-      run.tp > 1 ? load_tensor_parallel_checkpoint(m, run, dir)
-                 : load_checkpoint(dir, model_tensors(m), *m.optimizer, run.dp_group(),
-                                   optim::optimizer_mode_name(m.mode));
+  const LoadedCheckpoint loaded = run.tp > 1 ? load_tensor_parallel_checkpoint(m, run, dir)
+                                             : load_checkpoint(dir, model_tensors(m), *m.optimizer,
+                                                               run.dp_group(), to_string(m.kind));
   const std::int64_t steps = run.config.training.steps;
   SW_REQUIRE(loaded.step <= steps, ConfigError, "checkpoint '", dir.string(), "' is of step ",
              loaded.step, ", beyond training.steps (", steps, ")");

@@ -37,8 +37,8 @@ void announce_run(const RunContext& run, const TrainingModel& m, const TrainingS
   log::info("model: GPT ", g.num_layers, " layers, hidden ", g.hidden, ", heads ", g.num_heads,
             ", ffn ", g.ffn_hidden, ", vocab ", g.vocab_size, ", seq ", m.dataset->seq_len(), " (",
             summary.parameters, " parameters)");
-  log::info("data parallel: dp=", run.dp, ", optimizer=", optim::optimizer_mode_name(m.mode),
-            ", global batch ", run.global_batch, " = ", c.training.micro_batch_size, " x ",
+  log::info("data parallel: dp=", run.dp, ", optimizer=", to_string(m.kind), ", global batch ",
+            run.global_batch, " = ", c.training.micro_batch_size, " x ",
             c.training.grad_accumulation, " x ", run.dp);
   log::info("resolved overlap: overlap_grad_reduce=", ddp.overlap_grad_reduce,
             " overlap_param_gather=", ddp.overlap_param_gather,
@@ -113,9 +113,8 @@ void TrainingReport::finish(const TrainingSummary& summary, const TrainingModel&
     PlotSeries train{"train loss", {}}, eval{"held-out loss", {}, /*markers=*/true};
     for (const auto& s : summary.steps) train.points.emplace_back(s.step, s.loss);
     for (const auto& e : summary.evals) eval.points.emplace_back(e.step, e.eval_loss);
-    write_loss_plot(
-        run_.plot, {train, eval},
-        str_cat("shardwise train: ", optim::optimizer_mode_name(m.mode), ", dp=", run_.dp));
+    write_loss_plot(run_.plot, {train, eval},
+                    str_cat("shardwise train: ", to_string(m.kind), ", dp=", run_.dp));
   }
   if (!run_.verbose) return;
   log::info("done: ", run_.config.training.steps, " steps in ", summary.wall_seconds,

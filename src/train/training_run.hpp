@@ -2,7 +2,6 @@
 // state they share. Read trainer.cpp first; each step lives in its own file:
 //   parallel_state.cpp    groups, resolved config, output paths
 //   model_setup.cpp       dataset + GPT model, DDP buffers bound to the model, the optimizer
-//   optimizer_options.cpp OptimizerConfig -> the optim layer's option structs
 //   trainer_resume.cpp    resume from a checkpoint
 //   training_step.cpp     one optimizer step (micro-batches, grad sync, non-finite handling)
 //   held_out_eval.cpp     evaluation on the held-out split
@@ -62,7 +61,7 @@ struct TrainingModel {
   // can check trainer.consumed_samples against it.
   std::vector<BatchSegment> batch_history;
   GptConfig model_config;
-  optim::OptimizerMode mode = optim::OptimizerMode::kLayerWise;
+  OptimizerKind kind = OptimizerKind::kLayerWise;
   std::unique_ptr<GptModel<float>> model;
   std::vector<std::unique_ptr<DistributedDataParallel>> ddps;
   std::unique_ptr<optim::Optimizer> optimizer;
@@ -74,14 +73,6 @@ TrainingModel build_model_and_data(const RunContext& run, ProcessGroup& world);
 // Wraps the model's params in DDP buffers, binds the model to them, initialises the weights and
 // builds the optimizer over the buffers.
 void build_ddp_and_optimizer(TrainingModel& m, const RunContext& run);
-
-// The optim layer's options from the config's optimizer section.
-struct OptimizerChoice {
-  optim::OptimizerMode mode;
-  optim::MuonOptions muon;
-  optim::AdamWOptions adamw;
-};
-OptimizerChoice optimizer_choice(const OptimizerConfig& o);
 
 // The model's params as complete views into the DDP param buffer (what a checkpoint stores).
 std::vector<ModelTensor> model_tensors(const TrainingModel& m);

@@ -115,9 +115,19 @@ def test_layer_wise_muon_equals_reference_over_20_steps():
         assert (p.detach() - r.detach()).abs().max().item() <= 1e-5, name
 
 
-def test_make_optimizer_relays_out_for_another_kind():
-    model, ref = TinyNet(seed=4), TinyNet(seed=4)
-    ddp = sw.DistributedDataParallel(model)  # laid out for layer-wise
+def test_make_optimizer_refuses_a_kind_the_buffers_are_not_laid_out_for():
+    wrapped, model, ref = TinyNet(seed=4), TinyNet(seed=4), TinyNet(seed=4)
+    ddp = sw.DistributedDataParallel(wrapped)  # laid out for the default kind, layer-wise
+    engine, layout = ddp.engine, ddp.layout
+    assert ddp.kind == "layer-wise" and any(k.is_layer_wise for k in layout.layouts)
+    with pytest.raises(ValueError, match="kind 'ddp' needs another buffer layout than "
+                                         "'layer-wise'.*optimizer='ddp'"):
+        sw.make_optimizer(ddp, kind="ddp", lr=1e-2)
+    # Nothing was rebuilt: same engine, same buffers, no optimizer yet.
+    assert ddp.engine is engine and not engine.has_optimizer()
+    assert wrapped.embed.weight.data_ptr() == array_address(engine.param_array(0))
+    # The kind the buffers were laid out for trains, as torch's AdamW would for 'ddp'.
+    ddp = sw.DistributedDataParallel(model, optimizer="ddp")
     opt = sw.make_optimizer(ddp, kind="ddp", lr=1e-2, clip_grad=0)
     assert ddp.kind == "ddp" and all(not k.is_layer_wise for k in ddp.layout.layouts)
     ref_opt = torch.optim.AdamW(ref.parameters(), lr=1e-2, weight_decay=0.01)
@@ -310,3 +320,22 @@ def test_bf16_params_step_from_fp32_main_params():
     with pytest.raises(Exception, match="needs fp32 params.*'head.bias'|fp32 params.*head"):
         sw.make_optimizer(sw.DistributedDataParallel(TinyNet(seed=9).to(torch.bfloat16),
                                                      optimizer="ddp"), kind="ddp")
+
+
+def test_save_checkpoint_refuses_weights_that_are_not_finite(tmp_path):
+    # The trainer's save path: a NaN weight stops the save, naming the param, and writes nothing.
+    model = TinyNet(seed=7)
+    ddp = sw.DistributedDataParallel(model)
+    opt = sw.make_optimizer(ddp, lr=1e-2)
+    model(*batch(0, 4)).backward()
+    opt.step()
+    with torch.no_grad():
+        model.fc1.weight[1, 2] = float("nan")
+    with pytest.raises(ValueError, match="step 1: the weights are not finite \\('fc1.weight' "
+                                         "element [0-9]+ is nan\\)"):
+        sw.save_checkpoint(tmp_path / "ckpt", ddp, opt, step=1)
+    assert not (tmp_path / "ckpt").exists() or not any((tmp_path / "ckpt").iterdir())
+    with torch.no_grad():
+        model.fc1.weight[1, 2] = 0.0
+    saved = sw.save_checkpoint(tmp_path / "ckpt", ddp, opt, step=1)
+    assert (tmp_path / "ckpt" / "step-0000001").samefile(saved)

@@ -1,4 +1,4 @@
-"""shardwise.torch over MPI: dp=4 (and dp=2) training equals dp=1 on the same global batch within
+"""shardwise.torch over MPI: dp=4 training equals dp=1 on the same global batch within
 1e-5 for every optimizer kind, with and without overlapped grad reduce / param gather."""
 
 import pathlib

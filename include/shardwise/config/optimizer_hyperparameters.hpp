@@ -8,24 +8,30 @@
 #include <cstdint>
 #include <string>
 
+#include "shardwise/config/optimizer_config.hpp"
+
 namespace shardwise {
 
 // More Newton–Schulz iterations than any schedule uses (5 is the default; polar-express stops at
 // 8): the limit only stops a typo from running one step for ever.
 inline constexpr std::int64_t kMaxNewtonSchulzSteps = 100;
 
+// The range-checked fields of the optimizer spec (OptimizerConfig), with its defaults.
 struct OptimizerHyperparameters {
-  double lr = 1e-3;  // AdamW
-  double muon_lr = 0.002;
-  double weight_decay = 0.01;
-  double beta1 = 0.9;
-  double beta2 = 0.999;
-  double eps = 1e-8;
-  double momentum = 0.95;  // Muon
-  std::int64_t ns_steps = 5;
-  double extra_scale_factor = 1.0;
-  double clip_grad = 1.0;  // 0 disables clipping
+  double lr = kDefaultOptimizerConfig.lr;  // AdamW
+  double muon_lr = kDefaultOptimizerConfig.muon_lr;
+  double weight_decay = kDefaultOptimizerConfig.weight_decay;
+  double beta1 = kDefaultOptimizerConfig.adam_beta1;
+  double beta2 = kDefaultOptimizerConfig.adam_beta2;
+  double eps = kDefaultOptimizerConfig.adam_eps;
+  double momentum = kDefaultOptimizerConfig.muon_momentum;  // Muon
+  std::int64_t ns_steps = kDefaultOptimizerConfig.muon_ns_steps;
+  double extra_scale_factor = kDefaultOptimizerConfig.muon_extra_scale_factor;
+  double clip_grad = kDefaultOptimizerConfig.clip_grad;  // 0 disables clipping
 };
+
+// The range-checked fields of `spec`.
+OptimizerHyperparameters hyperparameters_of(const OptimizerConfig& spec);
 
 // What each front end calls the fields, for the messages.
 struct OptimizerFieldNames {

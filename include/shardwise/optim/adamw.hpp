@@ -14,16 +14,18 @@
 #include <string_view>
 #include <vector>
 
+#include "shardwise/config/optimizer_config.hpp"
 #include "shardwise/optim/optimizer.hpp"
 
 namespace shardwise::optim {
 
+// Defaults: the optimizer spec's (kDefaultOptimizerConfig), never a second set.
 struct AdamWOptions {
-  double lr = 1e-3;
-  double weight_decay = 0.01;
-  double beta1 = 0.9;
-  double beta2 = 0.999;
-  double eps = 1e-8;
+  double lr = kDefaultOptimizerConfig.lr;
+  double weight_decay = kDefaultOptimizerConfig.weight_decay;
+  double beta1 = kDefaultOptimizerConfig.adam_beta1;
+  double beta2 = kDefaultOptimizerConfig.adam_beta2;
+  double eps = kDefaultOptimizerConfig.adam_eps;
 };
 
 // Scalars of one AdamW update, folded once per param so the element loop is pure arithmetic.

@@ -1,6 +1,9 @@
 // Wiring of model chunks, DDP and optimizers (the C++ counterpart of Megatron's
 // wrap_model_chunks_with_ddp + get_megatron_optimizer), so an application cannot combine a
-// layout, a DDP mode and an optimizer inconsistently:
+// layout, a DDP mode and an optimizer inconsistently. The one builder of every front end (the
+// trainer and the Python engine): wrap_with_ddp lays the chunks out for the spec's kind, then
+// build_optimizer builds the spec's optimizer over the buffers (once the weights are in them).
+// Per kind (OptimizerKind, config/optimizer_config.hpp):
 //   layer-wise:        shard-aligned layout for Muon-managed params, DistOpt layout for the rest,
 //                      reduce-scatter forced on; Chained(LayerWise(Muon), Distributed(AdamW)).
 //   distributed:       DistOpt layout, reduce-scatter; Distributed(AdamW) (ZeRO-1).
@@ -9,10 +12,12 @@
 //                      all_gather_v param sync (Megatron-LM PR 4509's baseline).
 #pragma once
 
+#include <map>
 #include <memory>
-#include <string_view>
+#include <string>
 #include <vector>
 
+#include "shardwise/config/optimizer_config.hpp"
 #include "shardwise/ddp/distributed_data_parallel.hpp"
 #include "shardwise/optim/adamw.hpp"
 #include "shardwise/optim/muon.hpp"
@@ -20,22 +25,30 @@
 
 namespace shardwise::optim {
 
-enum class OptimizerMode { kLayerWise, kDistributed, kDdp, kLegacyLayerWise };
-
-OptimizerMode parse_optimizer_mode(std::string_view name);  // InvalidArgument lists valid names
-std::string_view optimizer_mode_name(OptimizerMode mode);
-
-// Builds one DDP per model chunk with the layout algorithm the mode needs.
+// Builds one DDP per model chunk with the layout algorithm and the grad sync the kind needs
+// (reduce-scatter for the distributed kinds, all-reduce otherwise; `config`'s choices that the
+// kind contradicts are overridden).
 std::vector<std::unique_ptr<DistributedDataParallel>> wrap_with_ddp(
-    const std::vector<ParamList>& chunks, OptimizerMode mode, DistributedDataParallelConfig config,
+    const std::vector<ParamList>& chunks, OptimizerKind kind, DistributedDataParallelConfig config,
     const DataParallelGroups& groups, bool all_layer_wise = false);
 
-// The optimizer of a mode over the chunks' buffers; global statistics (grad norm, zero count)
+// The optim layer's options from the spec (its fields map one to one).
+MuonOptions muon_options(const OptimizerConfig& spec);
+AdamWOptions adamw_options(const OptimizerConfig& spec);
+
+// The spec's optimizer over the chunks' buffers (laid out by wrap_with_ddp for spec.kind):
+// make_optimizer with muon_options / adamw_options, the spec's overlap flag and its clip_grad
+// as the step options. `tensor_parallel` names the TP-sharded matrices Muon gathers whole.
+std::unique_ptr<Optimizer> build_optimizer(
+    const OptimizerConfig& spec, const std::vector<DistributedDataParallel*>& chunks,
+    const ProcessGroupPtr& world, std::map<std::string, TensorParallelSplit> tensor_parallel = {});
+
+// The optimizer of a kind over the chunks' buffers; global statistics (grad norm, zero count)
 // are reduced over `world`, each element counted exactly once. With
-// overlap_param_gather_with_optimizer_step the distributed optimizers (modes layer-wise and
+// overlap_param_gather_with_optimizer_step the distributed optimizers (kinds layer-wise and
 // distributed) dispatch each bucket group's all-gather as soon as they have updated it; the other
-// modes have no buffer all-gather and ignore it.
-std::unique_ptr<Optimizer> make_optimizer(OptimizerMode mode,
+// kinds have no buffer all-gather and ignore it.
+std::unique_ptr<Optimizer> make_optimizer(OptimizerKind kind,
                                           const std::vector<DistributedDataParallel*>& chunks,
                                           const MuonOptions& muon, const AdamWOptions& adamw,
                                           const ProcessGroupPtr& world,

@@ -19,31 +19,27 @@
 
 namespace shardwise::optim {
 
-// How the orthogonalized update of an m x n (rows x cols, i.e. out x in) matrix is scaled.
-enum class MuonScaleMode : std::uint8_t {
-  kSpectral,         // sqrt(max(m, n)) (default)
-  kUnitRmsNorm,      // sqrt(m / n)
-  kShapeScaling,     // sqrt(max(1, m / n))
-  kAdamwMatchedRms,  // 0.2 * sqrt(max(m, n)): update RMS close to AdamW's, so AdamW lr/wd work
-};
+// How the orthogonalized update is scaled: the optimizer spec's enum (config/optimizer_config.hpp).
+using MuonScaleMode = shardwise::MuonScaleMode;
 
 // The factor before extra_scale_factor.
 double muon_scale_factor(MuonScaleMode mode, std::int64_t rows, std::int64_t cols);
 
-// Parses "spectral", "unit_rms_norm", "shape_scaling", "adamw_matched_rms".
+// Parses the names of kMuonScaleModeNames ("spectral", ...); InvalidArgument naming `what`.
 MuonScaleMode parse_muon_scale_mode(std::string_view name, std::string_view what);
 std::string_view muon_scale_mode_name(MuonScaleMode mode);
 
+// Defaults: the optimizer spec's (kDefaultOptimizerConfig), never a second set.
 struct MuonOptions {
-  double lr = 0.02;
-  double weight_decay = 0.01;
-  double momentum = 0.95;
-  bool nesterov = false;
+  double lr = kDefaultOptimizerConfig.muon_lr;
+  double weight_decay = kDefaultOptimizerConfig.weight_decay;
+  double momentum = kDefaultOptimizerConfig.muon_momentum;
+  bool nesterov = kDefaultOptimizerConfig.muon_nesterov;
   NewtonSchulzOptions newton_schulz;
-  MuonScaleMode scale_mode = MuonScaleMode::kSpectral;
-  double extra_scale_factor = 1.0;
+  MuonScaleMode scale_mode = kDefaultOptimizerConfig.muon_scale_mode;
+  double extra_scale_factor = kDefaultOptimizerConfig.muon_extra_scale_factor;
   // Orthogonalize the Q, K and V parts of params that carry a qkv_split separately.
-  bool split_qkv = true;
+  bool split_qkv = kDefaultOptimizerConfig.muon_split_qkv;
   // Tensor parallelism, by param name: these params are TP shards of a larger matrix; Muon
   // orthogonalises (and scales by the shape of) the full matrix, gathered over the TP group, so
   // the update equals the unsharded one. Every rank of the TP group steps such a param together.

@@ -16,31 +16,29 @@
 #include <string_view>
 #include <vector>
 
+#include "shardwise/config/optimizer_config.hpp"
+
 namespace shardwise::optim {
 
-enum class NsCoefficients : std::uint8_t {
-  kQuintic,       // five tuned quintics, cycled (default)
-  kSimple,        // Keller Jordan's single quintic (3.4445, -4.7750, 2.0315) every step
-  kPolarExpress,  // Amsel, Persson, Musco, Gower 2025, degree 5, with its 1.01 safety factor
-};
+// The optimizer spec's enums (config/optimizer_config.hpp), one definition and one name table:
+//   kQuintic       five tuned quintics, cycled (default)
+//   kSimple        Keller Jordan's single quintic (3.4445, -4.7750, 2.0315) every step
+//   kPolarExpress  Amsel, Persson, Musco, Gower 2025, degree 5, with its 1.01 safety factor
+using NsCoefficients = MuonCoefficientSet;
+//   kFp32  fp32 GEMM inputs
+//   kBf16  GEMM inputs rounded to bf16 (RNE), fp32 accumulation: what bf16 tensor cores do
+using MatmulPrecision = shardwise::MatmulPrecision;
 
-enum class MatmulPrecision : std::uint8_t {
-  kFp32,  // fp32 GEMM inputs
-  kBf16,  // GEMM inputs rounded to bf16 (RNE), fp32 accumulation: what bf16 tensor cores do
-};
-
-// How the polynomial steps are carried out (same coefficients, same result in exact arithmetic).
-enum class NsAlgorithm : std::uint8_t {
-  kStandard,  // X <- p(X X^T) X every step: products with the long side n every step
-  kGram,      // iterate on the m x m Gram matrix R = X X^T and accumulate Q = prod p_k(R_k);
-              // X <- Q X once at the end and at restarts (optim/newton_schulz_gram.hpp)
-};
+//   kStandard  X <- p(X X^T) X every step: products with the long side n every step
+//   kGram      iterate on the m x m Gram matrix R = X X^T and accumulate Q = prod p_k(R_k);
+//              X <- Q X once at the end and at restarts (optim/newton_schulz_gram.hpp)
+using NsAlgorithm = shardwise::NsAlgorithm;
 
 struct NewtonSchulzOptions {
-  NsCoefficients coefficients = NsCoefficients::kQuintic;
-  NsAlgorithm algorithm = NsAlgorithm::kStandard;
-  int steps = 5;
-  MatmulPrecision precision = MatmulPrecision::kFp32;
+  NsCoefficients coefficients = kDefaultOptimizerConfig.muon_coefficient_set;
+  NsAlgorithm algorithm = kDefaultOptimizerConfig.muon_ns_algorithm;
+  int steps = kDefaultOptimizerConfig.muon_ns_steps;
+  MatmulPrecision precision = kDefaultOptimizerConfig.muon_matmul_precision;
   float eps = 1e-7f;  // added to the Frobenius norm before normalising
   // Form the symmetric products (X X^T and A A) with ssyrk at half the flops of sgemm.
   bool use_syrk = true;
@@ -58,7 +56,7 @@ NsStepCoefficients ns_coefficients(NsCoefficients set, int step);
 NsCoefficients parse_ns_coefficients(std::string_view name, std::string_view what);
 std::string_view ns_coefficients_name(NsCoefficients set);
 
-// Parses "standard", "gram"; InvalidArgument naming `what` otherwise.
+// Parses the names of kNsAlgorithmNames ("standard", "gram"); InvalidArgument naming `what`.
 NsAlgorithm parse_ns_algorithm(std::string_view name, std::string_view what);
 std::string_view ns_algorithm_name(NsAlgorithm algorithm);
 

@@ -11,7 +11,7 @@ from .. import layout as _layout
 from ._param_read_guard import ParamReadGuard
 from ._tensors import check_params, materialize, tensor_over
 
-_DEFAULT_KIND = "layer-wise"
+_DEFAULT_KIND = _core.optimizer_defaults()["kind"]  # the optimizer spec's default
 
 
 class DistributedDataParallel:
@@ -32,8 +32,8 @@ class DistributedDataParallel:
     wrapping): a model built on "meta" never holds a second copy of its weights.
 
     The buffer layout depends on the optimizer, so `optimizer` names the kind the optimizer will
-    be (``make_optimizer`` re-lays the buffers out when it asks for another kind before
-    training starts). Rank 0's initial values are broadcast to every rank.
+    be (one of ``shardwise.torch.optimizer.KINDS``; ``make_optimizer`` builds that kind and
+    refuses another). Rank 0's initial values are broadcast to every rank.
 
     `comm_timeout` (seconds) is the collective watchdog of the job's groups, as ``shardwise train
     --comm-timeout``: a collective that has not completed by then (a rank stopped or gone)
@@ -98,14 +98,9 @@ class DistributedDataParallel:
                     p.data = value  # the param now lives in the buffer; its old storage is freed
                 p.main_grad = tensor_over(engine.grad_array(i))
                 self._ptrs.append(p.data_ptr())
-        self.engine = engine  # the previous engine (if any) goes once nothing views it
+        self.engine = engine
         engine.broadcast_params_from_rank0()
         self._install_read_guard()
-
-    def _relayout(self, kind):
-        """Rebuilds the buffers with the layout of optimizer `kind` (before training starts)."""
-        self.finish_param_sync()
-        self._build(kind)
 
     def _register_grad_hooks(self):
         for i, (_, p) in enumerate(self._params):

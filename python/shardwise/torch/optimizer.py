@@ -7,11 +7,19 @@ Kinds, as ``shardwise train``'s ``optimizer.kind``:
   distributed        AdamW everywhere, element-sharded (ZeRO-1).
   ddp                grads all-reduced, every rank runs AdamW on every param.
   legacy-layer-wise  the layer-wise optimizer over all-reduce + all_gather_v (the baseline).
+
+The kinds, the keywords and their defaults are the C++ optimizer spec's (OptimizerConfig, the
+YAML config's optimizer section), read from the extension: nothing here declares its own.
 """
 
+import inspect
+
+from .. import _core
 from .ddp import DistributedDataParallel
 
-KINDS = ("layer-wise", "distributed", "ddp", "legacy-layer-wise")
+KINDS = tuple(_core.optimizer_kinds())
+# make_optimizer's keywords with their defaults (the spec's; "kind" is an argument of its own).
+DEFAULTS = {k: v for k, v in _core.optimizer_defaults().items() if k != "kind"}
 
 
 class Optimizer:
@@ -22,11 +30,11 @@ class Optimizer:
     updated params in place. Returns {"stepped", "grad_norm", "clip_coeff"}.
     """
 
-    def __init__(self, ddp, options):
+    def __init__(self, ddp, kind, options):
         self.ddp = ddp
-        self.options = dict(options)
-        self._lr = options["lr"]
-        ddp.engine.make_optimizer(self.options)
+        # Every keyword's value: those given, the spec's defaults for the rest.
+        self.options = ddp.engine.make_optimizer(kind, dict(options))
+        self._lr = self.options["lr"]
 
     @property
     def kind(self):
@@ -57,7 +65,8 @@ class Optimizer:
         self.ddp.zero_grad_buffer()
 
     def state_dict(self):
-        """This rank's optimizer state: {param name: {field: list of floats}} of what it owns."""
+        """This rank's optimizer state: {param name: {field: float32 numpy array}} of what it
+        owns."""
         return {"kind": self.kind, "lr": self._lr, "state": self.ddp.engine.state_dict()}
 
     def load_state_dict(self, state_dict):
@@ -68,18 +77,19 @@ class Optimizer:
         self.set_lr(state_dict.get("lr", self._lr))
 
 
-def make_optimizer(ddp, kind=None, lr=1e-3, muon_lr=2e-3, weight_decay=0.01, betas=(0.9, 0.999),
-                   eps=1e-8, momentum=0.95, nesterov=True, ns_steps=5, coefficients="quintic",
-                   scale_mode="spectral", extra_scale_factor=1.0, split_qkv=True,
-                   matmul_precision="fp32", clip_grad=1.0,
-                   overlap_param_gather_with_optimizer_step=False):
+def make_optimizer(ddp, kind=None, **options):
     """The optimizer of `kind` (default: the kind `ddp` was laid out for) over `ddp`.
 
-    Options and defaults are those of ``shardwise train``'s optimizer section: lr (AdamW),
-    muon_lr, weight_decay, betas, eps, momentum / nesterov / ns_steps / coefficients
-    ("quintic", "simple", "polar_express") / scale_mode ("spectral", "unit_rms_norm",
-    "shape_scaling") / extra_scale_factor / split_qkv / matmul_precision (Muon), clip_grad
-    (global grad-norm clip; 0 disables).
+    Keywords and defaults are those of ``shardwise train``'s optimizer section (``DEFAULTS``;
+    docs/torch.md lists them): lr (AdamW), muon_lr, weight_decay, betas, eps, momentum /
+    nesterov / ns_steps / coefficients ("quintic", "simple", "polar_express") / ns_algorithm
+    ("standard", "gram") / scale_mode
+    ("spectral", "unit_rms_norm", "shape_scaling", "adamw_matched_rms") / extra_scale_factor /
+    split_qkv / matmul_precision ("fp32", "bf16") (Muon), clip_grad (global grad-norm clip; 0
+    disables), overlap_param_gather_with_optimizer_step.
+
+    The buffers are laid out for one kind when `ddp` is built
+    (``DistributedDataParallel(module, optimizer=kind)``); another kind here is refused.
     """
     if not isinstance(ddp, DistributedDataParallel):
         raise TypeError("make_optimizer needs a shardwise.torch.DistributedDataParallel, got "
@@ -91,18 +101,15 @@ def make_optimizer(ddp, kind=None, lr=1e-3, muon_lr=2e-3, weight_decay=0.01, bet
     if ddp.engine.has_optimizer():
         raise ValueError("make_optimizer: this DistributedDataParallel already has an optimizer")
     if kind != ddp.kind:
-        if ddp._ready_count:
-            raise ValueError(f"make_optimizer: kind '{kind}' needs another buffer layout than "
-                             f"'{ddp.kind}', and gradients are already in the buffer; wrap with "
-                             f"DistributedDataParallel(..., optimizer='{kind}')")
-        ddp._relayout(kind)
-    beta1, beta2 = betas
-    options = dict(lr=float(lr), muon_lr=float(muon_lr), weight_decay=float(weight_decay),
-                   beta1=float(beta1), beta2=float(beta2), eps=float(eps),
-                   momentum=float(momentum), nesterov=bool(nesterov), ns_steps=int(ns_steps),
-                   coefficients=str(coefficients), scale_mode=str(scale_mode),
-                   extra_scale_factor=float(extra_scale_factor), split_qkv=bool(split_qkv),
-                   matmul_precision=str(matmul_precision), clip_grad=float(clip_grad),
-                   overlap_param_gather_with_optimizer_step=bool(
-                       overlap_param_gather_with_optimizer_step))
-    return Optimizer(ddp, options)
+        raise ValueError(f"make_optimizer: kind '{kind}' needs another buffer layout than "
+                         f"'{ddp.kind}', which the buffers were laid out for; wrap with "
+                         f"DistributedDataParallel(..., optimizer='{kind}')")
+    return Optimizer(ddp, kind, options)
+
+
+# help() and inspect show the keywords with the spec's defaults.
+make_optimizer.__signature__ = inspect.Signature(
+    [inspect.Parameter("ddp", inspect.Parameter.POSITIONAL_OR_KEYWORD),
+     inspect.Parameter("kind", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None)]
+    + [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=value)
+       for name, value in DEFAULTS.items()])

@@ -93,11 +93,11 @@ Paths make_paths(const ParamList& params, const ProcessGroupPtr& world, int devi
   config.overlap_grad_reduce = true;
   config.bucket_size = 6000;  // several buckets per buffer
   Paths p;
-  auto ddps = optim::wrap_with_ddp({params}, optim::OptimizerMode::kLayerWise, config,
+  auto ddps = optim::wrap_with_ddp({params}, OptimizerKind::kLayerWise, config,
                                    DataParallelGroups{world, nullptr});
   p.host_ddp = std::move(ddps.front());
-  p.host_optimizer = optim::make_optimizer(optim::OptimizerMode::kLayerWise, {p.host_ddp.get()},
-                                           muon, adamw, world);
+  p.host_optimizer =
+      optim::make_optimizer(OptimizerKind::kLayerWise, {p.host_ddp.get()}, muon, adamw, world);
   p.device =
       cuda::make_device_layer_wise(params, p.host_ddp->layout(), p.host_ddp->config(),
                                    DataParallelGroups{world, nullptr}, world, device, muon, adamw);

@@ -81,7 +81,7 @@ struct Reference {
   std::unique_ptr<Optimizer> optimizer;
 };
 
-Reference make_reference(const ParamList& params, OptimizerMode mode) {
+Reference make_reference(const ParamList& params, OptimizerKind mode) {
   Reference ref;
   for (const auto& p : params) {
     ref.values.emplace_back(p.numel());
@@ -92,7 +92,7 @@ Reference make_reference(const ParamList& params, OptimizerMode mode) {
     OptimParam op{params[id].name, params[id].shape, ref.values[id].data(), ref.grads[id].data(),
                   params[id].qkv_split};
     const bool muon =
-        mode != OptimizerMode::kDistributed && is_managed_by_layer_wise_optimizer(params[id]);
+        mode != OptimizerKind::kDistributed && is_managed_by_layer_wise_optimizer(params[id]);
     (muon ? muon_params : adam_params).push_back(std::move(op));
   }
   std::vector<std::unique_ptr<Optimizer>> children;
@@ -103,14 +103,14 @@ Reference make_reference(const ParamList& params, OptimizerMode mode) {
   return ref;
 }
 
-class DistributedOptimizerParity : public testing::TestWithParam<OptimizerMode> {};
+class DistributedOptimizerParity : public testing::TestWithParam<OptimizerKind> {};
 
 TEST_P(DistributedOptimizerParity, MatchesSingleProcessOptimizer) {
   const ProcessGroupPtr world = init_mpi_world();
   const ParallelGroups groups = make_parallel_groups(world, ParallelSizes{});
   const int p = world->size(), rank = world->rank();
   const ParamList params = test_model();
-  const OptimizerMode mode = GetParam();
+  const OptimizerKind mode = GetParam();
 
   DistributedDataParallelConfig config;
   config.overlap_grad_reduce = true;
@@ -149,7 +149,7 @@ TEST_P(DistributedOptimizerParity, MatchesSingleProcessOptimizer) {
     EXPECT_NEAR(got.grad_norm, want.grad_norm, 1e-6 * want.grad_norm) << "step " << step;
     EXPECT_EQ(got.num_zeros, want.num_zeros) << "step " << step;
     EXPECT_LT(want.clip_coeff, 1.0) << "the test exercises clipping";
-    if (mode != OptimizerMode::kDistributed) {
+    if (mode != OptimizerKind::kDistributed) {
       // Grad-norm groups: "muon" exists on some rank; its norm is the reference Muon child's.
       const auto& ref_chain = dynamic_cast<const ChainedOptimizer&>(*ref.optimizer);
       EXPECT_TRUE(optimizer->has_grad_norm_group("muon"));
@@ -169,10 +169,10 @@ TEST_P(DistributedOptimizerParity, MatchesSingleProcessOptimizer) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, DistributedOptimizerParity,
-                         testing::Values(OptimizerMode::kLayerWise, OptimizerMode::kDistributed,
-                                         OptimizerMode::kLegacyLayerWise),
+                         testing::Values(OptimizerKind::kLayerWise, OptimizerKind::kDistributed,
+                                         OptimizerKind::kLegacyLayerWise),
                          [](const auto& info) {
-                           std::string name(optimizer_mode_name(info.param));
+                           std::string name(to_string(info.param));
                            for (char& c : name) c = c == '-' ? '_' : c;
                            return name;
                          });
@@ -181,14 +181,14 @@ TEST(LayerWiseOwnership, EveryParamHasExactlyOneOwnerAndBroadcastReachesEveryRan
   const ProcessGroupPtr world = init_mpi_world();
   const ParallelGroups groups = make_parallel_groups(world, ParallelSizes{});
   const ParamList params = test_model();
-  for (OptimizerMode mode : {OptimizerMode::kLayerWise, OptimizerMode::kLegacyLayerWise}) {
+  for (OptimizerKind mode : {OptimizerKind::kLayerWise, OptimizerKind::kLegacyLayerWise}) {
     DistributedDataParallelConfig config;
     auto ddps = wrap_with_ddp({params}, mode, config, DataParallelGroups::from(groups));
     auto optimizer =
         make_optimizer(mode, {ddps.front().get()}, muon_options(), adamw_options(), world);
     auto& chain = dynamic_cast<ChainedOptimizer&>(*optimizer);
     auto& layer_wise = dynamic_cast<LayerWiseDistributedOptimizer&>(*chain.children().front());
-    EXPECT_EQ(layer_wise.uses_legacy_sync(), mode == OptimizerMode::kLegacyLayerWise);
+    EXPECT_EQ(layer_wise.uses_legacy_sync(), mode == OptimizerKind::kLegacyLayerWise);
     std::set<ParamId> seen;
     for (const auto& [id, owner] : layer_wise.owners()) {
       EXPECT_GE(owner, 0);
@@ -234,7 +234,7 @@ std::vector<std::vector<float>> params_after_steps(
   const ParamList params = test_model();
   DistributedDataParallelConfig config;
   config.bucket_size = 3000;
-  auto ddps = wrap_with_ddp({params}, OptimizerMode::kLayerWise, config,
+  auto ddps = wrap_with_ddp({params}, OptimizerKind::kLayerWise, config,
                             DataParallelGroups::from(groups), /*all_layer_wise=*/true);
   DistributedDataParallel& ddp = *ddps.front();
   for (ParamId id = 0; id < params.size(); ++id) {
@@ -304,7 +304,7 @@ TEST(LayerWiseCallerOptimizers, AnyOptimizerOverTheManagedParams) {
     return std::make_unique<LayerWiseDistributedOptimizer>(ddp, kAllBuffers, std::move(children));
   });
   const ParamList params = test_model();
-  Reference ref = make_reference(params, OptimizerMode::kDistributed);  // AdamW everywhere
+  Reference ref = make_reference(params, OptimizerKind::kDistributed);  // AdamW everywhere
   for (ParamId id = 0; id < params.size(); ++id) {
     for (std::int64_t i = 0; i < params[id].numel(); ++i) ref.values[id][i] = dyadic(1000 + id, i);
   }
@@ -322,7 +322,7 @@ TEST(LayerWiseCallerOptimizers, AnyOptimizerOverTheManagedParams) {
 TEST(LayerWiseCallerOptimizers, BadChildrenAreRejected) {
   const ProcessGroupPtr world = init_mpi_world();
   const ParallelGroups groups = make_parallel_groups(world, ParallelSizes{});
-  auto ddps = wrap_with_ddp({test_model()}, OptimizerMode::kLayerWise, {},
+  auto ddps = wrap_with_ddp({test_model()}, OptimizerKind::kLayerWise, {},
                             DataParallelGroups::from(groups), /*all_layer_wise=*/true);
   const auto adamw = [](std::vector<ParamGroup> g) {
     return std::make_unique<AdamW>(std::move(g), adamw_options());

@@ -163,10 +163,10 @@ TEST(InjectedMemory, TaggedDevicePathEqualsTheHostPathBitForBit) {
   const StepOptions step_options{0.5, true};
 
   auto host_ddp = std::move(
-      wrap_with_ddp({params}, OptimizerMode::kLayerWise, config, DataParallelGroups{world, nullptr})
+      wrap_with_ddp({params}, OptimizerKind::kLayerWise, config, DataParallelGroups{world, nullptr})
           .front());
   auto host_optimizer =
-      make_optimizer(OptimizerMode::kLayerWise, {host_ddp.get()}, muon, adamw, world);
+      make_optimizer(OptimizerKind::kLayerWise, {host_ddp.get()}, muon, adamw, world);
   host_optimizer->set_step_options(step_options);
 
   auto math = std::make_shared<TaggedShardMath>();
@@ -203,7 +203,7 @@ TEST(InjectedMemory, HostMathRefusesDeviceBuffers) {
   const ParamList params = small_model();
   DistributedDataParallelConfig config;
   auto host_ddp = std::move(
-      wrap_with_ddp({params}, OptimizerMode::kLayerWise, config, DataParallelGroups{world, nullptr})
+      wrap_with_ddp({params}, OptimizerKind::kLayerWise, config, DataParallelGroups{world, nullptr})
           .front());
   auto staged = std::make_shared<HostStagedProcessGroup>(world, std::make_shared<TaggedStaging>());
   try {
@@ -223,7 +223,7 @@ TEST(InjectedMemory, DeviceBuffersOverAPlainMpiGroupAreRefused) {
   const ParamList params = small_model();
   DistributedDataParallelConfig config;
   auto host_ddp = std::move(
-      wrap_with_ddp({params}, OptimizerMode::kLayerWise, config, DataParallelGroups{world, nullptr})
+      wrap_with_ddp({params}, OptimizerKind::kLayerWise, config, DataParallelGroups{world, nullptr})
           .front());
   DataParallelOptimizer tagged = make_layer_wise_data_parallel(
       params, host_ddp->layout(), host_ddp->config(), DataParallelGroups{world, nullptr}, world, {},

@@ -59,7 +59,7 @@ struct TrainingRig {
   std::unique_ptr<Optimizer> optimizer;
 };
 
-TrainingRig make_run(const ParamList& params, OptimizerMode mode, bool overlap_param_gather,
+TrainingRig make_run(const ParamList& params, OptimizerKind mode, bool overlap_param_gather,
                      bool with_step, const ProcessGroupPtr& world) {
   DistributedDataParallelConfig config;
   config.overlap_grad_reduce = true;
@@ -108,13 +108,13 @@ int gathers_dispatched(const DistributedDataParallel& ddp) {
 }
 
 struct GatherCase {
-  OptimizerMode mode;
+  OptimizerKind mode;
   DType dtype;
   bool overlap_param_gather;
 };
 
 void PrintTo(const GatherCase& c, std::ostream* os) {
-  *os << optimizer_mode_name(c.mode) << " " << dtype_name(c.dtype)
+  *os << to_string(c.mode) << " " << dtype_name(c.dtype)
       << (c.overlap_param_gather ? " overlap_param_gather" : " sync param gather");
 }
 
@@ -175,15 +175,15 @@ TEST_P(ParamGatherWithStep, SameBitsAndEveryGatherDispatchedByTheStep) {
 
 INSTANTIATE_TEST_SUITE_P(
     Modes, ParamGatherWithStep,
-    testing::Values(GatherCase{OptimizerMode::kLayerWise, DType::kFloat32, true},
-                    GatherCase{OptimizerMode::kLayerWise, DType::kBFloat16, true},
-                    GatherCase{OptimizerMode::kLayerWise, DType::kFloat32, false},
-                    GatherCase{OptimizerMode::kDistributed, DType::kFloat32, true},
-                    GatherCase{OptimizerMode::kDistributed, DType::kBFloat16, true},
-                    GatherCase{OptimizerMode::kDistributed, DType::kBFloat16, false}),
+    testing::Values(GatherCase{OptimizerKind::kLayerWise, DType::kFloat32, true},
+                    GatherCase{OptimizerKind::kLayerWise, DType::kBFloat16, true},
+                    GatherCase{OptimizerKind::kLayerWise, DType::kFloat32, false},
+                    GatherCase{OptimizerKind::kDistributed, DType::kFloat32, true},
+                    GatherCase{OptimizerKind::kDistributed, DType::kBFloat16, true},
+                    GatherCase{OptimizerKind::kDistributed, DType::kBFloat16, false}),
     [](const testing::TestParamInfo<GatherCase>& info) {
       const GatherCase& c = info.param;
-      return str_cat(c.mode == OptimizerMode::kLayerWise ? "layer_wise" : "distributed", "_",
+      return str_cat(c.mode == OptimizerKind::kLayerWise ? "layer_wise" : "distributed", "_",
                      c.dtype == DType::kFloat32 ? "fp32" : "bf16",
                      c.overlap_param_gather ? "_overlap_param_gather" : "_sync_param_gather");
     });
@@ -192,7 +192,7 @@ TEST(ParamGatherWithStep, LegacyLayerWisePathRejectsTheOption) {
   const ProcessGroupPtr world = init_mpi_world();
   const ParamList params = small_model(DType::kFloat32);
   DistributedDataParallelConfig config;
-  auto ddps = wrap_with_ddp({params}, OptimizerMode::kLegacyLayerWise, config,
+  auto ddps = wrap_with_ddp({params}, OptimizerKind::kLegacyLayerWise, config,
                             DataParallelGroups{world, nullptr});
   const auto all = [](const BufferKey&) { return true; };
   EXPECT_THROW(LayerWiseDistributedOptimizer(*ddps.front(), all, MuonOptions{}, AdamWOptions{},
@@ -200,14 +200,14 @@ TEST(ParamGatherWithStep, LegacyLayerWisePathRejectsTheOption) {
                InvalidArgument);
   EXPECT_THROW(ddps.front()->start_param_sync_for_group(0), InvalidArgument);
   // make_optimizer ignores it for modes without a buffer all-gather.
-  EXPECT_NO_THROW(make_optimizer(OptimizerMode::kLegacyLayerWise, {ddps.front().get()},
+  EXPECT_NO_THROW(make_optimizer(OptimizerKind::kLegacyLayerWise, {ddps.front().get()},
                                  MuonOptions{}, AdamWOptions{}, world, true));
 }
 
 TEST(ParamGatherWithStep, UnknownGroupIsRejected) {
   const ProcessGroupPtr world = init_mpi_world();
   TrainingRig run =
-      make_run(small_model(DType::kFloat32), OptimizerMode::kDistributed, true, true, world);
+      make_run(small_model(DType::kFloat32), OptimizerKind::kDistributed, true, true, world);
   const int groups = static_cast<int>(run.ddp->bucket_groups().size());
   EXPECT_THROW(run.ddp->start_param_sync_for_group(groups), InvalidArgument);
   EXPECT_THROW(run.ddp->start_param_sync_for_group(-1), InvalidArgument);

@@ -57,9 +57,9 @@ struct ShardGroupRun {
     config.overlap_grad_reduce = true;
     config.bucket_size = 1500;
     config.layer_wise_shard_group_size = LayerWiseShardGroupSize::of(s);
-    ddps = wrap_with_ddp({small_model()}, OptimizerMode::kLayerWise, config,
+    ddps = wrap_with_ddp({small_model()}, OptimizerKind::kLayerWise, config,
                          DataParallelGroups{world, nullptr});
-    optimizer = make_optimizer(OptimizerMode::kLayerWise, {ddps[0].get()}, MuonOptions{},
+    optimizer = make_optimizer(OptimizerKind::kLayerWise, {ddps[0].get()}, MuonOptions{},
                                AdamWOptions{}, world);
     const auto& chained = dynamic_cast<const ChainedOptimizer&>(*optimizer);
     layer_wise = dynamic_cast<const LayerWiseDistributedOptimizer*>(chained.children()[0].get());
@@ -121,7 +121,7 @@ TEST(ShardGroupOptimizer, AutoLaysTheLayerWiseBuffersOutForTheCostModelsChoice) 
   DistributedDataParallelConfig config;
   config.bucket_size = 1500;
   config.layer_wise_shard_group_size = LayerWiseShardGroupSize::automatic();
-  const auto ddps = wrap_with_ddp({small_model()}, OptimizerMode::kLayerWise, config,
+  const auto ddps = wrap_with_ddp({small_model()}, OptimizerKind::kLayerWise, config,
                                   DataParallelGroups{world, nullptr});
   LayoutOptions options = config.layout_options(LayoutAlgorithm::kLayerWise, world->size());
   const int chosen = choose_shard_group_size(small_model(), options).shard_group_size;
@@ -141,7 +141,7 @@ TEST(ShardGroupOptimizer, LegacyLayerWisePathRefusesShardGroupsSmallerThanDp) {
   DistributedDataParallelConfig config;
   config.layer_wise_shard_group_size = LayerWiseShardGroupSize::of(world->size() / 2);
   try {
-    wrap_with_ddp({small_model()}, OptimizerMode::kLegacyLayerWise, config,
+    wrap_with_ddp({small_model()}, OptimizerKind::kLegacyLayerWise, config,
                   DataParallelGroups{world, nullptr});
     FAIL() << "no error";
   } catch (const ConfigError& e) {
