@@ -40,7 +40,7 @@ assert np.max(np.abs(y - x)) <= 0.07 * np.max(np.abs(x)), "MXFP8 round trip"
 import torch
 torch.manual_seed(0)
 model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 1))
-ddp = sw.DistributedDataParallel(model)
+ddp = sw.DistributedDataParallel(model, optimizer="distributed")
 assert _core.mpi_running() and sw.world_size == 1 and sw.rank == 0
 assert sys.excepthook is hook, "a one-rank job needs no abort hook"
 opt = sw.make_optimizer(ddp, kind="distributed", lr=1e-2)
