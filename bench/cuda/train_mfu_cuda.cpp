@@ -116,6 +116,9 @@ int main(int argc, char** argv) {
     for (std::size_t i = 0; i < n; ++i) targets[i] = (i + 1) % seq == 0 ? -1 : tokens[i + 1];
     double loss = 0, forward_seconds = 0;
     auto step = [&] {
+      // The forward share is timed from an idle device: without this sync it would include the
+      // tail of the previous backward, which forward's final sync waits for.
+      check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
       const auto t0 = std::chrono::steady_clock::now();
       loss = model.forward(tokens.data(), targets.data(), micro_batch, seq);  // ends in a sync
       forward_seconds +=
