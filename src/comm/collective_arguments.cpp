@@ -1,6 +1,4 @@
-#include "collective_arguments.hpp"
-
-#include <climits>
+#include "shardwise/comm/collective_arguments.hpp"
 
 #include "shardwise/core/error.hpp"
 
@@ -30,17 +28,26 @@ bool byte_ranges_overlap(const TensorView& a, const TensorView& b) {
 }  // namespace
 
 std::string CollectiveArguments::where(const char* op) const {
-  return str_cat(op, " on group ", group_name_, " (rank ", rank_, " of ", size_, ")");
+  return str_cat(op, " on ", rules_.group_kind, " ", group_name_, " (rank ", rank_, " of ", size_,
+                 ")");
 }
 
 void CollectiveArguments::require_view(const TensorView& v, const char* op,
                                        const char* role) const {
+  if (rules_.device == TensorView::kHostMemory) {
+    SW_REQUIRE(!v.on_device(), InvalidArgument, where(op), ": ", role, " lives on CUDA device ",
+               v.device, "; this group moves host memory only", rules_.host_group_hint);
+  } else {
+    SW_REQUIRE(v.on_device(), InvalidArgument, where(op), ": ", role,
+               " is in host memory; the group takes buffers on CUDA device ", rules_.device,
+               rules_.host_group_hint);
+    SW_REQUIRE(v.device == rules_.device, InvalidArgument, where(op), ": ", role,
+               " is on CUDA device ", v.device, " but the group's communicator is on device ",
+               rules_.device);
+  }
   SW_REQUIRE(v.numel >= 0, InvalidArgument, where(op), ": ", role, " has ", v.numel, " elements");
   SW_REQUIRE(v.numel == 0 || v.data != nullptr, InvalidArgument, where(op), ": ", role, " of ",
              v.numel, " elements has no data");
-  // The MPI backend reads and writes host memory; device views go through a staging group.
-  SW_REQUIRE(!v.on_device(), InvalidArgument, where(op), ": ", role, " lives on CUDA device ",
-             v.device, "; this group moves host memory only (wrap it in a HostStagedProcessGroup)");
 }
 
 void CollectiveArguments::require_same_dtype(const TensorView& a, const TensorView& b,
@@ -59,10 +66,9 @@ void CollectiveArguments::require_reducible(DType dtype, ReduceOp op, const char
              "SUM/MAX)");
 }
 
-void CollectiveArguments::require_int_count(std::int64_t n, const char* op,
-                                            const char* what) const {
-  SW_REQUIRE(n <= INT_MAX, InvalidArgument, where(op), ": ", what, " of ", n,
-             " elements exceeds the MPI count limit ", INT_MAX);
+void CollectiveArguments::require_count(std::int64_t n, const char* op, const char* what) const {
+  SW_REQUIRE(n <= rules_.max_count, InvalidArgument, where(op), ": ", what, " of ", n,
+             " elements exceeds the backend's count limit ", rules_.max_count);
 }
 
 void CollectiveArguments::require_rank(int r, const char* op, const char* role) const {
@@ -92,7 +98,7 @@ bool CollectiveArguments::reduce_scatter(const TensorView& output, const TensorV
   SW_REQUIRE(input.numel == output.numel * size_, InvalidArgument, where("reduce_scatter"),
              ": input has ", input.numel, " elements, expected ", size_, " shards of the output's ",
              output.numel);
-  require_int_count(output.numel, "reduce_scatter", "shard");
+  require_count(output.numel, "reduce_scatter", "shard");
   return aliases_own_shard(output, input, rank_ * output.numel, "reduce_scatter", "output",
                            "input");
 }
@@ -104,7 +110,7 @@ bool CollectiveArguments::all_gather(const TensorView& output, const TensorView&
   SW_REQUIRE(output.numel == input.numel * size_, InvalidArgument, where("all_gather"),
              ": output has ", output.numel, " elements, expected ", size_,
              " shards of the input's ", input.numel);
-  require_int_count(input.numel, "all_gather", "shard");
+  require_count(input.numel, "all_gather", "shard");
   return aliases_own_shard(input, output, rank_ * input.numel, "all_gather", "input", "output");
 }
 
@@ -122,10 +128,10 @@ bool CollectiveArguments::all_gather_v(const TensorView& output, const TensorVie
   for (int r = 0; r < size_; ++r) {
     const std::int64_t c = counts[static_cast<std::size_t>(r)];
     SW_REQUIRE(c >= 0, InvalidArgument, where("all_gather_v"), ": count of rank ", r, " is ", c);
-    require_int_count(total, "all_gather_v", "displacement");
-    require_int_count(c, "all_gather_v", "count");
-    gather.counts[static_cast<std::size_t>(r)] = static_cast<int>(c);
-    gather.displacements[static_cast<std::size_t>(r)] = static_cast<int>(total);
+    require_count(total, "all_gather_v", "displacement");
+    require_count(c, "all_gather_v", "count");
+    gather.counts[static_cast<std::size_t>(r)] = c;
+    gather.displacements[static_cast<std::size_t>(r)] = total;
     total += c;
   }
   SW_REQUIRE(input.numel == counts[static_cast<std::size_t>(rank_)], InvalidArgument,

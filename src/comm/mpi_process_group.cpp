@@ -28,12 +28,12 @@
 #include <map>
 #include <mutex>
 
-#include "collective_arguments.hpp"
 #include "collective_implementation.hpp"
 #include "collective_selection.hpp"
 #include "mpi_p2p_work.hpp"
 #include "mpi_wait.hpp"
 #include "rank_agreement.hpp"
+#include "shardwise/comm/collective_arguments.hpp"
 #include "shardwise/comm/fp32_accumulation.hpp"
 #include "shardwise/comm/ordered_worker.hpp"
 #include "shardwise/comm/traffic_model.hpp"
@@ -54,7 +54,8 @@ class MpiProcessGroup final : public ProcessGroup {
     MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
     MPI_Comm_rank(comm_, &rank_);
     MPI_Comm_size(comm_, &size_);
-    args_ = CollectiveArguments(name_, rank_, size_);
+    args_ = CollectiveArguments(name_, rank_, size_,
+                                {.host_group_hint = " (wrap it in a HostStagedProcessGroup)"});
     int* tag_ub = nullptr;
     int flag = 0;
     MPI_Comm_get_attr(comm_, MPI_TAG_UB, &tag_ub, &flag);
@@ -179,8 +180,12 @@ class MpiProcessGroup final : public ProcessGroup {
         [this, output, input, gather = std::move(gather), in_place] {
           const MPI_Datatype type = mpi_type(input.dtype);
           complete("MPI_Iallgatherv", [&](MPI_Request* r) {
-            const int* counts = gather.counts.data();
-            const int* displacements = gather.displacements.data();
+            // Checked against INT_MAX (the rules' max_count) when the call was issued.
+            const std::vector<int> count_ints(gather.counts.begin(), gather.counts.end());
+            const std::vector<int> displacement_ints(gather.displacements.begin(),
+                                                     gather.displacements.end());
+            const int* counts = count_ints.data();
+            const int* displacements = displacement_ints.data();
             return in_place ? MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, output.data,
                                               counts, displacements, type, comm_, r)
                             : MPI_Iallgatherv(input.data, static_cast<int>(input.numel), type,
@@ -369,7 +374,7 @@ class MpiProcessGroup final : public ProcessGroup {
       args_.require_rank(peer, op, "peer");
       SW_REQUIRE(tag >= 0 && tag <= tag_ub_, InvalidArgument, args_.where(op), ": tag ", tag,
                  " outside [0, ", tag_ub_, "]");
-      args_.require_int_count(buffer.numel, op, "message");
+      args_.require_count(buffer.numel, op, "message");
     } catch (...) {
       return finished_work(std::current_exception());
     }

@@ -2,10 +2,10 @@
 
 #include <functional>
 
-#include "nccl_arguments.hpp"
 #include "nccl_group_state.hpp"
 #include "nccl_status.hpp"
 #include "nccl_work.hpp"
+#include "shardwise/comm/collective_arguments.hpp"
 #include "shardwise/comm/ordered_worker.hpp"
 #include "shardwise/core/error.hpp"
 
@@ -14,7 +14,6 @@ namespace shardwise {
 using nccl_detail::check_cuda;
 using nccl_detail::check_nccl;
 using nccl_detail::DeviceGuard;
-using nccl_detail::NcclArguments;
 using nccl_detail::NcclOperation;
 using nccl_detail::NcclWork;
 
@@ -66,8 +65,12 @@ WorkPtr issue(const std::shared_ptr<NcclGroupState>& state, CollectiveKind kind,
   return std::make_shared<NcclWork>(state, operation, start, end);
 }
 
-NcclArguments arguments_of(const NcclGroupState& state) {
-  return NcclArguments(state.name, state.rank, state.size, state.device);
+CollectiveArguments arguments_of(const NcclGroupState& state) {
+  return CollectiveArguments(state.name, state.rank, state.size,
+                             {.group_kind = "NCCL group",
+                              .device = state.device,
+                              .max_count = INT64_MAX,
+                              .host_group_hint = " (use a host group for host buffers)"});
 }
 
 std::int64_t bytes_of(const TensorView& v) { return static_cast<std::int64_t>(v.nbytes()); }
@@ -99,8 +102,8 @@ bool NcclProcessGroup::aborted() const { return state_->aborted(); }
 
 WorkPtr NcclProcessGroup::all_reduce(TensorView buffer, ReduceOp op) {
   return reported([&] {
-    const NcclArguments args = arguments_of(*state_);
-    args.require_device_view(buffer, "all_reduce", "buffer");
+    const CollectiveArguments args = arguments_of(*state_);
+    args.require_view(buffer, "all_reduce", "buffer");
     args.require_reducible(buffer.dtype, op, "all_reduce");
     const ncclDataType_t type = nccl_detail::nccl_type(buffer.dtype, args.where("all_reduce"));
     return issue(
@@ -115,7 +118,7 @@ WorkPtr NcclProcessGroup::all_reduce(TensorView buffer, ReduceOp op) {
 
 WorkPtr NcclProcessGroup::reduce_scatter(TensorView output, TensorView input, ReduceOp op) {
   return reported([&] {
-    const NcclArguments args = arguments_of(*state_);
+    const CollectiveArguments args = arguments_of(*state_);
     args.reduce_scatter(output, input, op);
     const ncclDataType_t type = nccl_detail::nccl_type(input.dtype, args.where("reduce_scatter"));
     return issue(state_, CollectiveKind::kReduceScatter, -1,
@@ -132,7 +135,7 @@ WorkPtr NcclProcessGroup::reduce_scatter(TensorView output, TensorView input, Re
 WorkPtr NcclProcessGroup::reduce_scatter_scaled(TensorView output, TensorView input,
                                                 double input_scale) {
   return reported([&] {
-    const NcclArguments args = arguments_of(*state_);
+    const CollectiveArguments args = arguments_of(*state_);
     SW_REQUIRE(input.dtype == DType::kFloat32, InvalidArgument, args.where("reduce_scatter_scaled"),
                ": input is ", dtype_name(input.dtype), ", expected fp32");
     args.reduce_scatter(output, input, ReduceOp::kSum);
@@ -157,7 +160,7 @@ WorkPtr NcclProcessGroup::reduce_scatter_scaled(TensorView output, TensorView in
 
 WorkPtr NcclProcessGroup::all_gather(TensorView output, TensorView input) {
   return reported([&] {
-    const NcclArguments args = arguments_of(*state_);
+    const CollectiveArguments args = arguments_of(*state_);
     args.all_gather(output, input);
     const ncclDataType_t type = nccl_detail::nccl_type(input.dtype, args.where("all_gather"));
     return issue(
@@ -174,8 +177,10 @@ WorkPtr NcclProcessGroup::all_gather(TensorView output, TensorView input) {
 WorkPtr NcclProcessGroup::all_gather_v(TensorView output, TensorView input,
                                        const std::vector<std::int64_t>& counts) {
   return reported([&] {
-    const NcclArguments args = arguments_of(*state_);
-    const std::vector<std::int64_t> offsets = args.all_gather_v(output, input, counts);
+    const CollectiveArguments args = arguments_of(*state_);
+    GatherCounts gather;
+    args.all_gather_v(output, input, counts, gather);
+    const std::vector<std::int64_t> offsets = std::move(gather.displacements);
     const ncclDataType_t type = nccl_detail::nccl_type(input.dtype, args.where("all_gather_v"));
     const int own = state_->rank;
     return issue(state_, CollectiveKind::kAllGatherV, -1,
@@ -199,8 +204,8 @@ WorkPtr NcclProcessGroup::all_gather_v(TensorView output, TensorView input,
 
 WorkPtr NcclProcessGroup::broadcast(TensorView buffer, int root) {
   return reported([&] {
-    const NcclArguments args = arguments_of(*state_);
-    args.require_device_view(buffer, "broadcast", "buffer");
+    const CollectiveArguments args = arguments_of(*state_);
+    args.require_view(buffer, "broadcast", "buffer");
     args.require_rank(root, "broadcast", "root");
     const ncclDataType_t type = nccl_detail::nccl_type(buffer.dtype, args.where("broadcast"));
     return issue(
@@ -216,8 +221,8 @@ WorkPtr NcclProcessGroup::broadcast(TensorView buffer, int root) {
 
 WorkPtr NcclProcessGroup::send(TensorView buffer, int peer, int /*tag*/) {
   return reported([&] {
-    const NcclArguments args = arguments_of(*state_);
-    args.require_device_view(buffer, "send", "buffer");
+    const CollectiveArguments args = arguments_of(*state_);
+    args.require_view(buffer, "send", "buffer");
     args.require_rank(peer, "send", "peer");
     SW_REQUIRE(peer != state_->rank, InvalidArgument, args.where("send"),
                ": a rank cannot send to itself through NCCL outside a group call");
@@ -233,8 +238,8 @@ WorkPtr NcclProcessGroup::send(TensorView buffer, int peer, int /*tag*/) {
 
 WorkPtr NcclProcessGroup::recv(TensorView buffer, int peer, int /*tag*/) {
   return reported([&] {
-    const NcclArguments args = arguments_of(*state_);
-    args.require_device_view(buffer, "recv", "buffer");
+    const CollectiveArguments args = arguments_of(*state_);
+    args.require_view(buffer, "recv", "buffer");
     args.require_rank(peer, "recv", "peer");
     SW_REQUIRE(peer != state_->rank, InvalidArgument, args.where("recv"),
                ": a rank cannot receive from itself through NCCL outside a group call");
