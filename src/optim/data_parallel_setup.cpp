@@ -7,45 +7,28 @@
 #include "shardwise/core/logging.hpp"
 #include "shardwise/layout/layout_algorithms.hpp"
 #include "shardwise/layout/shard_group_choice.hpp"
-#include "shardwise/optim/buffer_routing.hpp"
 #include "shardwise/optim/chained_optimizer.hpp"
-#include "shardwise/optim/distributed_optimizer.hpp"
-#include "shardwise/optim/layer_wise_distributed_optimizer.hpp"
+#include "shardwise/optim/optimizer_kinds.hpp"
 
 namespace shardwise::optim {
 
 namespace {
 
-// Plain AdamW over whole params of every buffer (every rank holds full all-reduced grads).
-std::vector<OptimParam> all_params(const DistributedDataParallel& ddp) {
-  std::vector<OptimParam> out;
-  for (const auto& buffer : ddp.buffers()) {
-    for (const ParamRange& range : buffer->layout().param_index_map) {
-      const ParamInfo& info = ddp.params()[range.param];
-      const TensorView value = ddp.param(range.param), grad = ddp.main_grad(range.param);
-      SW_REQUIRE(value.dtype == DType::kFloat32 && grad.dtype == DType::kFloat32, InvalidArgument,
-                 "optimizer 'ddp' steps params in place and needs fp32 params and grads; '",
-                 info.name, "' is ", dtype_name(value.dtype), "/", dtype_name(grad.dtype));
-      out.push_back(
-          OptimParam{info.name, info.shape, value.as<float>(), grad.as<float>(), info.qkv_split});
-    }
-  }
-  return out;
-}
-
 // ddp.layer_wise_shard_group_size for one chunk: an explicit S is in `options` already; "auto"
 // lays the chunk out for every divisor of dp and takes choose_shard_group_size's pick. Only the
 // layer-wise mode has layer-wise buffers; the legacy path has no shard groups.
-void resolve_shard_group_size(const ParamList& params, OptimizerKind kind,
+void resolve_shard_group_size(const ParamList& params, const OptimizerKindRecipe& recipe,
                               const DistributedDataParallelConfig& config, LayoutOptions& options) {
   const int dp = options.data_parallel_size;
-  SW_REQUIRE(kind != OptimizerKind::kLegacyLayerWise || !options.layer_wise_shard_group_size,
-             ConfigError,
+  SW_REQUIRE(!recipe.legacy_param_sync || !options.layer_wise_shard_group_size, ConfigError,
              "ddp.layer_wise_shard_group_size = ", config.layer_wise_shard_group_size.name(),
              " at dp ", dp,
              ": the legacy layer-wise path (optimizer legacy-layer-wise) all-reduces "
              "whole grads and has no shard groups; use dp, or optimizer layer-wise");
-  if (kind != OptimizerKind::kLayerWise || !config.automatic_layer_wise_shard_group_size()) return;
+  if (recipe.layout != LayoutAlgorithm::kLayerWise ||
+      !config.automatic_layer_wise_shard_group_size()) {
+    return;
+  }
   const ShardGroupChoice choice = choose_shard_group_size(params, options);
   log::info("ddp.layer_wise_shard_group_size = auto at dp ", dp, ": S = ", choice.shard_group_size,
             "\n", render_shard_group_table(choice));
@@ -57,10 +40,7 @@ void resolve_shard_group_size(const ParamList& params, OptimizerKind kind,
 std::vector<std::unique_ptr<DistributedDataParallel>> wrap_with_ddp(
     const std::vector<ParamList>& chunks, OptimizerKind kind, DistributedDataParallelConfig config,
     const DataParallelGroups& groups, bool all_layer_wise) {
-  const LayoutAlgorithm algorithm = kind == OptimizerKind::kLayerWise ? LayoutAlgorithm::kLayerWise
-                                    : kind == OptimizerKind::kDistributed
-                                        ? LayoutAlgorithm::kDistributed
-                                        : LayoutAlgorithm::kDefault;
+  const OptimizerKindRecipe& recipe = recipe_of(kind);
   // The distributed kinds need grads reduce-scattered; the others all-reduce them and have no
   // buffer all-gather to overlap.
   config.use_distributed_optimizer = is_distributed_optimizer(kind);
@@ -70,15 +50,15 @@ std::vector<std::unique_ptr<DistributedDataParallel>> wrap_with_ddp(
     config.overlap_param_gather = false;
     config.align_param_gather = false;
   }
-  if (kind == OptimizerKind::kLegacyLayerWise) config.use_legacy_param_sync = true;
+  if (recipe.legacy_param_sync) config.use_legacy_param_sync = true;
   const int dp = groups.data_parallel->size();
   const int expert_dp =
       (groups.expert_data_parallel ? groups.expert_data_parallel : groups.data_parallel)->size();
   std::vector<std::unique_ptr<DistributedDataParallel>> out;
   for (const ParamList& params : chunks) {
-    LayoutOptions options = config.layout_options(algorithm, dp, expert_dp);
+    LayoutOptions options = config.layout_options(recipe.layout, dp, expert_dp);
     options.all_layer_wise = all_layer_wise;
-    resolve_shard_group_size(params, kind, config, options);
+    resolve_shard_group_size(params, recipe, config, options);
     FullParamLayout layout = compute_full_param_layout(params, options);
     validate_full_layout(params, layout, options);
     out.push_back(
@@ -151,45 +131,10 @@ std::unique_ptr<Optimizer> make_optimizer(OptimizerKind kind,
                                           const MuonOptions& muon, const AdamWOptions& adamw,
                                           const ProcessGroupPtr& world,
                                           bool overlap_param_gather_with_optimizer_step) {
-  const bool overlap = overlap_param_gather_with_optimizer_step;
+  const OptimizerKindRecipe& recipe = recipe_of(kind);
+  const ChunkOptimizerOptions options{muon, adamw, overlap_param_gather_with_optimizer_step};
   std::vector<std::unique_ptr<Optimizer>> children;
-  for (DistributedDataParallel* ddp : chunks) {
-    switch (kind) {
-      case OptimizerKind::kLayerWise: {
-        // The layer-wise layout tags buffers, so each side owns exactly its tagged buffers.
-        auto layer_wise = [](const BufferKey& key) {
-          return bucket_is_managed_by_layer_wise_optimizer(key, BufferTagging::kTagged,
-                                                           AskingOptimizer::kLayerWise);
-        };
-        auto element_sharded = [](const BufferKey& key) {
-          return !bucket_is_managed_by_layer_wise_optimizer(key, BufferTagging::kTagged,
-                                                            AskingOptimizer::kElementSharded);
-        };
-        children.push_back(std::make_unique<LayerWiseDistributedOptimizer>(*ddp, layer_wise, muon,
-                                                                           adamw, overlap));
-        children.push_back(
-            std::make_unique<DistributedOptimizer>(*ddp, element_sharded, adamw, overlap));
-        break;
-      }
-      case OptimizerKind::kDistributed:
-        children.push_back(std::make_unique<DistributedOptimizer>(
-            *ddp, [](const BufferKey&) { return true; }, adamw, overlap));
-        break;
-      case OptimizerKind::kDdp:
-        children.push_back(std::make_unique<AdamW>(single_group(all_params(*ddp)), adamw));
-        break;
-      case OptimizerKind::kLegacyLayerWise:
-        // The plain DDP layout does not tag buffers: the layer-wise side owns them all.
-        children.push_back(std::make_unique<LayerWiseDistributedOptimizer>(
-            *ddp,
-            [](const BufferKey& key) {
-              return bucket_is_managed_by_layer_wise_optimizer(key, BufferTagging::kUntagged,
-                                                               AskingOptimizer::kLayerWise);
-            },
-            muon, adamw));
-        break;
-    }
-  }
+  for (DistributedDataParallel* ddp : chunks) recipe.build(*ddp, options, children);
   auto chain = std::make_unique<ChainedOptimizer>(std::move(children));
   // In 'ddp' every rank holds every grad: the local figures are already global.
   if (shards_optimizer_state(kind)) {

@@ -8,6 +8,7 @@
 #include "shardwise/optim/data_parallel_setup.hpp"
 #include "shardwise/optim/muon.hpp"
 #include "shardwise/optim/newton_schulz.hpp"
+#include "shardwise/optim/optimizer_kinds.hpp"
 
 namespace shardwise::optim {
 namespace {
@@ -95,6 +96,20 @@ TEST(OptimizerSpecOptions, TheParsersAcceptExactlyTheSpecsNames) {
   }
   EXPECT_THROW(parse_muon_scale_mode("Spectral", "scale_mode"), InvalidArgument);
   EXPECT_THROW(parse_ns_coefficients("cubic", "coefficients"), InvalidArgument);
+}
+
+// Every kind the spec names has a recipe, and the recipe agrees with the spec on the grad sync:
+// a kind that reduce-scatters needs an element- or layer-sharded layout, one that all-reduces the
+// plain layout.
+TEST(OptimizerSpecOptions, EveryKindOfTheSpecHasARecipeThatAgreesWithIt) {
+  for (const auto& [kind, name] : kOptimizerKindNames) {
+    const OptimizerKindRecipe& recipe = recipe_of(kind);
+    EXPECT_EQ(recipe.kind, kind) << name;
+    EXPECT_NE(recipe.build, nullptr) << name;
+    EXPECT_EQ(is_distributed_optimizer(kind), recipe.layout != LayoutAlgorithm::kDefault) << name;
+    EXPECT_FALSE(recipe.legacy_param_sync && is_distributed_optimizer(kind)) << name;
+  }
+  EXPECT_THROW(recipe_of(static_cast<OptimizerKind>(99)), InvalidArgument);
 }
 
 }  // namespace

@@ -7,7 +7,8 @@
 //
 // Adding a field: a member here, its YAML key (training_config_io.cpp), its Python keyword
 // (python/src/optimizer_spec_keywords.cpp) and the line that hands it to the optim layer
-// (muon_options / adamw_options, src/optim/data_parallel_setup.cpp).
+// (muon_options / adamw_options, src/optim/data_parallel_setup.cpp). Adding a kind: its enum
+// value and name here, then its row in optim/optimizer_kinds.cpp.
 #pragma once
 
 #include <cstdint>

@@ -3,7 +3,8 @@
 // layout, a DDP mode and an optimizer inconsistently. The one builder of every front end (the
 // trainer and the Python engine): wrap_with_ddp lays the chunks out for the spec's kind, then
 // build_optimizer builds the spec's optimizer over the buffers (once the weights are in them).
-// Per kind (OptimizerKind, config/optimizer_config.hpp):
+// Per kind (OptimizerKind, config/optimizer_config.hpp; what each is made of is the table in
+// optim/optimizer_kinds.hpp):
 //   layer-wise:        shard-aligned layout for Muon-managed params, DistOpt layout for the rest,
 //                      reduce-scatter forced on; Chained(LayerWise(Muon), Distributed(AdamW)).
 //   distributed:       DistOpt layout, reduce-scatter; Distributed(AdamW) (ZeRO-1).
