@@ -52,6 +52,7 @@ run_all() {
   step "reshard, 4 ranks" "$run" 4 -- "$bin/bench_reshard_throughput" --rows 4096 --cols 4096 --params 2 --iters 5
   step "Newton-Schulz" "$bin/bench_newton_schulz" --figures-only
   step "training FLOP/s" "$run" 1 -- "$bin/bench_train_throughput" --figures-only
+  step "Muon vs AdamW step" "$run" 1 -- "$bin/bench_train_throughput" --muon-vs-adamw
   step "TP comm overlap, tp 2 and 4" "$run" 4 -- "$bin/bench_tp_overlap" --hidden 1024 --tokens 512 --iters 3
   # layout of a 1M-param spec and reshard of a 1M-tensor file, each also at 1/4 the size (growth_4x:
   # ~4 when linear); needs the CLI next to the benches.

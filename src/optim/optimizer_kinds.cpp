@@ -84,8 +84,8 @@ const OptimizerKindRecipe& recipe_of(OptimizerKind kind) {
   for (const OptimizerKindRecipe& recipe : kRecipes) {
     if (recipe.kind == kind) return recipe;
   }
-  throw InvalidArgument(str_cat("optimizer kind '", to_string(kind),
-                                "' has no recipe (optim/optimizer_kinds.cpp)"));
+  throw InvalidArgument(
+      str_cat("optimizer kind '", to_string(kind), "' has no recipe (optim/optimizer_kinds.cpp)"));
 }
 
 }  // namespace shardwise::optim

@@ -77,6 +77,10 @@ void TrainingReport::step(const StepMetrics& s) {
                   {"step_ms", s.step_ms},
                   {"cpu_ms", s.cpu_ms},
                   {"comm_hidden_fraction", s.comm_hidden_fraction},
+                  {"compute_ms", s.compute_ms},
+                  {"grad_sync_wait_ms", s.grad_sync_wait_ms},
+                  {"optimizer_ms", s.optimizer_ms},
+                  {"exposed_ms", s.exposed_ms},
                   {"groups_dispatched_in_backward", s.groups_dispatched_in_backward},
                   {"skipped", s.skipped}});
   if (!run_.verbose) return;

@@ -101,20 +101,25 @@ StepMetrics run_training_step(TrainingModel& m, ProcessGroup& dp_group, NonFinit
   const double busy_before = grad_comm_seconds(comm_groups);
   const std::vector<double> local_losses = accumulate_gradients(m, plan, dp, dp_group.rank());
   StepMetrics s;
+  s.compute_ms = seconds_since(t0) * 1e3;
   s.step = plan.step + 1;
   s.lr = plan.lr;
   s.groups_dispatched_in_backward = groups_dispatched(ddp);
   const auto t_wait = Clock::now();
   ddp.finish_grad_sync();
   const double exposed = seconds_since(t_wait);
+  s.grad_sync_wait_ms = exposed * 1e3;
   const double comm = grad_comm_seconds(comm_groups) - busy_before;
   s.loss = global_mean_loss(dp_group, local_losses);
   // A non-finite loss never reaches the optimizer; a non-finite grad norm makes it skip the
   // update. Either way the step is skipped (within the allowance) or the run stops here.
   s.grad_norm = std::numeric_limits<double>::quiet_NaN();
+  const auto t_step = Clock::now();
   if (std::isfinite(s.loss)) s.grad_norm = m.optimizer->step().grad_norm;
+  s.optimizer_ms = seconds_since(t_step) * 1e3;
   s.skipped = nonfinite.skip_step(dp_group, s.step, s.loss, s.grad_norm);
   s.step_ms = seconds_since(t0) * 1e3;
+  s.exposed_ms = s.step_ms - s.compute_ms;
   s.cpu_ms = (process_cpu_seconds() - cpu0) * 1e3;
   const std::int64_t global_batch =
       std::int64_t{plan.micro_batch_size} * plan.grad_accumulation * dp;

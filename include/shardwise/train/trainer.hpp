@@ -29,6 +29,14 @@ struct StepMetrics {
   double cpu_ms = 0;
   // Share of this step's gradient collectives that ran while backward was still computing.
   double comm_hidden_fraction = 0;
+  // Where the wall time went: forward + backward of every micro-batch (waits for param gathers
+  // inside forward included), then the wait for the last gradient collectives, then the
+  // optimizer step. exposed_ms = step_ms - compute_ms: what the step costs beyond computing the
+  // gradients (grad sync not hidden by backward, the optimizer and its param gathers).
+  double compute_ms = 0;
+  double grad_sync_wait_ms = 0;
+  double optimizer_ms = 0;
+  double exposed_ms = 0;
   // Bucket groups whose grad collective had been dispatched before the trainer entered
   // finish_grad_sync (during backward: overlap_grad_reduce); the rest are dispatched there.
   int groups_dispatched_in_backward = 0;

@@ -99,6 +99,20 @@ TEST_P(TrainerOverlap, GradReduceIsDispatchedDuringBackwardOnlyWhenOverlapIsOn) 
 
   expect_bit_identical(overlapped, at_end, "overlap_grad_reduce on vs off");
   expect_bit_identical(overlapped, nothing_overlapped, "all DP overlap on vs off");
+
+  // The step's time split: compute, then the grad-sync wait, then the optimizer, consecutive
+  // parts of step_ms; exposed_ms is what is not compute.
+  for (const Outcome* run : {&overlapped, &at_end}) {
+    for (const StepMetrics& s : run->summary.steps) {
+      EXPECT_GT(s.compute_ms, 0) << "step " << s.step;
+      EXPECT_GE(s.grad_sync_wait_ms, 0) << "step " << s.step;
+      EXPECT_GT(s.optimizer_ms, 0) << "step " << s.step;
+      EXPECT_LE(s.compute_ms + s.grad_sync_wait_ms + s.optimizer_ms, s.step_ms + 1e-9)
+          << "step " << s.step;
+      EXPECT_NEAR(s.exposed_ms, s.step_ms - s.compute_ms, 1e-9) << "step " << s.step;
+      EXPECT_GE(s.exposed_ms, s.grad_sync_wait_ms + s.optimizer_ms - 1e-9) << "step " << s.step;
+    }
+  }
   EXPECT_LT(overlapped.summary.steps.back().loss, overlapped.summary.steps.front().loss)
       << "the model learns";
 }
