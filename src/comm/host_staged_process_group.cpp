@@ -45,7 +45,8 @@ std::size_t StagingPool::allocated_bytes() const {
   return total;
 }
 
-namespace {
+// Named, not anonymous: HostStagedProcessGroup::Plan (declared in the header) holds CopyBacks.
+namespace host_staging_detail {
 
 // A device range to copy back from host staging once the collective has completed.
 struct CopyBack {
@@ -106,7 +107,12 @@ bool bytes_within(const TensorView& part, const TensorView& whole) {
   return part.device == whole.device && p >= w && p + part.nbytes() <= w + whole.nbytes();
 }
 
-}  // namespace
+}  // namespace host_staging_detail
+
+using host_staging_detail::bytes_within;
+using host_staging_detail::CopyBack;
+using host_staging_detail::same_view;
+using host_staging_detail::StagedWork;
 
 // The host stand-ins of one operation's arguments: staging buffers for device views (filled
 // from the device when the operation reads them), and what to copy back afterwards.

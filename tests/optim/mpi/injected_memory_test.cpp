@@ -103,7 +103,7 @@ class TaggedStaging final : public DeviceStaging {
   }
 };
 
-ParamList small_model() {
+ParamList injected_test_model() {
   TransformerConfig c;
   c.name = "tagged-memory";
   c.num_layers = 2;
@@ -140,7 +140,7 @@ void run_steps(DistributedDataParallel& ddp, Optimizer& optimizer, int rank) {
   }
 }
 
-std::vector<unsigned char> param_bytes(const DistributedDataParallel& ddp) {
+std::vector<unsigned char> injected_param_bytes(const DistributedDataParallel& ddp) {
   std::vector<unsigned char> out;
   for (ParamId id = 0; id < ddp.params().size(); ++id) {
     const TensorView v = ddp.param(id);
@@ -152,7 +152,7 @@ std::vector<unsigned char> param_bytes(const DistributedDataParallel& ddp) {
 
 TEST(InjectedMemory, TaggedDevicePathEqualsTheHostPathBitForBit) {
   const ProcessGroupPtr world = init_mpi_world();
-  const ParamList params = small_model();
+  const ParamList params = injected_test_model();
   DistributedDataParallelConfig config;
   config.overlap_grad_reduce = true;
   config.bucket_size = 1500;  // several bucket groups
@@ -184,7 +184,7 @@ TEST(InjectedMemory, TaggedDevicePathEqualsTheHostPathBitForBit) {
   run_steps(*host_ddp, *host_optimizer, world->rank());
   run_steps(*tagged.ddp, *tagged.optimizer, world->rank());
   EXPECT_EQ(tagged.ddp->grad_dispatch_log(), host_ddp->grad_dispatch_log());
-  EXPECT_TRUE(param_bytes(*tagged.ddp) == param_bytes(*host_ddp));
+  EXPECT_TRUE(injected_param_bytes(*tagged.ddp) == injected_param_bytes(*host_ddp));
   EXPECT_EQ(tagged.optimizer->state_dict(), host_optimizer->state_dict());
 
   // The injected interfaces did the work: statistics, clipping, both updates, the state copies.
@@ -200,7 +200,7 @@ TEST(InjectedMemory, TaggedDevicePathEqualsTheHostPathBitForBit) {
 
 TEST(InjectedMemory, HostMathRefusesDeviceBuffers) {
   const ProcessGroupPtr world = init_mpi_world();
-  const ParamList params = small_model();
+  const ParamList params = injected_test_model();
   DistributedDataParallelConfig config;
   auto host_ddp = std::move(
       wrap_with_ddp({params}, OptimizerKind::kLayerWise, config, DataParallelGroups{world, nullptr})
@@ -220,7 +220,7 @@ TEST(InjectedMemory, HostMathRefusesDeviceBuffers) {
 
 TEST(InjectedMemory, DeviceBuffersOverAPlainMpiGroupAreRefused) {
   const ProcessGroupPtr world = init_mpi_world();
-  const ParamList params = small_model();
+  const ParamList params = injected_test_model();
   DistributedDataParallelConfig config;
   auto host_ddp = std::move(
       wrap_with_ddp({params}, OptimizerKind::kLayerWise, config, DataParallelGroups{world, nullptr})

@@ -54,9 +54,15 @@ inline cudaError_t cudaMemcpyAsync(void* dst, const void* src, std::size_t bytes
 namespace shardwise::cuda::emulation {
 
 // A column-major rows x cols operand (leading dimension ld) of `type` as fp32.
-inline std::vector<float> widen(const void* p, cudaDataType type, int ld, int cols) {
-  const auto n = static_cast<std::size_t>(ld) * static_cast<std::size_t>(cols);
-  std::vector<float> v(n);
+// A rows x cols column-major operand with leading dimension ld as fp32. Reads only what cuBLAS
+// reads: the last column ends at row `rows`, so a block at the end of a larger matrix (the
+// batched symmetric products) is not read past its end; the tail of the copy stays zero.
+inline std::vector<float> widen(const void* p, cudaDataType type, int rows, int ld, int cols) {
+  std::vector<float> v(static_cast<std::size_t>(ld) * static_cast<std::size_t>(cols), 0.0f);
+  const std::size_t n = cols == 0
+                            ? 0
+                            : static_cast<std::size_t>(ld) * static_cast<std::size_t>(cols - 1) +
+                                  static_cast<std::size_t>(rows);
   if (type == CUDA_R_32F) {
     std::memcpy(v.data(), p, n * sizeof(float));
   } else {
@@ -77,15 +83,17 @@ inline cublasStatus_t cublasGemmEx(cublasHandle_t, cublasOperation_t op_a, cubla
                                    int ldb, const float* beta, void* c, cudaDataType type_c,
                                    int ldc, cublasComputeType_t, cublasGemmAlgo_t) {
   using namespace shardwise::cuda::emulation;
-  const std::vector<float> av = widen(a, type_a, lda, op_a == CUBLAS_OP_N ? k : m);
-  const std::vector<float> bv = widen(b, type_b, ldb, op_b == CUBLAS_OP_N ? n : k);
+  const std::vector<float> av =
+      op_a == CUBLAS_OP_N ? widen(a, type_a, m, lda, k) : widen(a, type_a, k, lda, m);
+  const std::vector<float> bv =
+      op_b == CUBLAS_OP_N ? widen(b, type_b, k, ldb, n) : widen(b, type_b, n, ldb, k);
   if (type_c == CUDA_R_32F) {
     cblas_sgemm(CblasColMajor, transpose(op_a), transpose(op_b), m, n, k, *alpha, av.data(), lda,
                 bv.data(), ldb, *beta, static_cast<float*>(c), ldc);
     return CUBLAS_STATUS_SUCCESS;
   }
   // A bf16 C: alpha A B + beta C in fp32, rounded once on output.
-  std::vector<float> cv = widen(c, type_c, ldc, n);
+  std::vector<float> cv = widen(c, type_c, m, ldc, n);
   cblas_sgemm(CblasColMajor, transpose(op_a), transpose(op_b), m, n, k, *alpha, av.data(), lda,
               bv.data(), ldb, *beta, cv.data(), ldc);
   auto* out = static_cast<shardwise::bf16_bits*>(c);
