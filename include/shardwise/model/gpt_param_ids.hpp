@@ -16,8 +16,8 @@ struct GptBlockParamIds {
 struct GptParamIds {
   std::vector<GptBlockParamIds> blocks;  // one per layer
   ParamId wte = 0, wpe = 0, lnf_w = 0, lnf_b = 0;
-  ParamId head = 0;  // == wte when the embeddings are tied
-  bool has_wpe = false;  // learned positions (not RoPE)
+  ParamId head = 0;       // == wte when the embeddings are tied
+  bool has_wpe = false;   // learned positions (not RoPE)
   std::size_t count = 0;  // how many parameters the list holds
 };
 
