@@ -27,6 +27,7 @@
 #                                         bin/) without building; DIR/lib goes first on the
 #                                         library path when it exists
 #   --memcheck                            also run test_cuda under compute-sanitizer memcheck
+#   --train-only                          only the `shardwise train` checks (run_train_checks)
 # Environment: GPU_BUILD_DIR (default build-gpu), JOBS (default nproc), GPU_PACK_EXTRA (more
 # binaries of the build to pack, e.g. "test_core bench_mxfp8_codec" for CPU checks there),
 # SHARDWISE_CUDA_ARCHITECTURES (default 90: H100 and H200).
@@ -38,13 +39,14 @@ targets=(test_cuda test_cuda_host_emulation test_nccl_mpi test_cuda_mpi bench_mx
          bench_adamw_cuda bench_newton_schulz_cuda bench_layer_wise_step_cuda bench_train_mfu_cuda
          shardwise)
 
-mode=build prebuilt="" memcheck=0
+mode=build prebuilt="" memcheck=0 train_only=0
 while (($#)); do
   case $1 in
     --pack) mode=pack ;;
     --pack-from) mode=pack_from; build=$(cd "${2:?--pack-from needs a build directory}" && pwd); shift ;;
     --prebuilt) mode=prebuilt; prebuilt=${2:?--prebuilt needs a directory}; shift ;;
     --memcheck) memcheck=1 ;;
+    --train-only) train_only=1 ;;
     *) echo "gpu_check: unknown argument '$1'" >&2; exit 2 ;;
   esac
   shift
@@ -151,8 +153,8 @@ run_bench() {
 }
 
 # `shardwise train` with training.device: cuda against the CPU (scripts/gpu_train_check.py): the
-# main job at 1 rank (fp32: parity with the CPU run) and 2 ranks sharing the GPU (bf16), both at
-# 100% held-out exact match; a CPU checkpoint resumed on the GPU and that run's checkpoint resumed
+# main job at 1 rank in fp32 (parity with the CPU run), at 4 ranks sharing the GPU in fp32 and at
+# 2 in bf16 (100% held-out exact match); a CPU checkpoint resumed on the GPU and that run's checkpoint resumed
 # on the CPU, each continuing where the other was; the text example in bf16 at the CPU run's bits
 # per byte (needs data/fortunes from scripts/prepare_fortunes.py; skipped without it).
 run_train_checks() {
@@ -166,8 +168,10 @@ run_train_checks() {
   fi
   train_run cpu "$sw" train --config "$cfg" --save "$out/ck_cpu" --save-interval 300 || return
   train_run gpu_fp32 "$sw" train --config "$cfg" training.device=cuda || return
-  train_check python3 "$check" accuracy "$out/gpu_fp32.jsonl"
   train_check python3 "$check" parity "$out/cpu.jsonl" "$out/gpu_fp32.jsonl"
+  # The README's main job (4 ranks, global batch 64), every rank on the one GPU.
+  train_run gpu_fp32_np4 "${mpi[@]}" -np 4 "$sw" train --config "$cfg" training.device=cuda &&
+    train_check python3 "$check" accuracy "$out/gpu_fp32_np4.jsonl"
   train_run gpu_bf16_np2 "${mpi[@]}" -np 2 "$sw" train --config "$cfg" training.device=cuda \
     training.precision=bf16 && train_check python3 "$check" accuracy "$out/gpu_bf16_np2.jsonl"
   train_run gpu_resumed "$sw" train --config "$cfg" training.device=cuda --load "$out/ck_cpu" \
@@ -178,7 +182,7 @@ run_train_checks() {
   if [[ -f $root/data/fortunes/train.bin ]]; then
     pushd "$root" >/dev/null  # the config's data paths are relative to the repository root
     train_run text_bf16_np2 "${mpi[@]}" -np 2 "$sw" train --config examples/text.yaml \
-      training.device=cuda training.precision=bf16 --save "$out/ck_text" &&
+      training.device=cuda training.precision=bf16 --save "$out/ck_text" --plot "$out/text.svg" &&
       train_check python3 "$check" bits_per_byte "$out/text_bf16_np2.jsonl" 2.39 0.05 &&
       train_check "$sw" generate --checkpoint "$out/ck_text" --prompt "The " --tokens 80
     popd >/dev/null
@@ -221,6 +225,11 @@ train_check() {
 
 command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total \
   --format=csv,noheader
+if ((train_only)); then
+  run_train_checks
+  echo "gpu_check: $passed passed, $failed failed"
+  exit $((failed > 0))
+fi
 run_tests test_cuda "$bin/test_cuda"
 run_tests test_cuda_host_emulation "$bin/test_cuda_host_emulation"
 # The NCCL group (tests/nccl/mpi): one rank runs every collective and the watchdog; two ranks
