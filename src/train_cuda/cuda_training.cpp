@@ -37,24 +37,7 @@ cuda::GemmPrecision gemm_precision(TrainingPrecision p) {
 }
 
 // The device GPT behind the trainer's interface.
-class DeviceGpt final : public TrainableModel {
- public:
-  DeviceGpt(const GptConfig& config, cuda::GemmPrecision precision)
-      : model_(config, cuda::GptCudaOptions{precision}) {}
-  cuda::GptModelCuda& model() { return model_; }
-  const ParamList& params() const override { return model_.params(); }
-  double forward(const std::int32_t* tokens, const std::int32_t* targets, int batch,
-                 int seq) override {
-    return model_.forward(tokens, targets, batch, seq);
-  }
-  void backward(double loss_scale, const std::function<void(ParamId)>& grad_ready) override {
-    model_.backward(loss_scale, grad_ready);
-  }
-  std::vector<bool> exact_match() const override { return model_.exact_match(); }
-
- private:
-  cuda::GptModelCuda model_;
-};
+using DeviceGpt = TrainableGpt<cuda::GptModelCuda>;
 
 // Groups able to take device views, and the words the run's banner uses for them.
 std::pair<DataParallelGroups, std::string> device_groups(const ParallelGroups& host, int device,
@@ -101,7 +84,8 @@ class CudaTrainingBackend final : public DeviceTrainingBackend {
     auto [groups, collectives] = device_groups(r.groups, info.device, dp);
     DeviceTraining out;
     out.resources = std::make_shared<DataParallelGroups>(groups);
-    auto model = std::make_unique<DeviceGpt>(r.model, gemm_precision(r.config.training.precision));
+    auto model = std::make_unique<DeviceGpt>(
+        r.model, cuda::GptCudaOptions{gemm_precision(r.config.training.precision)});
     const OptimizerConfig& spec = r.config.optimizer;
     cuda::DeviceDataParallel built = cuda::make_device_layer_wise_over(
         model->params(), r.host_ddp.layout(), r.host_ddp.config(), groups, r.groups.data_parallel,

@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "shardwise/layout/param_info.hpp"
@@ -28,7 +30,32 @@ class TrainableModel {
   virtual std::vector<bool> exact_match() const = 0;
 };
 
+// A model with GptModel's methods (the host one, the device one) behind the interface. Model is
+// the model itself (owned, built from the constructor's arguments) or a reference to one owned
+// elsewhere.
+template <typename Model>
+class TrainableGpt final : public TrainableModel {
+ public:
+  template <typename... Args>
+  explicit TrainableGpt(Args&&... args) : model_(std::forward<Args>(args)...) {}
+  std::remove_reference_t<Model>& model() { return model_; }
+  const ParamList& params() const override { return model_.params(); }
+  double forward(const std::int32_t* tokens, const std::int32_t* targets, int batch,
+                 int seq) override {
+    return model_.forward(tokens, targets, batch, seq);
+  }
+  void backward(double loss_scale, const std::function<void(ParamId)>& grad_ready) override {
+    model_.backward(loss_scale, grad_ready);
+  }
+  std::vector<bool> exact_match() const override { return model_.exact_match(); }
+
+ private:
+  Model model_;
+};
+
 // The host model behind the interface (not owned).
-std::unique_ptr<TrainableModel> trainable(GptModel<float>& model);
+inline std::unique_ptr<TrainableModel> trainable(GptModel<float>& model) {
+  return std::make_unique<TrainableGpt<GptModel<float>&>>(model);
+}
 
 }  // namespace shardwise

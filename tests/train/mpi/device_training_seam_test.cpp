@@ -33,24 +33,7 @@ logging: {progress: false}
 )"));
 }
 
-// The host model behind the trainer's interface, owning itself.
-class TwinModel final : public TrainableModel {
- public:
-  explicit TwinModel(const GptConfig& config) : model_(config) {}
-  GptModel<float>& model() { return model_; }
-  const ParamList& params() const override { return model_.params(); }
-  double forward(const std::int32_t* tokens, const std::int32_t* targets, int batch,
-                 int seq) override {
-    return model_.forward(tokens, targets, batch, seq);
-  }
-  void backward(double scale, const std::function<void(ParamId)>& ready) override {
-    model_.backward(scale, ready);
-  }
-  std::vector<bool> exact_match() const override { return model_.exact_match(); }
-
- private:
-  GptModel<float> model_;
-};
+using TwinModel = TrainableGpt<GptModel<float>>;
 
 // A "device" that is host memory: what the CUDA backend builds, with host memory and math.
 class HostTwinBackend final : public DeviceTrainingBackend {
