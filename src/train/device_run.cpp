@@ -1,10 +1,8 @@
 // Trainer steps 2 and 3 on a device (training.device other than cpu): the device check before
 // anything is allocated, then the device's model, DDP and optimizer next to the host mirror.
-#include <exception>
-
 #include "shardwise/core/error.hpp"
 #include "shardwise/train/memory_estimate.hpp"
-#include "shardwise/train/nonfinite_steps.hpp"
+#include "trainer_guards.hpp"
 #include "training_run.hpp"
 
 namespace shardwise::train_detail {
@@ -34,17 +32,13 @@ void require_training_device(TrainingModel& m, const RunContext& run, ProcessGro
   SW_REQUIRE(m.backend != nullptr, ConfigError,
              "training.device: ", to_string(run.config.training.device),
              ": this build of shardwise has no CUDA training (it was built without nvcc)");
-  std::exception_ptr failure;
-  try {
-    check_device(*m.backend, world, m.model_config, run.config,
-                 shards_optimizer_state(m.kind) ? run.dp : 1);
-  } catch (const Error&) {
-    failure = std::current_exception();
-  }
-  const bool everyone_ok = all_ranks_agree(world, failure == nullptr);
-  if (failure) std::rethrow_exception(failure);
-  SW_REQUIRE(everyone_ok, ConfigError,
-             "another rank has no usable device for this run (see its message)");
+  check_on_every_rank(
+      world,
+      [&] {
+        check_device(*m.backend, world, m.model_config, run.config,
+                     shards_optimizer_state(m.kind) ? run.dp : 1);
+      },
+      "another rank has no usable device for this run (see its message)");
 }
 
 void build_device_training(TrainingModel& m, const RunContext& run) {
