@@ -3,13 +3,17 @@ update through param_groups, per-group hyperparameters reach the C++ step, and s
 torch's layout."""
 
 import copy
+import pathlib
 
+import numpy as np
 import pytest
 import torch
 
 import shardwise.torch as sw
+from conftest import run_mpi
 from models import TinyNet, batch
 
+HERE = pathlib.Path(__file__).resolve().parent
 SCHEDULERS = {
     "StepLR": lambda opt: torch.optim.lr_scheduler.StepLR(opt, step_size=5, gamma=0.5),
     "CosineAnnealingLR": lambda opt: torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=20),
@@ -221,3 +225,11 @@ def test_bad_group_value_is_refused_naming_param_and_field():
     model(*batch(0, 8)).backward()
     with pytest.raises(ValueError, match="param 'embed.weight': lr must be >= 0"):
         opt.step()
+
+
+def test_torch_adamw_script_at_dp2_gives_torchs_losses(tmp_path):
+    out = tmp_path / "losses.npz"
+    done = run_mpi(2, HERE / "torch_optim_worker.py", out)
+    assert done.returncode == 0, done.stderr
+    result = np.load(out)
+    np.testing.assert_allclose(result["got"], result["expected"], atol=1e-5, rtol=0)
