@@ -120,7 +120,9 @@ TEST(AdamW, PerParamOverridesWinOverGroupAndDefaults) {
   EXPECT_EQ(by_param.w0, by_group.w0);
   EXPECT_EQ(by_param.w1, by_group.w1);
   // An lr of 0 for one param freezes it (decay included); an empty map restores the groups'.
-  opt.set_param_overrides({{"w1", GroupOverrides{.lr = 0.0}}});
+  GroupOverrides frozen;
+  frozen.lr = 0.0;
+  opt.set_param_overrides({{"w1", frozen}});
   const std::vector<float> w1_frozen = by_param.w1;
   opt.step_with_ready_grads();
   EXPECT_EQ(by_param.w1, w1_frozen);
