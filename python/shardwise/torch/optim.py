@@ -32,6 +32,12 @@ _ADAMW_KINDS = ("distributed", "ddp")
 _MUON_KINDS = ("layer-wise", "legacy-layer-wise")
 
 
+def _wrapped_params(ddp):
+    """(engine name, param) of every param the engine steps, in its param order. The names are
+    the engine's (those of its state and checkpoints), without any wrapper prefix."""
+    return list(ddp._params)
+
+
 def _as_groups(params):
     if isinstance(params, torch.Tensor):
         raise TypeError("params argument given to the optimizer should be an iterable of Tensors "
@@ -70,7 +76,7 @@ class _EngineOptimizer(torch.optim.Optimizer):
 
     def __init__(self, groups, defaults, spec, ddp):
         self.ddp = ddp
-        self._names = {id(p): n for n, p in ddp.named_parameters()}
+        self._names = {id(p): n for n, p in _wrapped_params(ddp)}
         self._engine_ready = False
         self._check_kind()
         super().__init__(groups, defaults)
@@ -103,7 +109,7 @@ class _EngineOptimizer(torch.optim.Optimizer):
 
     def _check_coverage(self):
         listed = {id(p) for g in self.param_groups for p in g["params"]}
-        for n, p in self.ddp.named_parameters():
+        for n, p in _wrapped_params(self.ddp):
             if id(p) not in listed:
                 raise ValueError(f"{self._name}: param '{n}' of the wrapped module is in no param "
                                  "group; the engine steps every trainable param (freeze it with "
@@ -284,7 +290,7 @@ class Muon(_EngineOptimizer):
         super().__init__(groups, defaults, spec, ddp)
 
     def _split_by_use_muon(self, group, ddp):
-        names = {id(p): n for n, p in ddp.named_parameters()}
+        names = {id(p): n for n, p in _wrapped_params(ddp)}
         flags = [self._muon_flags.get(id(p)) for p in group["params"]]
         for p, flag in zip(group["params"], flags):
             if flag is None:
@@ -319,7 +325,7 @@ class Muon(_EngineOptimizer):
 
 def _muon_flags(ddp):
     flags = ddp.engine.muon_params()
-    return {id(p): bool(f) for (_, p), f in zip(ddp.named_parameters(), flags)}
+    return {id(p): bool(f) for (_, p), f in zip(_wrapped_params(ddp), flags)}
 
 
 def muon_public(params, lr=0.02, momentum=0.95, weight_decay=0.0, adamw_lr=3e-4,
