@@ -72,6 +72,12 @@ class TaggedShardMath final : public ShardMath {
                                      OptimizerStateView& view) const override {
     return view.hold(to_host(array.data(), array.size()));
   }
+  void widen(const TensorView& model, float* main) const override {
+    host().widen(untagged(model), main);
+  }
+  void narrow(const float* main, const TensorView& model) const override {
+    host().narrow(main, untagged(model));
+  }
   void adamw_update(const AdamWStepScalars& s, float* param, const float* grad, float* exp_avg,
                     float* exp_avg_sq, std::int64_t n) const override {
     ++adamw_updates;
