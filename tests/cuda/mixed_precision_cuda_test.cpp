@@ -3,6 +3,8 @@
 // call) against the host path's converters (optim::copy_main_to_model / copy_model_to_main):
 // bit for bit, on values that exercise every rounding case (ties to even, overflow to infinity,
 // subnormals, signed zeros, infinities, NaN).
+#include "shardwise/cuda/mixed_precision_cuda.hpp"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -13,7 +15,6 @@
 #include "cuda_test_support.hpp"
 #include "shardwise/cuda/device_buffer.hpp"
 #include "shardwise/cuda/device_memory.hpp"
-#include "shardwise/cuda/mixed_precision_cuda.hpp"
 #include "shardwise/optim/mixed_precision.hpp"
 
 namespace shardwise::cuda {
@@ -36,10 +37,10 @@ std::vector<float> conversion_inputs() {
                          65504.0f,  // fp16 max
                          65520.0f,  // rounds to fp16 infinity
                          -70000.0f,
-                         3.0e38f,  // bf16 rounds up to infinity
-                         1.0f + std::ldexp(1.0f, -8),   // bf16 tie, rounds to even (down)
+                         3.0e38f,                          // bf16 rounds up to infinity
+                         1.0f + std::ldexp(1.0f, -8),      // bf16 tie, rounds to even (down)
                          1.0f + 3 * std::ldexp(1.0f, -8),  // bf16 tie, rounds up
-                         1.0f + std::ldexp(1.0f, -11),  // fp16 tie
+                         1.0f + std::ldexp(1.0f, -11),     // fp16 tie
                          1.0f + 3 * std::ldexp(1.0f, -11)};
   v.insert(v.end(), std::begin(edges), std::end(edges));
   return v;
@@ -107,8 +108,7 @@ TEST(MixedPrecisionCudaErrors, HostViewsAndOtherDtypesAreRefused) {
   EXPECT_THROW(widen_to_main_device({bytes.data(), 4, DType::kUInt8, 0}, main.as<float>()),
                InvalidArgument);
   const DeviceShardMath math(0);
-  EXPECT_THROW(math.narrow(main.as<float>(), {host.data(), 4, DType::kBFloat16}),
-               InvalidArgument);
+  EXPECT_THROW(math.narrow(main.as<float>(), {host.data(), 4, DType::kBFloat16}), InvalidArgument);
 }
 
 INSTANTIATE_TEST_SUITE_P(ModelDTypes, MixedPrecisionCuda,
