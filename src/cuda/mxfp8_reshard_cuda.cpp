@@ -26,9 +26,8 @@ void DeviceMxfp8Quantizer::quantize_into(TensorView input, std::int64_t rows, st
              col_offset, ") does not fit a [", dst.rows, ", ", dst.cols, "] destination");
   SW_REQUIRE(col_offset % kMxfp8BlockSize == 0 &&
                  (cols % kMxfp8BlockSize == 0 || col_offset + cols == dst.cols),
-             InvalidArgument, "quantize_mxfp8_into: columns [", col_offset, ", ",
-             col_offset + cols, ") of ", dst.cols, " are not whole blocks of ",
-             kMxfp8BlockSize);
+             InvalidArgument, "quantize_mxfp8_into: columns [", col_offset, ", ", col_offset + cols,
+             ") of ", dst.cols, " are not whole blocks of ", kMxfp8BlockSize);
   // A separately quantized rectangle has the destination's blocks: it starts on a block boundary
   // and ends on one or at the destination's last (partial) block.
   Mxfp8Options row_major = options;

@@ -19,8 +19,8 @@ class Mxfp8Quantizer {
   virtual Mxfp8Tensor quantize(TensorView input, std::int64_t rows, std::int64_t cols,
                                const Mxfp8Options& options) const = 0;
   // quantize_mxfp8_into's contract.
-  virtual void quantize_into(TensorView input, std::int64_t rows, std::int64_t cols,
-                             Mxfp8View dst, std::int64_t row_offset, std::int64_t col_offset,
+  virtual void quantize_into(TensorView input, std::int64_t rows, std::int64_t cols, Mxfp8View dst,
+                             std::int64_t row_offset, std::int64_t col_offset,
                              const Mxfp8Options& options) const = 0;
 };
 

@@ -34,9 +34,10 @@ RefitBytes refit_weights(const std::vector<std::int64_t>& shape, std::uint32_t s
   for (std::int64_t e : shape) n *= e;
   RefitBytes out(static_cast<std::size_t>(n) * 2);
   for (std::int64_t i = 0; i < n; ++i) {
-    const int exponent = static_cast<int>((seed + static_cast<std::uint32_t>(i / 32) * 7u) % 13) - 6;
-    const float v = std::ldexp(std::sin(0.013f * static_cast<float>(i) + static_cast<float>(seed)),
-                               exponent);
+    const int exponent =
+        static_cast<int>((seed + static_cast<std::uint32_t>(i / 32) * 7u) % 13) - 6;
+    const float v =
+        std::ldexp(std::sin(0.013f * static_cast<float>(i) + static_cast<float>(seed)), exponent);
     const bf16_bits b = float_to_bf16(v);
     std::memcpy(out.data() + 2 * i, &b, 2);
   }
@@ -87,10 +88,9 @@ class Mxfp8RefitCuda : public ::testing::Test {
 
   // The persistent buffers after two refits (different weights) through a transform on
   // `quantizer`.
-  std::map<std::string, std::vector<Mxfp8Tensor>> refit(const std::vector<ParamReshardRequest>& reqs,
-                                                       bool convert_on_send,
-                                                       const Mxfp8Options& options,
-                                                       const Mxfp8QuantizerPtr& quantizer) {
+  std::map<std::string, std::vector<Mxfp8Tensor>> refit(
+      const std::vector<ParamReshardRequest>& reqs, bool convert_on_send,
+      const Mxfp8Options& options, const Mxfp8QuantizerPtr& quantizer) {
     const ReshardPlan plan = plan_reshard(reqs, me);
     std::map<std::string, std::vector<Mxfp8Tensor>> persistent;
     Mxfp8PersistentBuffers views;
