@@ -28,7 +28,8 @@
 //    checked bit for bit in tests/cuda/mixed_precision_cuda_test.cpp).
 //  - AdamW params: equal main params round to equal bits, so still bit-identical when the clip
 //    coefficients agree; otherwise the fp32 bound above plus one 16-bit rounding step of the value
-//    (2^-7 |x| for bf16, 2^-10 |x| for fp16, the spacing of the format at |x|).
+//    (2^-7 |x| for bf16, 2^-10 |x| for fp16, the spacing of the format at |x|; at least 2^-24,
+//    fp16's subnormal spacing).
 //  - Muon params: two round-to-nearest results differ by at most the difference of their inputs
 //    plus each one's rounding error, u |x| (u = 2^-8 bf16, 2^-11 fp16), so the relative distance
 //    of the changes grows by at most 2u: the fp32 bound plus 2^-7 (bf16) or 2^-10 (fp16).
@@ -101,6 +102,10 @@ std::vector<float> device_values(const TensorView& v) {
   cuda::copy_to_host(bytes.data(), v.data, v.nbytes());
   return host_values({bytes.data(), v.numel, v.dtype, TensorView::kHostMemory});
 }
+
+// The spacing of the param dtype's subnormals (fp16's matter at AdamW's step sizes), the absolute
+// floor under rounding_step.
+double smallest_step(DType dtype) { return dtype == DType::kFloat16 ? std::ldexp(1.0, -24) : 0.0; }
 
 // Relative rounding step of the param dtype (0 for fp32, whose main params are the buffer).
 double rounding_step(DType dtype) {
@@ -224,7 +229,9 @@ TEST_P(DeviceLayerWiseByDType, StepsMatchTheHostPath) {
     for (std::int64_t i = 0; i < n; ++i) {
       const double hv = h[static_cast<std::size_t>(i)], dv = d[static_cast<std::size_t>(i)];
       const double tolerance =
-          float_coefficients_agree ? 0.0 : kSteps * adamw.lr * 1e-6 + step16 * std::fabs(hv);
+          float_coefficients_agree
+              ? 0.0
+              : kSteps * adamw.lr * 1e-6 + step16 * std::fabs(hv) + smallest_step(dtype);
       worst_excess = std::max(worst_excess, std::fabs(dv - hv) - tolerance);
     }
     EXPECT_LE(worst_excess, 0.0) << params[id].name << " (AdamW)";
