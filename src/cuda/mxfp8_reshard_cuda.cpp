@@ -16,11 +16,12 @@ Mxfp8Tensor DeviceMxfp8Quantizer::quantize(TensorView input, std::int64_t rows, 
   return quantize_mxfp8_cuda(input, rows, cols, options);
 }
 
-void DeviceMxfp8Quantizer::quantize_into(TensorView input, std::int64_t rows, std::int64_t cols,
-                                         Mxfp8View dst, std::int64_t row_offset,
-                                         std::int64_t col_offset,
-                                         const Mxfp8Options& options) const {
-  SW_REQUIRE(row_offset >= 0 && col_offset >= 0 && rows >= 0 && cols >= 0 &&
+namespace {
+
+// quantize_mxfp8_into's conditions on the rectangle.
+void require_whole_blocks_inside(std::int64_t rows, std::int64_t cols, const Mxfp8View& dst,
+                                 std::int64_t row_offset, std::int64_t col_offset) {
+  SW_REQUIRE(rows >= 0 && cols >= 0 && row_offset >= 0 && col_offset >= 0 &&
                  row_offset + rows <= dst.rows && col_offset + cols <= dst.cols,
              ShapeError, "quantize_mxfp8_into: [", rows, ", ", cols, "] at (", row_offset, ", ",
              col_offset, ") does not fit a [", dst.rows, ", ", dst.cols, "] destination");
@@ -28,12 +29,21 @@ void DeviceMxfp8Quantizer::quantize_into(TensorView input, std::int64_t rows, st
                  (cols % kMxfp8BlockSize == 0 || col_offset + cols == dst.cols),
              InvalidArgument, "quantize_mxfp8_into: columns [", col_offset, ", ", col_offset + cols,
              ") of ", dst.cols, " are not whole blocks of ", kMxfp8BlockSize);
-  // A separately quantized rectangle has the destination's blocks: it starts on a block boundary
-  // and ends on one or at the destination's last (partial) block.
-  Mxfp8Options row_major = options;
-  row_major.layout = Mxfp8ScaleLayout::kRowMajor;
-  const Mxfp8Tensor q = quantize(input, rows, cols, row_major);
+}
+
+}  // namespace
+
+void place_quantized_rectangle(const Mxfp8Tensor& q, Mxfp8View dst, std::int64_t row_offset,
+                               std::int64_t col_offset) {
+  const std::int64_t rows = q.rows, cols = q.cols;
+  require_whole_blocks_inside(rows, cols, dst, row_offset, col_offset);
+  SW_REQUIRE(q.layout == Mxfp8ScaleLayout::kRowMajor, InvalidArgument,
+             "place_quantized_rectangle: the quantized rectangle must have row-major scales");
   const std::int64_t blocks = (cols + kMxfp8BlockSize - 1) / kMxfp8BlockSize;
+  SW_REQUIRE(static_cast<std::int64_t>(q.data.size()) == rows * cols &&
+                 static_cast<std::int64_t>(q.scale.size()) == rows * blocks,
+             ShapeError, "place_quantized_rectangle: ", q.data.size(), " + ", q.scale.size(),
+             " bytes do not hold a [", rows, ", ", cols, "] rectangle");
   const std::int64_t dst_blocks = (dst.cols + kMxfp8BlockSize - 1) / kMxfp8BlockSize;
   const std::int64_t first_block = col_offset / kMxfp8BlockSize;
   for (std::int64_t r = 0; r < rows; ++r) {
@@ -45,6 +55,18 @@ void DeviceMxfp8Quantizer::quantize_into(TensorView input, std::int64_t rows, st
           q.scale[static_cast<std::size_t>(r * blocks + j)];
     }
   }
+}
+
+void DeviceMxfp8Quantizer::quantize_into(TensorView input, std::int64_t rows, std::int64_t cols,
+                                         Mxfp8View dst, std::int64_t row_offset,
+                                         std::int64_t col_offset,
+                                         const Mxfp8Options& options) const {
+  require_whole_blocks_inside(rows, cols, dst, row_offset, col_offset);  // before the kernel
+  // A separately quantized rectangle has the destination's blocks: it starts on a block boundary
+  // and ends on one or at the destination's last (partial) block.
+  Mxfp8Options row_major = options;
+  row_major.layout = Mxfp8ScaleLayout::kRowMajor;
+  place_quantized_rectangle(quantize(input, rows, cols, row_major), dst, row_offset, col_offset);
 }
 
 }  // namespace shardwise::cuda

@@ -28,4 +28,12 @@ class DeviceMxfp8Quantizer final : public Mxfp8Quantizer {
   int device_;
 };
 
+// The host half of quantize_into: copies `q` (row-major scales, quantized from a rectangle that
+// starts on a block boundary and ends on one or at dst's last block) into dst's sub-rectangle at
+// (row_offset, col_offset), scales in dst.layout. The same arguments as quantize_mxfp8_into give
+// the same bytes; ShapeError / InvalidArgument when the rectangle does not fit or is not whole
+// blocks. Runs on the CPU (tests/cuda/mxfp8_reshard_placement_test.cpp checks it without a GPU).
+void place_quantized_rectangle(const Mxfp8Tensor& q, Mxfp8View dst, std::int64_t row_offset,
+                               std::int64_t col_offset);
+
 }  // namespace shardwise::cuda
