@@ -28,8 +28,8 @@ TEST(Mxfp8RectanglePlacement, MatchesQuantizeIntoOnTheCpu) {
       Mxfp8Tensor placed = Mxfp8Tensor::allocate(kRows, kCols, layout);
       std::uint32_t seed = 40;
       for (const PlacedRectangle& r : rectangles) {
-        std::vector<float> input = test::normal_values(
-            static_cast<std::size_t>(r.rows * r.cols), static_cast<float>(seed % 7 + 1), seed);
+        std::vector<float> input = test::normal_values(static_cast<std::size_t>(r.rows * r.cols),
+                                                       static_cast<float>(seed % 7 + 1), seed);
         ++seed;
         const TensorView view{input.data(), r.rows * r.cols, DType::kFloat32};
         Mxfp8Options options;
