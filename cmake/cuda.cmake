@@ -66,7 +66,7 @@ file(GLOB shardwise_cuda_sources CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/cud
      ${PROJECT_SOURCE_DIR}/src/cuda/*.cpp)
 add_library(shardwise_cuda STATIC ${shardwise_cuda_sources})
 target_include_directories(shardwise_cuda PUBLIC ${PROJECT_SOURCE_DIR}/include)
-target_link_libraries(shardwise_cuda PUBLIC shardwise_optim shardwise_model PRIVATE CUDA::cudart CUDA::cublas)
+target_link_libraries(shardwise_cuda PUBLIC shardwise_optim shardwise_model shardwise_reshard PRIVATE CUDA::cudart CUDA::cublas)
 # One (shared) CUDA runtime. Executables that link this library are linked by g++, which adds
 # nvcc's implicit runtime libraries but not their directory: export it.
 set_target_properties(shardwise_cuda PROPERTIES CUDA_RUNTIME_LIBRARY Shared)

@@ -3,7 +3,9 @@
 # Muon, grad stats, the device GPT's forward and backward, each against the CPU path;
 # test_cuda_host_emulation, the same host code on CPU stand-ins; test_nccl_mpi, the NCCL process
 # group at 1 and 2 ranks; test_cuda_mpi under mpirun -np 1/2/4, device DDP + layer-wise optimizer
-# against the host path with every rank on the one GPU) and every GPU benchmark (bench/cuda), and
+# against the host path with fp32 / bf16 / fp16 param buffers and MXFP8 refit quantized on the
+# GPU against the CPU transform, every rank on the one GPU) and every GPU benchmark (bench/cuda),
+# and
 # ends with
 #   gpu_check: N passed, M failed
 # followed by the benchmarks' `bench:` lines. N and M count test cases (gtest) plus one per
@@ -236,8 +238,9 @@ run_tests test_cuda_host_emulation "$bin/test_cuda_host_emulation"
 # each take a GPU, or share the only one (the own-GPU check says so and the collectives skip).
 run_mpi_tests test_nccl_mpi_np1 1 "$bin/test_nccl_mpi"
 run_mpi_tests test_nccl_mpi_np2 2 "$bin/test_nccl_mpi"
-# Device DDP + layer-wise optimizer against the host path, every rank on the one GPU (host-staged
-# MPI collectives).
+# Device DDP + layer-wise optimizer against the host path (fp32, bf16 and fp16 param buffers) and
+# MXFP8 refit on the GPU against the CPU transform, every rank on the one GPU (host-staged MPI
+# collectives).
 for np in 1 2 4; do
   run_mpi_tests test_cuda_mpi_np$np $np "$bin/test_cuda_mpi"
 done

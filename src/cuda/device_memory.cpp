@@ -5,6 +5,7 @@
 #include "cuda_status.hpp"
 #include "shardwise/core/error.hpp"
 #include "shardwise/cuda/adamw_cuda.hpp"
+#include "shardwise/cuda/mixed_precision_cuda.hpp"
 #include "shardwise/cuda/muon_cuda.hpp"
 #include "shardwise/optim/optimizer.hpp"
 #include "shardwise/optim/optimizer_state_view.hpp"
@@ -142,6 +143,16 @@ std::vector<float> DeviceShardMath::to_host(const float* values, std::int64_t n)
 std::span<const float> DeviceShardMath::view_values(const optim::FloatArray& array,
                                                     optim::OptimizerStateView& view) const {
   return view.hold(to_host(array.data(), array.size()));
+}
+
+void DeviceShardMath::widen(const TensorView& model, float* main) const {
+  require_device_view(model, device_, "DeviceShardMath::widen");
+  widen_to_main_device(model, main);
+}
+
+void DeviceShardMath::narrow(const float* main, const TensorView& model) const {
+  require_device_view(model, device_, "DeviceShardMath::narrow");
+  narrow_from_main_device(main, model);
 }
 
 void DeviceShardMath::adamw_update(const optim::AdamWStepScalars& scalars, float* param,

@@ -9,7 +9,8 @@ namespace shardwise::optim {
 
 std::vector<BucketGroupMainParams> split_by_bucket_group(const DistributedDataParallel& ddp,
                                                          const BufferSelector& manages,
-                                                         const std::vector<OwnedSlice>& slices) {
+                                                         const std::vector<OwnedSlice>& slices,
+                                                         const ShardMathPtr& math) {
   const auto& groups = ddp.bucket_groups();
   // Groups are indexed in backprop order; forward meets them from the last index down.
   std::vector<int> forward;
@@ -29,7 +30,7 @@ std::vector<BucketGroupMainParams> split_by_bucket_group(const DistributedDataPa
   std::vector<BucketGroupMainParams> out;
   out.reserve(forward.size());
   for (std::size_t i = 0; i < forward.size(); ++i) {
-    out.push_back(BucketGroupMainParams{forward[i], MainParams(std::move(parts[i]))});
+    out.push_back(BucketGroupMainParams{forward[i], MainParams(std::move(parts[i]), math)});
   }
   return out;
 }
@@ -109,7 +110,7 @@ DistributedOptimizer::DistributedOptimizer(DistributedDataParallel& ddp, BufferS
       manages_(std::move(manages)),
       overlap_with_step_(overlap_param_gather_with_optimizer_step),
       slices_(local_slices(ddp, manages_)),
-      by_group_(split_by_bucket_group(ddp_, manages_, slices_)) {
+      by_group_(split_by_bucket_group(ddp_, manages_, slices_, math_)) {
   SW_REQUIRE(!overlap_with_step_ || ddp_.config().reduce_scatter_grads(), InvalidArgument,
              "overlap_param_gather_with_optimizer_step needs DDP with use_distributed_optimizer");
   require_slices_in_memory(slices_, *math_);

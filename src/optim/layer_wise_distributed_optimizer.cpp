@@ -73,7 +73,7 @@ LayerWiseDistributedOptimizer::LayerWiseDistributedOptimizer(
       overlap_with_step_(overlap_param_gather_with_optimizer_step),
       owners_(compute_owners(ddp_, manages_, legacy_)),
       slices_(local_params()),
-      by_group_(split_by_bucket_group(ddp_, manages_, slices_)) {
+      by_group_(split_by_bucket_group(ddp_, manages_, slices_, math_)) {
   require_slices_in_memory(slices_, *math_);
   for (const auto& buffer : ddp_.buffers()) {
     const ProcessGroupPtr& replica = ddp_.replica_group_for(buffer->key());

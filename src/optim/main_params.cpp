@@ -1,10 +1,9 @@
 #include "shardwise/optim/main_params.hpp"
 
 #include <numeric>
-#include <span>
+#include <utility>
 
 #include "shardwise/core/error.hpp"
-#include "shardwise/optim/mixed_precision.hpp"
 
 namespace shardwise::optim {
 
@@ -14,7 +13,8 @@ bool OwnedSlice::whole() const {
   return offset == 0 && count == numel;
 }
 
-MainParams::MainParams(std::vector<OwnedSlice> slices) : slices_(std::move(slices)) {
+MainParams::MainParams(std::vector<OwnedSlice> slices, ShardMathPtr math)
+    : slices_(std::move(slices)), math_(std::move(math)) {
   copies_.resize(slices_.size());
   for (std::size_t i = 0; i < slices_.size(); ++i) {
     const OwnedSlice& s = slices_[i];
@@ -24,15 +24,10 @@ MainParams::MainParams(std::vector<OwnedSlice> slices) : slices_(std::move(slice
     SW_REQUIRE(s.model_param.numel == s.count && s.grad.numel == s.count, InvalidArgument,
                "param '", s.name, "': owned slice of ", s.count, " elements but views of ",
                s.model_param.numel, " / ", s.grad.numel);
-    // The fp32 master copy of a 16-bit buffer is host memory; device buffers keep fp32 params
-    // (their main params are the buffer itself).
-    SW_REQUIRE(!s.model_param.on_device() || s.model_param.dtype == DType::kFloat32,
-               InvalidArgument, "param '", s.name, "': its ", dtype_name(s.model_param.dtype),
-               " param buffer is on CUDA device ", s.model_param.device,
-               "; device buffers need fp32 params (no device master copies yet)");
+    math_->require_same_memory(s.model_param.device, str_cat("param '", s.name, "'"));
     if (s.model_param.dtype != DType::kFloat32) {
-      copies_[i].resize(static_cast<std::size_t>(s.count));
-      optim::copy_model_to_main(s.model_param, std::span<float>(copies_[i]));
+      copies_[i] = math_->zeros(s.count);
+      math_->widen(s.model_param, copies_[i].data());
     }
   }
 }
@@ -42,7 +37,7 @@ OptimParam MainParams::optim_param(std::size_t index) {
   OptimParam p;
   p.name = s.name;
   p.shape = s.whole() ? s.shape : std::vector<std::int64_t>{s.count};
-  p.main_param = copies_[index].empty() ? s.model_param.as<float>() : copies_[index].data();
+  p.main_param = has_copy(index) ? copies_[index].data() : s.model_param.as<float>();
   p.grad = s.grad.as<float>();
   if (s.whole()) p.qkv_split = s.qkv_split;
   return p;
@@ -50,16 +45,13 @@ OptimParam MainParams::optim_param(std::size_t index) {
 
 void MainParams::copy_main_to_model() {
   for (std::size_t i = 0; i < slices_.size(); ++i) {
-    if (!copies_[i].empty())
-      optim::copy_main_to_model(std::span<const float>(copies_[i]), slices_[i].model_param);
+    if (has_copy(i)) math_->narrow(copies_[i].data(), slices_[i].model_param);
   }
 }
 
 void MainParams::copy_model_to_main() {
   for (std::size_t i = 0; i < slices_.size(); ++i) {
-    if (!copies_[i].empty()) {
-      optim::copy_model_to_main(slices_[i].model_param, std::span<float>(copies_[i]));
-    }
+    if (has_copy(i)) math_->widen(slices_[i].model_param, copies_[i].data());
   }
 }
 

@@ -6,6 +6,7 @@
 #include "shardwise/core/tensor_view.hpp"
 #include "shardwise/optim/adamw.hpp"
 #include "shardwise/optim/grad_stats.hpp"
+#include "shardwise/optim/mixed_precision.hpp"
 #include "shardwise/optim/muon.hpp"
 #include "shardwise/optim/optimizer_state_view.hpp"
 
@@ -50,6 +51,13 @@ class HostShardMath final : public ShardMath {
   std::span<const float> view_values(const FloatArray& array,
                                      OptimizerStateView& /*view*/) const override {
     return {array.data(), static_cast<std::size_t>(array.size())};
+  }
+
+  void widen(const TensorView& model, float* main) const override {
+    copy_model_to_main(model, {main, static_cast<std::size_t>(model.numel)});
+  }
+  void narrow(const float* main, const TensorView& model) const override {
+    copy_main_to_model({main, static_cast<std::size_t>(model.numel)}, model);
   }
 
   void adamw_update(const AdamWStepScalars& scalars, float* param, const float* grad,

@@ -65,12 +65,15 @@ void require_block_aligned(const std::string& param, const ReshardSlice& slice, 
 Mxfp8ReshardTransform::Mxfp8ReshardTransform(std::set<std::string> convertible_params,
                                              Mxfp8PersistentBuffers persistent_buffers,
                                              std::string buffer_key_prefix, bool convert_on_send,
-                                             Mxfp8Options options)
+                                             Mxfp8Options options, Mxfp8QuantizerPtr quantizer)
     : convertible_(std::move(convertible_params)),
       buffers_(std::move(persistent_buffers)),
       prefix_(std::move(buffer_key_prefix)),
       convert_on_send_(convert_on_send),
-      options_(options) {}
+      options_(options),
+      quantizer_(std::move(quantizer)) {
+  SW_REQUIRE(quantizer_ != nullptr, InvalidArgument, "MXFP8 reshard: no quantizer given");
+}
 
 bool Mxfp8ReshardTransform::should_transform(const std::string& param) const {
   return convertible_.count(param) != 0;
@@ -114,7 +117,7 @@ std::vector<WireTensor> Mxfp8ReshardTransform::prepare_send(const std::string& p
   }
   Mxfp8Options opts = options_;
   opts.layout = Mxfp8ScaleLayout::kRowMajor;  // the wire form; the receiver re-lays it out
-  Mxfp8Tensor q = quantize_mxfp8(piece.view(), matrix_rows(pe), matrix_cols(pe), opts);
+  Mxfp8Tensor q = quantizer_->quantize(piece.view(), matrix_rows(pe), matrix_cols(pe), opts);
   std::vector<WireTensor> out;
   out.push_back(WireTensor::adopt(std::move(q.data), DType::kFloat8E4M3));
   out.push_back(WireTensor::adopt(std::move(q.scale), DType::kFloat8E8M0));
@@ -207,8 +210,8 @@ void Mxfp8ReshardTransform::quantize_received(const std::string& param, const Re
       slice.local, box, [&](std::int64_t piece_row, std::int64_t box_row, std::int64_t rows) {
         const std::byte* run = bytes + static_cast<std::size_t>(piece_row * piece_cols) * elem;
         if (whole) {
-          quantize_mxfp8_into({const_cast<std::byte*>(run), rows * piece_cols, piece.dtype}, rows,
-                              piece_cols, dst, box_row, c0, options_);
+          quantizer_->quantize_into({const_cast<std::byte*>(run), rows * piece_cols, piece.dtype},
+                                    rows, piece_cols, dst, box_row, c0, options_);
           return;
         }
         const std::int64_t mid = tail_start - head_end;
@@ -220,8 +223,8 @@ void Mxfp8ReshardTransform::quantize_received(const std::string& param, const Re
                         run + static_cast<std::size_t>(r * piece_cols + (head_end - c0)) * elem,
                         static_cast<std::size_t>(mid) * elem);
           }
-          quantize_mxfp8_into({packed.data(), rows * mid, piece.dtype}, rows, mid, dst, box_row,
-                              head_end, options_);
+          quantizer_->quantize_into({packed.data(), rows * mid, piece.dtype}, rows, mid, dst,
+                                    box_row, head_end, options_);
         }
         auto* staging = reinterpret_cast<std::byte*>(partial->staging.data());
         const std::int64_t box_blocks = (C + kBlock - 1) / kBlock;
@@ -241,9 +244,10 @@ void Mxfp8ReshardTransform::quantize_received(const std::string& param, const Re
             SW_CHECK(count <= block_len, "MXFP8 reshard: param ", param, " block (", row, ", ",
                      block, ") received ", static_cast<int>(count), " of ", block_len, " elements");
             if (count == block_len) {
-              quantize_mxfp8_into({staging + static_cast<std::size_t>(row * C + block_start) * elem,
-                                   block_len, piece.dtype},
-                                  1, block_len, dst, row, block_start, options_);
+              quantizer_->quantize_into(
+                  {staging + static_cast<std::size_t>(row * C + block_start) * elem, block_len,
+                   piece.dtype},
+                  1, block_len, dst, row, block_start, options_);
               count = 0;  // ready for the next refit
             }
           }

@@ -133,7 +133,8 @@ void add_destination_views(InferenceTensor& t, const std::vector<Box>& boxes,
 }  // namespace
 
 RefitEngine::RefitEngine(ProcessGroupPtr group, std::vector<RefitParam> params,
-                         RefitTopology topology, RefitMode mode, Mxfp8Options mxfp8_options)
+                         RefitTopology topology, RefitMode mode, Mxfp8Options mxfp8_options,
+                         Mxfp8QuantizerPtr quantizer)
     : group_(std::move(group)),
       params_(std::move(params)),
       topology_(topology),
@@ -173,8 +174,9 @@ RefitEngine::RefitEngine(ProcessGroupPtr group, std::vector<RefitParam> params,
     }
   }
   if (mode_ != RefitMode::kBf16) {
-    transform_ = std::make_unique<Mxfp8ReshardTransform>(
-        convertible, mxfp8_buffers_, "", mode_ == RefitMode::kMxfp8ConvertOnSend, mxfp8_options_);
+    transform_ = std::make_unique<Mxfp8ReshardTransform>(convertible, mxfp8_buffers_, "",
+                                                         mode_ == RefitMode::kMxfp8ConvertOnSend,
+                                                         mxfp8_options_, std::move(quantizer));
   }
 }
 

@@ -54,6 +54,10 @@ class DeviceShardMath final : public optim::ShardMath {
   std::span<const float> view_values(const optim::FloatArray& array,
                                      optim::OptimizerStateView& view) const override;
 
+  // Conversion kernels (mixed_precision_cuda.hpp); InvalidArgument for a view on another device.
+  void widen(const TensorView& model, float* main) const override;
+  void narrow(const float* main, const TensorView& model) const override;
+
   void adamw_update(const optim::AdamWStepScalars& scalars, float* param, const float* grad,
                     float* exp_avg, float* exp_avg_sq, std::int64_t n) const override;
   std::unique_ptr<optim::MuonMatrixStep> make_muon_step(

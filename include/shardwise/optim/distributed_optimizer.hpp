@@ -32,7 +32,8 @@ struct BucketGroupMainParams {
 // in forward order; each slice goes to the group holding its param, keeping the slices' order.
 std::vector<BucketGroupMainParams> split_by_bucket_group(const DistributedDataParallel& ddp,
                                                          const BufferSelector& manages,
-                                                         const std::vector<OwnedSlice>& slices);
+                                                         const std::vector<OwnedSlice>& slices,
+                                                         const ShardMathPtr& math);
 
 // The OptimParams of the selected slices, in the order of `slices`, viewing the main copies
 // held by `groups` (built from the same slices).

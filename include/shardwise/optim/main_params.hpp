@@ -1,7 +1,8 @@
 // The slices of model parameters one rank's distributed optimizer owns, and their fp32 main
 // copies. When the param buffer is fp32 the main param IS the buffer slice (no copy: the update
 // lands in the buffer and the all-gather ships it); for bf16/fp16 buffers an fp32 master copy is
-// kept and written back (round-to-nearest-even) after each step.
+// kept in the optimizer's memory (host or device, its ShardMath) and written back
+// (round-to-nearest-even) after each step.
 #pragma once
 
 #include <cstdint>
@@ -11,6 +12,7 @@
 #include "shardwise/core/tensor_view.hpp"
 #include "shardwise/layout/param_info.hpp"
 #include "shardwise/optim/optimizer.hpp"
+#include "shardwise/optim/shard_math.hpp"
 
 namespace shardwise::optim {
 
@@ -30,8 +32,8 @@ struct OwnedSlice {
 class MainParams {
  public:
   // Throws InvalidArgument naming the param when a grad view is not fp32 (the distributed
-  // optimizers need grad_reduce_in_fp32) or sizes disagree.
-  explicit MainParams(std::vector<OwnedSlice> slices);
+  // optimizers need grad_reduce_in_fp32), sizes disagree, or a view is not in `math`'s memory.
+  MainParams(std::vector<OwnedSlice> slices, ShardMathPtr math);
   MainParams(MainParams&&) = default;
 
   const std::vector<OwnedSlice>& slices() const { return slices_; }
@@ -53,9 +55,13 @@ class MainParams {
 
  private:
   OptimParam optim_param(std::size_t index);
+  bool has_copy(std::size_t index) const {
+    return slices_[index].model_param.dtype != DType::kFloat32;
+  }
 
   std::vector<OwnedSlice> slices_;
-  std::vector<std::vector<float>> copies_;  // per slice; empty when the buffer is fp32
+  ShardMathPtr math_;
+  std::vector<FloatArray> copies_;  // per slice, in math_'s memory; empty when the buffer is fp32
 };
 
 }  // namespace shardwise::optim

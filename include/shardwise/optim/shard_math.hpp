@@ -12,6 +12,10 @@
 #include <string>
 #include <vector>
 
+namespace shardwise {
+struct TensorView;
+}
+
 namespace shardwise::optim {
 
 struct AdamWStepScalars;
@@ -63,6 +67,13 @@ class ShardMath {
   // `view` otherwise.
   virtual std::span<const float> view_values(const FloatArray& array,
                                              OptimizerStateView& view) const = 0;
+
+  // --- mixed precision: fp32 main params of 16-bit model params (views in this math's memory) ---
+  // main[i] = model[i] for a bf16, fp16 or fp32 `model` view (exact).
+  virtual void widen(const TensorView& model, float* main) const = 0;
+  // model[i] = main[i] rounded to nearest even (fp16 overflows to infinity), the CPU converters'
+  // bits (core/float_convert.hpp) on every implementation.
+  virtual void narrow(const float* main, const TensorView& model) const = 0;
 
   // --- updates ---
   virtual void adamw_update(const AdamWStepScalars& scalars, float* param, const float* grad,

@@ -17,6 +17,9 @@
 //    bf16. Both sides need the transform. Pieces must be block aligned relative to the
 //    destination box: last-dim start a multiple of 32 and stop a multiple of 32 or the box end;
 //    InvalidArgument naming the param and slice otherwise (raised before anything is sent).
+//
+// The quantization itself (both modes) goes through an Mxfp8Quantizer: the CPU codec by default,
+// the GPU kernels with cuda::DeviceMxfp8Quantizer (same bits).
 #pragma once
 
 #include <map>
@@ -26,6 +29,7 @@
 #include <vector>
 
 #include "shardwise/core/mxfp8.hpp"
+#include "shardwise/reshard/mxfp8_quantizer.hpp"
 #include "shardwise/reshard/reshard_transform.hpp"
 
 namespace shardwise {
@@ -38,7 +42,8 @@ class Mxfp8ReshardTransform final : public ReshardTransform {
   Mxfp8ReshardTransform(std::set<std::string> convertible_params,
                         Mxfp8PersistentBuffers persistent_buffers,
                         std::string buffer_key_prefix = "", bool convert_on_send = false,
-                        Mxfp8Options options = {});
+                        Mxfp8Options options = {},
+                        Mxfp8QuantizerPtr quantizer = host_mxfp8_quantizer());
 
   bool should_transform(const std::string& param) const override;
   std::vector<WireTensor> prepare_send(const std::string& param, const ReshardSlice& src_slice,
@@ -68,6 +73,7 @@ class Mxfp8ReshardTransform final : public ReshardTransform {
   std::string prefix_;
   bool convert_on_send_;
   Mxfp8Options options_;
+  Mxfp8QuantizerPtr quantizer_;
   std::map<std::pair<std::string, int>, PartialBlocks> partial_;
 };
 

@@ -85,9 +85,11 @@ struct RefitStats {
 // buffers once, in the constructor; every refit writes into the same memory.
 class RefitEngine {
  public:
-  // Collective-free. `group` must have at least topology.num_ranks() ranks.
+  // Collective-free. `group` must have at least topology.num_ranks() ranks. `quantizer` runs the
+  // MXFP8 modes' quantization (the CPU codec, or cuda::DeviceMxfp8Quantizer for the GPU).
   RefitEngine(ProcessGroupPtr group, std::vector<RefitParam> params, RefitTopology topology,
-              RefitMode mode, Mxfp8Options mxfp8_options = {});
+              RefitMode mode, Mxfp8Options mxfp8_options = {},
+              Mxfp8QuantizerPtr quantizer = host_mxfp8_quantizer());
 
   bool is_train_rank() const;
   bool is_inference_rank() const;

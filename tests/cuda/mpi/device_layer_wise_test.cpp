@@ -20,6 +20,19 @@
 //    so per-step differences add up and never feed back: we allow kSteps * 0.1 * sqrt(k) * 2^-12
 //    relative distance between the two paths' param changes over the run (weight decay is the
 //    same on both and negligible next to the updates).
+//
+// bf16 / fp16 param buffers (fp32 main params in the optimizer's memory, rounded to nearest even
+// into the buffer after each step, on the device by the conversion kernels):
+//  - The main params are widened from the buffers when the optimizer is built, before the test
+//    can write values, so 16-bit params start at zero on both paths (the conversion itself is
+//    checked bit for bit in tests/cuda/mixed_precision_cuda_test.cpp).
+//  - AdamW params: equal main params round to equal bits, so still bit-identical when the clip
+//    coefficients agree; otherwise the fp32 bound above plus one 16-bit rounding step of the value
+//    (2^-7 |x| for bf16, 2^-10 |x| for fp16, the spacing of the format at |x|; at least 2^-24,
+//    fp16's subnormal spacing).
+//  - Muon params: two round-to-nearest results differ by at most the difference of their inputs
+//    plus each one's rounding error, u |x| (u = 2^-8 bf16, 2^-11 fp16), so the relative distance
+//    of the changes grows by at most 2u: the fp32 bound plus 2^-7 (bf16) or 2^-10 (fp16).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -30,19 +43,21 @@
 #include "shardwise/comm/device_mapping.hpp"
 #include "shardwise/comm/host_staged_process_group.hpp"
 #include "shardwise/comm/mpi_process_group.hpp"
+#include "shardwise/core/float_convert.hpp"
 #include "shardwise/cuda/device_buffer.hpp"
 #include "shardwise/cuda/device_data_parallel.hpp"
 #include "shardwise/cuda/mxfp8_cuda.hpp"
 #include "shardwise/layout/model_zoo.hpp"
 #include "shardwise/optim/data_parallel_setup.hpp"
 #include "shardwise/optim/layer_wise_distributed_optimizer.hpp"
+#include "shardwise/optim/mixed_precision.hpp"
 
 namespace shardwise {
 namespace {
 
 constexpr int kSteps = 3;
 
-ParamList small_model() {
+ParamList small_model(DType dtype = DType::kFloat32) {
   TransformerConfig c;
   c.name = "device-layer-wise";
   c.num_layers = 2;
@@ -50,7 +65,7 @@ ParamList small_model() {
   c.ffn_hidden_size = 128;
   c.num_attention_heads = 4;
   c.vocab_size = 96;
-  c.dtype = DType::kFloat32;
+  c.dtype = dtype;
   return generate_transformer_params(c);
 }
 
@@ -75,10 +90,33 @@ float initial_value(ParamId id, std::int64_t i) {
   return 0.05f * std::sin(0.37f * static_cast<float>(i) + static_cast<float>(id));
 }
 
-std::vector<float> device_values(const TensorView& v) {
+// The values of a host view (fp32, bf16 or fp16), widened exactly to fp32.
+std::vector<float> host_values(const TensorView& v) {
   std::vector<float> out(static_cast<std::size_t>(v.numel));
-  cuda::copy_to_host(out.data(), v.data, v.nbytes());
+  optim::copy_model_to_main(v, out);
   return out;
+}
+
+std::vector<float> device_values(const TensorView& v) {
+  std::vector<std::byte> bytes(v.nbytes());
+  cuda::copy_to_host(bytes.data(), v.data, v.nbytes());
+  return host_values({bytes.data(), v.numel, v.dtype, TensorView::kHostMemory});
+}
+
+// The spacing of the param dtype's subnormals (fp16's matter at AdamW's step sizes), the absolute
+// floor under rounding_step.
+double smallest_step(DType dtype) { return dtype == DType::kFloat16 ? std::ldexp(1.0, -24) : 0.0; }
+
+// Relative rounding step of the param dtype (0 for fp32, whose main params are the buffer).
+double rounding_step(DType dtype) {
+  switch (dtype) {
+    case DType::kBFloat16:
+      return std::ldexp(1.0, -7);
+    case DType::kFloat16:
+      return std::ldexp(1.0, -10);
+    default:
+      return 0.0;
+  }
 }
 
 struct Paths {
@@ -106,18 +144,26 @@ Paths make_paths(const ParamList& params, const ProcessGroupPtr& world, int devi
   p.device.optimizer->set_step_options(step_options);
   for (ParamId id = 0; id < params.size(); ++id) {
     const TensorView h = p.host_ddp->param(id);
-    for (std::int64_t i = 0; i < h.numel; ++i) h.as<float>()[i] = initial_value(id, i);
     const TensorView d = p.device.ddp->param(id);
     EXPECT_EQ(d.device, device);
+    if (h.dtype != DType::kFloat32) continue;  // 16-bit params start at zero (see the top)
+    for (std::int64_t i = 0; i < h.numel; ++i) h.as<float>()[i] = initial_value(id, i);
     cuda::copy_to_device(d.data, h.data, h.nbytes());
   }
   return p;
 }
 
-TEST(DeviceLayerWise, StepsMatchTheHostPath) {
+class DeviceLayerWiseByDType : public ::testing::TestWithParam<DType> {};
+
+TEST_P(DeviceLayerWiseByDType, StepsMatchTheHostPath) {
   SW_SKIP_WITHOUT_GPU();
   const ProcessGroupPtr world = init_mpi_world();
-  const ParamList params = small_model();
+  const DType dtype = GetParam();
+  const ParamList params = small_model(dtype);
+  const double step16 = rounding_step(dtype);
+  const auto start_value = [dtype](ParamId id, std::int64_t i) {
+    return dtype == DType::kFloat32 ? static_cast<double>(initial_value(id, i)) : 0.0;
+  };
   optim::MuonOptions muon;
   muon.lr = 0.01;
   optim::AdamWOptions adamw;
@@ -157,32 +203,38 @@ TEST(DeviceLayerWise, StepsMatchTheHostPath) {
 
   int muon_params = 0, adamw_params = 0;
   for (ParamId id = 0; id < params.size(); ++id) {
-    const TensorView h = host.param(id);
+    ASSERT_EQ(host.param(id).dtype, dtype);
+    ASSERT_EQ(dev.param(id).dtype, dtype);
+    const std::vector<float> h = host_values(host.param(id));
     const std::vector<float> d = device_values(dev.param(id));
+    const auto n = static_cast<std::int64_t>(h.size());
     if (is_managed_by_layer_wise_optimizer(params[id])) {
       ++muon_params;
       double diff = 0.0, change = 0.0;  // of the param changes over the run
-      for (std::int64_t i = 0; i < h.numel; ++i) {
-        const double start = initial_value(id, i);
-        const double host_change = h.as<float>()[i] - start;
+      for (std::int64_t i = 0; i < n; ++i) {
+        const double start = start_value(id, i);
+        const double host_change = h[static_cast<std::size_t>(i)] - start;
         const double device_change = d[static_cast<std::size_t>(i)] - start;
         diff += (device_change - host_change) * (device_change - host_change);
         change += host_change * host_change;
       }
       const double k = static_cast<double>(std::max(params[id].shape[0], params[id].shape[1]));
-      const double allowed = kSteps * 0.1 * std::sqrt(k) * std::ldexp(1.0, -12);
+      const double allowed = kSteps * 0.1 * std::sqrt(k) * std::ldexp(1.0, -12) + step16;
       ASSERT_GT(change, 0.0) << params[id].name;
       EXPECT_LE(std::sqrt(diff / change), allowed) << params[id].name << " (Muon)";
       continue;
     }
     ++adamw_params;
-    const double tolerance = float_coefficients_agree ? 0.0 : kSteps * adamw.lr * 1e-6;
-    double worst = 0.0;
-    for (std::int64_t i = 0; i < h.numel; ++i) {
-      worst = std::max(
-          worst, std::fabs(static_cast<double>(d[static_cast<std::size_t>(i)]) - h.as<float>()[i]));
+    double worst_excess = 0.0;  // how far beyond its tolerance the worst element is
+    for (std::int64_t i = 0; i < n; ++i) {
+      const double hv = h[static_cast<std::size_t>(i)], dv = d[static_cast<std::size_t>(i)];
+      const double tolerance =
+          float_coefficients_agree
+              ? 0.0
+              : kSteps * adamw.lr * 1e-6 + step16 * std::fabs(hv) + smallest_step(dtype);
+      worst_excess = std::max(worst_excess, std::fabs(dv - hv) - tolerance);
     }
-    EXPECT_LE(worst, tolerance) << params[id].name << " (AdamW)";
+    EXPECT_LE(worst_excess, 0.0) << params[id].name << " (AdamW)";
   }
   EXPECT_GT(muon_params, 0);
   EXPECT_GT(adamw_params, 0);
@@ -202,6 +254,12 @@ TEST(DeviceLayerWise, StepsMatchTheHostPath) {
     }
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(ParamDTypes, DeviceLayerWiseByDType,
+                         ::testing::Values(DType::kFloat32, DType::kBFloat16, DType::kFloat16),
+                         [](const ::testing::TestParamInfo<DType>& info) {
+                           return std::string(dtype_name(info.param));
+                         });
 
 TEST(DeviceLayerWise, StagingBuffersAreReusedAfterTheFirstStep) {
   SW_SKIP_WITHOUT_GPU();

@@ -72,6 +72,16 @@ class TaggedShardMath final : public ShardMath {
                                      OptimizerStateView& view) const override {
     return view.hold(to_host(array.data(), array.size()));
   }
+  void widen(const TensorView& model, float* main) const override {
+    EXPECT_EQ(model.device, kTaggedDevice);
+    ++widenings;
+    host().widen(untagged(model), main);
+  }
+  void narrow(const float* main, const TensorView& model) const override {
+    EXPECT_EQ(model.device, kTaggedDevice);
+    ++narrowings;
+    host().narrow(main, untagged(model));
+  }
   void adamw_update(const AdamWStepScalars& s, float* param, const float* grad, float* exp_avg,
                     float* exp_avg_sq, std::int64_t n) const override {
     ++adamw_updates;
@@ -82,7 +92,8 @@ class TaggedShardMath final : public ShardMath {
     return host().make_muon_step(options);
   }
 
-  mutable int statistics = 0, scalings = 0, state_copies = 0, adamw_updates = 0, muon_steppers = 0;
+  mutable int statistics = 0, scalings = 0, state_copies = 0, adamw_updates = 0, muon_steppers = 0,
+              widenings = 0, narrowings = 0;
 
  private:
   static const ShardMath& host() { return *host_shard_math(); }
@@ -103,7 +114,7 @@ class TaggedStaging final : public DeviceStaging {
   }
 };
 
-ParamList injected_test_model() {
+ParamList injected_test_model(DType dtype = DType::kFloat32) {
   TransformerConfig c;
   c.name = "tagged-memory";
   c.num_layers = 2;
@@ -111,13 +122,15 @@ ParamList injected_test_model() {
   c.ffn_hidden_size = 48;
   c.num_attention_heads = 4;
   c.vocab_size = 80;
-  c.dtype = DType::kFloat32;
+  c.dtype = dtype;
   return generate_transformer_params(c);
 }
 
 void run_steps(DistributedDataParallel& ddp, Optimizer& optimizer, int rank) {
   for (ParamId id = 0; id < ddp.params().size(); ++id) {
     const TensorView v = ddp.param(id);
+    // 16-bit params start at zero: their fp32 main copies were taken when the optimizer was built.
+    if (v.dtype != DType::kFloat32) continue;
     for (std::int64_t i = 0; i < v.numel; ++i) {
       v.as<float>()[i] = 0.05f * std::sin(0.37f * static_cast<float>(i) + static_cast<float>(id));
     }
@@ -150,9 +163,11 @@ std::vector<unsigned char> injected_param_bytes(const DistributedDataParallel& d
   return out;
 }
 
-TEST(InjectedMemory, TaggedDevicePathEqualsTheHostPathBitForBit) {
+// Runs the host path and the tagged device path on a model of `dtype` params and requires the same
+// bytes; returns the tagged math, whose counters say what it was asked to do.
+std::shared_ptr<TaggedShardMath> expect_tagged_path_equals_host_path(DType dtype) {
   const ProcessGroupPtr world = init_mpi_world();
-  const ParamList params = injected_test_model();
+  const ParamList params = injected_test_model(dtype);
   DistributedDataParallelConfig config;
   config.overlap_grad_reduce = true;
   config.bucket_size = 1500;  // several bucket groups
@@ -175,10 +190,11 @@ TEST(InjectedMemory, TaggedDevicePathEqualsTheHostPathBitForBit) {
       params, host_ddp->layout(), host_ddp->config(), DataParallelGroups{staged, nullptr}, world,
       muon, adamw, std::make_shared<TaggedBufferMemory>(), math);
   tagged.optimizer->set_step_options(step_options);
-  ASSERT_GT(tagged.ddp->bucket_groups().size(), 2u);
+  EXPECT_GT(tagged.ddp->bucket_groups().size(), 2u);
   for (ParamId id = 0; id < params.size(); ++id) {
-    ASSERT_EQ(tagged.ddp->param(id).device, kTaggedDevice);
-    ASSERT_EQ(tagged.ddp->main_grad(id).device, kTaggedDevice);
+    EXPECT_EQ(tagged.ddp->param(id).device, kTaggedDevice);
+    EXPECT_EQ(tagged.ddp->param(id).dtype, dtype);
+    EXPECT_EQ(tagged.ddp->main_grad(id).device, kTaggedDevice);
   }
 
   run_steps(*host_ddp, *host_optimizer, world->rank());
@@ -186,15 +202,32 @@ TEST(InjectedMemory, TaggedDevicePathEqualsTheHostPathBitForBit) {
   EXPECT_EQ(tagged.ddp->grad_dispatch_log(), host_ddp->grad_dispatch_log());
   EXPECT_TRUE(injected_param_bytes(*tagged.ddp) == injected_param_bytes(*host_ddp));
   EXPECT_EQ(tagged.optimizer->state_dict(), host_optimizer->state_dict());
+  if (world->size() > 1) {  // one rank: nothing is staged
+    EXPECT_GT(staged->pool().allocated(), 0u);
+  }
+  return math;
+}
 
+TEST(InjectedMemory, TaggedDevicePathEqualsTheHostPathBitForBit) {
+  const std::shared_ptr<TaggedShardMath> math =
+      expect_tagged_path_equals_host_path(DType::kFloat32);
   // The injected interfaces did the work: statistics, clipping, both updates, the state copies.
   EXPECT_GT(math->statistics, 0);
   EXPECT_GT(math->scalings, 0);
   EXPECT_EQ(math->muon_steppers, 1);
   EXPECT_GT(math->adamw_updates, 0);
   EXPECT_GT(math->state_copies, 0);
-  if (world->size() > 1) {  // one rank: nothing is staged
-    EXPECT_GT(staged->pool().allocated(), 0u);
+  EXPECT_EQ(math->widenings + math->narrowings, 0);  // fp32 main params are the buffer itself
+}
+
+// bf16 / fp16 buffers: the fp32 main copies are taken and rounded back by the injected math (on
+// the device, the conversion kernels), and everything still equals the host path bit for bit.
+TEST(InjectedMemory, SixteenBitParamsRoundThroughTheInjectedMath) {
+  for (DType dtype : {DType::kBFloat16, DType::kFloat16}) {
+    const std::shared_ptr<TaggedShardMath> math = expect_tagged_path_equals_host_path(dtype);
+    EXPECT_GT(math->widenings, 0) << dtype_name(dtype);
+    EXPECT_GT(math->narrowings, 0) << dtype_name(dtype);
+    EXPECT_GT(math->adamw_updates, 0) << dtype_name(dtype);
   }
 }
 
