@@ -22,6 +22,10 @@ RunContext build_parallel_state(const TrainingConfig& config, const ProcessGroup
   SW_REQUIRE(config.model.dtype == DType::kFloat32, ConfigError,
              "model.dtype: the CPU reference model trains in fp32 (got ",
              dtype_name(config.model.dtype), ")");
+  SW_REQUIRE(config.training.device == TrainingDevice::kCpu || options.device_training, ConfigError,
+             "training.device: ", to_string(config.training.device),
+             ": this build of shardwise has no CUDA support (no CUDA device can be used); set "
+             "training.device: cpu");
   // The communication-overlap config decides the data-parallel settings (user values win).
   run.resolution = resolve_comm_overlap(run.config, world->size());
   if (options.overlap_param_gather_with_optimizer_step) {

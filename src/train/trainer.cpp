@@ -39,7 +39,7 @@ bool saves_after(std::int64_t step, const TrainerOptions& options, std::int64_t 
 
 // Lets the caller see the trained weights (every rank holds all of them after the last sync;
 // a tensor-parallel run gathers them over its TP group: the caller sees the tp = 1 model).
-void hand_over(const TrainingModel& m, const RunContext& run, const TrainerOptions& options,
+void hand_over(TrainingModel& m, const RunContext& run, const TrainerOptions& options,
                ProcessGroup& dp_group) {
   if (!options.on_finish) return;
   if (run.tp > 1) {
@@ -50,7 +50,9 @@ void hand_over(const TrainingModel& m, const RunContext& run, const TrainerOptio
     return;
   }
   std::vector<TensorView> values;
-  for (ParamId id = 0; id < m.model->params().size(); ++id) values.push_back(m.ddp().param(id));
+  m.weights_to_host();
+  for (ParamId id = 0; id < m.model->params().size(); ++id)
+    values.push_back(m.host_ddp().param(id));
   options.on_finish(TrainedModel{m.model->params(), values, dp_group});
 }
 
@@ -64,7 +66,7 @@ TrainingSummary run_training(const TrainingConfig& input_config, const ProcessGr
   const auto save_root_lock =
       prepare_outputs(*world, {options.save_dir, run.jsonl, run.plot}, run.verbose);
   TrainingModel m = build_model_and_data(run, *world);
-  build_ddp_and_optimizer(m, run);
+  build_ddp_and_optimizer(m, run, options.device_training);
   ProcessGroup& dp_group = run.dp_group();
 
   TrainingSummary summary;
@@ -80,7 +82,7 @@ TrainingSummary run_training(const TrainingConfig& input_config, const ProcessGr
     report.resumed(*resumed);
   }
   auto evaluate = [&](std::int64_t step) {
-    summary.evals.push_back(evaluate_held_out(*m.model, *m.dataset, dp_group, step));
+    summary.evals.push_back(evaluate_held_out(m, *m.dataset, dp_group, step));
     report.eval(summary.evals.back());
     return summary.evals.back();
   };

@@ -69,6 +69,7 @@ std::string save_training_checkpoint(TrainingModel& m, const RunContext& run,
     require_finite_weights(run.dp_group(), model_tensors(m), step);
     return save_tensor_parallel_checkpoint(m, run, std::move(request));
   }
+  m.weights_to_host();  // the device path saves from the host mirror
   return save_data_parallel_checkpoint(request, m.ddp(), model_tensors(m), *m.optimizer,
                                        run.dp_group())
       .string();

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -21,6 +22,7 @@
 #include "shardwise/ddp/distributed_data_parallel.hpp"
 #include "shardwise/model/gpt_model.hpp"
 #include "shardwise/optim/data_parallel_setup.hpp"
+#include "shardwise/train/device_training.hpp"
 #include "shardwise/train/nonfinite_steps.hpp"
 #include "shardwise/train/token_dataset.hpp"
 #include "shardwise/train/trainer.hpp"
@@ -62,19 +64,43 @@ struct TrainingModel {
   std::vector<BatchSegment> batch_history;
   GptConfig model_config;
   OptimizerKind kind = OptimizerKind::kLayerWise;
+  // The CPU model. On the device path it is bound to the host mirror: it gives the parameter list
+  // and the initial weights, and never runs.
   std::unique_ptr<GptModel<float>> model;
+  // The device path only (training.device: cuda): the model on the device and the host DDP of the
+  // device DDP's layout that weights pass through (initialisation, checkpoints, hand-over).
+  std::unique_ptr<DeviceGpt> device_model;
+  std::unique_ptr<DistributedDataParallel> host_mirror;
+  std::function<void(const DistributedDataParallel&)> copy_params_from_host;
+  std::function<void(DistributedDataParallel&)> copy_params_to_host;
+  std::string device_description;
+  // The DDP the steps run (on the device path, in device memory) and the optimizer over it.
   std::vector<std::unique_ptr<DistributedDataParallel>> ddps;
   std::unique_ptr<optim::Optimizer> optimizer;
   DistributedDataParallel& ddp() const { return *ddps.front(); }
+  // Where the weights can be read and written from the host: the mirror on the device path.
+  DistributedDataParallel& host_ddp() const { return host_mirror ? *host_mirror : ddp(); }
+
+  // Whichever model this run trains.
+  double forward(const std::int32_t* tokens, const std::int32_t* targets, int batch, int seq);
+  void backward(double loss_scale, const std::function<void(ParamId)>& grad_ready);
+  std::vector<bool> exact_match() const;
+  // The device path: after the last param sync, the device weights into the host mirror, and
+  // back after the mirror was written (a checkpoint load). No-ops on the CPU path.
+  void weights_to_host();
+  void weights_to_device();
 };
 
 // The dataset and the GPT model (after the memory check), not yet bound to any buffer.
 TrainingModel build_model_and_data(const RunContext& run, ProcessGroup& world);
 // Wraps the model's params in DDP buffers, binds the model to them, initialises the weights and
-// builds the optimizer over the buffers.
-void build_ddp_and_optimizer(TrainingModel& m, const RunContext& run);
+// builds the optimizer over the buffers; on the device path (run.config.training.device) the
+// buffers are the host mirror and `device_training` builds the device side from it.
+void build_ddp_and_optimizer(TrainingModel& m, const RunContext& run,
+                             const DeviceTrainingFactory& device_training);
 
-// The model's params as complete views into the DDP param buffer (what a checkpoint stores).
+// The model's params as complete views into the host DDP param buffer (what a checkpoint stores;
+// on the device path the mirror, current after weights_to_host()).
 std::vector<ModelTensor> model_tensors(const TrainingModel& m);
 
 // Where a resumed run continues.
@@ -95,7 +121,7 @@ std::string save_training_checkpoint(TrainingModel& m, const RunContext& run,
 
 // Held-out loss and exact-match accuracy over the dataset's whole validation split: rank r of
 // the group evaluates the r-th of `size` contiguous slices; the sums are reduced exactly.
-EvalMetrics evaluate_held_out(GptModel<float>& model, const TokenDataset& data,
+EvalMetrics evaluate_held_out(TrainingModel& model, const TokenDataset& data,
                               ProcessGroup& dp_group, std::int64_t step);
 
 // One optimizer step: which samples, at which learning rate.

@@ -45,8 +45,8 @@ std::vector<double> accumulate_gradients(TrainingModel& m, const StepPlan& plan,
     ddp.set_is_last_microbatch(micro == accum - 1);
     const std::int64_t first = plan.first_sample + (std::int64_t{micro} * dp + rank) * mbs;
     m.dataset->fill(Split::kTrain, first, mbs, tokens.data(), targets.data());
-    losses.push_back(m.model->forward(tokens.data(), targets.data(), mbs, seq));
-    m.model->backward(1.0 / accum, [&ddp](ParamId id) { ddp.register_grad_ready(id); });
+    losses.push_back(m.forward(tokens.data(), targets.data(), mbs, seq));
+    m.backward(1.0 / accum, [&ddp](ParamId id) { ddp.register_grad_ready(id); });
   }
   return losses;
 }

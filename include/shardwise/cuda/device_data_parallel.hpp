@@ -19,7 +19,7 @@ namespace shardwise::cuda {
 
 struct DeviceDataParallel {
   int device = 0;
-  DataParallelGroups staged_groups;  // what the DDP talks to
+  DataParallelGroups staged_groups;  // what the DDP talks to (host-staged or NCCL groups)
   std::unique_ptr<DistributedDataParallel> ddp;
   std::unique_ptr<optim::Optimizer> optimizer;
 };
@@ -35,6 +35,14 @@ DataParallelGroups host_staged_groups(const DataParallelGroups& host_groups);
 DeviceDataParallel make_device_layer_wise(
     const ParamList& params, FullParamLayout layout, DistributedDataParallelConfig config,
     const DataParallelGroups& host_groups, const ProcessGroupPtr& world, int device,
+    const optim::MuonOptions& muon, const optim::AdamWOptions& adamw, bool allow_tf32 = false);
+
+// As make_device_layer_wise, with the DDP talking to `device_groups` as given: groups that take
+// views in the memory of `device` (NCCL groups, or host_staged_groups of the host groups). Grad
+// statistics are summed over `world`, a host group.
+DeviceDataParallel make_device_layer_wise_over(
+    const ParamList& params, FullParamLayout layout, DistributedDataParallelConfig config,
+    const DataParallelGroups& device_groups, const ProcessGroupPtr& world, int device,
     const optim::MuonOptions& muon, const optim::AdamWOptions& adamw, bool allow_tf32 = false);
 
 }  // namespace shardwise::cuda
