@@ -3,8 +3,9 @@
 # Muon, grad stats, the device GPT's forward and backward, each against the CPU path;
 # test_cuda_host_emulation, the same host code on CPU stand-ins; test_nccl_mpi, the NCCL process
 # group at 1 and 2 ranks; test_cuda_mpi under mpirun -np 1/2/4, device DDP + layer-wise optimizer
-# against the host path with every rank on the one GPU) and every GPU benchmark (bench/cuda), and
-# ends with
+# against the host path with every rank on the one GPU), every GPU benchmark (bench/cuda) and
+# `shardwise train` on the GPU against the CPU (scripts/gpu_train_check.sh: the main job at 1 and
+# 2 ranks, fp32 parity, bf16, a CPU -> GPU -> CPU checkpoint round trip), and ends with
 #   gpu_check: N passed, M failed
 # followed by the benchmarks' `bench:` lines. N and M count test cases (gtest) plus one per
 # benchmark that ran; without a GPU everything builds, the tests report themselves skipped, the
@@ -15,7 +16,7 @@
 #   scripts/gpu_check.sh                  configure build-gpu/ (CUDA on, sm_90), build, run
 #   scripts/gpu_check.sh --pack           build, then copy the binaries and the non-system shared
 #                                         libraries they load (OpenBLAS, libgomp, ...) into
-#                                         build-gpu/pack (~45 MB): for a GPU machine that has the
+#                                         build-gpu/pack (stripped): for a GPU machine that has the
 #                                         CUDA toolkit but not the build dependencies (yaml-cpp,
 #                                         GoogleTest, ...). MPI and NCCL stay out: the GPU
 #                                         machines here have Open MPI 4.1 (ABI-compatible with
@@ -35,7 +36,8 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${GPU_BUILD_DIR:-$root/build-gpu}
 jobs=${JOBS:-$(nproc)}
 targets=(test_cuda test_cuda_host_emulation test_nccl_mpi test_cuda_mpi bench_mxfp8_cuda
-         bench_adamw_cuda bench_newton_schulz_cuda bench_layer_wise_step_cuda bench_train_mfu_cuda)
+         bench_adamw_cuda bench_newton_schulz_cuda bench_layer_wise_step_cuda bench_train_mfu_cuda
+         shardwise)
 
 mode=build prebuilt="" memcheck=0
 while (($#)); do
@@ -53,7 +55,7 @@ build_targets() {
   mkdir -p "$build"
   cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DSHARDWISE_CUDA=ON \
     -DSHARDWISE_CUDA_ARCHITECTURES="${SHARDWISE_CUDA_ARCHITECTURES:-90}" \
-    -DSHARDWISE_BUILD_BENCH=ON -DSHARDWISE_BUILD_APPS=OFF \
+    -DSHARDWISE_BUILD_BENCH=ON -DSHARDWISE_BUILD_APPS=ON -DSHARDWISE_BUILD_PYTHON=OFF \
     >"$build/configure.log" 2>&1 || {
     tail -20 "$build/configure.log"
     echo "gpu_check: configuring failed (log: $build/configure.log). Without the build" \
@@ -83,6 +85,8 @@ pack() {
       *) cp -L "$lib" "$dest/lib/" ;;
     esac
   done
+  # Symbols only make the pack bigger (it travels with a size limit).
+  strip --strip-unneeded "$dest"/* "$dest"/lib/* 2>/dev/null || true
   echo "gpu_check: packed $(du -sh "$dest" | cut -f1) into $dest"
 }
 
@@ -172,6 +176,18 @@ run_bench bench_layer_wise_step_cuda env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN
   "$bin/bench_layer_wise_step_cuda"
 # The device GPT (GPT-2 small, bf16 GEMMs): one micro-batch of 8 x 1024, 5 timed steps.
 run_bench bench_train_mfu_cuda "$bin/bench_train_mfu_cuda" 8 5 bf16
+
+# `shardwise train` on the GPU, end to end (scripts/gpu_train_check.sh): each check counts once.
+echo "== gpu_train_check"
+"$root/scripts/gpu_train_check.sh" "$bin" "$logs/gpu_train" >"$logs/gpu_train.log" 2>&1
+cat "$logs/gpu_train.log"
+if grep -q '^gpu_train: no CUDA device' "$logs/gpu_train.log"; then
+  ((skipped += 5))
+else
+  ((passed += $(grep -c '^gpu_train: .* passed$' "$logs/gpu_train.log")))
+  ((failed += $(grep -c '^gpu_train: .* failed$' "$logs/gpu_train.log")))
+  grep -qE '^gpu_train: .* (passed|failed)$' "$logs/gpu_train.log" || ((failed += 1))
+fi
 
 echo "gpu_check: $skipped skipped"
 echo "gpu_check: $passed passed, $failed failed"

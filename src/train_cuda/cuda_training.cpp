@@ -81,9 +81,9 @@ DeviceChoice choose_device(int world_size) {
              "training.device: cpu");
   const bool share = world_size > count;
   DeviceChoice choice;
-  choice.device =
-      device_for_local_rank(local_rank_from_environment().value_or(0), count,
-                            share ? DeviceSharing::kShareDevices : DeviceSharing::kOneDevicePerRank);
+  choice.device = device_for_local_rank(
+      local_rank_from_environment().value_or(0), count,
+      share ? DeviceSharing::kShareDevices : DeviceSharing::kOneDevicePerRank);
   choice.ranks_per_device = share ? (world_size + count - 1) / count : 1;
   cudaDeviceProp prop{};
   check_cuda_call(cudaGetDeviceProperties(&prop, choice.device), "cudaGetDeviceProperties");
@@ -104,8 +104,8 @@ void require_device_memory(const DeviceChoice& choice, const DeviceTrainingReque
   const double needed = estimate.total() * choice.ranks_per_device;
   SW_REQUIRE(needed <= static_cast<double>(free_bytes), ConfigError, "the model needs about ",
              format_bytes(estimate.total()), " per rank (", choice.ranks_per_device,
-             " rank(s) on the device) but CUDA device ", choice.device, " (", choice.name,
-             ") has ", format_bytes(static_cast<double>(free_bytes)), " free of ",
+             " rank(s) on the device) but CUDA device ", choice.device, " (", choice.name, ") has ",
+             format_bytes(static_cast<double>(free_bytes)), " free of ",
              format_bytes(static_cast<double>(total_bytes)),
              "; use a smaller model or micro-batch, or more GPUs");
 }
@@ -196,9 +196,9 @@ DeviceTraining build_cuda_training(const DeviceTrainingRequest& request) {
   out.copy_params_to_host = [ddp](DistributedDataParallel& host) {
     copy_param_buffers(*ddp, host, cudaMemcpyDeviceToHost);
   };
-  out.description = str_cat("cuda:", choice.device, " (", choice.name, "), ",
-                            to_string(config.training.precision), " products, ", backend,
-                            " collectives");
+  out.description =
+      str_cat("cuda:", choice.device, " (", choice.name, "), ",
+              to_string(config.training.precision), " products, ", backend, " collectives");
   out.model = std::move(model);
   out.ddp = std::move(built.ddp);
   out.optimizer = std::move(built.optimizer);
