@@ -21,9 +21,6 @@
 #include "shardwise/core/error.hpp"
 #include "shardwise/core/message_text.hpp"
 #include "shardwise/train/trainer.hpp"
-#if SHARDWISE_CLI_HAS_CUDA_TRAINING
-#include "shardwise/train_cuda/cuda_training.hpp"
-#endif
 
 namespace shardwise::cli {
 namespace {
@@ -119,9 +116,6 @@ const bool registered = register_command(
           options.keep_last = args->keep_last;
           options.load_dir = args->load_dir;
           if (args->load_step >= 0) options.load_step = args->load_step;
-#if SHARDWISE_CLI_HAS_CUDA_TRAINING
-          options.device_training = cuda_device_training();  // training.device: cuda
-#endif
           // The trainer's groups are split from the world and inherit its timeout.
           run_training(*config, init_mpi_world(ProcessGroupOptions{args->comm_timeout}), options);
           return 0;

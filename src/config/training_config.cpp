@@ -50,6 +50,9 @@ void validate_training(const TrainLoopConfig& t) {
   require_range(t.eval_interval, 0, kMaxStep, "training.eval_interval");
   require_min(t.seed, 0, "training.seed");
   require_min(t.skip_nonfinite_steps, 0, "training.skip_nonfinite_steps");
+  SW_REQUIRE(t.precision == TrainingPrecision::kFp32 || t.device == TrainingDevice::kCuda,
+             ConfigError, "training.precision: ", to_string(t.precision),
+             " needs training.device: cuda (the CPU model computes in fp32)");
   // The sample index of the last step, per data-parallel replica (the trainer multiplies in dp).
   checked_product<ConfigError>({{"training.steps", t.steps},
                                 {"training.micro_batch_size", t.micro_batch_size},
@@ -94,30 +97,6 @@ void validate_ddp_against_optimizer(const DistributedDataParallelConfig& ddp,
 
 }  // namespace
 
-namespace {
-
-// What the device path supports (docs/gpu.md): the layer-wise optimizer, fp32 params, no model
-// parallelism; the CPU runs fp32 products only. Whether a GPU exists is checked by `train`.
-void validate_training_device(const TrainingConfig& c) {
-  const TrainLoopConfig& t = c.training;
-  if (t.device == TrainingDevice::kCpu) {
-    SW_REQUIRE(t.precision == TrainingPrecision::kFp32, ConfigError, "training.precision '",
-               to_string(t.precision), "' needs training.device: cuda (the CPU runs fp32)");
-    return;
-  }
-  SW_REQUIRE(c.optimizer.kind == OptimizerKind::kLayerWise, ConfigError,
-             "training.device: cuda supports optimizer.kind 'layer-wise' only, not '",
-             to_string(c.optimizer.kind), "'");
-  SW_REQUIRE(c.model.dtype == DType::kFloat32, ConfigError,
-             "training.device: cuda needs model.dtype fp32 (bf16 products: training.precision)");
-  SW_REQUIRE(c.parallel.tp == 1 && c.parallel.pp == 1 && c.parallel.cp == 1 && c.parallel.ep == 1,
-             ConfigError,
-             "training.device: cuda runs data parallelism only (parallel.tp, pp, cp and ep "
-             "must be 1)");
-}
-
-}  // namespace
-
 void validate(const TrainingConfig& config) {
   validate_model(config.model);
   validate_data(config.data);
@@ -128,7 +107,6 @@ void validate(const TrainingConfig& config) {
   require_min(config.logging.log_interval, 1, "logging.log_interval");
   validate(static_cast<const CommOverlapSettings&>(config.comm_overlap));
   validate_parallel(config.parallel, config.model);
-  validate_training_device(config);
 }
 
 std::vector<std::string> config_warnings(const TrainingConfig& config) {

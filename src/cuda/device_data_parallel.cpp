@@ -27,7 +27,7 @@ DeviceDataParallel make_device_layer_wise(const ParamList& params, FullParamLayo
                                           const ProcessGroupPtr& world, int device,
                                           const optim::MuonOptions& muon,
                                           const optim::AdamWOptions& adamw, bool allow_tf32) {
-  use_device(device);  // names a missing device before any staging memory is allocated
+  DeviceBufferMemory{device};  // checks the device before any staging is set up
   return make_device_layer_wise_over(params, std::move(layout), std::move(config),
                                      host_staged_groups(host_groups), world, device, muon, adamw,
                                      allow_tf32);

@@ -65,15 +65,16 @@ TrainingModel build_model_and_data(const RunContext& run, ProcessGroup& world) {
   m.kind = run.config.optimizer.kind;
   // Distributed optimizers hold 1/dp of the state per rank; plain DDP holds all of it.
   require_memory(world, m.model_config, run.config, shards_optimizer_state(m.kind) ? run.dp : 1);
+  require_training_device(m, run, world);
   m.model = std::make_unique<GptModel<float>>(m.model_config, tensor_parallel_options(run));
   return m;
 }
 
-namespace {
-
-// The CPU model bound to the buffers of `ddp`, with its initial weights.
-void bind_and_initialise(GptModel<float>& model, DistributedDataParallel& ddp,
-                         const RunContext& run) {
+void build_ddp_and_optimizer(TrainingModel& m, const RunContext& run) {
+  GptModel<float>& model = *m.model;
+  m.ddps = optim::wrap_with_ddp({model.params()}, m.kind, run.config.ddp,
+                                DataParallelGroups::from(run.groups));
+  DistributedDataParallel& ddp = m.ddp();
   std::vector<float*> values, grads;
   for (ParamId id = 0; id < model.params().size(); ++id) {
     values.push_back(ddp.param(id).as<float>());
@@ -81,39 +82,7 @@ void bind_and_initialise(GptModel<float>& model, DistributedDataParallel& ddp,
   }
   model.bind(std::move(values), std::move(grads));
   model.init_parameters(static_cast<std::uint64_t>(run.config.model.seed));
-}
-
-// The device path: the CPU model's buffers become the host mirror, the device side is built
-// from it and starts from the mirror's (the CPU model's) initial weights.
-void build_on_device(TrainingModel& m, const RunContext& run,
-                     const DeviceTrainingFactory& device_training) {
-  SW_CHECK(device_training != nullptr, "build_parallel_state refuses a device run without one");
-  m.host_mirror = std::move(m.ddps.front());
-  m.ddps.clear();
-  DeviceTraining built = device_training(DeviceTrainingRequest{
-      run.config, m.model_config, m.model->params(), *m.host_mirror, run.groups});
-  m.device_model = std::move(built.model);
-  m.copy_params_from_host = std::move(built.copy_params_from_host);
-  m.copy_params_to_host = std::move(built.copy_params_to_host);
-  m.device_description = std::move(built.description);
-  m.ddps.push_back(std::move(built.ddp));
-  m.optimizer = std::move(built.optimizer);
-  m.weights_to_device();
-}
-
-}  // namespace
-
-void build_ddp_and_optimizer(TrainingModel& m, const RunContext& run,
-                             const DeviceTrainingFactory& device_training) {
-  GptModel<float>& model = *m.model;
-  m.ddps = optim::wrap_with_ddp({model.params()}, m.kind, run.config.ddp,
-                                DataParallelGroups::from(run.groups));
-  bind_and_initialise(model, m.ddp(), run);
-  if (run.config.training.device != TrainingDevice::kCpu) {
-    build_on_device(m, run, device_training);
-    return;
-  }
-  DistributedDataParallel& ddp = m.ddp();
+  m.host_model = trainable(model);
   m.optimizer =
       optim::build_optimizer(run.config.optimizer, {&ddp}, run.groups.data_parallel,
                              run.tp > 1 ? muon_tensor_parallel_splits(model, run)
@@ -124,13 +93,14 @@ void build_ddp_and_optimizer(TrainingModel& m, const RunContext& run,
     model.set_before_param_use(
         [&ddp](ParamId id) { ddp.finish_param_sync(ddp.bucket_group_of(id)); });
   }
+  build_device_training(m, run);
 }
 
 std::vector<ModelTensor> model_tensors(const TrainingModel& m) {
   std::vector<ModelTensor> out;
   const ParamList& params = m.model->params();
   for (ParamId id = 0; id < params.size(); ++id) {
-    out.push_back(ModelTensor{params[id].name, params[id].shape, m.host_ddp().param(id)});
+    out.push_back(ModelTensor{params[id].name, params[id].shape, m.ddp().param(id)});
   }
   return out;
 }

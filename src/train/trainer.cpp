@@ -42,6 +42,7 @@ bool saves_after(std::int64_t step, const TrainerOptions& options, std::int64_t 
 void hand_over(TrainingModel& m, const RunContext& run, const TrainerOptions& options,
                ProcessGroup& dp_group) {
   if (!options.on_finish) return;
+  if (m.device) m.pull_from_device();
   if (run.tp > 1) {
     FullWeights full = gather_full_weights(m, run);
     std::vector<TensorView> values;
@@ -50,9 +51,7 @@ void hand_over(TrainingModel& m, const RunContext& run, const TrainerOptions& op
     return;
   }
   std::vector<TensorView> values;
-  m.weights_to_host();
-  for (ParamId id = 0; id < m.model->params().size(); ++id)
-    values.push_back(m.host_ddp().param(id));
+  for (ParamId id = 0; id < m.model->params().size(); ++id) values.push_back(m.ddp().param(id));
   options.on_finish(TrainedModel{m.model->params(), values, dp_group});
 }
 
@@ -66,7 +65,7 @@ TrainingSummary run_training(const TrainingConfig& input_config, const ProcessGr
   const auto save_root_lock =
       prepare_outputs(*world, {options.save_dir, run.jsonl, run.plot}, run.verbose);
   TrainingModel m = build_model_and_data(run, *world);
-  build_ddp_and_optimizer(m, run, options.device_training);
+  build_ddp_and_optimizer(m, run);
   ProcessGroup& dp_group = run.dp_group();
 
   TrainingSummary summary;
@@ -82,7 +81,7 @@ TrainingSummary run_training(const TrainingConfig& input_config, const ProcessGr
     report.resumed(*resumed);
   }
   auto evaluate = [&](std::int64_t step) {
-    summary.evals.push_back(evaluate_held_out(m, *m.dataset, dp_group, step));
+    summary.evals.push_back(evaluate_held_out(m.net(), *m.dataset, dp_group, step));
     report.eval(summary.evals.back());
     return summary.evals.back();
   };
@@ -112,7 +111,7 @@ TrainingSummary run_training(const TrainingConfig& input_config, const ProcessGr
     }
     if (options.on_step) options.on_step(s);
   }
-  m.ddp().finish_all_param_sync();
+  m.step_ddp().finish_all_param_sync();
   summary.final_loss = summary.steps.empty() ? 0 : summary.steps.back().loss;
   summary.final_eval = evaluate(steps);
   summary.wall_seconds = std::chrono::duration<double>(Clock::now() - t_start).count();

@@ -10,7 +10,6 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -64,43 +63,37 @@ struct TrainingModel {
   std::vector<BatchSegment> batch_history;
   GptConfig model_config;
   OptimizerKind kind = OptimizerKind::kLayerWise;
-  // The CPU model. On the device path it is bound to the host mirror: it gives the parameter list
-  // and the initial weights, and never runs.
+  // The host model, DDP and optimizer. They train on the CPU; on a device they are the run's
+  // host mirror (layout, initial weights, checkpoints, the weights handed over at the end).
   std::unique_ptr<GptModel<float>> model;
-  // The device path only (training.device: cuda): the model on the device and the host DDP of the
-  // device DDP's layout that weights pass through (initialisation, checkpoints, hand-over).
-  std::unique_ptr<DeviceGpt> device_model;
-  std::unique_ptr<DistributedDataParallel> host_mirror;
-  std::function<void(const DistributedDataParallel&)> copy_params_from_host;
-  std::function<void(DistributedDataParallel&)> copy_params_to_host;
-  std::string device_description;
-  // The DDP the steps run (on the device path, in device memory) and the optimizer over it.
+  std::unique_ptr<TrainableModel> host_model;  // `model` behind the trainer's interface
   std::vector<std::unique_ptr<DistributedDataParallel>> ddps;
   std::unique_ptr<optim::Optimizer> optimizer;
+  // training.device other than cpu: the backend and what it built.
+  std::shared_ptr<const DeviceTrainingBackend> backend;
+  std::unique_ptr<DeviceTraining> device;
   DistributedDataParallel& ddp() const { return *ddps.front(); }
-  // Where the weights can be read and written from the host: the mirror on the device path.
-  DistributedDataParallel& host_ddp() const { return host_mirror ? *host_mirror : ddp(); }
-
-  // Whichever model this run trains.
-  double forward(const std::int32_t* tokens, const std::int32_t* targets, int batch, int seq);
-  void backward(double loss_scale, const std::function<void(ParamId)>& grad_ready);
-  std::vector<bool> exact_match() const;
-  // The device path: after the last param sync, the device weights into the host mirror, and
-  // back after the mirror was written (a checkpoint load). No-ops on the CPU path.
-  void weights_to_host();
-  void weights_to_device();
+  // What trains: the device's model, DDP and optimizer when there is one, else the host's.
+  TrainableModel& net() const { return device ? *device->model : *host_model; }
+  DistributedDataParallel& step_ddp() const { return device ? *device->ddp : ddp(); }
+  optim::Optimizer& step_optimizer() const { return device ? *device->optimizer : *optimizer; }
+  // Device runs: the device's params and optimizer state into the host mirror and back.
+  void pull_from_device();
+  void push_to_device();
 };
 
 // The dataset and the GPT model (after the memory check), not yet bound to any buffer.
 TrainingModel build_model_and_data(const RunContext& run, ProcessGroup& world);
 // Wraps the model's params in DDP buffers, binds the model to them, initialises the weights and
-// builds the optimizer over the buffers; on the device path (run.config.training.device) the
-// buffers are the host mirror and `device_training` builds the device side from it.
-void build_ddp_and_optimizer(TrainingModel& m, const RunContext& run,
-                             const DeviceTrainingFactory& device_training);
+// builds the optimizer over the buffers.
+void build_ddp_and_optimizer(TrainingModel& m, const RunContext& run);
+// training.device other than cpu (device_run.cpp): sets m.backend, and refuses (ConfigError, on
+// every rank) a rank without a device or a run that does not fit in its free memory.
+void require_training_device(TrainingModel& m, const RunContext& run, ProcessGroup& world);
+// With m.backend: the device's model, DDP and optimizer, given the host mirror's weights.
+void build_device_training(TrainingModel& m, const RunContext& run);
 
-// The model's params as complete views into the host DDP param buffer (what a checkpoint stores;
-// on the device path the mirror, current after weights_to_host()).
+// The model's params as complete views into the DDP param buffer (what a checkpoint stores).
 std::vector<ModelTensor> model_tensors(const TrainingModel& m);
 
 // Where a resumed run continues.
@@ -121,7 +114,7 @@ std::string save_training_checkpoint(TrainingModel& m, const RunContext& run,
 
 // Held-out loss and exact-match accuracy over the dataset's whole validation split: rank r of
 // the group evaluates the r-th of `size` contiguous slices; the sums are reduced exactly.
-EvalMetrics evaluate_held_out(TrainingModel& model, const TokenDataset& data,
+EvalMetrics evaluate_held_out(TrainableModel& model, const TokenDataset& data,
                               ProcessGroup& dp_group, std::int64_t step);
 
 // One optimizer step: which samples, at which learning rate.

@@ -47,7 +47,8 @@ inline constexpr EnumName<LrSchedule> kLrScheduleNames[] = {{LrSchedule::kCosine
                                                             {LrSchedule::kConstant, "constant"}};
 inline std::span<const EnumName<LrSchedule>> enum_names(LrSchedule) { return kLrScheduleNames; }
 
-// Where `shardwise train` runs the model, its DDP buffers and the optimizer.
+// Where the trainer runs the model, its buffers and the optimizer: the host, or each rank's CUDA
+// device (chosen by local rank; a build with the CUDA training backend only).
 enum class TrainingDevice { kCpu, kCuda };
 inline constexpr EnumName<TrainingDevice> kTrainingDeviceNames[] = {
     {TrainingDevice::kCpu, "cpu"}, {TrainingDevice::kCuda, "cuda"}};
@@ -55,8 +56,9 @@ inline std::span<const EnumName<TrainingDevice>> enum_names(TrainingDevice) {
   return kTrainingDeviceNames;
 }
 
-// The model's matrix products: fp32, TF32 tensor cores, or bf16 inputs with fp32 accumulation
-// (fp32 master weights either way). The CPU runs fp32 only.
+// The model's matrix products: fp32, TF32 tensor cores, or bf16 inputs with fp32 accumulation.
+// Weights, gradients and the optimizer stay fp32 (the master weights) in every case. The CPU
+// model computes in fp32 only.
 enum class TrainingPrecision { kFp32, kTf32, kBf16 };
 inline constexpr EnumName<TrainingPrecision> kTrainingPrecisionNames[] = {
     {TrainingPrecision::kFp32, "fp32"},

@@ -19,7 +19,7 @@ namespace shardwise::cuda {
 
 struct DeviceDataParallel {
   int device = 0;
-  DataParallelGroups staged_groups;  // what the DDP talks to (host-staged or NCCL groups)
+  DataParallelGroups staged_groups;  // what the DDP talks to
   std::unique_ptr<DistributedDataParallel> ddp;
   std::unique_ptr<optim::Optimizer> optimizer;
 };
@@ -37,9 +37,8 @@ DeviceDataParallel make_device_layer_wise(
     const DataParallelGroups& host_groups, const ProcessGroupPtr& world, int device,
     const optim::MuonOptions& muon, const optim::AdamWOptions& adamw, bool allow_tf32 = false);
 
-// As make_device_layer_wise, with the DDP talking to `device_groups` as given: groups that take
-// views in the memory of `device` (NCCL groups, or host_staged_groups of the host groups). Grad
-// statistics are summed over `world`, a host group.
+// The same over groups already able to take device views (host_staged_groups(...), or NCCL
+// groups when every rank has a GPU of its own); `staged_groups` of the result holds them.
 DeviceDataParallel make_device_layer_wise_over(
     const ParamList& params, FullParamLayout layout, DistributedDataParallelConfig config,
     const DataParallelGroups& device_groups, const ProcessGroupPtr& world, int device,

@@ -14,7 +14,6 @@
 #include "shardwise/comm/process_group.hpp"
 #include "shardwise/config/training_config.hpp"
 #include "shardwise/layout/param_info.hpp"
-#include "shardwise/train/device_training.hpp"
 
 namespace shardwise {
 
@@ -107,9 +106,6 @@ struct TrainerOptions {
   int keep_last = 0;
   std::string load_dir;
   std::optional<std::int64_t> load_step;
-  // Builds the model, DDP and optimizer on the device for training.device: cuda (the CLI sets it
-  // when the build has CUDA; empty: such a config is refused with a ConfigError saying so).
-  DeviceTrainingFactory device_training;
 };
 
 // Runs the whole training job on this rank. Every rank of `world` must call it with the same

@@ -1,17 +1,20 @@
-// The CUDA side of the trainer's device seam (train/device_training.hpp): `shardwise train` with
-// training.device: cuda. Each rank takes the GPU of its local rank (ranks share GPUs when a node
-// has fewer GPUs than ranks), builds GptModelCuda (training.precision: fp32, TF32 or bf16
-// products, fp32 weights) over device DDP buffers with the layer-wise optimizer on the device, and
-// runs the bucket collectives through NCCL when every rank has a GPU of its own (and the build
-// has NCCL), else through host-staged MPI. No CUDA headers.
+// The CUDA training backend of the trainer (`training.device: cuda`, train/device_training.hpp):
+// the reference GPT on the device (cuda::GptModelCuda, GEMMs in training.precision), the DDP
+// buffers and the layer-wise optimizer chain in device memory (cuda::make_device_layer_wise_over),
+// one device per rank by local rank (ranks share devices when there are more ranks than GPUs).
+// Collectives: NCCL when the build has it, dp > 1 and every rank has a GPU of its own; otherwise
+// host-staged MPI (what a machine with one GPU runs).
 #pragma once
+
+#include <memory>
 
 #include "shardwise/train/device_training.hpp"
 
 namespace shardwise {
 
-// ConfigError on every rank when no CUDA device is visible or the run does not fit in the free
-// device memory; InvalidArgument naming the device when a rank's device does not exist.
-DeviceTrainingFactory cuda_device_training();
+std::shared_ptr<const DeviceTrainingBackend> cuda_training_backend();
+
+// Makes it the trainer's backend (set_device_training_backend); the CLI calls it at start.
+void register_cuda_training();
 
 }  // namespace shardwise
