@@ -10,7 +10,7 @@
 #                                ffn 256) = 4.3e-4; the whole run's 100-step mean losses within
 #                                25% of the CPU run's (an envelope, not a bound: after a few steps
 #                                rounding differences make the runs diverge like any two seeds)
-#   gpu_train_main_1rank         that GPU run reaches 100% held-out exact match (NCCL collectives)
+#   gpu_train_main_1rank         that GPU run reaches 100% held-out exact match
 #   gpu_train_main_2ranks        2 ranks sharing the GPU (host-staged MPI collectives), 100%
 #   gpu_train_bf16               1 rank, bf16 products (fp32 master weights), 100%
 #   gpu_train_checkpoint_round_trip  a 50-step run (the LR schedule of all three): the CPU saves
@@ -38,7 +38,7 @@ train() {  # train LOG_NAME NP [ARGS...]: one run, its output in $work/LOG_NAME.
   OMP_NUM_THREADS=$((np > 1 ? 2 : 4)) mpirun --oversubscribe -np "$np" "$bin/shardwise" train \
     --config "$config" --progress off "$@" >"$work/$name.log" 2>&1
   local rc=$?
-  grep -E '^device:|^done:' "$work/$name.log" | sed "s/^/   $name: /"
+  grep -E '(^|\] )(device|done):' "$work/$name.log" | sed "s/^/   $name: /"
   if ((rc != 0)); then
     echo "   $name: exit $rc"
     tail -5 "$work/$name.log"

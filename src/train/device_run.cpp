@@ -31,8 +31,8 @@ void check_device(const DeviceTrainingBackend& backend, const ProcessGroup& worl
 void require_training_device(TrainingModel& m, const RunContext& run, ProcessGroup& world) {
   if (run.config.training.device == TrainingDevice::kCpu) return;
   m.backend = device_training_backend();
-  SW_REQUIRE(m.backend != nullptr, ConfigError, "training.device: ",
-             to_string(run.config.training.device),
+  SW_REQUIRE(m.backend != nullptr, ConfigError,
+             "training.device: ", to_string(run.config.training.device),
              ": this build of shardwise has no CUDA training (it was built without nvcc)");
   std::exception_ptr failure;
   try {

@@ -18,13 +18,13 @@ std::shared_ptr<const DeviceTrainingBackend>& backend_slot() {
 template <typename Copy>
 void copy_param_buffers(const DistributedDataParallel& from, const DistributedDataParallel& to,
                         Copy copy) {
-  SW_CHECK(from.buffers().size() == to.buffers().size(), "device training: ",
-           from.buffers().size(), " param buffers against ", to.buffers().size());
+  SW_CHECK(from.buffers().size() == to.buffers().size(), "device training: ", from.buffers().size(),
+           " param buffers against ", to.buffers().size());
   for (std::size_t i = 0; i < from.buffers().size(); ++i) {
     const TensorView src = from.buffers()[i]->param_data();
     const TensorView dst = to.buffers()[i]->param_data();
-    SW_CHECK(src.nbytes() == dst.nbytes() && src.dtype == dst.dtype, "device training: buffer ",
-             i, " differs between the host mirror and the device");
+    SW_CHECK(src.nbytes() == dst.nbytes() && src.dtype == dst.dtype, "device training: buffer ", i,
+             " differs between the host mirror and the device");
     copy(dst.data, src.data, src.nbytes());
   }
 }

@@ -26,9 +26,12 @@ void check(cudaError_t status, const char* what) {
 
 cuda::GemmPrecision gemm_precision(TrainingPrecision p) {
   switch (p) {
-    case TrainingPrecision::kFp32: return cuda::GemmPrecision::kFp32;
-    case TrainingPrecision::kTf32: return cuda::GemmPrecision::kTf32;
-    case TrainingPrecision::kBf16: return cuda::GemmPrecision::kBf16;
+    case TrainingPrecision::kFp32:
+      return cuda::GemmPrecision::kFp32;
+    case TrainingPrecision::kTf32:
+      return cuda::GemmPrecision::kTf32;
+    case TrainingPrecision::kBf16:
+      return cuda::GemmPrecision::kBf16;
   }
   return cuda::GemmPrecision::kFp32;
 }
@@ -101,9 +104,9 @@ class CudaTrainingBackend final : public DeviceTrainingBackend {
     auto model = std::make_unique<DeviceGpt>(r.model, gemm_precision(r.config.training.precision));
     const OptimizerConfig& spec = r.config.optimizer;
     cuda::DeviceDataParallel built = cuda::make_device_layer_wise_over(
-        model->params(), r.host_ddp.layout(), r.host_ddp.config(), groups,
-        r.groups.data_parallel, info.device, optim::muon_options(spec),
-        optim::adamw_options(spec), r.config.training.precision == TrainingPrecision::kTf32);
+        model->params(), r.host_ddp.layout(), r.host_ddp.config(), groups, r.groups.data_parallel,
+        info.device, optim::muon_options(spec), optim::adamw_options(spec),
+        r.config.training.precision == TrainingPrecision::kTf32);
     built.optimizer->set_step_options({spec.clip_grad, false});
     bind(*model, *built.ddp);
     out.ddp = std::move(built.ddp);
