@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # `shardwise train` on the GPU against the CPU, end to end through the CLI (scripts/gpu_check.sh
 # runs it; by hand: scripts/gpu_train_check.sh BIN_DIR [WORK_DIR]). The main job
-# (examples/default.yaml, global batch 32 = micro-batch 8 x 4) as:
+# (examples/default.yaml: 4 ranks x micro-batch 16, global batch 64; one rank gets the same
+# samples in the same order with grad accumulation 4) as:
 #   gpu_train_fp32_parity        CPU (mpirun -np 4) vs GPU (1 rank, grad accumulation 4, fp32
 #                                products, TF32 off): loss and grad norm of steps 1-5 within
 #                                k x TOL at step k, TOL = 2 (6 L + 2) K 2^-24 (the device GPT's
 #                                fp32 gradient bound, tests/cuda/gpt_model_cuda_test.cpp: L = 2
-#                                layers, K = 256 = the longest sum, micro-batch rows 8 x 32 and
-#                                ffn 256) = 4.3e-4; the whole run's 100-step mean losses within
+#                                layers, K = 256 = the longest sum: ffn 256, against micro-batch
+#                                rows 16 x 12, hidden 64, vocab 14) = 4.3e-4; the whole run's 100-step mean losses within
 #                                25% of the CPU run's (an envelope, not a bound: after a few steps
 #                                rounding differences make the runs diverge like any two seeds)
 #   gpu_train_main_1rank         that GPU run reaches 100% held-out exact match
