@@ -5,7 +5,7 @@
 # group at 1 and 2 ranks; test_cuda_mpi under mpirun -np 1/2/4, device DDP + layer-wise optimizer
 # against the host path with every rank on the one GPU), every GPU benchmark (bench/cuda) and
 # `shardwise train` on the GPU against the CPU (scripts/gpu_train_check.sh: the main job at 1 and
-# 2 ranks, fp32 parity, bf16, a CPU -> GPU -> CPU checkpoint round trip), and ends with
+# 2 ranks, fp32 parity, bf16, a CPU -> GPU -> CPU checkpoint round trip, generate), and ends with
 #   gpu_check: N passed, M failed
 # followed by the benchmarks' `bench:` lines. N and M count test cases (gtest) plus one per
 # benchmark that ran; without a GPU everything builds, the tests report themselves skipped, the
@@ -182,7 +182,7 @@ echo "== gpu_train_check"
 "$root/scripts/gpu_train_check.sh" "$bin" "$logs/gpu_train" >"$logs/gpu_train.log" 2>&1
 cat "$logs/gpu_train.log"
 if grep -q '^gpu_train: no CUDA device' "$logs/gpu_train.log"; then
-  ((skipped += 5))
+  ((skipped += 6))
 else
   ((passed += $(grep -c '^gpu_train: .* passed$' "$logs/gpu_train.log")))
   ((failed += $(grep -c '^gpu_train: .* failed$' "$logs/gpu_train.log")))

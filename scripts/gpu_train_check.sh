@@ -8,9 +8,10 @@
 #                                k x TOL at step k, TOL = 2 (6 L + 2) K 2^-24 (the device GPT's
 #                                fp32 gradient bound, tests/cuda/gpt_model_cuda_test.cpp: L = 2
 #                                layers, K = 256 = the longest sum: ffn 256, against micro-batch
-#                                rows 16 x 12, hidden 64, vocab 14) = 4.3e-4; the whole run's 100-step mean losses within
-#                                25% of the CPU run's (an envelope, not a bound: after a few steps
-#                                rounding differences make the runs diverge like any two seeds)
+#                                rows 16 x 12, hidden 64, vocab 14) = 4.3e-4; the whole run's
+#                                100-step mean losses within 25% of the CPU run's (an envelope,
+#                                not a bound: after a few steps rounding differences make the
+#                                runs diverge like any two seeds)
 #   gpu_train_main_1rank         that GPU run reaches 100% held-out exact match
 #   gpu_train_main_2ranks        2 ranks sharing the GPU (host-staged MPI collectives), 100%
 #   gpu_train_bf16               1 rank, bf16 products (fp32 master weights), 100%
@@ -19,6 +20,8 @@
 #                                that at dp 2. Each resumed run's steps 1-5 equal the run it
 #                                continues: the first within TOL (same weights: one forward and
 #                                backward), the next within k x TOL (the optimizer state moved too)
+#   gpu_train_generate           `shardwise generate` samples from a checkpoint the GPU trained
+#                                (30 steps of a byte-level model): the prompt and 16 bytes
 # Prints `gpu_train: NAME passed|failed` per check; exits 1 when one failed, 2 without a GPU (or a
 # build without CUDA: the CLI's own exit 2).
 set -uo pipefail
@@ -109,6 +112,22 @@ if train rt_cpu 1 "${main_1rank[@]}" training.steps=50 --save "$work/ckpt_cpu" -
   status=$((status || $?))
 fi
 result gpu_train_checkpoint_round_trip $status
+
+echo "== generate from a GPU-trained byte-level model"
+rm -rf "$work/ckpt_text"
+status=1
+if train gpu_text 1 "${gpu[@]}" data.source=text data.path="$root/examples/data/tiny_corpus.txt" \
+  model.seq_len=32 training.steps=30 training.eval_interval=0 --save "$work/ckpt_text"; then
+  "$bin/shardwise" generate --checkpoint "$work/ckpt_text" --prompt "The " --tokens 16 --seed 1 \
+    >"$work/generate.out" 2>"$work/generate.err"
+  rc=$?
+  # The prompt, then 16 sampled bytes and a newline.
+  bytes=$(wc -c <"$work/generate.out")
+  shown=$(od -An -c "$work/generate.out" | tr -d '\n' | tr -s ' ')
+  echo "   generate: exit $rc, $bytes bytes:$shown"
+  ((rc == 0 && bytes == 21)) && [[ $(head -c 4 "$work/generate.out") == "The " ]] && status=0
+fi
+result gpu_train_generate $status
 
 echo "gpu_train: logs in $work"
 ((failed == 0))
