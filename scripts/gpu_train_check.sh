@@ -22,8 +22,8 @@
 #                                backward), the next within k x TOL (the optimizer state moved too)
 #   gpu_train_generate           `shardwise generate` samples from a checkpoint the GPU trained
 #                                (30 steps of a byte-level model): the prompt and 16 bytes
-# Prints `gpu_train: NAME passed|failed` per check; exits 1 when one failed, 2 without a GPU (or a
-# build without CUDA: the CLI's own exit 2).
+# Each run stops after GPU_TRAIN_RUN_LIMIT seconds (default 150). Prints `gpu_train: NAME
+# passed|failed` per check; exits 1 when one failed, 2 without a GPU.
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 bin=$(cd "${1:?usage: gpu_train_check.sh BIN_DIR [WORK_DIR]}" && pwd)
@@ -33,14 +33,16 @@ python=$(command -v python3)
 compare() { "$python" "$root/scripts/compare_training_runs.py" "$@"; }
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1
 tol=4.3e-4
+run_limit=${GPU_TRAIN_RUN_LIMIT:-150}  # seconds per training run
 config=$root/examples/default.yaml
 failed=0
 
 train() {  # train LOG_NAME NP [ARGS...]: one run, its output in $work/LOG_NAME.log
   local name=$1 np=$2
   shift 2
-  OMP_NUM_THREADS=$((np > 1 ? 2 : 4)) mpirun --oversubscribe -np "$np" "$bin/shardwise" train \
-    --config "$config" --progress off "$@" >"$work/$name.log" 2>&1
+  # A hang must not eat the GPU session: every run has a time limit (exit 124 when it hits it).
+  OMP_NUM_THREADS=$((np > 1 ? 2 : 4)) timeout -k 10 "$run_limit" mpirun --oversubscribe \
+    -np "$np" "$bin/shardwise" train --config "$config" --progress off "$@" >"$work/$name.log" 2>&1
   local rc=$?
   grep -E '(^|\] )(device|done):' "$work/$name.log" | sed "s/^/   $name: /"
   if ((rc != 0)); then
