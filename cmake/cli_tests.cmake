@@ -47,3 +47,7 @@ add_test(NAME cli_progress
                  bash ${PROJECT_SOURCE_DIR}/tests/cli/progress_cli_test.sh
                  $<TARGET_FILE:shardwise> ${PROJECT_SOURCE_DIR} ${MPIEXEC_EXECUTABLE})
 set_tests_properties(cli_progress PROPERTIES LABELS "cli;mpi" TIMEOUT 300)
+add_test(NAME cli_train_device
+         COMMAND bash ${PROJECT_SOURCE_DIR}/tests/cli/train_device_cli_test.sh
+                 $<TARGET_FILE:shardwise> ${PROJECT_SOURCE_DIR}/examples)
+set_tests_properties(cli_train_device PROPERTIES LABELS cli TIMEOUT 120)

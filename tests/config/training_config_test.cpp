@@ -312,6 +312,35 @@ TEST(TrainingConfig, SkipNonFiniteStepsDefaultsToZeroAndIsValidated) {
                         "training.skip_nonfinite_steps must be >= 0 (got -1)");
 }
 
+TEST(TrainingConfig, DeviceAndPrecisionParseWithCpuFp32Defaults) {
+  const TrainingConfig defaults = parse_training_config("");
+  EXPECT_EQ(defaults.training.device, TrainingDevice::kCpu);
+  EXPECT_EQ(defaults.training.precision, TrainingPrecision::kFp32);
+  const TrainingConfig gpu = parse_training_config("training: {device: cuda, precision: bf16}");
+  EXPECT_EQ(gpu.training.device, TrainingDevice::kCuda);
+  EXPECT_EQ(gpu.training.precision, TrainingPrecision::kBf16);
+  EXPECT_EQ(parse_training_config("training: {device: cuda, precision: tf32}").training.precision,
+            TrainingPrecision::kTf32);
+  // The resolved form (what `shardwise config resolve` prints and checkpoints store) keeps them.
+  const nlohmann::ordered_json json = to_json(gpu);
+  EXPECT_EQ(json["training"]["device"], "cuda");
+  EXPECT_EQ(json["training"]["precision"], "bf16");
+}
+
+TEST(TrainingConfig, DeviceAndPrecisionErrorsNameTheKey) {
+  EXPECT_ERROR_CONTAINS(error_of("training: {device: gpu}"),
+                        "training.device: unknown value 'gpu' (valid: cpu, cuda)");
+  EXPECT_ERROR_CONTAINS(error_of("training: {precision: fp16}"),
+                        "training.precision: unknown value 'fp16' (valid: fp32, tf32, bf16)");
+  EXPECT_ERROR_CONTAINS(error_of("training: {precision: bf16}"),
+                        "training.precision: bf16 needs training.device: cuda");
+  EXPECT_ERROR_CONTAINS(error_of("training: {precision: tf32}"),
+                        "training.precision: tf32 needs training.device: cuda");
+  // What the device path can train (optimizer kind, tp) is the trainer's check, not the config's:
+  // `shardwise config` accepts such a config on any build.
+  EXPECT_NO_THROW(parse_training_config("training: {device: cuda}\noptimizer: {kind: ddp}"));
+}
+
 TEST(TrainingConfig, TensorParallelOverlapConfigAsMapping) {
   const std::string yaml = R"(
 comm_overlap:
