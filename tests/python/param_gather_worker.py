@@ -65,7 +65,8 @@ def main(out):
         for bucket_size in BUCKET_SIZES:
             run = train_shardwise(fresh(model_class), bucket_size=bucket_size,
                                   optimizer="distributed")
-            overlap = train_shardwise(fresh(model_class), bucket_size=bucket_size)
+            overlap = train_shardwise(fresh(model_class), bucket_size=bucket_size,
+                                     overlap_grad_reduce=True, overlap_param_gather=True)
             sync = train_shardwise(fresh(model_class), bucket_size=bucket_size,
                                    overlap_param_gather=False)
             report[f"{model_class.__name__}/{bucket_size}"] = {
