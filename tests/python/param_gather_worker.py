@@ -64,7 +64,8 @@ def main(out):
         reference = train_torch(fresh(model_class))
         for bucket_size in BUCKET_SIZES:
             run = train_shardwise(fresh(model_class), bucket_size=bucket_size,
-                                  optimizer="distributed")
+                                  optimizer="distributed", overlap_grad_reduce=True,
+                                  overlap_param_gather=True)
             overlap = train_shardwise(fresh(model_class), bucket_size=bucket_size,
                                      overlap_grad_reduce=True, overlap_param_gather=True)
             sync = train_shardwise(fresh(model_class), bucket_size=bucket_size,

@@ -106,7 +106,7 @@ class DistributedDataParallel(torch.nn.Module):
         self._gathered = False  # ... in the whole buffer, not only in this rank's shards
         self._backward_error = None
         self._grad_accumulators = []
-        self._forward_hooks = []
+        self._module_hook_handles = []
         self.engine = None
         self._build(optimizer)
         self._register_grad_hooks()
@@ -205,9 +205,9 @@ class DistributedDataParallel(torch.nn.Module):
         raise error
 
     def _install_read_guard(self):
-        for handle in self._forward_hooks:
+        for handle in self._module_hook_handles:
             handle.remove()
-        self._forward_hooks = []
+        self._module_hook_handles = []
         ranges = []
         if self.engine.overlap_param_gather():
             for i, (_, p) in enumerate(self._params):
@@ -217,9 +217,9 @@ class DistributedDataParallel(torch.nn.Module):
         self._read_guard = ParamReadGuard(ranges, self.engine.finish_param_sync)
         # After forward nothing may still be in flight: code after it (a loss on a tied head,
         # logging) reads params too, and backward must not race a gather.
-        self._forward_hooks.append(self.module.register_forward_hook(
+        self._module_hook_handles.append(self.module.register_forward_hook(
             lambda *_: self.finish_param_sync()))
-        self._forward_hooks.append(self.module._register_state_dict_hook(
+        self._module_hook_handles.append(self.module._register_state_dict_hook(
             lambda *_: self.finish_param_sync()))
 
     def _params_gathering(self):
