@@ -43,8 +43,10 @@ class DistributedDataParallel(torch.nn.Module):
     Every trainable param's storage becomes a view of the C++ param buffer (zero copy; the
     module's original storage is released) and ``param.main_grad`` a view of the grad buffer.
     A hook on each param's gradient accumulator adds ``param.grad`` into ``main_grad``, drops
-    ``param.grad`` and marks the param ready; a bucket's reduce-scatter (or all-reduce) is
-    dispatched as soon as its last grad is ready (with ``overlap_grad_reduce``).
+    ``param.grad`` (until the sync makes it the buffer's view) and marks the param ready; a
+    bucket's reduce-scatter (or all-reduce) is dispatched as soon as its last grad is ready (with
+    ``overlap_grad_reduce``). ``overlap_grad_reduce`` / ``overlap_param_gather`` default to None:
+    on only when the node has a spare core per rank for communication (``overlap_pays``).
 
     With ``overlap_param_gather``, step() returns while the updated params are still being
     all-gathered; each param's first read afterwards (by any module or code: weight tying,
