@@ -205,6 +205,88 @@ int print_checkpoint_errors(const char* path) {
   return 0;
 }
 
+// Best times of one shape's variants: plain sgemm steps of the same nominal flops (the
+// baseline), Newton-Schulz with SYRK, with GEMM only, and with bf16 products.
+struct VariantTimes {
+  double base = 1e30, syrk = 1e30, gemm = 1e30, bf16 = 1e30;
+};
+
+VariantTimes time_variants(const Shape& shape, int steps, int reps, std::mt19937& rng,
+                           Clock::time_point start, double budget_s) {
+  const std::int64_t m = std::min(shape.rows, shape.cols), n = std::max(shape.rows, shape.cols);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<float> g(static_cast<std::size_t>(m * n)), out(g.size()), y(g.size());
+  for (float& v : g) v = dist(rng);
+  std::vector<float> gram(static_cast<std::size_t>(m * m)), poly(gram.size());
+  NewtonSchulzOptions syrk_opts, gemm_opts, bf16_opts;
+  gemm_opts.use_syrk = false;
+  bf16_opts.precision = MatmulPrecision::kBf16;
+  NewtonSchulz ns_syrk(syrk_opts), ns_gemm(gemm_opts), ns_bf16(bf16_opts);
+  // Warm up (allocations, BLAS thread pool).
+  ns_syrk.orthogonalize(g.data(), shape.rows, shape.cols, out.data());
+  VariantTimes best;
+  auto time = [](double& slot, auto&& run) {
+    const Clock::time_point t0 = Clock::now();
+    run();
+    slot = std::min(slot, seconds_since(t0));
+  };
+  for (int rep = 0; rep < reps; ++rep) {
+    // Interleaved, so load changes from other processes hit every variant alike.
+    time(best.base, [&] { plain_sgemm_steps(g, m, n, steps, gram, poly, y); });
+    time(best.syrk, [&] { ns_syrk.orthogonalize(g.data(), shape.rows, shape.cols, out.data()); });
+    time(best.gemm, [&] { ns_gemm.orthogonalize(g.data(), shape.rows, shape.cols, out.data()); });
+    time(best.bf16, [&] { ns_bf16.orthogonalize(g.data(), shape.rows, shape.cols, out.data()); });
+    if (rep >= 1 && seconds_since(start) > budget_s) break;
+  }
+  return best;
+}
+
+void print_blas_setup(int steps) {
+  const char* env_threads = std::getenv("OPENBLAS_NUM_THREADS");
+  std::printf("BLAS: %s\n", blas::library_config().c_str());
+  std::printf(
+      "BLAS threads: %d (OPENBLAS_NUM_THREADS=%s); Newton-Schulz: quintic, %d steps, fp32\n",
+      blas::num_threads(), env_threads ? env_threads : "unset", steps);
+  if (blas::library_config().find("core=Prescott") != std::string::npos) {
+    std::printf(
+        "note: OpenBLAS fell back to its generic Prescott kernels (CPU model unknown to "
+        "this OpenBLAS); OPENBLAS_CORETYPE=SkylakeX or Haswell is ~3x faster here\n");
+  }
+}
+
+// The table: per shape, sgemm and Newton-Schulz GFLOP/s and their ratios, within budget_s.
+void print_shape_table(const std::vector<Shape>& shapes, int steps, double budget_s) {
+  std::printf("%-11s %10s %12s %8s %12s %8s %12s %8s %9s\n", "shape", "GFLOP", "sgemm GF/s", "",
+              "NS GF/s", "ratio", "NS-gemm GF/s", "ratio", "bf16 ratio");
+  const Clock::time_point start = Clock::now();
+  std::mt19937 rng(1);
+  double rate_estimate = 0.0;  // GFLOP/s seen so far, to predict whether a shape fits
+  for (const Shape& shape : shapes) {
+    const double gflop =
+        shardwise::optim::newton_schulz_gemm_flops(shape.rows, shape.cols, steps) / 1e9;
+    const double remaining = budget_s - seconds_since(start);
+    // Each repetition runs four variants of about the same cost; at least two repetitions.
+    const int reps = gflop > 50.0 ? 2 : 3;
+    if (rate_estimate > 0.0 && 8.0 * gflop / rate_estimate > remaining) {
+      std::printf(
+          "%5lldx%-5lld %10.1f   skipped: ~%.0f s needed at %.1f GFLOP/s, %.0f s of budget left\n",
+          (long long)shape.rows, (long long)shape.cols, gflop, 8.0 * gflop / rate_estimate,
+          rate_estimate, std::max(0.0, remaining));
+      continue;
+    }
+    const VariantTimes t = time_variants(shape, steps, reps, rng, start, budget_s);
+    rate_estimate = gflop / t.base;
+    std::printf("%5lldx%-5lld %10.1f %12.1f %8s %12.1f %8.2f %12.1f %8.2f %9.2f\n",
+                (long long)shape.rows, (long long)shape.cols, gflop, gflop / t.base, "",
+                gflop / t.syrk, t.base / t.syrk, gflop / t.gemm, t.base / t.gemm, t.base / t.bf16);
+    std::fflush(stdout);
+  }
+  std::printf(
+      "ratio = plain sgemm time / Newton-Schulz time for the same nominal GEMM flops "
+      "(target >= 0.85); best of up to 3 interleaved runs; total %.1f s\n",
+      seconds_since(start));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -229,74 +311,8 @@ int main(int argc, char** argv) {
       budget_s = std::atof(argv[i + 1]);
   }
   const int steps = 5;
-  const char* env_threads = std::getenv("OPENBLAS_NUM_THREADS");
-  std::printf("BLAS: %s\n", blas::library_config().c_str());
-  std::printf(
-      "BLAS threads: %d (OPENBLAS_NUM_THREADS=%s); Newton-Schulz: quintic, %d steps, fp32\n",
-      blas::num_threads(), env_threads ? env_threads : "unset", steps);
-  if (blas::library_config().find("core=Prescott") != std::string::npos) {
-    std::printf(
-        "note: OpenBLAS fell back to its generic Prescott kernels (CPU model unknown to "
-        "this OpenBLAS); OPENBLAS_CORETYPE=SkylakeX or Haswell is ~3x faster here\n");
-  }
-  std::printf("%-11s %10s %12s %8s %12s %8s %12s %8s %9s\n", "shape", "GFLOP", "sgemm GF/s", "",
-              "NS GF/s", "ratio", "NS-gemm GF/s", "ratio", "bf16 ratio");
-
-  const Clock::time_point start = Clock::now();
-  std::mt19937 rng(1);
-  std::normal_distribution<float> dist(0.0f, 1.0f);
-  double rate_estimate = 0.0;  // GFLOP/s seen so far, to predict whether a shape fits
-  for (const Shape& shape : shapes) {
-    const std::int64_t m = std::min(shape.rows, shape.cols), n = std::max(shape.rows, shape.cols);
-    const double gflop =
-        shardwise::optim::newton_schulz_gemm_flops(shape.rows, shape.cols, steps) / 1e9;
-    const double remaining = budget_s - seconds_since(start);
-    // Each repetition runs four variants of about the same cost; at least two repetitions.
-    const int reps = gflop > 50.0 ? 2 : 3;
-    if (rate_estimate > 0.0 && 8.0 * gflop / rate_estimate > remaining) {
-      std::printf(
-          "%5lldx%-5lld %10.1f   skipped: ~%.0f s needed at %.1f GFLOP/s, %.0f s of budget left\n",
-          (long long)shape.rows, (long long)shape.cols, gflop, 8.0 * gflop / rate_estimate,
-          rate_estimate, std::max(0.0, remaining));
-      continue;
-    }
-    std::vector<float> g(static_cast<std::size_t>(m * n)), out(g.size()), y(g.size());
-    for (float& v : g) v = dist(rng);
-    std::vector<float> gram(static_cast<std::size_t>(m * m)), poly(gram.size());
-    NewtonSchulzOptions syrk_opts, gemm_opts, bf16_opts;
-    gemm_opts.use_syrk = false;
-    bf16_opts.precision = MatmulPrecision::kBf16;
-    NewtonSchulz ns_syrk(syrk_opts), ns_gemm(gemm_opts), ns_bf16(bf16_opts);
-    // Warm up (allocations, BLAS thread pool).
-    ns_syrk.orthogonalize(g.data(), shape.rows, shape.cols, out.data());
-    double best_base = 1e30, best_syrk = 1e30, best_gemm = 1e30, best_bf16 = 1e30;
-    for (int rep = 0; rep < reps; ++rep) {
-      // Interleaved, so load changes from other processes hit every variant alike.
-      Clock::time_point t0 = Clock::now();
-      plain_sgemm_steps(g, m, n, steps, gram, poly, y);
-      best_base = std::min(best_base, seconds_since(t0));
-      t0 = Clock::now();
-      ns_syrk.orthogonalize(g.data(), shape.rows, shape.cols, out.data());
-      best_syrk = std::min(best_syrk, seconds_since(t0));
-      t0 = Clock::now();
-      ns_gemm.orthogonalize(g.data(), shape.rows, shape.cols, out.data());
-      best_gemm = std::min(best_gemm, seconds_since(t0));
-      t0 = Clock::now();
-      ns_bf16.orthogonalize(g.data(), shape.rows, shape.cols, out.data());
-      best_bf16 = std::min(best_bf16, seconds_since(t0));
-      if (rep >= 1 && seconds_since(start) > budget_s) break;
-    }
-    rate_estimate = gflop / best_base;
-    std::printf("%5lldx%-5lld %10.1f %12.1f %8s %12.1f %8.2f %12.1f %8.2f %9.2f\n",
-                (long long)shape.rows, (long long)shape.cols, gflop, gflop / best_base, "",
-                gflop / best_syrk, best_base / best_syrk, gflop / best_gemm, best_base / best_gemm,
-                best_base / best_bf16);
-    std::fflush(stdout);
-  }
-  std::printf(
-      "ratio = plain sgemm time / Newton-Schulz time for the same nominal GEMM flops "
-      "(target >= 0.85); best of up to 3 interleaved runs; total %.1f s\n",
-      seconds_since(start));
+  print_blas_setup(steps);
+  print_shape_table(shapes, steps, budget_s);
   print_gram_figures();
   print_figure_one_thread(steps);
   return 0;

@@ -137,55 +137,55 @@ Timed time_reshard(ProcessGroup& world, const ReshardPlan& plan, Buffers& buffer
   return t;
 }
 
-int bench_main(int argc, char** argv) {
-  const Options o = parse(argc, argv);
-  ProcessGroupPtr world = init_mpi_world();
-  const int p = world->size();
-  const int me = world->rank();
-  SW_REQUIRE(p >= 2 && p % 2 == 0, InvalidArgument,
-             "bench_reshard_throughput: run with an even "
-             "number of ranks >= 2 (got ",
-             p, ")");
-  const int half = p / 2;
-  const std::vector<std::int64_t> shape{o.rows, o.cols};
+struct Scenario {
+  std::string name;
+  ParallelSharding src, dst;
+};
 
-  struct Scenario {
-    std::string name;
-    ParallelSharding src, dst;
-  };
-  const std::vector<Scenario> scenarios{
-      {"disjoint TP" + std::to_string(half) + " -> TP" + std::to_string(half) + " (rows)",
+// The layout changes timed, at p ranks (half = p / 2). The third is the figure's.
+std::vector<Scenario> layout_scenarios(int p) {
+  const int half = p / 2;
+  const std::string h = std::to_string(half), all = std::to_string(p);
+  return {
+      {"disjoint TP" + h + " -> TP" + h + " (rows)",
        {.tp = half},
        {.tp = half, .first_rank = half}},
-      {"co-located TP" + std::to_string(half) + " -> TP" + std::to_string(p) + " (rows)",
-       {.tp = half, .dp = 2},
-       {.tp = p}},
-      {"co-located TP" + std::to_string(half) + " -> TP" + std::to_string(p) + " (cols, packed)",
+      {"co-located TP" + h + " -> TP" + all + " (rows)", {.tp = half, .dp = 2}, {.tp = p}},
+      {"co-located TP" + h + " -> TP" + all + " (cols, packed)",
        {.tp = half, .partition_dim = 1, .dp = 2},
        {.tp = p, .partition_dim = 1}},
-      {"DP" + std::to_string(p) + " -> TP" + std::to_string(p) + " (rows)", {.dp = p}, {.tp = p}},
+      {"DP" + all + " -> TP" + all + " (rows)", {.dp = p}, {.tp = p}},
   };
-  auto requests_for = [&](const Scenario& s) {
-    std::vector<ParamReshardRequest> reqs;
-    for (int i = 0; i < o.params; ++i) {
-      const std::string name = "layer" + std::to_string(i) + ".weight";
-      reqs.push_back({name, DType::kBFloat16, parallel_sharding(name, shape, s.src),
-                      parallel_sharding(name, shape, s.dst)});
-    }
-    return reqs;
-  };
+}
 
+ReshardPlan plan_for(const Options& o, const Scenario& s, int me) {
+  const std::vector<std::int64_t> shape{o.rows, o.cols};
+  std::vector<ParamReshardRequest> reqs;
+  for (int i = 0; i < o.params; ++i) {
+    const std::string name = "layer" + std::to_string(i) + ".weight";
+    reqs.push_back({name, DType::kBFloat16, parallel_sharding(name, shape, s.src),
+                    parallel_sharding(name, shape, s.dst)});
+  }
+  return plan_reshard(reqs, me);
+}
+
+// One row per scenario: reshard time against raw MPI point-to-point of the same messages.
+// Returns the packed-columns scenario's timing.
+Timed print_scenario_table(ProcessGroup& world, const Options& o,
+                           const std::vector<Scenario>& scenarios) {
+  const int me = world.rank();
   if (me == 0) {
-    std::printf("reshard_throughput: %d ranks, %d params of [%lld, %lld] bf16, best of %d\n", p,
-                o.params, static_cast<long long>(o.rows), static_cast<long long>(o.cols), o.iters);
+    std::printf("reshard_throughput: %d ranks, %d params of [%lld, %lld] bf16, best of %d\n",
+                world.size(), o.params, static_cast<long long>(o.rows),
+                static_cast<long long>(o.cols), o.iters);
     std::printf("%-44s %10s %10s %10s %10s %8s\n", "layout change", "moved MB", "reshard s",
                 "raw MPI s", "GB/s", "ratio");
   }
-  Timed packed;  // the figure's scenario: co-located, packed columns
+  Timed packed;
   for (const Scenario& s : scenarios) {
-    const ReshardPlan plan = plan_reshard(requests_for(s), me);
+    const ReshardPlan plan = plan_for(o, s, me);
     Buffers buffers = make_buffers(plan, me);
-    const Timed r = time_reshard(*world, plan, buffers, nullptr, o.iters);
+    const Timed r = time_reshard(world, plan, buffers, nullptr, o.iters);
     if (&s == &scenarios[2]) packed = r;
     const double raw = raw_mpi_seconds(plan, me, o.iters);
     if (me == 0) {
@@ -194,33 +194,40 @@ int bench_main(int argc, char** argv) {
                   static_cast<double>(r.moved_bytes) / r.seconds / 1e9, raw / r.seconds);
     }
   }
+  return packed;
+}
 
-  // The figure: bytes moved by the packed-columns reshard (all ranks) per second vs one-way MPI
-  // ping-pong bandwidth of one rank's share of them (machine_limits.hpp).
-  // The packed reshard is timed twice more, with a ping-pong probe before, between and after
-  // (the best probe divides the median time).
+// The figure: bytes moved by the packed-columns reshard (all ranks) per second vs one-way MPI
+// ping-pong bandwidth of one rank's share of them (machine_limits.hpp). The reshard is timed
+// twice more, with a ping-pong probe before, between and after (the best probe divides the
+// median time).
+void print_packed_figure(ProcessGroup& world, const Options& o, const Scenario& scenario,
+                         const Timed& packed) {
+  const int p = world.size(), me = world.rank();
   const auto share =
       static_cast<std::size_t>(std::max<std::int64_t>(packed.moved_bytes / p, 1 << 20));
   bench::ProbeSamples limit;
   std::vector<double> packed_seconds{packed.seconds};
-  {
-    const ReshardPlan plan = plan_reshard(requests_for(scenarios[2]), me);
-    Buffers buffers = make_buffers(plan, me);
-    for (int round = 0; round < 2; ++round) {
-      limit.add(bench::mpi_ping_pong_gbps(share, o.iters));
-      packed_seconds.push_back(time_reshard(*world, plan, buffers, nullptr, o.iters).seconds);
-    }
+  const ReshardPlan plan = plan_for(o, scenario, me);
+  Buffers buffers = make_buffers(plan, me);
+  for (int round = 0; round < 2; ++round) {
     limit.add(bench::mpi_ping_pong_gbps(share, o.iters));
+    packed_seconds.push_back(time_reshard(world, plan, buffers, nullptr, o.iters).seconds);
   }
+  limit.add(bench::mpi_ping_pong_gbps(share, o.iters));
   std::sort(packed_seconds.begin(), packed_seconds.end());
   if (me == 0) {
     bench::print_figure(str_cat("reshard_", p, "r").c_str(),
                         static_cast<double>(packed.moved_bytes) / packed_seconds[1] / 1e9, limit,
                         "GB/s");
   }
+}
 
-  // MXFP8 on the disjoint layout: every byte crosses the wire.
-  const ReshardPlan plan = plan_reshard(requests_for(scenarios[0]), me);
+// MXFP8 on the disjoint layout, where every byte crosses the wire: receiver-side conversion
+// (bf16 on the wire) against convert-on-send (e4m3 codes + e8m0 scales).
+void print_mxfp8_wire(ProcessGroup& world, const Options& o, const Scenario& disjoint) {
+  const int me = world.rank();
+  const ReshardPlan plan = plan_for(o, disjoint, me);
   Buffers buffers = make_buffers(plan, me);
   std::vector<Mxfp8Tensor> persistent;
   Mxfp8PersistentBuffers views;
@@ -241,17 +248,27 @@ int bench_main(int argc, char** argv) {
   Timed modes[2];
   for (bool on_send : {false, true}) {
     Mxfp8ReshardTransform transform(names, views, "", on_send);
-    modes[on_send] = time_reshard(*world, plan, buffers, &transform, o.iters);
+    modes[on_send] = time_reshard(world, plan, buffers, &transform, o.iters);
   }
-  if (me == 0) {
-    std::printf("\nMXFP8 (%s): wire bytes and time\n", scenarios[0].name.c_str());
-    std::printf("  receiver-side (bf16 wire): %12lld bytes  %8.4f s\n",
-                static_cast<long long>(modes[0].wire_bytes), modes[0].seconds);
-    std::printf(
-        "  convert-on-send (e4m3+e8m0): %10lld bytes  %8.4f s  (%.3f of receiver-side)\n",
-        static_cast<long long>(modes[1].wire_bytes), modes[1].seconds,
-        static_cast<double>(modes[1].wire_bytes) / static_cast<double>(modes[0].wire_bytes));
-  }
+  if (me != 0) return;
+  std::printf("\nMXFP8 (%s): wire bytes and time\n", disjoint.name.c_str());
+  std::printf("  receiver-side (bf16 wire): %12lld bytes  %8.4f s\n",
+              static_cast<long long>(modes[0].wire_bytes), modes[0].seconds);
+  std::printf("  convert-on-send (e4m3+e8m0): %10lld bytes  %8.4f s  (%.3f of receiver-side)\n",
+              static_cast<long long>(modes[1].wire_bytes), modes[1].seconds,
+              static_cast<double>(modes[1].wire_bytes) / static_cast<double>(modes[0].wire_bytes));
+}
+
+int bench_main(int argc, char** argv) {
+  const Options o = parse(argc, argv);
+  ProcessGroupPtr world = init_mpi_world();
+  const int p = world->size();
+  SW_REQUIRE(p >= 2 && p % 2 == 0, InvalidArgument,
+             "bench_reshard_throughput: run with an even number of ranks >= 2 (got ", p, ")");
+  const std::vector<Scenario> scenarios = layout_scenarios(p);
+  const Timed packed = print_scenario_table(*world, o, scenarios);
+  print_packed_figure(*world, o, scenarios[2], packed);
+  print_mxfp8_wire(*world, o, scenarios[0]);
   return 0;
 }
 

@@ -27,6 +27,7 @@
 #                                         bin/) without building; DIR/lib goes first on the
 #                                         library path when it exists
 #   --memcheck                            also run test_cuda under compute-sanitizer memcheck
+#   --train-only                          only the `shardwise train` checks (run_train_checks)
 # Environment: GPU_BUILD_DIR (default build-gpu), JOBS (default nproc), GPU_PACK_EXTRA (more
 # binaries of the build to pack, e.g. "test_core bench_mxfp8_codec" for CPU checks there),
 # SHARDWISE_CUDA_ARCHITECTURES (default 90: H100 and H200).
@@ -35,15 +36,17 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${GPU_BUILD_DIR:-$root/build-gpu}
 jobs=${JOBS:-$(nproc)}
 targets=(test_cuda test_cuda_host_emulation test_nccl_mpi test_cuda_mpi bench_mxfp8_cuda
-         bench_adamw_cuda bench_newton_schulz_cuda bench_layer_wise_step_cuda bench_train_mfu_cuda)
+         bench_adamw_cuda bench_newton_schulz_cuda bench_layer_wise_step_cuda bench_train_mfu_cuda
+         shardwise)
 
-mode=build prebuilt="" memcheck=0
+mode=build prebuilt="" memcheck=0 train_only=0
 while (($#)); do
   case $1 in
     --pack) mode=pack ;;
     --pack-from) mode=pack_from; build=$(cd "${2:?--pack-from needs a build directory}" && pwd); shift ;;
     --prebuilt) mode=prebuilt; prebuilt=${2:?--prebuilt needs a directory}; shift ;;
     --memcheck) memcheck=1 ;;
+    --train-only) train_only=1 ;;
     *) echo "gpu_check: unknown argument '$1'" >&2; exit 2 ;;
   esac
   shift
@@ -53,7 +56,7 @@ build_targets() {
   mkdir -p "$build"
   cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DSHARDWISE_CUDA=ON \
     -DSHARDWISE_CUDA_ARCHITECTURES="${SHARDWISE_CUDA_ARCHITECTURES:-90}" \
-    -DSHARDWISE_BUILD_BENCH=ON -DSHARDWISE_BUILD_APPS=OFF \
+    -DSHARDWISE_BUILD_BENCH=ON -DSHARDWISE_BUILD_APPS=ON \
     >"$build/configure.log" 2>&1 || {
     tail -20 "$build/configure.log"
     echo "gpu_check: configuring failed (log: $build/configure.log). Without the build" \
@@ -73,7 +76,8 @@ pack() {
   local dest=${GPU_PACK_DIR:-$root/build-gpu/pack}
   rm -rf "$dest" && mkdir -p "$dest/lib"
   local packed=("${targets[@]}" ${GPU_PACK_EXTRA:-})
-  for t in "${packed[@]}"; do cp "$build/bin/$t" "$dest/"; done
+  # Stripped: the pack and what else a run carries must stay within the device tool's 64 MiB.
+  for t in "${packed[@]}"; do strip --strip-unneeded -o "$dest/$t" "$build/bin/$t"; done
   ldd "${packed[@]/#/$build/bin/}" | awk '/=> \//{print $3}' | sort -u | while read -r lib; do
     case $(basename "$lib") in
       libc.so* | libm.so* | libdl.so* | libpthread.so* | librt.so* | ld-linux* | libstdc++.so* | \
@@ -148,8 +152,84 @@ run_bench() {
   grep '^bench:' "$log" >>"$logs/bench_lines" || true
 }
 
+# `shardwise train` with training.device: cuda against the CPU (scripts/gpu_train_check.py): the
+# main job at 1 rank in fp32 (parity with the CPU run), at 4 ranks sharing the GPU in fp32 and at
+# 2 in bf16 (100% held-out exact match); a CPU checkpoint resumed on the GPU and that run's checkpoint resumed
+# on the CPU, each continuing where the other was; the text example in bf16 at the CPU run's bits
+# per byte (needs data/fortunes from scripts/prepare_fortunes.py; skipped without it).
+run_train_checks() {
+  local out=$logs/train sw=$bin/shardwise cfg=$root/examples/default.yaml
+  local check=$root/scripts/gpu_train_check.py
+  local mpi=(env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
+             OPENBLAS_NUM_THREADS=1 mpirun --oversubscribe)
+  mkdir -p "$out"
+  if ! "$sw" version >/dev/null 2>&1; then
+    echo "== train: no shardwise binary in $bin"; ((failed += 1)); return
+  fi
+  train_run cpu "$sw" train --config "$cfg" --save "$out/ck_cpu" --save-interval 300 || return
+  train_run gpu_fp32 "$sw" train --config "$cfg" training.device=cuda || return
+  train_check python3 "$check" parity "$out/cpu.jsonl" "$out/gpu_fp32.jsonl"
+  # The README's main job (4 ranks, global batch 64), every rank on the one GPU.
+  train_run gpu_fp32_np4 "${mpi[@]}" -np 4 "$sw" train --config "$cfg" training.device=cuda &&
+    train_check python3 "$check" accuracy "$out/gpu_fp32_np4.jsonl"
+  train_run gpu_bf16_np2 "${mpi[@]}" -np 2 "$sw" train --config "$cfg" training.device=cuda \
+    training.precision=bf16 && train_check python3 "$check" accuracy "$out/gpu_bf16_np2.jsonl"
+  train_run gpu_resumed "$sw" train --config "$cfg" training.device=cuda --load "$out/ck_cpu" \
+    --load-step 300 --save "$out/ck_gpu" --save-interval 450 &&
+    train_check python3 "$check" same_step "$out/cpu.jsonl" "$out/gpu_resumed.jsonl" 301 &&
+    train_run cpu_resumed "$sw" train --config "$cfg" --load "$out/ck_gpu" --load-step 450 &&
+    train_check python3 "$check" same_step "$out/gpu_resumed.jsonl" "$out/cpu_resumed.jsonl" 451
+  if [[ -f $root/data/fortunes/train.bin ]]; then
+    pushd "$root" >/dev/null  # the config's data paths are relative to the repository root
+    train_run text_bf16_np2 "${mpi[@]}" -np 2 "$sw" train --config examples/text.yaml \
+      training.device=cuda training.precision=bf16 --save "$out/ck_text" --plot "$out/text.svg" &&
+      train_check python3 "$check" bits_per_byte "$out/text_bf16_np2.jsonl" 2.39 0.05 &&
+      train_check "$sw" generate --checkpoint "$out/ck_text" --prompt "The " --tokens 80
+    popd >/dev/null
+  fi
+}
+
+# train_run NAME COMMAND...: one training run, its metrics in $logs/train/NAME.jsonl; a failed
+# run counts one failure.
+train_run() {
+  local name=$1 log=$logs/train/$1.log
+  shift
+  echo "== train $name"
+  local start=$SECONDS
+  if env OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 "$@" --log-jsonl "$logs/train/$name.jsonl" \
+    --progress off >"$log" 2>&1; then
+    echo "   done in $((SECONDS - start)) s: $(grep -E '^(device|done):' "$log" | tr '\n' ' ')"
+    return 0
+  fi
+  ((failed += 1))
+  echo "   FAILED (log $log):"
+  tail -15 "$log"
+  return 1
+}
+
+# train_check COMMAND...: its ok / FAIL lines count one pass / failure each; a command that fails
+# without printing FAIL counts one failure.
+train_check() {
+  local text rc
+  text=$("$@" 2>&1)
+  rc=$?
+  echo "$text" | sed 's/^/   /'
+  local ok bad
+  ok=$(grep -c '^ok:' <<<"$text")
+  bad=$(grep -c '^FAIL:' <<<"$text")
+  if ((rc == 0 && ok == 0 && bad == 0)); then ok=1; fi
+  if ((rc != 0 && bad == 0)); then bad=1; fi
+  ((passed += ok, failed += bad))
+  ((bad == 0))
+}
+
 command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total \
   --format=csv,noheader
+if ((train_only)); then
+  run_train_checks
+  echo "gpu_check: $passed passed, $failed failed"
+  exit $((failed > 0))
+fi
 run_tests test_cuda "$bin/test_cuda"
 run_tests test_cuda_host_emulation "$bin/test_cuda_host_emulation"
 # The NCCL group (tests/nccl/mpi): one rank runs every collective and the watchdog; two ranks
@@ -172,6 +252,8 @@ run_bench bench_layer_wise_step_cuda env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN
   "$bin/bench_layer_wise_step_cuda"
 # The device GPT (GPT-2 small, bf16 GEMMs): one micro-batch of 8 x 1024, 5 timed steps.
 run_bench bench_train_mfu_cuda "$bin/bench_train_mfu_cuda" 8 5 bf16
+
+run_train_checks
 
 echo "gpu_check: $skipped skipped"
 echo "gpu_check: $passed passed, $failed failed"

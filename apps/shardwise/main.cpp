@@ -10,6 +10,9 @@
 #include "command_registry.hpp"
 #include "shardwise/core/error.hpp"
 #include "shardwise/core/message_text.hpp"
+#ifdef SHARDWISE_CUDA_TRAINING
+#include "shardwise/train_cuda/cuda_training.hpp"
+#endif
 
 namespace shardwise::cli {
 
@@ -27,6 +30,9 @@ bool register_command(std::string name, std::string description, CommandSetup se
 
 int main(int argc, char** argv) {
   using namespace shardwise;
+#ifdef SHARDWISE_CUDA_TRAINING
+  register_cuda_training();  // training.device: cuda
+#endif
   CLI::App app{"shardwise: Megatron-style distributed-optimizer machinery in C++"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "shardwise 0.1.0");

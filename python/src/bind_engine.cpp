@@ -13,6 +13,7 @@
 #include "shardwise/comm/mpi_process_group.hpp"
 #include "shardwise/config/optimizer_hyperparameters.hpp"
 #include "shardwise/core/error.hpp"
+#include "shardwise/layout/param_info.hpp"
 
 namespace py = pybind11;
 
@@ -87,6 +88,30 @@ optim::OptimizerState state_from_python(const py::dict& state) {
     }
   }
   return out;
+}
+
+// One param's hyperparameters from {"lr", "weight_decay", "beta1", "beta2", "eps", "momentum"}
+// (each optional), range-checked as the spec's; errors name the param and the field.
+optim::GroupOverrides param_overrides_from_python(const std::string& param, const py::dict& d) {
+  optim::GroupOverrides o;
+  OptimizerHyperparameters checked;
+  const auto take = [&d](const char* key, std::optional<double>& field, double& check) {
+    if (!d.contains(key)) return;
+    field = d[key].cast<double>();
+    check = *field;
+  };
+  take("lr", o.lr, checked.lr);
+  take("weight_decay", o.weight_decay, checked.weight_decay);
+  take("beta1", o.beta1, checked.beta1);
+  take("beta2", o.beta2, checked.beta2);
+  take("eps", o.eps, checked.eps);
+  take("momentum", o.momentum, checked.momentum);
+  const auto name = [&param](const char* field) { return str_cat("param '", param, "': ", field); };
+  validate(checked,
+           OptimizerFieldNames{name("lr"), name("muon_lr"), name("weight_decay"), name("betas[0]"),
+                               name("betas[1]"), name("eps"), name("momentum"), name("ns_steps"),
+                               name("extra_scale_factor"), name("clip_grad")});
+  return o;
 }
 
 void bind_buffers(py::class_<Engine>& c) {
@@ -188,6 +213,30 @@ void bind_optimizer(py::class_<Engine>& c) {
            [](Engine& e, double lr) {
              validate_learning_rate(lr, "lr");
              e.optimizer().set_lr(lr);
+           })
+      .def(
+          "set_param_hyperparameters",
+          [](Engine& e, const py::dict& by_param) {
+            optim::ParamOverrides overrides;
+            for (const auto& [name, values] : by_param) {
+              const auto param = name.cast<std::string>();
+              overrides[param] = param_overrides_from_python(param, values.cast<py::dict>());
+            }
+            e.optimizer().set_param_overrides(overrides);
+          },
+          py::arg("by_param"),
+          "Per-param lr / weight_decay / beta1 / beta2 / eps / momentum, by param name, over the "
+          "optimizer's own (replaces the previous set)")
+      .def("muon_params",
+           [](const Engine& e) {
+             // Which params Muon steps: the layer-wise kinds' routing, fixed by the layout.
+             std::vector<bool> out;
+             const bool layer_wise = e.kind() == OptimizerKind::kLayerWise ||
+                                     e.kind() == OptimizerKind::kLegacyLayerWise;
+             for (const ParamInfo& info : e.ddp().params()) {
+               out.push_back(layer_wise && is_managed_by_layer_wise_optimizer(info));
+             }
+             return out;
            })
       .def("state_dict",
            [](const Engine& e) { return state_to_python(e.optimizer().state_dict()); })

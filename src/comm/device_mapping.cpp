@@ -1,6 +1,7 @@
 #include "shardwise/comm/device_mapping.hpp"
 
 #include <cstdlib>
+#include <initializer_list>
 #include <string>
 
 #include "shardwise/core/error.hpp"
@@ -19,24 +20,42 @@ int device_for_local_rank(int local_rank, int device_count, DeviceSharing sharin
   return local_rank;
 }
 
-std::optional<int> local_rank_from_environment() {
-  for (const char* name :
-       {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID", "LOCAL_RANK"}) {
+namespace {
+
+// The first of `names` that is set, parsed as an integer >= `minimum`; InvalidArgument naming the
+// variable when it is not one.
+std::optional<int> integer_from_environment(std::initializer_list<const char*> names, int minimum,
+                                            const char* what) {
+  for (const char* name : names) {
     const char* value = std::getenv(name);
     if (value == nullptr) continue;
     const std::string text(value);
     std::size_t used = 0;
-    int rank = -1;
+    int number = minimum - 1;
     try {
-      rank = std::stoi(text, &used);
+      number = std::stoi(text, &used);
     } catch (const std::exception&) {
       used = 0;
     }
-    SW_REQUIRE(used == text.size() && !text.empty() && rank >= 0, InvalidArgument, name, "='", text,
-               "' is not a local rank (a non-negative integer)");
-    return rank;
+    SW_REQUIRE(used == text.size() && !text.empty() && number >= minimum, InvalidArgument, name,
+               "='", text, "' is not ", what);
+    return number;
   }
   return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<int> local_rank_from_environment() {
+  return integer_from_environment(
+      {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID", "LOCAL_RANK"}, 0,
+      "a local rank (a non-negative integer)");
+}
+
+std::optional<int> local_size_from_environment() {
+  return integer_from_environment({"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS",
+                                   "SLURM_NTASKS_PER_NODE", "LOCAL_WORLD_SIZE"},
+                                  1, "a count of ranks on this node (a positive integer)");
 }
 
 }  // namespace shardwise

@@ -175,25 +175,24 @@ class MpiProcessGroup final : public ProcessGroup {
     } catch (...) {
       return finished_work(std::current_exception());
     }
-    return run_op(
-        "all_gather_v", CollectiveKind::kAllGatherV,
-        [this, output, input, gather = std::move(gather), in_place] {
-          const MPI_Datatype type = mpi_type(input.dtype);
-          complete("MPI_Iallgatherv", [&](MPI_Request* r) {
-            // Checked against INT_MAX (the rules' max_count) when the call was issued.
-            const std::vector<int> count_ints(gather.counts.begin(), gather.counts.end());
-            const std::vector<int> displacement_ints(gather.displacements.begin(),
-                                                     gather.displacements.end());
-            const int* counts = count_ints.data();
-            const int* displacements = displacement_ints.data();
-            return in_place ? MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, output.data,
-                                              counts, displacements, type, comm_, r)
-                            : MPI_Iallgatherv(input.data, static_cast<int>(input.numel), type,
-                                              output.data, counts, displacements, type, comm_, r);
-          });
-          return all_gather_v_traffic(static_cast<std::int64_t>(input.nbytes()),
-                                      static_cast<std::int64_t>(output.nbytes()), size_);
-        });
+    // MPI takes int counts: checked against INT_MAX (the rules' max_count) just above.
+    std::vector<int> counts_int(gather.counts.begin(), gather.counts.end());
+    std::vector<int> displacements_int(gather.displacements.begin(), gather.displacements.end());
+    return run_op("all_gather_v", CollectiveKind::kAllGatherV,
+                  [this, output, input, counts = std::move(counts_int),
+                   displacements = std::move(displacements_int), in_place] {
+                    const MPI_Datatype type = mpi_type(input.dtype);
+                    complete("MPI_Iallgatherv", [&](MPI_Request* r) {
+                      return in_place ? MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL,
+                                                        output.data, counts.data(),
+                                                        displacements.data(), type, comm_, r)
+                                      : MPI_Iallgatherv(input.data, static_cast<int>(input.numel),
+                                                        type, output.data, counts.data(),
+                                                        displacements.data(), type, comm_, r);
+                    });
+                    return all_gather_v_traffic(static_cast<std::int64_t>(input.nbytes()),
+                                                static_cast<std::int64_t>(output.nbytes()), size_);
+                  });
   }
 
   WorkPtr broadcast(TensorView buffer, int root) override {

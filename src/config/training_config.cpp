@@ -50,6 +50,9 @@ void validate_training(const TrainLoopConfig& t) {
   require_range(t.eval_interval, 0, kMaxStep, "training.eval_interval");
   require_min(t.seed, 0, "training.seed");
   require_min(t.skip_nonfinite_steps, 0, "training.skip_nonfinite_steps");
+  SW_REQUIRE(t.precision == TrainingPrecision::kFp32 || t.device == TrainingDevice::kCuda,
+             ConfigError, "training.precision: ", to_string(t.precision),
+             " needs training.device: cuda (the CPU model computes in fp32)");
   // The sample index of the last step, per data-parallel replica (the trainer multiplies in dp).
   checked_product<ConfigError>({{"training.steps", t.steps},
                                 {"training.micro_batch_size", t.micro_batch_size},

@@ -104,6 +104,8 @@ const std::vector<FieldSpec<TrainLoopConfig>>& training_fields() {
       field("eval_interval", &C::eval_interval),
       field("seed", &C::seed),
       field("skip_nonfinite_steps", &C::skip_nonfinite_steps),
+      field("device", &C::device),
+      field("precision", &C::precision),
   };
   return fields;
 }

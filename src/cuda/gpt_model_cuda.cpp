@@ -55,22 +55,9 @@ GptModelCuda::GptModelCuda(const GptConfig& config, const GptCudaOptions& option
              ": the device model has no tensor parallelism (use 1, or the CPU model)");
   params_ = gpt_param_list(config_, 1);
   State& s = *state_;
-  ParamId next = 0;
-  s.wte = next++;
-  s.has_wpe = !config_.rope;
-  if (s.has_wpe) s.wpe = next++;
-  for (int l = 0; l < config_.num_layers; ++l) {
-    detail::GptBlockIds b{};
-    for (ParamId* id : {&b.ln1_w, &b.ln1_b, &b.qkv_w, &b.qkv_b, &b.proj_w, &b.proj_b, &b.ln2_w,
-                        &b.ln2_b, &b.fc1_w, &b.fc1_b, &b.fc2_w, &b.fc2_b}) {
-      *id = next++;
-    }
-    s.ids.push_back(b);
-  }
-  s.lnf_w = next++;
-  s.lnf_b = next++;
-  s.head = config_.tied_embeddings ? s.wte : next++;
-  SW_CHECK(next == params_.size(), "GptModelCuda: ", next, " ids for ", params_.size(), " params");
+  s.ids = gpt_param_ids(config_);
+  SW_CHECK(s.ids.count == params_.size(), "GptModelCuda: ", s.ids.count, " ids for ",
+           params_.size(), " params");
   SW_REQUIRE(gpu_available(), CudaError, "GptModelCuda: no CUDA device");
   s.stream = detail::as_stream(options_.stream);
   s.gemm = std::make_unique<detail::DeviceGemm>(options_.precision, s.stream);
@@ -205,10 +192,10 @@ double GptModelCuda::forward(const std::int32_t* tokens, const std::int32_t* tar
   for (int l = 0; l < layers; ++l) {
     block_forward(l, l + 1 < layers ? floats(s.layers[l + 1].x_in) : floats(s.x_final));
   }
-  detail::launch_layer_norm_forward(floats(s.x_final), use(s.lnf_w), use(s.lnf_b), n, h,
+  detail::launch_layer_norm_forward(floats(s.x_final), use(s.ids.lnf_w), use(s.ids.lnf_b), n, h,
                                     kLayerNormEps, floats(s.lnf_out), floats(s.lnf_mean),
                                     floats(s.lnf_rstd), s.stream);
-  s.gemm->run(false, true, 1.0f, {floats(s.lnf_out), n, h, h}, {use(s.head), v, h, h}, 0.0f,
+  s.gemm->run(false, true, 1.0f, {floats(s.lnf_out), n, h, h}, {use(s.ids.head), v, h, h}, 0.0f,
               floats(s.logits), v, "cublasGemmEx (logits)");
   detail::launch_softmax_cross_entropy(floats(s.logits), s.targets_d.as<std::int32_t>(), n, v,
                                        s.row_loss.as<double>(), s.argmax.as<std::int32_t>(),
@@ -228,8 +215,8 @@ double GptModelCuda::forward(const std::int32_t* tokens, const std::int32_t* tar
 
 void GptModelCuda::embed_forward(float* x) {
   State& s = *state_;
-  const float* wte = use(s.wte);
-  const float* wpe = s.has_wpe ? use(s.wpe) : nullptr;
+  const float* wte = use(s.ids.wte);
+  const float* wpe = s.ids.has_wpe ? use(s.ids.wpe) : nullptr;
   detail::launch_embedding_forward(s.tokens_d.as<std::int32_t>(), wte, wpe, s.n, s.seq,
                                    config_.hidden, x, s.stream);
 }

@@ -39,7 +39,7 @@ GemmOperand again(GemmOperand operand) {
 void GptModelCuda::block_forward(int l, float* out) {
   State& s = *state_;
   detail::GptLayerActivations& a = s.layers[static_cast<std::size_t>(l)];
-  const detail::GptBlockIds& id = s.ids[static_cast<std::size_t>(l)];
+  const GptBlockParamIds& id = s.ids.blocks[static_cast<std::size_t>(l)];
   const std::int64_t n = s.n, h = config_.hidden, f = config_.ffn_hidden;
   detail::DeviceGemm& gemm = *s.gemm;
   detail::launch_layer_norm_forward(floats(a.x_in), use(id.ln1_w), use(id.ln1_b), n, config_.hidden,
@@ -113,16 +113,16 @@ void GptModelCuda::backward(double loss_scale, const std::function<void(ParamId)
   detail::launch_cross_entropy_backward(dlogits, s.targets_d.as<std::int32_t>(), n, v, scale,
                                         s.stream);
   gemm.run(true, false, 1.0f, matrix(dlogits, n, v), matrix(floats(s.lnf_out), n, h), 1.0f,
-           grads_[s.head], h, "cublasGemmEx (output layer weight gradient)");
-  gemm.run(false, false, 1.0f, again(matrix(dlogits, n, v)), matrix(values_[s.head], v, h), 0.0f,
-           floats(s.dx), h, "cublasGemmEx (final norm output gradient)");
-  if (s.head != s.wte) ready(s.head);
+           grads_[s.ids.head], h, "cublasGemmEx (output layer weight gradient)");
+  gemm.run(false, false, 1.0f, again(matrix(dlogits, n, v)), matrix(values_[s.ids.head], v, h),
+           0.0f, floats(s.dx), h, "cublasGemmEx (final norm output gradient)");
+  if (s.ids.head != s.ids.wte) ready(s.ids.head);
   detail::launch_layer_norm_backward(floats(s.dx), floats(s.x_final), floats(s.lnf_mean),
-                                     floats(s.lnf_rstd), values_[s.lnf_w], n, config_.hidden,
-                                     floats(s.dres), false, grads_[s.lnf_w], grads_[s.lnf_b],
-                                     floats(s.partials), s.stream);
-  ready(s.lnf_b);
-  ready(s.lnf_w);
+                                     floats(s.lnf_rstd), values_[s.ids.lnf_w], n, config_.hidden,
+                                     floats(s.dres), false, grads_[s.ids.lnf_w],
+                                     grads_[s.ids.lnf_b], floats(s.partials), s.stream);
+  ready(s.ids.lnf_b);
+  ready(s.ids.lnf_w);
   for (int l = config_.num_layers - 1; l >= 0; --l) block_backward(l, grad_ready);
   embed_backward(grad_ready);
 }
@@ -130,7 +130,7 @@ void GptModelCuda::backward(double loss_scale, const std::function<void(ParamId)
 void GptModelCuda::block_backward(int l, const std::function<void(ParamId)>& grad_ready) {
   State& s = *state_;
   detail::GptLayerActivations& a = s.layers[static_cast<std::size_t>(l)];
-  const detail::GptBlockIds& id = s.ids[static_cast<std::size_t>(l)];
+  const GptBlockParamIds& id = s.ids.blocks[static_cast<std::size_t>(l)];
   const std::int64_t n = s.n, h = config_.hidden, f = config_.ffn_hidden;
   detail::DeviceGemm& gemm = *s.gemm;
   float* dres = floats(s.dres);
@@ -226,14 +226,14 @@ void GptModelCuda::attention_backward(int l) {
 
 void GptModelCuda::embed_backward(const std::function<void(ParamId)>& grad_ready) {
   State& s = *state_;
-  if (s.has_wpe) {
-    detail::launch_position_backward(floats(s.dres), s.batch, s.seq, config_.hidden, grads_[s.wpe],
-                                     s.stream);
-    if (grad_ready) grad_ready(s.wpe);
+  if (s.ids.has_wpe) {
+    detail::launch_position_backward(floats(s.dres), s.batch, s.seq, config_.hidden,
+                                     grads_[s.ids.wpe], s.stream);
+    if (grad_ready) grad_ready(s.ids.wpe);
   }
   detail::launch_embedding_backward(s.tokens_d.as<std::int32_t>(), floats(s.dres), s.n,
-                                    config_.hidden, grads_[s.wte], s.stream);
-  if (grad_ready) grad_ready(s.wte);
+                                    config_.hidden, grads_[s.ids.wte], s.stream);
+  if (grad_ready) grad_ready(s.ids.wte);
 }
 
 }  // namespace shardwise::cuda

@@ -12,13 +12,9 @@
 #include "device_gemm.hpp"
 #include "shardwise/cuda/device_buffer.hpp"
 #include "shardwise/cuda/gpt_model_cuda.hpp"
+#include "shardwise/model/gpt_param_ids.hpp"
 
 namespace shardwise::cuda::detail {
-
-// Ids of one block's parameters in gpt_param_list's order.
-struct GptBlockIds {
-  ParamId ln1_w, ln1_b, qkv_w, qkv_b, proj_w, proj_b, ln2_w, ln2_b, fc1_w, fc1_b, fc2_w, fc2_b;
-};
 
 // One block's forward values that backward reads. qkv_heads: q, k (both rotated with RoPE) and v
 // one after the other, each [batch, heads, seq, head_dim]; probs: [batch, heads, seq, seq].
@@ -36,10 +32,7 @@ namespace shardwise::cuda {
 struct GptModelCuda::State {
   cudaStream_t stream = nullptr;
   std::unique_ptr<detail::DeviceGemm> gemm;
-  // Parameter ids (gpt_param_list order); head == wte when the embeddings are tied.
-  std::vector<detail::GptBlockIds> ids;
-  ParamId wte = 0, wpe = 0, lnf_w = 0, lnf_b = 0, head = 0;
-  bool has_wpe = false;
+  GptParamIds ids;  // where each parameter sits in params()
   // The last forward's shapes and targets.
   int batch = 0, seq = 0;
   std::int64_t n = 0, counted = 0;

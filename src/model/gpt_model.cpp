@@ -8,6 +8,7 @@
 
 #include "shardwise/core/error.hpp"
 #include "shardwise/model/dense_kernels.hpp"
+#include "shardwise/model/gpt_param_ids.hpp"
 #include "shardwise/model/layer_norm.hpp"
 #include "shardwise/model/param_init.hpp"
 #include "shardwise/model/tp_collectives.hpp"
@@ -15,15 +16,6 @@
 #include "shardwise/model/vocab_parallel.hpp"
 
 namespace shardwise {
-
-// Ids of one block's parameters in the forward-order list. Named (not in the anonymous
-// namespace) because GptModel::Activations, a class with external linkage, holds them.
-namespace gpt_model_detail {
-struct BlockIds {
-  ParamId ln1_w, ln1_b, qkv_w, qkv_b, proj_w, proj_b, ln2_w, ln2_b, fc1_w, fc1_b, fc2_w, fc2_b;
-};
-}  // namespace gpt_model_detail
-using gpt_model_detail::BlockIds;
 
 namespace {
 
@@ -47,9 +39,7 @@ struct GptModel<Scalar>::Activations {
   std::vector<Block> blocks;
   std::vector<Scalar> x_final, lnf_out, lnf_mean, lnf_rstd, logits;  // logits -> softmax probs
   std::int64_t counted = 0;
-  std::vector<BlockIds> ids;
-  ParamId wte = 0, wpe = 0, lnf_w = 0, lnf_b = 0, head = 0;
-  bool has_wpe = false;
+  GptParamIds ids;
   // TP shapes: local heads, hidden and ffn columns, vocabulary slice.
   int heads_local = 0, hidden_local = 0, ffn_local = 0;
   std::int64_t vocab_local = 0, vocab_begin = 0;
@@ -88,23 +78,9 @@ void GptModel<Scalar>::register_params() {
   a.ffn_local = config_.ffn_hidden / t;
   a.vocab_local = config_.padded_vocab_size(t) / t;
   a.vocab_begin = vocab_slice_begin(tp_, config_.padded_vocab_size(t));
-  // Ids in the order gpt_param_list adds them.
-  ParamId next = 0;
-  a.wte = next++;
-  a.has_wpe = !config_.rope;
-  if (a.has_wpe) a.wpe = next++;
-  for (int l = 0; l < config_.num_layers; ++l) {
-    BlockIds b{};
-    for (ParamId* id : {&b.ln1_w, &b.ln1_b, &b.qkv_w, &b.qkv_b, &b.proj_w, &b.proj_b, &b.ln2_w,
-                        &b.ln2_b, &b.fc1_w, &b.fc1_b, &b.fc2_w, &b.fc2_b}) {
-      *id = next++;
-    }
-    a.ids.push_back(b);
-  }
-  a.lnf_w = next++;
-  a.lnf_b = next++;
-  a.head = config_.tied_embeddings ? a.wte : next++;
-  SW_CHECK(next == params_.size(), "GptModel: ", next, " ids for ", params_.size(), " params");
+  a.ids = gpt_param_ids(config_);
+  SW_CHECK(a.ids.count == params_.size(), "GptModel: ", a.ids.count, " ids for ", params_.size(),
+           " params");
   a.grad_scratch.resize(params_.size());
 }
 
@@ -196,9 +172,9 @@ double GptModel<Scalar>::forward(const std::int32_t* tokens, const std::int32_t*
   for (int l = 0; l < layers; ++l) {
     block_forward(l, l + 1 < layers ? a.blocks[l + 1].x_in : a.x_final);
   }
-  layer_norm_forward(a.x_final.data(), use(a.lnf_w), use(a.lnf_b), a.n_local, h, kLayerNormEps,
-                     a.lnf_out, a.lnf_mean, a.lnf_rstd);
-  column_parallel_forward(TpGemmSlot::kOutput, tp_, a.lnf_out.data(), use(a.head),
+  layer_norm_forward(a.x_final.data(), use(a.ids.lnf_w), use(a.ids.lnf_b), a.n_local, h,
+                     kLayerNormEps, a.lnf_out, a.lnf_mean, a.lnf_rstd);
+  column_parallel_forward(TpGemmSlot::kOutput, tp_, a.lnf_out.data(), use(a.ids.head),
                           static_cast<const Scalar*>(nullptr), n, h, a.vocab_local, a.logits);
   if (!tp_.enabled()) return softmax_cross_entropy(a.logits, a.targets, n, v, a.counted);
   return vocab_parallel_cross_entropy(tp_, a.logits, a.targets, n, a.vocab_local, v, a.counted);
@@ -210,8 +186,8 @@ template <typename Scalar>
 void GptModel<Scalar>::embed_forward(std::vector<Scalar>& x) {
   Activations& a = *acts_;
   const int h = config_.hidden;
-  const Scalar* wte = use(a.wte);
-  const Scalar* wpe = a.has_wpe ? use(a.wpe) : nullptr;
+  const Scalar* wte = use(a.ids.wte);
+  const Scalar* wpe = a.ids.has_wpe ? use(a.ids.wpe) : nullptr;
   x.resize(static_cast<std::size_t>(a.n) * h);
   vocab_parallel_embedding_lookup(a.tokens.data(), a.n, wte, a.vocab_begin, a.vocab_local, h,
                                   x.data());
@@ -252,7 +228,7 @@ void GptModel<Scalar>::block_forward(int l, std::vector<Scalar>& out) {
   const int h = config_.hidden, hd = config_.head_dim();
   const int nh = a.heads_local, hl = a.hidden_local, fl = a.ffn_local;
   const std::int64_t n = a.n, nl = a.n_local;
-  const BlockIds& id = a.ids[l];
+  const GptBlockParamIds& id = a.ids.blocks[l];
   auto& b = a.blocks[l];
   layer_norm_forward(b.x_in.data(), use(id.ln1_w), use(id.ln1_b), nl, h, kLayerNormEps, b.ln1_out,
                      b.ln1_mean, b.ln1_rstd);
@@ -319,16 +295,16 @@ void GptModel<Scalar>::backward(double loss_scale, const std::function<void(Para
   }
   std::vector<Scalar>& dx = a.scratch.dx;
   column_parallel_backward(TpGemmSlot::kOutput, tp_, dlogits.data(), a.lnf_out.data(),
-                           values_[a.head], n, h, vl, grads_[a.head], static_cast<Scalar*>(nullptr),
-                           dx);
-  if (a.head != a.wte && grad_ready) grad_ready(a.head);
+                           values_[a.ids.head], n, h, vl, grads_[a.ids.head],
+                           static_cast<Scalar*>(nullptr), dx);
+  if (a.ids.head != a.ids.wte && grad_ready) grad_ready(a.ids.head);
   std::vector<Scalar>& dres = a.scratch.dres;
-  Scalar* g_lnf_w = grad_target(a.lnf_w);
-  Scalar* g_lnf_b = grad_target(a.lnf_b);
-  layer_norm_backward(dx.data(), a.x_final.data(), a.lnf_mean, a.lnf_rstd, values_[a.lnf_w],
+  Scalar* g_lnf_w = grad_target(a.ids.lnf_w);
+  Scalar* g_lnf_b = grad_target(a.ids.lnf_b);
+  layer_norm_backward(dx.data(), a.x_final.data(), a.lnf_mean, a.lnf_rstd, values_[a.ids.lnf_w],
                       a.n_local, h, g_lnf_w, g_lnf_b, dres);
-  grad_done(a.lnf_b, grad_ready);
-  grad_done(a.lnf_w, grad_ready);
+  grad_done(a.ids.lnf_b, grad_ready);
+  grad_done(a.ids.lnf_w, grad_ready);
   for (int l = config_.num_layers - 1; l >= 0; --l) block_backward(l, dres, grad_ready);
   embed_backward(dres, grad_ready);
 }
@@ -340,7 +316,7 @@ void GptModel<Scalar>::block_backward(int l, std::vector<Scalar>& dres,
   const int h = config_.hidden, hd = config_.head_dim();
   const int nh = a.heads_local, hl = a.hidden_local, fl = a.ffn_local;
   const std::int64_t n = a.n, nl = a.n_local;
-  const BlockIds& id = a.ids[l];
+  const GptBlockParamIds& id = a.ids.blocks[l];
   auto& b = a.blocks[l];
   auto done = [&](ParamId p) { grad_done(p, grad_ready); };
   // MLP: x = x_mid + fc2(gelu(fc1(ln2(x_mid)))).
@@ -391,15 +367,15 @@ void GptModel<Scalar>::embed_backward(std::vector<Scalar>& dres,
                                       const std::function<void(ParamId)>& grad_ready) {
   Activations& a = *acts_;
   const int h = config_.hidden;
-  if (a.has_wpe) {
-    Scalar* gpe = grad_target(a.wpe);
+  if (a.ids.has_wpe) {
+    Scalar* gpe = grad_target(a.ids.wpe);
     const std::int64_t first_row = tp_.sequence_parallel ? a.n_local * tp_.rank() : 0;
     for (std::int64_t i = 0; i < a.n_local; ++i) {
       Scalar* g = gpe + (first_row + i) % a.seq * std::int64_t{h};
       const Scalar* d = dres.data() + i * h;
       for (int c = 0; c < h; ++c) g[c] += d[c];
     }
-    grad_done(a.wpe, grad_ready);
+    grad_done(a.ids.wpe, grad_ready);
   }
   // Every rank's vocabulary slice needs the gradient of every row.
   const Scalar* d = dres.data();
@@ -409,8 +385,8 @@ void GptModel<Scalar>::embed_backward(std::vector<Scalar>& dres,
     d = gathered.data();
   }
   vocab_parallel_embedding_backward(a.tokens.data(), a.n, d, a.vocab_begin, a.vocab_local, h,
-                                    grads_[a.wte]);
-  if (grad_ready) grad_ready(a.wte);
+                                    grads_[a.ids.wte]);
+  if (grad_ready) grad_ready(a.ids.wte);
 }
 
 // Per-row argmax over this rank's vocabulary slice as (value, global index) pairs, gathered so

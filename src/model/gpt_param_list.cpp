@@ -2,6 +2,7 @@
 
 #include "shardwise/core/error.hpp"
 #include "shardwise/model/gpt_model.hpp"
+#include "shardwise/model/gpt_param_ids.hpp"
 
 namespace shardwise {
 
@@ -80,6 +81,27 @@ ParamList gpt_param_list(const GptConfig& config, int tp_size) {
   b.replicated("final_layernorm.bias", {h});
   if (!config.tied_embeddings) b.split("output_layer.weight", {v, h}, 0).embedding_or_output = true;
   return b.take();
+}
+
+GptParamIds gpt_param_ids(const GptConfig& config) {
+  GptParamIds ids;
+  ParamId next = 0;
+  ids.wte = next++;
+  ids.has_wpe = !config.rope;
+  if (ids.has_wpe) ids.wpe = next++;
+  for (int l = 0; l < config.num_layers; ++l) {
+    GptBlockParamIds b{};
+    for (ParamId* id : {&b.ln1_w, &b.ln1_b, &b.qkv_w, &b.qkv_b, &b.proj_w, &b.proj_b, &b.ln2_w,
+                        &b.ln2_b, &b.fc1_w, &b.fc1_b, &b.fc2_w, &b.fc2_b}) {
+      *id = next++;
+    }
+    ids.blocks.push_back(b);
+  }
+  ids.lnf_w = next++;
+  ids.lnf_b = next++;
+  ids.head = config.tied_embeddings ? ids.wte : next++;
+  ids.count = next;
+  return ids;
 }
 
 }  // namespace shardwise

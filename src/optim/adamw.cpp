@@ -75,8 +75,13 @@ bool AdamW::step_group(std::size_t index) {
     if (p.grad == nullptr) continue;
     State& st = state_for(p);
     st.step += 1;
-    math_->adamw_update(AdamWStepScalars::make(lr, wd, beta1, beta2, eps, st.step), p.main_param,
-                        p.grad, st.exp_avg.data(), st.exp_avg_sq.data(), p.numel());
+    const GroupOverrides* found = param_overrides(p.name);
+    const GroupOverrides& po = found != nullptr ? *found : kNoParamOverrides;
+    const AdamWStepScalars scalars = AdamWStepScalars::make(
+        override_or(po.lr, lr), override_or(po.weight_decay, wd), override_or(po.beta1, beta1),
+        override_or(po.beta2, beta2), override_or(po.eps, eps), st.step);
+    math_->adamw_update(scalars, p.main_param, p.grad, st.exp_avg.data(), st.exp_avg_sq.data(),
+                        p.numel());
   }
   return true;
 }

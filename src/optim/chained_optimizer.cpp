@@ -98,6 +98,10 @@ void ChainedOptimizer::load_state_dict(const OptimizerState& state) {
   for (std::size_t ci = 0; ci < children_.size(); ++ci) children_[ci]->load_state_dict(parts[ci]);
 }
 
+void ChainedOptimizer::set_param_overrides(const ParamOverrides& overrides) {
+  for (const auto& child : children_) child->set_param_overrides(overrides);
+}
+
 void ChainedOptimizer::set_lr(double lr) {
   for (const auto& child : children_) child->set_lr(lr);
 }

@@ -160,6 +160,10 @@ void DistributedOptimizer::take_state_dict(OptimizerState&& state) {
   adamw_->take_state_dict(std::move(state));
 }
 
+void DistributedOptimizer::set_param_overrides(const ParamOverrides& overrides) {
+  adamw_->set_param_overrides(overrides);
+}
+
 void DistributedOptimizer::set_lr(double lr) {
   Optimizer::set_lr(lr);
   adamw_->set_lr(lr);

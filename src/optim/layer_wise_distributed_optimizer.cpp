@@ -250,6 +250,10 @@ void LayerWiseDistributedOptimizer::load_state_dict(const OptimizerState& state)
   for (std::size_t c = 0; c < children_.size(); ++c) children_[c]->load_state_dict(per_child[c]);
 }
 
+void LayerWiseDistributedOptimizer::set_param_overrides(const ParamOverrides& overrides) {
+  for (auto& child : children_) child->set_param_overrides(overrides);
+}
+
 void LayerWiseDistributedOptimizer::set_lr(double lr) {
   Optimizer::set_lr(lr);
   for (auto& child : children_) {

@@ -186,7 +186,10 @@ bool Muon::step_group(std::size_t index) {
   for (const OptimParam& p : group.params) {
     if (p.grad == nullptr) continue;
     validate_matrix(p);  // groups may have been edited since construction
-    step_->step(p, momentum_for(p).data(), lr, wd, mu);
+    const GroupOverrides* found = param_overrides(p.name);
+    const GroupOverrides& po = found != nullptr ? *found : kNoParamOverrides;
+    step_->step(p, momentum_for(p).data(), override_or(po.lr, lr), override_or(po.weight_decay, wd),
+                override_or(po.momentum, mu));
   }
   return true;
 }

@@ -120,6 +120,16 @@ void Optimizer::set_lr(double lr) {
   for (ParamGroup& group : groups_) group.overrides.lr = lr;
 }
 
+void Optimizer::set_param_overrides(const ParamOverrides& overrides) {
+  param_overrides_ = overrides;
+}
+
+const GroupOverrides* Optimizer::param_overrides(const std::string& name) const {
+  if (param_overrides_.empty()) return nullptr;  // the default path: no lookup
+  const auto it = param_overrides_.find(name);
+  return it == param_overrides_.end() ? nullptr : &it->second;
+}
+
 bool Optimizer::counts_in_grad_stats(const OptimParam& p) const {
   return p.grad != nullptr && !excluded_from_stats_.contains(p.name) &&
          counts_in_grad_statistics(p);

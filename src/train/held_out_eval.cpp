@@ -6,7 +6,7 @@
 
 namespace shardwise::train_detail {
 
-EvalMetrics evaluate_held_out(GptModel<float>& model, const TokenDataset& data,
+EvalMetrics evaluate_held_out(TrainableModel& model, const TokenDataset& data,
                               ProcessGroup& dp_group, std::int64_t step) {
   constexpr int kEvalBatch = 64;
   const int seq = data.seq_len(), dp = dp_group.size(), rank = dp_group.rank();

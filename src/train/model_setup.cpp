@@ -65,6 +65,7 @@ TrainingModel build_model_and_data(const RunContext& run, ProcessGroup& world) {
   m.kind = run.config.optimizer.kind;
   // Distributed optimizers hold 1/dp of the state per rank; plain DDP holds all of it.
   require_memory(world, m.model_config, run.config, shards_optimizer_state(m.kind) ? run.dp : 1);
+  require_training_device(m, run, world);
   m.model = std::make_unique<GptModel<float>>(m.model_config, tensor_parallel_options(run));
   return m;
 }
@@ -81,6 +82,7 @@ void build_ddp_and_optimizer(TrainingModel& m, const RunContext& run) {
   }
   model.bind(std::move(values), std::move(grads));
   model.init_parameters(static_cast<std::uint64_t>(run.config.model.seed));
+  m.host_model = trainable(model);
   m.optimizer =
       optim::build_optimizer(run.config.optimizer, {&ddp}, run.groups.data_parallel,
                              run.tp > 1 ? muon_tensor_parallel_splits(model, run)
@@ -91,6 +93,7 @@ void build_ddp_and_optimizer(TrainingModel& m, const RunContext& run) {
     model.set_before_param_use(
         [&ddp](ParamId id) { ddp.finish_param_sync(ddp.bucket_group_of(id)); });
   }
+  build_device_training(m, run);
 }
 
 std::vector<ModelTensor> model_tensors(const TrainingModel& m) {

@@ -22,6 +22,16 @@ RunContext build_parallel_state(const TrainingConfig& config, const ProcessGroup
   SW_REQUIRE(config.model.dtype == DType::kFloat32, ConfigError,
              "model.dtype: the CPU reference model trains in fp32 (got ",
              dtype_name(config.model.dtype), ")");
+  if (config.training.device != TrainingDevice::kCpu) {
+    // What the device path builds: the layer-wise chain (Muon + AdamW) over one device per rank.
+    SW_REQUIRE(parallel.tp == 1, ConfigError,
+               "training.device: ", to_string(config.training.device),
+               " trains with data parallelism only: parallel.tp must be 1 (got ", parallel.tp, ")");
+    SW_REQUIRE(config.optimizer.kind == OptimizerKind::kLayerWise, ConfigError,
+               "training.device: ", to_string(config.training.device), " runs optimizer.kind '",
+               to_string(OptimizerKind::kLayerWise), "' only (got '",
+               to_string(config.optimizer.kind), "')");
+  }
   // The communication-overlap config decides the data-parallel settings (user values win).
   run.resolution = resolve_comm_overlap(run.config, world->size());
   if (options.overlap_param_gather_with_optimizer_step) {

@@ -39,9 +39,10 @@ bool saves_after(std::int64_t step, const TrainerOptions& options, std::int64_t 
 
 // Lets the caller see the trained weights (every rank holds all of them after the last sync;
 // a tensor-parallel run gathers them over its TP group: the caller sees the tp = 1 model).
-void hand_over(const TrainingModel& m, const RunContext& run, const TrainerOptions& options,
+void hand_over(TrainingModel& m, const RunContext& run, const TrainerOptions& options,
                ProcessGroup& dp_group) {
   if (!options.on_finish) return;
+  if (m.device) m.pull_from_device();
   if (run.tp > 1) {
     FullWeights full = gather_full_weights(m, run);
     std::vector<TensorView> values;
@@ -80,7 +81,7 @@ TrainingSummary run_training(const TrainingConfig& input_config, const ProcessGr
     report.resumed(*resumed);
   }
   auto evaluate = [&](std::int64_t step) {
-    summary.evals.push_back(evaluate_held_out(*m.model, *m.dataset, dp_group, step));
+    summary.evals.push_back(evaluate_held_out(m.net(), *m.dataset, dp_group, step));
     report.eval(summary.evals.back());
     return summary.evals.back();
   };
@@ -110,7 +111,7 @@ TrainingSummary run_training(const TrainingConfig& input_config, const ProcessGr
     }
     if (options.on_step) options.on_step(s);
   }
-  m.ddp().finish_all_param_sync();
+  m.step_ddp().finish_all_param_sync();
   summary.final_loss = summary.steps.empty() ? 0 : summary.steps.back().loss;
   summary.final_eval = evaluate(steps);
   summary.wall_seconds = std::chrono::duration<double>(Clock::now() - t_start).count();

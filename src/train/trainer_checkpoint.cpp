@@ -64,6 +64,7 @@ std::string save_training_checkpoint(TrainingModel& m, const RunContext& run,
   request.keep_last = options.keep_last;
   request.optimizer_kind = std::string(to_string(m.kind));
   request.extra = run_description(m, run);
+  if (m.device) m.pull_from_device();  // the host mirror is what a checkpoint stores
   if (run.tp > 1) {
     m.ddp().finish_all_param_sync();  // every rank (rank 0 above all) must hold the current weights
     require_finite_weights(run.dp_group(), model_tensors(m), step);

@@ -67,16 +67,25 @@ void require_memory(ProcessGroup& world, const GptConfig& model, const TrainingC
                     int optimizer_shards) {
   const MemoryEstimate estimate = estimate_training_memory(
       model, config.training.micro_batch_size, config.data.eval_samples, optimizer_shards);
+  check_on_every_rank(
+      world,
+      [&] {
+        require_memory_fits(estimate, ranks_on_this_host(world.size()), available_memory_bytes());
+      },
+      "another rank found too little memory for this run on its host (see its message)");
+}
+
+void check_on_every_rank(ProcessGroup& world, const std::function<void()>& check,
+                         const std::string& failed_elsewhere) {
   std::exception_ptr failure;
   try {
-    require_memory_fits(estimate, ranks_on_this_host(world.size()), available_memory_bytes());
-  } catch (const ConfigError&) {
+    check();
+  } catch (const Error&) {
     failure = std::current_exception();
   }
-  const bool everyone_fits = all_ranks_agree(world, failure == nullptr);
+  const bool everyone_ok = all_ranks_agree(world, failure == nullptr);
   if (failure) std::rethrow_exception(failure);
-  SW_REQUIRE(everyone_fits, ConfigError,
-             "another rank found too little memory for this run on its host (see its message)");
+  SW_REQUIRE(everyone_ok, ConfigError, failed_elsewhere);
 }
 
 void require_finite_weights(ProcessGroup& group, const std::vector<ModelTensor>& model,

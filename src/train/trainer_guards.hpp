@@ -4,6 +4,7 @@
 // waiting in the next collective.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -25,6 +26,11 @@ struct OutputPaths {
 // rank 0 failed, with rank 0's message.
 std::unique_ptr<CheckpointRootLock> prepare_outputs(ProcessGroup& world, const OutputPaths& paths,
                                                     bool verbose);
+
+// Runs `check` on this rank and makes its outcome every rank's: where it threw a shardwise::Error
+// that error is rethrown, and every other rank throws ConfigError(failed_elsewhere).
+void check_on_every_rank(ProcessGroup& world, const std::function<void()>& check,
+                         const std::string& failed_elsewhere);
 
 // Refuses (ConfigError, on every rank) a model that cannot fit in this host's available memory.
 void require_memory(ProcessGroup& world, const GptConfig& model, const TrainingConfig& config,

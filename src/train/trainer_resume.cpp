@@ -100,6 +100,7 @@ std::optional<ResumePoint> resume_from_checkpoint(TrainingModel& m, const RunCon
   const LoadedCheckpoint loaded = run.tp > 1 ? load_tensor_parallel_checkpoint(m, run, dir)
                                              : load_checkpoint(dir, model_tensors(m), *m.optimizer,
                                                                run.dp_group(), to_string(m.kind));
+  if (m.device) m.push_to_device();
   const std::int64_t steps = run.config.training.steps;
   SW_REQUIRE(loaded.step <= steps, ConfigError, "checkpoint '", dir.string(), "' is of step ",
              loaded.step, ", beyond training.steps (", steps, ")");

@@ -47,6 +47,7 @@ void announce_run(const RunContext& run, const TrainingModel& m, const TrainingS
             " overlap_param_gather_with_optimizer_step=",
             c.optimizer.overlap_param_gather_with_optimizer_step,
             " bucket_groups=", m.ddp().bucket_groups().size());
+  if (m.device) log::info("device: ", m.device->description);
   for (const auto& w : run.resolution.warnings) log::warning(w);
 }
 

@@ -21,6 +21,7 @@
 #include "shardwise/ddp/distributed_data_parallel.hpp"
 #include "shardwise/model/gpt_model.hpp"
 #include "shardwise/optim/data_parallel_setup.hpp"
+#include "shardwise/train/device_training.hpp"
 #include "shardwise/train/nonfinite_steps.hpp"
 #include "shardwise/train/token_dataset.hpp"
 #include "shardwise/train/trainer.hpp"
@@ -62,10 +63,23 @@ struct TrainingModel {
   std::vector<BatchSegment> batch_history;
   GptConfig model_config;
   OptimizerKind kind = OptimizerKind::kLayerWise;
+  // The host model, DDP and optimizer. They train on the CPU; on a device they are the run's
+  // host mirror (layout, initial weights, checkpoints, the weights handed over at the end).
   std::unique_ptr<GptModel<float>> model;
+  std::unique_ptr<TrainableModel> host_model;  // `model` behind the trainer's interface
   std::vector<std::unique_ptr<DistributedDataParallel>> ddps;
   std::unique_ptr<optim::Optimizer> optimizer;
+  // training.device other than cpu: the backend and what it built.
+  std::shared_ptr<const DeviceTrainingBackend> backend;
+  std::unique_ptr<DeviceTraining> device;
   DistributedDataParallel& ddp() const { return *ddps.front(); }
+  // What trains: the device's model, DDP and optimizer when there is one, else the host's.
+  TrainableModel& net() const { return device ? *device->model : *host_model; }
+  DistributedDataParallel& step_ddp() const { return device ? *device->ddp : ddp(); }
+  optim::Optimizer& step_optimizer() const { return device ? *device->optimizer : *optimizer; }
+  // Device runs: the device's params and optimizer state into the host mirror and back.
+  void pull_from_device();
+  void push_to_device();
 };
 
 // The dataset and the GPT model (after the memory check), not yet bound to any buffer.
@@ -73,6 +87,11 @@ TrainingModel build_model_and_data(const RunContext& run, ProcessGroup& world);
 // Wraps the model's params in DDP buffers, binds the model to them, initialises the weights and
 // builds the optimizer over the buffers.
 void build_ddp_and_optimizer(TrainingModel& m, const RunContext& run);
+// training.device other than cpu (device_run.cpp): sets m.backend, and refuses (ConfigError, on
+// every rank) a rank without a device or a run that does not fit in its free memory.
+void require_training_device(TrainingModel& m, const RunContext& run, ProcessGroup& world);
+// With m.backend: the device's model, DDP and optimizer, given the host mirror's weights.
+void build_device_training(TrainingModel& m, const RunContext& run);
 
 // The model's params as complete views into the DDP param buffer (what a checkpoint stores).
 std::vector<ModelTensor> model_tensors(const TrainingModel& m);
@@ -95,7 +114,7 @@ std::string save_training_checkpoint(TrainingModel& m, const RunContext& run,
 
 // Held-out loss and exact-match accuracy over the dataset's whole validation split: rank r of
 // the group evaluates the r-th of `size` contiguous slices; the sums are reduced exactly.
-EvalMetrics evaluate_held_out(GptModel<float>& model, const TokenDataset& data,
+EvalMetrics evaluate_held_out(TrainableModel& model, const TokenDataset& data,
                               ProcessGroup& dp_group, std::int64_t step);
 
 // One optimizer step: which samples, at which learning rate.

@@ -35,7 +35,7 @@ double grad_comm_seconds(const std::vector<const ProcessGroup*>& groups) {
 // Forward and backward over this rank's micro-batches; returns each one's loss. Micro-batch
 // `micro` of rank `rank` holds the step's global micro-batch micro * dp + rank.
 std::vector<double> accumulate_gradients(TrainingModel& m, const StepPlan& plan, int dp, int rank) {
-  DistributedDataParallel& ddp = m.ddp();
+  DistributedDataParallel& ddp = m.step_ddp();
   const int mbs = plan.micro_batch_size, accum = plan.grad_accumulation;
   const int seq = m.dataset->seq_len();
   std::vector<std::int32_t> tokens(static_cast<std::size_t>(mbs) * seq),
@@ -45,8 +45,8 @@ std::vector<double> accumulate_gradients(TrainingModel& m, const StepPlan& plan,
     ddp.set_is_last_microbatch(micro == accum - 1);
     const std::int64_t first = plan.first_sample + (std::int64_t{micro} * dp + rank) * mbs;
     m.dataset->fill(Split::kTrain, first, mbs, tokens.data(), targets.data());
-    losses.push_back(m.model->forward(tokens.data(), targets.data(), mbs, seq));
-    m.model->backward(1.0 / accum, [&ddp](ParamId id) { ddp.register_grad_ready(id); });
+    losses.push_back(m.net().forward(tokens.data(), targets.data(), mbs, seq));
+    m.net().backward(1.0 / accum, [&ddp](ParamId id) { ddp.register_grad_ready(id); });
   }
   return losses;
 }
@@ -82,9 +82,9 @@ std::vector<const ProcessGroup*> data_parallel_comm_groups(const TrainingModel& 
       groups.push_back(g.get());
     }
   };
-  for (const auto& buffer : m.ddp().buffers()) {
-    add(m.ddp().group_for(buffer->key()));
-    add(m.ddp().replica_group_for(buffer->key()));
+  for (const auto& buffer : m.step_ddp().buffers()) {
+    add(m.step_ddp().group_for(buffer->key()));
+    add(m.step_ddp().replica_group_for(buffer->key()));
   }
   return groups;
 }
@@ -94,8 +94,8 @@ StepMetrics run_training_step(TrainingModel& m, ProcessGroup& dp_group, NonFinit
   const auto t0 = Clock::now();
   const double cpu0 = process_cpu_seconds();
   const int dp = dp_group.size();
-  DistributedDataParallel& ddp = m.ddp();
-  m.optimizer->set_lr(plan.lr);
+  DistributedDataParallel& ddp = m.step_ddp();
+  m.step_optimizer().set_lr(plan.lr);
   ddp.zero_grad_buffer();
   const std::vector<const ProcessGroup*> comm_groups = data_parallel_comm_groups(m, dp_group);
   const double busy_before = grad_comm_seconds(comm_groups);
@@ -115,7 +115,7 @@ StepMetrics run_training_step(TrainingModel& m, ProcessGroup& dp_group, NonFinit
   // update. Either way the step is skipped (within the allowance) or the run stops here.
   s.grad_norm = std::numeric_limits<double>::quiet_NaN();
   const auto t_step = Clock::now();
-  if (std::isfinite(s.loss)) s.grad_norm = m.optimizer->step().grad_norm;
+  if (std::isfinite(s.loss)) s.grad_norm = m.step_optimizer().step().grad_norm;
   s.optimizer_ms = seconds_since(t_step) * 1e3;
   s.skipped = nonfinite.skip_step(dp_group, s.step, s.loss, s.grad_norm);
   s.step_ms = seconds_since(t0) * 1e3;

@@ -18,39 +18,22 @@ fi
 
 # Shared numpy helpers: a safetensors reader/writer and the E4M3 / E8M0 decoders.
 cat >"$work/st.py" <<'PY'
-import json, struct
 import numpy as np
+import safetensors_container as container
 
 NP = {"F32": np.float32, "F16": np.float16, "BF16": np.uint16, "F8_E4M3": np.uint8,
       "F8_E8M0": np.uint8, "U8": np.uint8, "I64": np.int64, "I32": np.int32}
 
 def write(path, tensors, metadata=None):
-    header, blobs, offset = {}, [], 0
-    if metadata:
-        header["__metadata__"] = metadata
-    for name, (dtype, array) in tensors.items():
-        raw = np.ascontiguousarray(array).tobytes()
-        header[name] = {"dtype": dtype, "shape": list(array.shape),
-                        "data_offsets": [offset, offset + len(raw)]}
-        blobs.append(raw)
-        offset += len(raw)
-    text = json.dumps(header).encode()
-    text += b" " * (-len(text) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
+    """tensors: name -> (safetensors dtype, numpy array)."""
+    container.write(path, {name: (dtype, array.shape, np.ascontiguousarray(array).tobytes())
+                           for name, (dtype, array) in tensors.items()}, metadata)
 
 def read(path):
-    blob = open(path, "rb").read()
-    (n,) = struct.unpack("<Q", blob[:8])
-    header = json.loads(blob[8:8 + n])
-    meta = header.pop("__metadata__", {})
-    data = blob[8 + n:]
-    tensors = {}
-    for name, e in header.items():
-        b, end = e["data_offsets"]
-        arr = np.frombuffer(data[b:end], dtype=NP[e["dtype"]]).reshape(e["shape"])
-        tensors[name] = (e["dtype"], arr)
-    return tensors, meta
+    """-> ({name: (safetensors dtype, numpy array)}, metadata)."""
+    tensors, meta = container.read(path)
+    return {name: (dtype, np.frombuffer(raw, dtype=NP[dtype]).reshape(shape))
+            for name, (dtype, shape, raw) in tensors.items()}, meta
 
 def bf16_to_f32(bits):
     return (bits.astype(np.uint32) << 16).view(np.float32)

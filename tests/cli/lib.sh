@@ -5,8 +5,10 @@
 #   cli_test_init NAME             # $python, a scratch dir $work (removed at exit), $failures
 # records problems with `fail MESSAGE` and ends with `cli_test_finish "MESSAGE ON SUCCESS"`.
 
-# The Debian python, which has numpy (the python3 on PATH may not).
+# The Debian python, which has numpy (the python3 on PATH may not). Its scripts can import
+# tests/safetensors_container.py (an independent safetensors writer and reader).
 python=/usr/bin/python3
+export PYTHONPATH="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)${PYTHONPATH:+:$PYTHONPATH}"
 failures=0
 
 cli_test_init() {

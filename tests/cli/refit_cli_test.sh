@@ -117,20 +117,13 @@ expect_rc 2 refit_bad_key "$shardwise" refit --config "$root/examples/refit.yaml
 # --- a small checkpoint written by an independent writer --------------------------------------
 mkdir -p "$work/ckpt" "$work/odd"
 "$python" - "$work/ckpt/model.safetensors" "$work/odd/model.safetensors" <<'PY'
-import json, struct, sys
+import sys
 import numpy as np
+import safetensors_container as container
 
 def write(path, tensors):
-    header, blobs, offset = {}, [], 0
-    for name, a in tensors.items():
-        b = a.astype("<f4").tobytes()
-        header[name] = {"dtype": "F32", "shape": list(a.shape), "data_offsets": [offset, offset + len(b)]}
-        blobs.append(b)
-        offset += len(b)
-    h = json.dumps(header).encode()
-    h += b" " * (-len(h) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
+    container.write(path, {name: ("F32", a.shape, a.astype("<f4").tobytes())
+                           for name, a in tensors.items()})
 
 rng = np.random.default_rng(3)
 def t(*shape):
@@ -157,21 +150,15 @@ PY
 # Independent check of an export: numpy slicing by the Megatron rules, MXFP8 decoded by hand.
 check_export() {
   "$python" - "$work/ckpt/model.safetensors" "$1" "$2" "$3" <<'PY'
-import json, struct, sys
+import json, sys
 import numpy as np
+import safetensors_container as container
 
 def read(path):
-    with open(path, "rb") as f:
-        n = struct.unpack("<Q", f.read(8))[0]
-        header = json.loads(f.read(n))
-        data = f.read()
-    meta = header.pop("__metadata__", {})
-    out = {}
-    for name, e in header.items():
-        b, end = e["data_offsets"]
-        dt = {"F32": "<f4", "F8_E4M3": "u1", "F8_E8M0": "u1", "BF16": "<u2"}[e["dtype"]]
-        out[name] = (e["dtype"], np.frombuffer(data[b:end], dtype=dt).reshape(e["shape"]))
-    return meta, out
+    tensors, meta = container.read(path)
+    dtypes = {"F32": "<f4", "F8_E4M3": "u1", "F8_E8M0": "u1", "BF16": "<u2"}
+    return meta, {name: (dtype, np.frombuffer(raw, dtype=dtypes[dtype]).reshape(shape))
+                  for name, (dtype, shape, raw) in tensors.items()}
 
 def e4m3(byte):
     s = np.where(byte & 0x80, -1.0, 1.0)

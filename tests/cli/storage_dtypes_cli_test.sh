@@ -18,8 +18,9 @@ if ! "$python" -c 'import numpy' 2>/dev/null; then
 fi
 
 cat >"$work/st.py" <<'PY'
-import json, struct, sys
+import sys
 import numpy as np
+import safetensors_container as container
 
 # safetensors dtype -> (numpy dtype of the stored bytes, bits per element)
 KINDS = {"F64": ("<f8", 64), "F32": ("<f4", 32), "BF16": ("<u2", 16), "F16": ("<f2", 16),
@@ -31,28 +32,10 @@ KINDS = {"F64": ("<f8", 64), "F32": ("<f4", 32), "BF16": ("<u2", 16), "F16": ("<
 
 def write(path, tensors):
     # tensors: name -> (dtype, shape, raw bytes)
-    header, blobs, offset = {}, [], 0
-    for name, (dtype, shape, raw) in tensors.items():
-        header[name] = {"dtype": dtype, "shape": list(shape),
-                        "data_offsets": [offset, offset + len(raw)]}
-        blobs.append(raw)
-        offset += len(raw)
-    text = json.dumps(header).encode()
-    text += b" " * (-len(text) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
+    container.write(path, tensors)
 
 def read(path):
-    blob = open(path, "rb").read()
-    (n,) = struct.unpack("<Q", blob[:8])
-    header = json.loads(blob[8:8 + n])
-    header.pop("__metadata__", None)
-    data = blob[8 + n:]
-    out = {}
-    for name, e in header.items():
-        b, end = e["data_offsets"]
-        out[name] = (e["dtype"], tuple(e["shape"]), data[b:end])
-    return out
+    return container.read(path)[0]
 
 def model(seed=1):
     rng = np.random.default_rng(seed)

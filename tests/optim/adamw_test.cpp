@@ -96,6 +96,41 @@ TEST(AdamW, MatchesDoubleReferenceWithBiasCorrectionAndDecay) {
     EXPECT_NEAR(before[i] - fresh.w1[i], 3e-2 * (fresh.g1[i] > 0 ? 1 : -1), 1e-5);
 }
 
+// Per-param overrides (what shardwise.torch sets from torch's param_groups) win over the group's
+// and the defaults: w0 given w1's group values by name steps exactly like w1's group would.
+TEST(AdamW, PerParamOverridesWinOverGroupAndDefaults) {
+  Fixture by_param, by_group;
+  std::vector<ParamGroup> groups = by_group.groups();
+  groups[0].overrides = groups[1].overrides;
+  AdamW expected(std::move(groups), kDefaults);
+  AdamW opt(by_param.groups(), kDefaults);
+  GroupOverrides w0 = by_param.groups()[1].overrides;
+  w0.momentum = 0.5;  // a Muon field: AdamW ignores it
+  opt.set_param_overrides({{"w0", w0}});
+  ASSERT_NE(opt.param_overrides("w0"), nullptr);
+  EXPECT_EQ(opt.param_overrides("w1"), nullptr);
+  for (int step = 0; step < 3; ++step) {
+    for (Fixture* f : {&by_param, &by_group}) {
+      overwrite(f->g0, normal_floats(37, 800 + step));
+      overwrite(f->g1, normal_floats(12, 900 + step));
+    }
+    opt.step_with_ready_grads();
+    expected.step_with_ready_grads();
+  }
+  EXPECT_EQ(by_param.w0, by_group.w0);
+  EXPECT_EQ(by_param.w1, by_group.w1);
+  // An lr of 0 for one param freezes it (decay included); an empty map restores the groups'.
+  GroupOverrides frozen;
+  frozen.lr = 0.0;
+  opt.set_param_overrides({{"w1", frozen}});
+  const std::vector<float> w1_frozen = by_param.w1;
+  opt.step_with_ready_grads();
+  EXPECT_EQ(by_param.w1, w1_frozen);
+  opt.set_param_overrides({});
+  opt.step_with_ready_grads();
+  EXPECT_NE(by_param.w1, w1_frozen);
+}
+
 TEST(AdamW, ParamWithoutGradIsSkipped) {
   Fixture f;
   ReferenceAdamW r0(f.w0);

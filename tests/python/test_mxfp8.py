@@ -3,8 +3,8 @@
 give identical bytes, for both scale rules and both scale layouts; dequantization must match
 `convert --to bf16` bit for bit."""
 
-import json
-import struct
+import pathlib
+import sys
 
 import numpy as np
 import pytest
@@ -13,6 +13,9 @@ import torch
 import shardwise
 from shardwise import mxfp8
 
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+import safetensors_container as container  # noqa: E402 (tests/, an independent writer/reader)
+
 ST_DTYPES = {"F32": (np.float32, torch.float32), "F16": (np.float16, torch.float16),
              "BF16": (np.uint16, torch.bfloat16), "F8_E4M3": (np.uint8, None),
              "F8_E8M0": (np.uint8, None), "U8": (np.uint8, None)}
@@ -20,36 +23,19 @@ ST_NAMES = {torch.float32: "F32", torch.float16: "F16", torch.bfloat16: "BF16"}
 
 
 def write_safetensors(path, tensors):
-    """A minimal safetensors writer (header JSON + raw little-endian bytes)."""
-    header, blobs, offset = {}, [], 0
-    for name, t in tensors.items():
-        raw = t.contiguous().view(torch.uint8).numpy().tobytes() if t.dtype == torch.bfloat16 \
-            else t.contiguous().numpy().tobytes()
-        header[name] = {"dtype": ST_NAMES[t.dtype], "shape": list(t.shape),
-                        "data_offsets": [offset, offset + len(raw)]}
-        blobs.append(raw)
-        offset += len(raw)
-    text = json.dumps(header).encode()
-    text += b" " * (-len(text) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
+    """tensors: name -> torch tensor (fp32, fp16 or bf16)."""
+    container.write(path, {
+        name: (ST_NAMES[t.dtype], t.shape,
+               (t.contiguous().view(torch.uint8) if t.dtype == torch.bfloat16
+                else t.contiguous()).numpy().tobytes())
+        for name, t in tensors.items()})
 
 
 def read_safetensors(path):
     """name -> (safetensors dtype, numpy array of the raw elements)."""
-    with open(path, "rb") as f:
-        blob = f.read()
-    n = struct.unpack("<Q", blob[:8])[0]
-    header = json.loads(blob[8:8 + n])
-    out = {}
-    for name, h in header.items():
-        if name == "__metadata__":
-            continue
-        b, e = h["data_offsets"]
-        dtype = ST_DTYPES[h["dtype"]][0]
-        out[name] = (h["dtype"], np.frombuffer(blob[8 + n + b:8 + n + e], dtype=dtype)
-                     .reshape(h["shape"]))
-    return out
+    tensors, _ = container.read(path)
+    return {name: (dtype, np.frombuffer(raw, dtype=ST_DTYPES[dtype][0]).reshape(shape))
+            for name, (dtype, shape, raw) in tensors.items()}
 
 
 def nasty_tensor(rows, cols, seed):

@@ -19,4 +19,9 @@ int device_for_local_rank(int local_rank, int device_count, DeviceSharing sharin
 // the variable when its value is not a non-negative integer.
 std::optional<int> local_rank_from_environment();
 
+// How many ranks the launcher started on this node (OMPI_COMM_WORLD_LOCAL_SIZE, MPI_LOCALNRANKS,
+// SLURM_NTASKS_PER_NODE or LOCAL_WORLD_SIZE, the first one set); nullopt when none is.
+// InvalidArgument naming the variable when its value is not a positive integer.
+std::optional<int> local_size_from_environment();
+
 }  // namespace shardwise

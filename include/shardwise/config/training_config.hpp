@@ -47,6 +47,27 @@ inline constexpr EnumName<LrSchedule> kLrScheduleNames[] = {{LrSchedule::kCosine
                                                             {LrSchedule::kConstant, "constant"}};
 inline std::span<const EnumName<LrSchedule>> enum_names(LrSchedule) { return kLrScheduleNames; }
 
+// Where the trainer runs the model, its buffers and the optimizer: the host, or each rank's CUDA
+// device (chosen by local rank; a build with the CUDA training backend only).
+enum class TrainingDevice { kCpu, kCuda };
+inline constexpr EnumName<TrainingDevice> kTrainingDeviceNames[] = {
+    {TrainingDevice::kCpu, "cpu"}, {TrainingDevice::kCuda, "cuda"}};
+inline std::span<const EnumName<TrainingDevice>> enum_names(TrainingDevice) {
+  return kTrainingDeviceNames;
+}
+
+// The model's matrix products: fp32, TF32 tensor cores, or bf16 inputs with fp32 accumulation.
+// Weights, gradients and the optimizer stay fp32 (the master weights) in every case. The CPU
+// model computes in fp32 only.
+enum class TrainingPrecision { kFp32, kTf32, kBf16 };
+inline constexpr EnumName<TrainingPrecision> kTrainingPrecisionNames[] = {
+    {TrainingPrecision::kFp32, "fp32"},
+    {TrainingPrecision::kTf32, "tf32"},
+    {TrainingPrecision::kBf16, "bf16"}};
+inline std::span<const EnumName<TrainingPrecision>> enum_names(TrainingPrecision) {
+  return kTrainingPrecisionNames;
+}
+
 struct ModelConfig {
   ModelArch arch = ModelArch::kGpt;
   int layers = 2;
@@ -87,6 +108,8 @@ struct TrainLoopConfig {
   // Steps whose loss or grad norm is NaN/inf that may be skipped (no update applied, as Megatron
   // does) before the run stops; 0: the first such step stops the run.
   std::int64_t skip_nonfinite_steps = 0;
+  TrainingDevice device = TrainingDevice::kCpu;
+  TrainingPrecision precision = TrainingPrecision::kFp32;
 
   bool operator==(const TrainLoopConfig&) const = default;
 };

@@ -37,4 +37,11 @@ DeviceDataParallel make_device_layer_wise(
     const DataParallelGroups& host_groups, const ProcessGroupPtr& world, int device,
     const optim::MuonOptions& muon, const optim::AdamWOptions& adamw, bool allow_tf32 = false);
 
+// The same over groups already able to take device views (host_staged_groups(...), or NCCL
+// groups when every rank has a GPU of its own); `staged_groups` of the result holds them.
+DeviceDataParallel make_device_layer_wise_over(
+    const ParamList& params, FullParamLayout layout, DistributedDataParallelConfig config,
+    const DataParallelGroups& device_groups, const ProcessGroupPtr& world, int device,
+    const optim::MuonOptions& muon, const optim::AdamWOptions& adamw, bool allow_tf32 = false);
+
 }  // namespace shardwise::cuda

@@ -46,6 +46,18 @@ struct GroupOverrides {
   std::optional<double> momentum;  // Muon
 };
 
+// Hyperparameters of single params, by param name: they win over their group's overrides and the
+// defaults. A front end with its own param groups (torch's param_groups, which need not match the
+// engine's bucket groups or shards) sets them; a param without an entry follows its group.
+using ParamOverrides = std::map<std::string, GroupOverrides>;
+
+inline const GroupOverrides kNoParamOverrides{};
+
+// `param`'s value when set, else `fallback` (the group's or the default).
+inline double override_or(const std::optional<double>& param, double fallback) {
+  return param.value_or(fallback);
+}
+
 struct ParamGroup {
   std::string name;
   std::vector<OptimParam> params;
@@ -127,6 +139,11 @@ class Optimizer {
   const std::vector<ParamGroup>& param_groups() const { return groups_; }
   // Sets the learning rate of every group (what an LR scheduler calls each iteration).
   virtual void set_lr(double lr);
+  // Replaces every per-param override (an empty map: all params follow their groups again).
+  // Wrappers pass them on to the optimizers that step the params.
+  virtual void set_param_overrides(const ParamOverrides& overrides);
+  // The overrides of the param named `name`, or null when it has none.
+  const GroupOverrides* param_overrides(const std::string& name) const;
 
   void set_world_reduce(WorldReduce reduce);
   // Params (by name) whose grads this rank leaves out of the global statistics (grad norm, zero
@@ -157,6 +174,7 @@ class Optimizer {
   WorldReduce world_reduce_;
   StepOptions step_options_;
   std::set<std::string> excluded_from_stats_;
+  ParamOverrides param_overrides_;
 };
 
 // Clipping coefficient Megatron uses: max_norm / (norm + 1e-6), applied only when < 1.

@@ -14,6 +14,7 @@ import sys
 from .. import _core
 from .checkpoint import load_checkpoint, save_checkpoint
 from .ddp import DistributedDataParallel
+from .optim import AdamW, Muon, muon_megatron, muon_public
 from .optimizer import Optimizer, make_optimizer
 
 _abort_hook_installed = False
@@ -64,6 +65,7 @@ def all_reduce_mean(ddp, value):
     return ddp.engine.all_reduce_sum(float(value)) / ddp.engine.dp_size
 
 
-__all__ = ["DistributedDataParallel", "Optimizer", "make_optimizer", "save_checkpoint",
+__all__ = ["DistributedDataParallel", "AdamW", "Muon", "muon_public", "muon_megatron",
+           "Optimizer", "make_optimizer", "save_checkpoint",
            "load_checkpoint", "rank", "world_size", "all_reduce_mean", "init",
            "install_abort_on_error"]

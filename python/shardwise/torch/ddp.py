@@ -4,6 +4,7 @@ contiguous param buffer, its grads accumulated into the grad buffer, buckets red
 
 import contextlib
 import os
+import weakref
 
 import torch
 
@@ -112,6 +113,9 @@ class DistributedDataParallel(torch.nn.Module):
         self.engine = None
         self._build(optimizer)
         self._register_grad_hooks()
+        # Lets sw.AdamW / sw.Muon find the DDP from module.parameters() (weakly: no cycle).
+        for _, p in self._params:
+            p._shardwise_ddp = weakref.ref(self)
 
     # --- construction -------------------------------------------------------------------
     def _build(self, kind):

@@ -22,6 +22,18 @@ KINDS = tuple(_core.optimizer_kinds())
 DEFAULTS = {k: v for k, v in _core.optimizer_defaults().items() if k != "kind"}
 
 
+def step_engine(ddp):
+    """One engine step over `ddp`'s buffers: grad sync, update, param all-gather."""
+    ddp.check_unchanged()
+    if ddp._ready_count == 0:
+        raise RuntimeError("step() called before any backward(): no gradient reached the "
+                           "shardwise grad buffer since the last step() / zero_grad()")
+    result = ddp.engine.step()
+    ddp._ready_count = 0
+    ddp._params_gathering()
+    return result
+
+
 class Optimizer:
     """Steps the params of a shardwise DistributedDataParallel.
 
@@ -51,14 +63,7 @@ class Optimizer:
         self._lr = lr
 
     def step(self):
-        self.ddp.check_unchanged()
-        if self.ddp._ready_count == 0:
-            raise RuntimeError("step() called before any backward(): no gradient reached the "
-                               "shardwise grad buffer since the last step() / zero_grad()")
-        result = self.ddp.engine.step()
-        self.ddp._ready_count = 0
-        self.ddp._params_gathering()
-        return result
+        return step_engine(self.ddp)
 
     def zero_grad(self, set_to_none=True):
         del set_to_none  # grads live in the grad buffer, which is zeroed either way

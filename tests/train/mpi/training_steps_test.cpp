@@ -63,7 +63,7 @@ TEST(TrainingSteps, EvaluationOfAZeroModelIsUniformOverTheVocabulary) {
     std::fill(v.as<float>(), v.as<float>() + v.numel, 0.0f);
   }
   // Zero weights give zero logits: every scored token costs ln(vocab) nats.
-  const EvalMetrics e = evaluate_held_out(*b.m.model, *b.m.dataset, b.run.dp_group(), 7);
+  const EvalMetrics e = evaluate_held_out(b.m.net(), *b.m.dataset, b.run.dp_group(), 7);
   EXPECT_EQ(e.step, 7);
   EXPECT_NEAR(e.eval_loss, std::log(static_cast<double>(b.m.model_config.vocab_size)), 1e-5);
 }
@@ -76,7 +76,7 @@ TEST(TrainingSteps, EvaluationSplitAcrossRanksEqualsOneRankScoringEachSample) {
     const TensorView v = b.m.ddp().param(id);
     for (float* x = v.as<float>(); x != v.as<float>() + v.numel; ++x) *x *= 8;
   }
-  const EvalMetrics e = evaluate_held_out(*b.m.model, *b.m.dataset, b.run.dp_group(), 0);
+  const EvalMetrics e = evaluate_held_out(b.m.net(), *b.m.dataset, b.run.dp_group(), 0);
   // The reference: this rank alone, one sample at a time, over the whole held-out split.
   const TokenDataset& data = *b.m.dataset;
   const int seq = data.seq_len();

@@ -1,0 +1,357 @@
+"""torch.optim.Optimizer subclasses over the shardwise engine: sw.AdamW, sw.Muon and its presets.
+
+    ddp = sw.DistributedDataParallel(model, optimizer="distributed")
+    opt = sw.AdamW(model.parameters(), lr=1e-3, weight_decay=0.1)    # torch.optim.AdamW's signature
+    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=1000)
+
+They are torch optimizers (``param_groups``, ``defaults``, ``step(closure)``, ``zero_grad``,
+``state_dict`` in torch's layout), so every ``torch.optim.lr_scheduler`` works: before each step
+the values in ``param_groups`` (lr, weight_decay, betas, eps; momentum for Muon groups) are handed
+to the engine, per param, when they changed since the last step. The update itself is the
+engine's (grad sync, sharded update, param all-gather), as with ``make_optimizer``.
+
+The params are those of a module wrapped by ``sw.DistributedDataParallel`` (found from the params;
+``ddp=`` names it explicitly). The engine steps every trainable param of the wrapped module, so the
+groups must hold each of them exactly once. Unlike ``make_optimizer`` (the CLI's settings) these
+constructors do not clip gradients (torch does not; call ``torch.nn.utils.clip_grad_norm_``).
+"""
+
+import torch
+
+from .ddp import DistributedDataParallel
+from .optimizer import step_engine
+
+# The engine's per-param hyperparameters, by group key (betas split in two).
+_ADAMW_GROUP_KEYS = ("lr", "weight_decay", "betas", "eps")
+_MUON_GROUP_KEYS = ("lr", "weight_decay", "momentum")
+# Muon settings that are one per optimizer in the engine: a group may not change them.
+_MUON_OPTIMIZER_WIDE = ("nesterov", "ns_steps", "coefficients", "ns_algorithm", "scale_mode",
+                        "extra_scale_factor", "split_qkv", "matmul_precision")
+# AdamW kinds step every param with AdamW; Muon kinds step 2-D hidden weights with Muon.
+_ADAMW_KINDS = ("distributed", "ddp")
+_MUON_KINDS = ("layer-wise", "legacy-layer-wise")
+
+
+def _wrapped_params(ddp):
+    """(engine name, param) of every param the engine steps, in its param order. The names are
+    the engine's (those of its state and checkpoints), without any wrapper prefix."""
+    return list(ddp._params)
+
+
+def _as_groups(params):
+    if isinstance(params, torch.Tensor):
+        raise TypeError("params argument given to the optimizer should be an iterable of Tensors "
+                        "or dicts, but got " + torch.typename(params))
+    params = list(params)
+    if not params:
+        raise ValueError("optimizer got an empty parameter list")
+    if not isinstance(params[0], dict):
+        return [{"params": params}]
+    return [dict(g, params=list(g["params"]) if not isinstance(g["params"], torch.Tensor)
+                 else [g["params"]]) for g in params]
+
+
+def _find_ddp(groups, ddp):
+    if ddp is not None:
+        if not isinstance(ddp, DistributedDataParallel):
+            raise TypeError(f"ddp must be a shardwise.torch.DistributedDataParallel, got "
+                            f"{type(ddp).__name__}")
+        return ddp
+    for group in groups:
+        for p in group["params"]:
+            ref = getattr(p, "_shardwise_ddp", None)
+            found = ref() if ref is not None else None
+            if found is not None:
+                return found
+    raise ValueError("these params belong to no shardwise.torch.DistributedDataParallel: wrap the "
+                     "module first (sw.DistributedDataParallel(model)) and pass its parameters, "
+                     "or pass ddp=")
+
+
+class _EngineOptimizer(torch.optim.Optimizer):
+    """The torch.optim.Optimizer side shared by AdamW and Muon."""
+
+    _kinds = ()
+    _name = ""
+
+    def __init__(self, groups, defaults, spec, ddp):
+        self.ddp = ddp
+        self._names = {id(p): n for n, p in _wrapped_params(ddp)}
+        self._engine_ready = False
+        self._check_kind()
+        super().__init__(groups, defaults)
+        self._check_coverage()
+        if ddp.engine.has_optimizer():
+            raise ValueError(f"{self._name}: this DistributedDataParallel already has an "
+                             f"optimizer")
+        # Every engine keyword's value (the spec's defaults for those not given).
+        self.options = ddp.engine.make_optimizer(ddp.kind, spec)
+        self._engine_ready = True
+        self._applied = None
+        self.last_step = None  # the engine's {"stepped", "grad_norm", "clip_coeff"}
+
+    def _check_kind(self):
+        if self.ddp.kind not in self._kinds:
+            raise ValueError(f"{self._name} needs a DistributedDataParallel laid out for one of "
+                             f"{', '.join(self._kinds)}; this one is '{self.ddp.kind}' (wrap with "
+                             f"DistributedDataParallel(..., optimizer='{self._kinds[0]}'))")
+
+    def add_param_group(self, param_group):
+        if self._engine_ready:
+            raise ValueError(f"{self._name}: the engine steps every param of the wrapped module "
+                             "and they are all in a group already; give every group to the "
+                             "constructor")
+        for p in param_group["params"] if isinstance(param_group["params"], list) else []:
+            if id(p) not in self._names:
+                raise ValueError(f"{self._name}: a param of shape {tuple(p.shape)} is not one of "
+                                 "the wrapped module's trainable params")
+        super().add_param_group(param_group)
+
+    def _check_coverage(self):
+        listed = {id(p) for g in self.param_groups for p in g["params"]}
+        for n, p in _wrapped_params(self.ddp):
+            if id(p) not in listed:
+                raise ValueError(f"{self._name}: param '{n}' of the wrapped module is in no param "
+                                 "group; the engine steps every trainable param (freeze it with "
+                                 "requires_grad=False before wrapping)")
+
+    # --- hyperparameters ------------------------------------------------------------------
+    def _group_values(self, group):
+        raise NotImplementedError
+
+    def _sync_hyperparameters(self):
+        """Hands param_groups' values to the engine, only when one changed since last time."""
+        values = [self._group_values(g) for g in self.param_groups]
+        if values == self._applied:
+            return
+        by_param = {}
+        for group, group_values in zip(self.param_groups, values):
+            for p in group["params"]:
+                by_param[self._names[id(p)]] = dict(group_values)
+        self.ddp.engine.set_param_hyperparameters(by_param)
+        self._applied = values
+
+    # --- torch.optim.Optimizer API ------------------------------------------------------
+    @torch.no_grad()
+    def step(self, closure=None):
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        self._sync_hyperparameters()
+        self.last_step = step_engine(self.ddp)
+        return loss
+
+    def zero_grad(self, set_to_none=True):
+        del set_to_none  # grads live in the grad buffer, which is zeroed either way
+        self.ddp.zero_grad_buffer()
+
+    def _indices(self):
+        order = [p for g in self.param_groups for p in g["params"]]
+        return {id(p): i for i, p in enumerate(order)}, order
+
+    def state_dict(self):
+        """torch's layout: {"state": {param index: {field: tensor}}, "param_groups": [...]}.
+
+        Indices count the params of param_groups in order, as torch's. "state" holds what this
+        rank owns: whole params, or in the distributed kinds the flat slice of each param this
+        rank's shard holds (a param outside the shard is absent). "step" is a scalar tensor.
+        """
+        index, order = self._indices()
+        engine_state = self.ddp.engine.state_dict()
+        state = {}
+        for p in order:
+            fields = engine_state.get(self._names[id(p)])
+            if fields is None:
+                continue
+            entry = {}
+            for field, values in fields.items():
+                t = torch.from_numpy(values.copy())
+                if field == "step":
+                    t = t.reshape(())
+                elif t.numel() == p.numel():
+                    t = t.reshape(p.shape)
+                entry[field] = t
+            state[index[id(p)]] = entry
+        groups = [dict({k: v for k, v in g.items() if k != "params"},
+                       params=[index[id(p)] for p in g["params"]]) for g in self.param_groups]
+        return {"state": state, "param_groups": groups}
+
+    def load_state_dict(self, state_dict):
+        """Loads a state_dict() of the same optimizer at the same dp (other dp: load_checkpoint)."""
+        saved_groups = state_dict["param_groups"]
+        if len(saved_groups) != len(self.param_groups):
+            raise ValueError("loaded state dict has a different number of parameter groups")
+        for g, saved in zip(self.param_groups, saved_groups):
+            if len(g["params"]) != len(saved["params"]):
+                raise ValueError("loaded state dict contains a parameter group that doesn't "
+                                 "match the size of optimizer's group")
+        _, order = self._indices()
+        engine_state = {}
+        for i, fields in state_dict["state"].items():
+            name = self._names[id(order[int(i)])]
+            engine_state[name] = {f: t.detach().reshape(-1).to(torch.float32).numpy()
+                                  for f, t in fields.items()}
+        self.ddp.engine.load_state_dict(engine_state)
+        for g, saved in zip(self.param_groups, saved_groups):
+            g.update({k: v for k, v in saved.items() if k != "params"})
+        self._applied = None
+
+
+class AdamW(_EngineOptimizer):
+    """torch.optim.AdamW on the engine: same signature, defaults and update (decoupled decay).
+
+    Needs a DistributedDataParallel laid out for "distributed" (ZeRO-1) or "ddp". amsgrad,
+    maximize, capturable and differentiable are not supported (ValueError when set); foreach and
+    fused are accepted and ignored.
+    """
+
+    _kinds = _ADAMW_KINDS
+    _name = "sw.AdamW"
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2,
+                 amsgrad=False, *, maximize=False, foreach=None, capturable=False,
+                 differentiable=False, fused=None, ddp=None):
+        del foreach, fused
+        for name, value in (("amsgrad", amsgrad), ("maximize", maximize),
+                            ("capturable", capturable), ("differentiable", differentiable)):
+            if value:
+                raise ValueError(f"sw.AdamW: {name}=True is not supported by the engine")
+        _check_adamw_values(lr, betas, eps, weight_decay)
+        groups = _as_groups(params)
+        defaults = dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay)
+        spec = dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay, clip_grad=0.0)
+        super().__init__(groups, defaults, spec, _find_ddp(groups, ddp))
+
+    def _group_values(self, group):
+        return _adamw_values(group)
+
+
+def _check_adamw_values(lr, betas, eps, weight_decay):
+    # torch.optim.AdamW's checks and wording.
+    if not 0.0 <= lr:
+        raise ValueError(f"Invalid learning rate: {lr}")
+    if not 0.0 <= eps:
+        raise ValueError(f"Invalid epsilon value: {eps}")
+    if not 0.0 <= betas[0] < 1.0:
+        raise ValueError(f"Invalid beta parameter at index 0: {betas[0]}")
+    if not 0.0 <= betas[1] < 1.0:
+        raise ValueError(f"Invalid beta parameter at index 1: {betas[1]}")
+    if not 0.0 <= weight_decay:
+        raise ValueError(f"Invalid weight_decay value: {weight_decay}")
+
+
+def _adamw_values(group):
+    beta1, beta2 = group["betas"]
+    return (("lr", float(group["lr"])), ("weight_decay", float(group["weight_decay"])),
+            ("beta1", float(beta1)), ("beta2", float(beta2)), ("eps", float(group["eps"])))
+
+
+class Muon(_EngineOptimizer):
+    """Muon on the 2-D hidden weights, AdamW on the other params, in one torch optimizer.
+
+    Which params Muon steps is fixed when the module is wrapped (layout "layer-wise"): 2-D
+    weights, except nn.Embedding weights and params marked ``is_embedding_or_output_parameter``
+    or ``use_muon = False`` (mark a classifier head so before wrapping; a head tied to the
+    embedding is an embedding already). Each group carries ``use_muon``: a group without it is
+    split into its Muon params and its AdamW params (the keys it sets apply to both); a group
+    whose use_muon contradicts the layout is a ValueError. Muon groups use lr, momentum and
+    weight_decay; AdamW groups lr, betas, eps and weight_decay, which default to the adamw_*
+    arguments. The Newton–Schulz and scale settings are one per optimizer.
+    """
+
+    _kinds = _MUON_KINDS
+    _name = "sw.Muon"
+
+    def __init__(self, params, lr=0.02, momentum=0.95, weight_decay=0.0, nesterov=True,
+                 ns_steps=5, coefficients="simple", scale_mode="shape_scaling",
+                 extra_scale_factor=1.0, split_qkv=True, ns_algorithm="standard",
+                 matmul_precision="fp32", adamw_lr=3e-4, adamw_betas=(0.9, 0.95),
+                 adamw_eps=1e-10, adamw_weight_decay=0.0, *, ddp=None):
+        _check_adamw_values(adamw_lr, adamw_betas, adamw_eps, adamw_weight_decay)
+        groups = _as_groups(params)
+        ddp = _find_ddp(groups, ddp)
+        muon_wide = dict(nesterov=nesterov, ns_steps=ns_steps, coefficients=coefficients,
+                         scale_mode=scale_mode, extra_scale_factor=extra_scale_factor,
+                         split_qkv=split_qkv, ns_algorithm=ns_algorithm,
+                         matmul_precision=matmul_precision)
+        adamw_defaults = dict(lr=adamw_lr, betas=tuple(adamw_betas), eps=adamw_eps,
+                              weight_decay=adamw_weight_decay)
+        self._muon_flags = _muon_flags(ddp)
+        groups = [g for group in groups for g in self._split_by_use_muon(group, ddp)]
+        for g in groups:
+            if not g["use_muon"]:
+                for key, value in adamw_defaults.items():
+                    g.setdefault(key, value)
+        defaults = dict(lr=lr, momentum=momentum, weight_decay=weight_decay, use_muon=True,
+                        betas=tuple(adamw_betas), eps=adamw_eps, **muon_wide)
+        spec = dict(lr=adamw_lr, muon_lr=lr, momentum=momentum, weight_decay=weight_decay,
+                    betas=tuple(adamw_betas), eps=adamw_eps, clip_grad=0.0, **muon_wide)
+        super().__init__(groups, defaults, spec, ddp)
+
+    def _split_by_use_muon(self, group, ddp):
+        names = {id(p): n for n, p in _wrapped_params(ddp)}
+        flags = [self._muon_flags.get(id(p)) for p in group["params"]]
+        for p, flag in zip(group["params"], flags):
+            if flag is None:
+                raise ValueError(f"sw.Muon: a param of shape {tuple(p.shape)} is not one of the "
+                                 "wrapped module's trainable params")
+        if "use_muon" in group:
+            for p, flag in zip(group["params"], flags):
+                if flag != bool(group["use_muon"]):
+                    raise ValueError(
+                        f"sw.Muon: param '{names[id(p)]}' is in a group with use_muon="
+                        f"{group['use_muon']} but the layout steps it with "
+                        f"{'Muon' if flag else 'AdamW'}; set param.use_muon = "
+                        f"{bool(group['use_muon'])} before wrapping the module")
+            return [group]
+        out = []
+        for use_muon in (True, False):
+            params = [p for p, f in zip(group["params"], flags) if f == use_muon]
+            if params:
+                out.append(dict(group, params=params, use_muon=use_muon))
+        return out
+
+    def _group_values(self, group):
+        for key in _MUON_OPTIMIZER_WIDE:
+            if group.get(key, self.defaults[key]) != self.defaults[key]:
+                raise ValueError(f"sw.Muon: '{key}' is one per optimizer; a group may not change "
+                                 f"it ({group[key]!r} vs {self.defaults[key]!r})")
+        if not group["use_muon"]:
+            return _adamw_values(group)
+        return (("lr", float(group["lr"])), ("weight_decay", float(group["weight_decay"])),
+                ("momentum", float(group["momentum"])))
+
+
+def _muon_flags(ddp):
+    flags = ddp.engine.muon_params()
+    return {id(p): bool(f) for (_, p), f in zip(_wrapped_params(ddp), flags)}
+
+
+def muon_public(params, lr=0.02, momentum=0.95, weight_decay=0.0, adamw_lr=3e-4,
+                adamw_betas=(0.9, 0.95), adamw_eps=1e-10, adamw_weight_decay=0.0, *, ddp=None,
+                **options):
+    """The public Muon (K. Jordan): one quintic (3.4445, -4.7750, 2.0315) five times, Nesterov
+    momentum 0.95, update scaled by sqrt(max(1, rows/cols)), lr 0.02, no weight decay; AdamW
+    (lr 3e-4, betas (0.9, 0.95), eps 1e-10) on embeddings, the head and 1-D params."""
+    options.setdefault("coefficients", "simple")
+    options.setdefault("scale_mode", "shape_scaling")
+    return Muon(params, lr=lr, momentum=momentum, weight_decay=weight_decay, adamw_lr=adamw_lr,
+                adamw_betas=adamw_betas, adamw_eps=adamw_eps,
+                adamw_weight_decay=adamw_weight_decay, ddp=ddp, **options)
+
+
+def muon_megatron(params, *, ddp=None, **options):
+    """Megatron's Muon settings, those of ``shardwise train`` (the optimizer spec's defaults):
+    five cycled tuned quintics, update scaled by sqrt(max(rows, cols)), Muon lr 0.002, AdamW lr
+    0.001 betas (0.9, 0.999) eps 1e-8, weight decay 0.01 on both. No clipping (the CLI clips at
+    1.0; call clip_grad_norm_)."""
+    from .optimizer import DEFAULTS
+    settings = dict(lr=DEFAULTS["muon_lr"], momentum=DEFAULTS["momentum"],
+                    weight_decay=DEFAULTS["weight_decay"], nesterov=DEFAULTS["nesterov"],
+                    ns_steps=DEFAULTS["ns_steps"], coefficients=DEFAULTS["coefficients"],
+                    scale_mode=DEFAULTS["scale_mode"], adamw_lr=DEFAULTS["lr"],
+                    adamw_betas=tuple(DEFAULTS["betas"]), adamw_eps=DEFAULTS["eps"],
+                    adamw_weight_decay=DEFAULTS["weight_decay"])
+    settings.update(options)
+    return Muon(params, ddp=ddp, **settings)

@@ -1,0 +1,235 @@
+"""sw.AdamW and sw.Muon are torch.optim.Optimizers: torch's lr schedulers drive the engine's
+update through param_groups, per-group hyperparameters reach the C++ step, and state_dict is in
+torch's layout."""
+
+import copy
+import pathlib
+
+import numpy as np
+import pytest
+import torch
+
+import shardwise.torch as sw
+from conftest import run_mpi
+from models import TinyNet, batch
+
+HERE = pathlib.Path(__file__).resolve().parent
+SCHEDULERS = {
+    "StepLR": lambda opt: torch.optim.lr_scheduler.StepLR(opt, step_size=5, gamma=0.5),
+    "CosineAnnealingLR": lambda opt: torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=20),
+    "LambdaLR": lambda opt: torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0 / (1 + s)),
+    "OneCycleLR": lambda opt: torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=0.02,
+                                                                  total_steps=20),
+    "LinearLR": lambda opt: torch.optim.lr_scheduler.LinearLR(opt, start_factor=0.1,
+                                                              total_iters=10),
+}
+
+
+def no_decay_groups(model, weight_decay=0.1):
+    """The usual split: no weight decay on biases and norm weights (1-D params)."""
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    no_decay = [p for p in model.parameters() if p.dim() < 2]
+    return [{"params": decay, "weight_decay": weight_decay},
+            {"params": no_decay, "weight_decay": 0.0}]
+
+
+def train(model, opt, scheduler, steps=20):
+    losses = []
+    for step in range(steps):
+        loss = model(*batch(step, 8))
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        scheduler.step()
+        losses.append(loss.item())
+    return losses
+
+
+@pytest.mark.parametrize("kind", ["distributed", "ddp"])
+@pytest.mark.parametrize("name", sorted(SCHEDULERS))
+def test_scheduler_and_groups_match_torch_adamw(name, kind):
+    reference = TinyNet(seed=3)
+    model = copy.deepcopy(reference)
+    torch_opt = torch.optim.AdamW(no_decay_groups(reference), lr=1e-2)
+    expected = train(reference, torch_opt, SCHEDULERS[name](torch_opt))
+
+    sw.DistributedDataParallel(model, optimizer=kind)
+    opt = sw.AdamW(no_decay_groups(model), lr=1e-2)
+    assert isinstance(opt, torch.optim.Optimizer)
+    got = train(model, opt, SCHEDULERS[name](opt))
+    assert got == pytest.approx(expected, abs=1e-6)
+    assert [g["lr"] for g in opt.param_groups] == [g["lr"] for g in torch_opt.param_groups]
+    for (n, p), q in zip(model.named_parameters(), reference.parameters()):
+        assert torch.allclose(p.detach(), q.detach(), atol=1e-5), n
+
+
+def test_closure_is_evaluated_with_grad_and_its_loss_returned():
+    model = TinyNet(seed=4)
+    sw.DistributedDataParallel(model, optimizer="distributed")
+    opt = sw.AdamW(model.parameters())
+
+    def closure():
+        opt.zero_grad()
+        loss = model(*batch(0, 8))
+        loss.backward()
+        return loss
+    before = model.fc1.weight.detach().clone()
+    with torch.no_grad():
+        loss = opt.step(closure)
+    assert loss.requires_grad and not torch.equal(before, model.fc1.weight.detach())
+
+
+def test_group_with_zero_lr_does_not_move_and_the_other_does():
+    model = TinyNet(seed=5)
+    sw.DistributedDataParallel(model, optimizer="distributed")
+    frozen = [model.fc1.weight, model.fc1.bias]
+    rest = [p for p in model.parameters() if all(p is not f for f in frozen)]
+    opt = sw.AdamW([{"params": frozen, "lr": 0.0}, {"params": rest}], lr=1e-2)
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    train(model, opt, torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0), steps=3)
+    for n, p in model.named_parameters():
+        moved = not torch.equal(before[n], p.detach())
+        assert moved == (not n.startswith("fc1.")), n
+
+
+def test_weight_decay_per_group_reaches_the_update():
+    # With lr > 0 and zero grads AdamW only decays: p <- p * (1 - lr*wd) exactly per group.
+    model = TinyNet(seed=6)
+    ddp = sw.DistributedDataParallel(model, optimizer="ddp")
+    opt = sw.AdamW([{"params": [model.fc2.weight], "weight_decay": 0.5},
+                    {"params": [p for p in model.parameters() if p is not model.fc2.weight],
+                     "weight_decay": 0.0}], lr=0.1)
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    (model(*batch(0, 8)) * 0.0).backward()
+    opt.step()
+    for n, p in ddp.named_parameters():
+        factor = 1 - 0.1 * 0.5 if n == "fc2.weight" else 1.0
+        assert torch.allclose(p.detach(), before[n] * factor, atol=1e-7, rtol=0), n
+
+
+def test_state_dict_is_torch_layout_and_round_trips():
+    def make(seed):
+        model = TinyNet(seed=seed)
+        sw.DistributedDataParallel(model, optimizer="distributed")
+        return model, sw.AdamW(no_decay_groups(model), lr=1e-2)
+    model, opt = make(7)
+    sched = torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.5)
+    train(model, opt, sched, steps=3)
+    saved = opt.state_dict()
+    params = list(model.parameters())
+    order = [p for g in opt.param_groups for p in g["params"]]
+    assert sorted(saved["state"]) == list(range(len(params)))
+    assert [g["params"] for g in saved["param_groups"]] == [
+        list(range(len(opt.param_groups[0]["params"]))),
+        list(range(len(opt.param_groups[0]["params"]), len(order)))]
+    assert saved["param_groups"][1]["weight_decay"] == 0.0
+    assert saved["param_groups"][0]["lr"] == pytest.approx(1e-2 / 8)
+    first = saved["state"][0]
+    assert set(first) == {"exp_avg", "exp_avg_sq", "step"}
+    assert first["exp_avg"].shape == order[0].shape and float(first["step"]) == 3.0
+
+    other, opt2 = make(7)
+    other.load_state_dict(model.state_dict())
+    opt2.load_state_dict(saved)
+    assert opt2.param_groups[0]["lr"] == pytest.approx(1e-2 / 8)
+    again = opt2.state_dict()
+    for i, fields in saved["state"].items():
+        for field, value in fields.items():
+            assert torch.equal(again["state"][i][field], value), (i, field)
+    # Both continue identically.
+    for m, o in ((model, opt), (other, opt2)):
+        m(*batch(9, 8)).backward()
+        o.step()
+    for (n, p), q in zip(model.named_parameters(), other.parameters()):
+        assert torch.equal(p.detach(), q.detach()), n
+
+
+def test_muon_public_preset_values_and_param_split():
+    model = TinyNet(seed=8)
+    sw.DistributedDataParallel(model, optimizer="layer-wise")
+    opt = sw.muon_public(model.parameters())
+    assert opt.options["coefficients"] == "simple"
+    assert opt.options["scale_mode"] == "shape_scaling"
+    assert opt.options["clip_grad"] == 0.0 and opt.options["nesterov"] is True
+    muon_group, adamw_group = opt.param_groups
+    assert muon_group["use_muon"] and muon_group["lr"] == 0.02
+    assert {id(p) for p in muon_group["params"]} == {id(model.fc1.weight), id(model.fc2.weight)}
+    assert not adamw_group["use_muon"] and adamw_group["lr"] == 3e-4
+    assert adamw_group["betas"] == (0.9, 0.95) and adamw_group["eps"] == 1e-10
+
+
+def test_muon_megatron_preset_is_the_spec():
+    model = TinyNet(seed=9)
+    sw.DistributedDataParallel(model, optimizer="layer-wise")
+    opt = sw.muon_megatron(model.parameters())
+    assert opt.options["coefficients"] == "quintic" and opt.options["scale_mode"] == "spectral"
+    assert opt.options["muon_lr"] == 0.002 and opt.options["lr"] == 0.001
+    assert opt.options["clip_grad"] == 0.0
+    assert opt.param_groups[0]["weight_decay"] == 0.01
+
+
+def test_muon_group_lr_zero_freezes_only_that_group():
+    model = TinyNet(seed=10)
+    sw.DistributedDataParallel(model, optimizer="layer-wise")
+    opt = sw.muon_public([{"params": [model.fc1.weight], "lr": 0.0},
+                          {"params": [p for p in model.parameters()
+                                      if p is not model.fc1.weight]}])
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    train(model, opt, torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0), steps=2)
+    for n, p in model.named_parameters():
+        assert torch.equal(before[n], p.detach()) == (n == "fc1.weight"), n
+
+
+def test_muon_scheduler_scales_the_muon_update():
+    # Halving a Muon group's lr halves its update (the orthogonalised direction is the same).
+    deltas = []
+    for lr in (0.02, 0.01):
+        model = TinyNet(seed=11)
+        sw.DistributedDataParallel(model, optimizer="layer-wise")
+        opt = sw.muon_public(model.parameters(), lr=0.04)
+        opt.param_groups[0]["lr"] = lr
+        before = model.fc2.weight.detach().clone()
+        model(*batch(0, 8)).backward()
+        opt.step()
+        deltas.append(model.fc2.weight.detach() - before)
+    assert torch.allclose(deltas[0], 2 * deltas[1], atol=1e-6)
+
+
+def test_muon_group_contradicting_the_layout_names_the_param():
+    model = TinyNet(seed=12)
+    sw.DistributedDataParallel(model, optimizer="layer-wise")
+    with pytest.raises(ValueError, match="param 'fc1.weight'.*use_muon=False"):
+        sw.Muon([{"params": list(model.parameters()), "use_muon": False}])
+
+
+def test_kind_mismatch_and_missing_params_are_clear_errors():
+    model = TinyNet(seed=13)
+    ddp = sw.DistributedDataParallel(model, optimizer="layer-wise")
+    with pytest.raises(ValueError, match="sw.AdamW needs a DistributedDataParallel laid out for"):
+        sw.AdamW(model.parameters())
+    with pytest.raises(ValueError, match="param 'head.bias' of the wrapped module is in no"):
+        sw.Muon([p for p in model.parameters() if p is not model.head.bias])
+    with pytest.raises(ValueError, match="belong to no shardwise"):
+        sw.AdamW(TinyNet(seed=0).parameters())
+    assert not ddp.engine.has_optimizer()
+    opt = sw.Muon(model.parameters(), ddp=ddp)
+    with pytest.raises(ValueError, match="every param of the wrapped module"):
+        opt.add_param_group({"params": [torch.nn.Parameter(torch.zeros(2))]})
+
+
+def test_bad_group_value_is_refused_naming_param_and_field():
+    model = TinyNet(seed=14)
+    sw.DistributedDataParallel(model, optimizer="distributed")
+    opt = sw.AdamW(model.parameters())
+    opt.param_groups[0]["lr"] = -1.0
+    model(*batch(0, 8)).backward()
+    with pytest.raises(ValueError, match="param 'embed.weight': lr must be >= 0"):
+        opt.step()
+
+
+def test_torch_adamw_script_at_dp2_gives_torchs_losses(tmp_path):
+    out = tmp_path / "losses.npz"
+    done = run_mpi(2, HERE / "torch_optim_worker.py", out)
+    assert done.returncode == 0, done.stderr
+    result = np.load(out)
+    np.testing.assert_allclose(result["got"], result["expected"], atol=1e-5, rtol=0)
