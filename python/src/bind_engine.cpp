@@ -136,18 +136,28 @@ void bind_buffers(py::class_<Engine>& c) {
       .def("buffer_bytes", &Engine::buffer_bytes)
       .def("bytes_communicated", &Engine::bytes_communicated)
       .def("broadcast_params_from_rank0", &Engine::broadcast_params_from_rank0,
+           py::call_guard<py::gil_scoped_release>())
+      .def(
+          "broadcast_from_rank0",
+          [](Engine& e, py::array_t<float, py::array::c_style> values) {
+            TensorView view{values.mutable_data(), static_cast<std::int64_t>(values.size()),
+                            DType::kFloat32};
+            py::gil_scoped_release released;
+            e.broadcast_from_rank0(view);
+          },
+          py::arg("values"), "Overwrites the float32 array `values` in place with rank 0's")
+      .def("gather_reduced_grads", &Engine::gather_reduced_grads,
            py::call_guard<py::gil_scoped_release>());
 }
 
 void bind_sync(py::class_<Engine>& c) {
   using Release = py::call_guard<py::gil_scoped_release>;
   c.def(
-       "register_grad_ready", [](Engine& e, ParamId id) { e.ddp().register_grad_ready(id); },
-       Release())
+       "register_grad_ready", [](Engine& e, ParamId id) { e.register_grad_ready(id); }, Release())
       .def(
-          "finish_grad_sync", [](Engine& e) { e.ddp().finish_grad_sync(); }, Release())
+          "finish_grad_sync", [](Engine& e) { e.finish_grad_sync(); }, Release())
       .def(
-          "zero_grad_buffer", [](Engine& e) { e.ddp().zero_grad_buffer(); }, Release())
+          "zero_grad_buffer", [](Engine& e) { e.zero_grad_buffer(); }, Release())
       .def("set_is_last_microbatch",
            [](Engine& e, bool last) { e.ddp().set_is_last_microbatch(last); })
       .def("is_last_microbatch", [](const Engine& e) { return e.ddp().is_last_microbatch(); })

@@ -56,6 +56,26 @@ void Engine::broadcast_params_from_rank0() {
   }
 }
 
+void Engine::broadcast_from_rank0(TensorView values) {
+  SW_REQUIRE(values.dtype == DType::kFloat32, InvalidArgument,
+             "broadcast_from_rank0: expected float32 values, got ", dtype_name(values.dtype));
+  if (values.numel == 0 || groups_.data_parallel->size() == 1) return;
+  groups_.data_parallel->broadcast(values, 0)->wait();
+}
+
+void Engine::gather_reduced_grads() {
+  if (!ddp_->config().reduce_scatter_grads()) return;
+  std::vector<WorkPtr> handles;
+  for (const auto& buffer : ddp_->buffers()) {
+    const ProcessGroupPtr& group = ddp_->group_for(buffer->key());
+    if (group->size() == 1) continue;
+    for (const Bucket& bucket : buffer->buckets()) {
+      handles.push_back(group->all_gather(bucket.grad_data, bucket.grad_shard(group->rank())));
+    }
+  }
+  for (WorkPtr& handle : handles) handle->wait();
+}
+
 void Engine::make_optimizer(const OptimizerConfig& spec) {
   SW_REQUIRE(optimizer_ == nullptr, InvalidArgument,
              "make_optimizer: this DistributedDataParallel already has an optimizer");
@@ -72,9 +92,26 @@ optim::Optimizer& Engine::optimizer() const {
   return *optimizer_;
 }
 
+void Engine::register_grad_ready(ParamId id) {
+  if (ddp_->is_last_microbatch()) grads_synced_ = false;
+  ddp_->register_grad_ready(id);
+}
+
+void Engine::finish_grad_sync() {
+  if (grads_synced_) return;
+  ddp_->finish_grad_sync();
+  grads_synced_ = true;
+}
+
+void Engine::zero_grad_buffer() {
+  ddp_->zero_grad_buffer();
+  grads_synced_ = false;
+}
+
 optim::StepResult Engine::step() {
   optim::Optimizer& opt = optimizer();
-  ddp_->finish_grad_sync();
+  finish_grad_sync();
+  grads_synced_ = false;
   return opt.step();
 }
 

@@ -48,6 +48,13 @@ class Engine {
   // Copies rank 0's param buffers to every rank of the data-parallel groups (models are often
   // initialised with different seeds per rank).
   void broadcast_params_from_rank0();
+  // Copies rank 0's `values` (float32) to every rank of the data-parallel group, in place
+  // (module buffers such as BatchNorm running statistics).
+  void broadcast_from_rank0(TensorView values);
+  // After finish_grad_sync with reduce-scattered grads, each rank's shard of every bucket holds
+  // the reduced gradient: all-gathers the shards in place so the whole grad buffer holds it, as
+  // after an all-reduce. A no-op for the kinds whose grads are all-reduced.
+  void gather_reduced_grads();
 
   // The spec's optimizer over the buffers; InvalidArgument when spec.kind is not the kind the
   // buffers were laid out for, or when there is an optimizer already.
@@ -55,7 +62,15 @@ class Engine {
   bool has_optimizer() const { return optimizer_ != nullptr; }
   optim::Optimizer& optimizer() const;
 
-  // finish_grad_sync, then the optimizer step (which all-gathers the updated params).
+  // Grad sync as the front end drives it: a grad registered after a sync starts a new one on the
+  // buffer's contents (torch's repeated backward()); finish_grad_sync reduces once per sync, so
+  // the step after a backward that already synced does not reduce the reduced grads again.
+  void register_grad_ready(ParamId id);
+  void finish_grad_sync();
+  void zero_grad_buffer();
+
+  // finish_grad_sync (unless done), then the optimizer step (which all-gathers the updated
+  // params).
   optim::StepResult step();
 
   std::vector<ModelTensor> model_tensors() const;
@@ -72,6 +87,7 @@ class Engine {
   OptimizerKind kind_;
   std::unique_ptr<DistributedDataParallel> ddp_;
   std::unique_ptr<optim::Optimizer> optimizer_;
+  bool grads_synced_ = false;  // finish_grad_sync ran and no grad was registered since
 };
 
 }  // namespace shardwise::python

@@ -64,8 +64,10 @@ def main(out):
         reference = train_torch(fresh(model_class))
         for bucket_size in BUCKET_SIZES:
             run = train_shardwise(fresh(model_class), bucket_size=bucket_size,
-                                  optimizer="distributed")
-            overlap = train_shardwise(fresh(model_class), bucket_size=bucket_size)
+                                  optimizer="distributed", overlap_grad_reduce=True,
+                                  overlap_param_gather=True)
+            overlap = train_shardwise(fresh(model_class), bucket_size=bucket_size,
+                                     overlap_grad_reduce=True, overlap_param_gather=True)
             sync = train_shardwise(fresh(model_class), bucket_size=bucket_size,
                                    overlap_param_gather=False)
             report[f"{model_class.__name__}/{bucket_size}"] = {
@@ -77,7 +79,8 @@ def main(out):
     # step: its gathers must still be issued in the same order as on the other ranks.
     reference = train_torch(fresh(AttentionNet))
     run = train_shardwise(fresh(AttentionNet), bucket_size=600, optimizer="distributed",
-                          peek=lambda model: model.head.weight.sum().item(), comm_timeout=60)
+                          peek=lambda model: model.head.weight.sum().item(), comm_timeout=60,
+                          overlap_grad_reduce=True, overlap_param_gather=True)
     report["rank_local_read"] = {"groups": run[2],
                                  "distributed_vs_torch": differences(run, reference)}
     if sw.rank == 0:

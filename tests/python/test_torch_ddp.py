@@ -18,20 +18,26 @@ def array_address(a):
 @pytest.mark.parametrize("kind", KINDS)
 def test_grads_in_buffer_equal_autograd(kind):
     model, ref = TinyNet(seed=0), TinyNet(seed=0)
-    ddp = sw.DistributedDataParallel(model, bucket_size=600, optimizer=kind)
+    ddp = sw.DistributedDataParallel(model, bucket_size=600, optimizer=kind,
+                                     overlap_grad_reduce=True)
+    dispatched_before_last_grad = []
+    # embed.weight is the last grad of backward; its tensor hook runs before it is accumulated.
+    model.embed.weight.register_hook(
+        lambda g: dispatched_before_last_grad.append(ddp.engine.groups_dispatched()))
     for step in range(2):
         ddp.zero_grad_buffer()
         ref.zero_grad()
         model(*batch(step, 8)).backward()
         ref(*batch(step, 8)).backward()
         if step == 1 and kind != "legacy-layer-wise":
-            # From the second iteration on, every bucket group is dispatched from the grad hooks
-            # as soon as its last grad arrives, before backward() returns.
+            # From the second iteration on, every other bucket group is dispatched from the grad
+            # hooks as soon as its last grad arrives, during backward().
             assert ddp.engine.num_bucket_groups() > 1
-            assert ddp.engine.groups_dispatched() == ddp.engine.num_bucket_groups()
+            assert dispatched_before_last_grad[-1] >= ddp.engine.num_bucket_groups() - 1
         ddp.finish_grad_sync()
         for (name, p), (_, r) in zip(model.named_parameters(), ref.named_parameters()):
-            assert p.grad is None, name
+            # .grad is the buffer's view of the reduced grad (one rank: the local grad).
+            assert p.grad.data_ptr() == p.main_grad.data_ptr(), name
             torch.testing.assert_close(p.main_grad, r.grad, rtol=0, atol=0, msg=name)
 
 
@@ -218,8 +224,9 @@ def test_misuse_raises():
     with pytest.raises(RuntimeError, match="before any backward"):
         opt.step()
     model(*batch(0, 4)).backward()
-    with pytest.raises(Exception, match="fc1.weight|twice"):
-        model(*batch(0, 4)).backward()  # a second backward without zero_grad / no_sync
+    once = model.fc1.weight.grad.clone()
+    model(*batch(0, 4)).backward()  # a second backward syncs again on the sum, as torch DDP's
+    torch.testing.assert_close(model.fc1.weight.grad, 2 * once)
     opt.zero_grad()
     model(*batch(0, 4)).backward()
     opt.step()

@@ -102,7 +102,7 @@ def test_weight_decay_per_group_reaches_the_update():
     before = {n: p.detach().clone() for n, p in model.named_parameters()}
     (model(*batch(0, 8)) * 0.0).backward()
     opt.step()
-    for n, p in ddp.named_parameters():
+    for n, p in model.named_parameters():
         factor = 1 - 0.1 * 0.5 if n == "fc2.weight" else 1.0
         assert torch.allclose(p.detach(), before[n] * factor, atol=1e-7, rtol=0), n
 

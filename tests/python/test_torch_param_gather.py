@@ -48,7 +48,8 @@ def test_a_read_on_one_rank_keeps_the_gathers_in_order(two_rank_report):
 
 @pytest.mark.parametrize("model_class", MODELS, ids=lambda c: c.__name__)
 def test_one_rank_trains_as_plain_torch(model_class):
-    run = train_shardwise(fresh(model_class), bucket_size=1500, optimizer="distributed")
+    run = train_shardwise(fresh(model_class), bucket_size=1500, optimizer="distributed",
+                          overlap_grad_reduce=True, overlap_param_gather=True)
     assert run[2] > 1
     loss, param = differences(run, train_torch(fresh(model_class)))
     assert loss <= 1e-5 and param <= 1e-5, (loss, param)
@@ -58,7 +59,8 @@ def test_reads_outside_forward_see_the_gathered_params():
     # Between step() and the next forward, a param read (here: a copy for logging) waits for
     # its gather; so does state_dict(). The copy is taken through an alias made before training.
     model, ref = fresh(AttentionNet), fresh(AttentionNet)
-    ddp = sw.DistributedDataParallel(model, bucket_size=600, optimizer="distributed")
+    ddp = sw.DistributedDataParallel(model, bucket_size=600, optimizer="distributed",
+                                     overlap_grad_reduce=True, overlap_param_gather=True)
     opt = sw.make_optimizer(ddp, lr=1e-2, weight_decay=0.1, eps=EPS, clip_grad=0)
     ref_opt = torch.optim.AdamW(ref.parameters(), lr=1e-2, weight_decay=0.1, eps=EPS)
     alias = model.attn.out_proj.weight.detach()

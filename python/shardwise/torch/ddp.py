@@ -3,6 +3,7 @@ contiguous param buffer, its grads accumulated into the grad buffer, buckets red
 """
 
 import contextlib
+import os
 import weakref
 
 import torch
@@ -15,14 +16,38 @@ from ._tensors import check_params, materialize, tensor_over
 _DEFAULT_KIND = _core.optimizer_defaults()["kind"]  # the optimizer spec's default
 
 
-class DistributedDataParallel:
+def overlap_pays(world_size):
+    """Whether overlapping communication with compute can pay on this node: only when every rank
+    has a core for its compute threads and one more for the communication progress. With fewer
+    (e.g. 2 ranks of one thread each on 2 cores) the collectives steal the compute's core and
+    overlap only adds switching and polling, so the default turns it off."""
+    local_ranks = int(os.environ.get("OMPI_COMM_WORLD_LOCAL_SIZE", world_size))
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return cores >= local_ranks * (torch.get_num_threads() + 1)
+
+
+class DistributedDataParallel(torch.nn.Module):
     """Wraps `module` (any torch.nn.Module with CPU params) for data-parallel training.
+
+    An ``nn.Module`` as ``torch.nn.parallel.DistributedDataParallel``: ``forward`` calls the
+    wrapped ``self.module``, so ``parameters()``, ``state_dict()`` (keys ``module.<name>``),
+    ``train()`` / ``eval()`` behave as torch DDP's. With ``broadcast_buffers`` rank 0's module
+    buffers (BatchNorm running statistics) are copied to every rank at the start of each forward.
+
+    After a backward outside ``no_sync()`` the grads are reduced (end of backward, as torch DDP)
+    and, with ``expose_grads``, every param's ``.grad`` is a view of the reduced (averaged)
+    gradient in the grad buffer: torch tools that read or scale ``.grad`` in place
+    (``clip_grad_norm_``, logging) see torch DDP's values and their edits reach the update.
+    ``find_unused_parameters=True`` counts params that backward did not reach as ready with a
+    zero grad (their buckets are reduced at the end of backward instead of during it).
 
     Every trainable param's storage becomes a view of the C++ param buffer (zero copy; the
     module's original storage is released) and ``param.main_grad`` a view of the grad buffer.
     A hook on each param's gradient accumulator adds ``param.grad`` into ``main_grad``, drops
-    ``param.grad`` and marks the param ready; a bucket's reduce-scatter (or all-reduce) is
-    dispatched as soon as its last grad is ready (with ``overlap_grad_reduce``).
+    ``param.grad`` (until the sync makes it the buffer's view) and marks the param ready; a
+    bucket's reduce-scatter (or all-reduce) is dispatched as soon as its last grad is ready (with
+    ``overlap_grad_reduce``). ``overlap_grad_reduce`` / ``overlap_param_gather`` default to None:
+    on only when the node has a spare core per rank for communication (``overlap_pays``).
 
     With ``overlap_param_gather``, step() returns while the updated params are still being
     all-gathered; each param's first read afterwards (by any module or code: weight tying,
@@ -46,16 +71,25 @@ class DistributedDataParallel:
     leaves ``sys.excepthook`` alone.
     """
 
-    def __init__(self, module, bucket_size=None, overlap_grad_reduce=True,
-                 overlap_param_gather=True, grad_reduce_in_fp32=True, optimizer=_DEFAULT_KIND,
-                 all_layer_wise=False, comm_timeout=600.0, abort_job_on_error=True):
+    def __init__(self, module, bucket_size=None, overlap_grad_reduce=None,
+                 overlap_param_gather=None, grad_reduce_in_fp32=True, optimizer=_DEFAULT_KIND,
+                 all_layer_wise=False, comm_timeout=600.0, abort_job_on_error=True,
+                 broadcast_buffers=True, find_unused_parameters=False, expose_grads=True):
         if not isinstance(module, torch.nn.Module):
             raise TypeError(f"DistributedDataParallel wraps a torch.nn.Module, got "
                             f"{type(module).__name__}")
+        super().__init__()
         if abort_job_on_error:
             from . import install_abort_on_error
             install_abort_on_error()
         self.module = module
+        self.broadcast_buffers = bool(broadcast_buffers)
+        self.find_unused_parameters = bool(find_unused_parameters)
+        self.expose_grads = bool(expose_grads)
+        if overlap_grad_reduce is None or overlap_param_gather is None:
+            pays = overlap_pays(_core.init_mpi()[1])
+            overlap_grad_reduce = pays if overlap_grad_reduce is None else overlap_grad_reduce
+            overlap_param_gather = pays if overlap_param_gather is None else overlap_param_gather
         self._options = dict(bucket_size=bucket_size, overlap_grad_reduce=overlap_grad_reduce,
                              overlap_param_gather=overlap_param_gather,
                              grad_reduce_in_fp32=grad_reduce_in_fp32,
@@ -69,9 +103,13 @@ class DistributedDataParallel:
         self._infos = [_layout.param_info(p, i, name=n, embedding_or_output=id(p) in embedding_ids)
                        for i, (n, p) in enumerate(self._params)]
         self._ready_count = 0
+        self._ready = [False] * len(self._params)
+        self._in_backward = False
+        self._synced = False  # the grad buffer holds reduced grads that no zero_grad cleared
+        self._gathered = False  # ... in the whole buffer, not only in this rank's shards
         self._backward_error = None
         self._grad_accumulators = []
-        self._forward_hooks = []
+        self._module_hook_handles = []
         self.engine = None
         self._build(optimizer)
         self._register_grad_hooks()
@@ -118,10 +156,16 @@ class DistributedDataParallel:
             if self._backward_error is not None:
                 param.grad = None  # this backward already failed; the error ends it
                 return
-            if param.grad is not None:
-                param.main_grad.add_(param.grad)
+            if not self._in_backward:
+                self._start_backward(param)
+            grad = param.grad
+            # A .grad that is the buffer's view (exposed by the last sync) was accumulated into
+            # in place by autograd, as torch DDP's grads are.
+            if grad is not None and grad.data_ptr() != param.main_grad.data_ptr():
+                param.main_grad.add_(grad)
                 param.grad = None
             self._ready_count += 1
+            self._ready[index] = True
             try:
                 self.engine.register_grad_ready(index)
             except Exception as error:  # re-raised at the end of backward
@@ -133,14 +177,43 @@ class DistributedDataParallel:
                     self._raise_backward_error)
         return hook
 
+    def _start_backward(self, first):
+        """The first grad hook of a backward: decides what the buffer's contents mean."""
+        self._in_backward = True
+        self._ready = [False] * len(self._params)
+        torch.autograd.Variable._execution_engine.queue_callback(self._end_backward)
+        if not self._synced:
+            return
+        self._synced = False
+        others_hold_grads = any(p.grad is not None for _, p in self._params if p is not first)
+        if not self.expose_grads or others_hold_grads:
+            # A repeated backward without zero_grad: torch DDP reduces the sum of the reduced
+            # grads and this backward's, which needs the whole buffer to hold the reduced grads.
+            if not self._gathered:
+                self.engine.gather_reduced_grads()
+        else:  # the grads were dropped (a torch optimizer's zero_grad): start from zero
+            self.engine.zero_grad_buffer()
+
+    def _end_backward(self):
+        self._in_backward = False
+        if self._backward_error is not None or not self.engine.is_last_microbatch():
+            return
+        if self.find_unused_parameters:
+            # Params the backward did not reach: ready with the zero grad they hold.
+            for i, ready in enumerate(self._ready):
+                if not ready:
+                    self.engine.register_grad_ready(i)
+        self.finish_grad_sync()
+
     def _raise_backward_error(self):
+        self._in_backward = False
         error, self._backward_error = self._backward_error, None
         raise error
 
     def _install_read_guard(self):
-        for handle in self._forward_hooks:
+        for handle in self._module_hook_handles:
             handle.remove()
-        self._forward_hooks = []
+        self._module_hook_handles = []
         ranges = []
         if self.engine.overlap_param_gather():
             for i, (_, p) in enumerate(self._params):
@@ -150,9 +223,9 @@ class DistributedDataParallel:
         self._read_guard = ParamReadGuard(ranges, self.engine.finish_param_sync)
         # After forward nothing may still be in flight: code after it (a loss on a tied head,
         # logging) reads params too, and backward must not race a gather.
-        self._forward_hooks.append(self.module.register_forward_hook(
+        self._module_hook_handles.append(self.module.register_forward_hook(
             lambda *_: self.finish_param_sync()))
-        self._forward_hooks.append(self.module._register_state_dict_hook(
+        self._module_hook_handles.append(self.module._register_state_dict_hook(
             lambda *_: self.finish_param_sync()))
 
     def _params_gathering(self):
@@ -161,10 +234,26 @@ class DistributedDataParallel:
             self._read_guard.arm(range(self.engine.num_bucket_groups()))
 
     # --- training-loop API ---------------------------------------------------------------
-    def __call__(self, *args, **kwargs):
+    def forward(self, *args, **kwargs):
+        if self.broadcast_buffers and self.engine.dp_size > 1:
+            self._broadcast_module_buffers()
         return self.module(*args, **kwargs)
 
-    forward = __call__
+    def _broadcast_module_buffers(self):
+        """Rank 0's buffers to every rank, packed into one float32 message."""
+        buffers = [b for b in self.module.buffers() if b.numel() > 0]
+        if not buffers:
+            return
+        with torch.no_grad():
+            raw = [b.detach().reshape(-1).view(torch.uint8) for b in buffers]
+            packed = torch.cat(raw)
+            padded = torch.zeros((packed.numel() + 3) // 4 * 4, dtype=torch.uint8)
+            padded[:packed.numel()] = packed
+            self.engine.broadcast_from_rank0(padded.view(torch.float32).numpy())
+            offset = 0
+            for b, r in zip(buffers, raw):
+                b.view(-1).view(torch.uint8).copy_(padded[offset:offset + r.numel()])
+                offset += r.numel()
 
     @property
     def kind(self):
@@ -175,19 +264,36 @@ class DistributedDataParallel:
         """The FullParamLayout of the buffers, keyed by this module's params."""
         return _layout.from_engine(self.engine.layout(), [p for _, p in self._params])
 
-    def named_parameters(self):
-        return list(self._params)
-
     def zero_grad_buffer(self):
         """Zeros the grad buffer and forgets which grads are ready (call once per iteration)."""
         for _, p in self._params:
             p.grad = None
         self.engine.zero_grad_buffer()
         self._ready_count = 0
+        self._synced = False
+        self._gathered = False
+        self._in_backward = False
         self._backward_error = None
 
+    def zero_grad(self, set_to_none=True):
+        del set_to_none  # the grads live in the grad buffer, which is zeroed either way
+        self.zero_grad_buffer()
+
     def finish_grad_sync(self):
-        self.engine.finish_grad_sync()
+        """Reduces the grads (a no-op when this backward's sync has run) and, with
+        expose_grads, makes every param's .grad a view of its reduced gradient."""
+        if not self.engine.is_last_microbatch():
+            raise RuntimeError("finish_grad_sync() called inside no_sync(): only the last "
+                               "micro-batch syncs")
+        if not self._synced:
+            self.engine.finish_grad_sync()
+            self._synced, self._gathered = True, False
+        if self.expose_grads and not self._gathered:
+            self.engine.gather_reduced_grads()
+            self._gathered = True
+            for _, p in self._params:
+                if p.main_grad.dtype == p.dtype:
+                    p.grad = p.main_grad
 
     def finish_param_sync(self):
         """Waits for every in-flight param all-gather. Not needed for correctness (a read of a
