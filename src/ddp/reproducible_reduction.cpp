@@ -91,16 +91,17 @@ void ReproducibleGradReduction::reduce(
     partial.resize(n);
     even_odd_tree_sum(partial, std::span(leaves.data(), micros));
     gathered.resize(n * static_cast<std::size_t>(ranks));
-    dp.all_gather(TensorView{gathered.data(), static_cast<std::int64_t>(gathered.size()),
-                             DType::kFloat32},
-                  TensorView{partial.data(), static_cast<std::int64_t>(n), DType::kFloat32})
+    dp.all_gather(
+          TensorView{gathered.data(), static_cast<std::int64_t>(gathered.size()), DType::kFloat32},
+          TensorView{partial.data(), static_cast<std::int64_t>(n), DType::kFloat32})
         ->wait();
-    peak_extra_bytes_ = std::max(
-        peak_extra_bytes_,
-        slot_bytes + static_cast<std::int64_t>((gathered.size() + n) * sizeof(float)));
+    peak_extra_bytes_ =
+        std::max(peak_extra_bytes_,
+                 slot_bytes + static_cast<std::int64_t>((gathered.size() + n) * sizeof(float)));
     for (int r = 0; r < ranks; ++r) leaves[static_cast<std::size_t>(r)] = gathered.data() + n * r;
     float* grad = buffers[b]->grad_data().as<float>();
-    even_odd_tree_sum(std::span(grad, n), std::span(leaves.data(), static_cast<std::size_t>(ranks)));
+    even_odd_tree_sum(std::span(grad, n),
+                      std::span(leaves.data(), static_cast<std::size_t>(ranks)));
     if (average) {
       scale_elements(buffers[b]->grad_data(), 1.0 / (static_cast<double>(micros) * ranks));
     }
