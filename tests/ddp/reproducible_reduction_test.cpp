@@ -4,8 +4,8 @@
 
 #include <bit>
 #include <cmath>
-#include <cstring>
 #include <cstdint>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -81,7 +81,8 @@ TEST(EvenOddTreeSum, RankPartialsThenRanksEqualTheWholeTreeForPowerOfTwoDp) {
   for (std::size_t i = 0; i < kElements; ++i) {
     float sequential = 0;
     for (const auto& leaf : leaves) sequential += leaf[i];
-    any_differs |= std::bit_cast<std::uint32_t>(sequential) != std::bit_cast<std::uint32_t>(whole[i]);
+    any_differs |=
+        std::bit_cast<std::uint32_t>(sequential) != std::bit_cast<std::uint32_t>(whole[i]);
   }
   EXPECT_TRUE(any_differs);
 }
