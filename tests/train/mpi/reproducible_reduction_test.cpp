@@ -141,5 +141,19 @@ TEST(ReproducibleReductionResume, CheckpointAtDp2ResumesExactlyAtAnotherDp) {
   world->barrier()->wait();
 }
 
+TEST(ReproducibleReductionRule, ThreeRanksAreRefusedNamingDp) {
+  const ProcessGroupPtr world = init_mpi_world();
+  if (world->size() < 3) GTEST_SKIP() << "needs at least 3 ranks";
+  if (const ProcessGroupPtr three = first_ranks(world, 3, "reproducible_three")) {
+    try {
+      run_bits(reproducible_config("layer-wise", 1, 1), three);
+      ADD_FAILURE() << "dp=3 accepted";
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find("dp is 3"), std::string::npos) << e.what();
+    }
+  }
+  world->barrier()->wait();
+}
+
 }  // namespace
 }  // namespace shardwise
