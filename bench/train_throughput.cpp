@@ -40,6 +40,7 @@ struct Timing {
   double hidden_fraction = 0;  // mean comm_hidden_fraction over the measured steps
   int bucket_groups = 0;
   double final_loss = 0;
+  std::int64_t parameters = 0;
 };
 
 struct Variant {
@@ -92,6 +93,7 @@ Timing measure(const ProcessGroupPtr& world, const ProcessGroupPtr& group,
     t.hidden_fraction = hidden / n;
     t.bucket_groups = s.bucket_groups;
     t.final_loss = s.final_loss;
+    t.parameters = s.parameters;
   }
   world->barrier()->wait();
   return t;
@@ -261,6 +263,39 @@ void print_muon_vs_adamw(const ProcessGroupPtr& world, const std::string& path) 
   sleeping_barrier();
 }
 
+// "bench: reproducible_reduction_step ours=<default step ms> limit=<reproducible step ms>":
+// layer-wise at the full world with ddp.reproducible_reduction off and on, alternated `kRounds`
+// times (best mean counts); ratio = default / reproducible (1 = the mode is free). Beside it,
+// the mode's extra memory by its rule: one grad-buffer copy per micro-batch but the last, plus
+// the rank partial and the all-gathered partials of the largest buffer (bounded here by the
+// whole model: (accum - 1 + 1 + dp) * params * 4 bytes).
+void print_reproducible_cost(const ProcessGroupPtr& world, const std::string& path,
+                             std::int64_t steps, int warmup) {
+  constexpr int kRounds = 3;
+  const TrainingConfig plain = load_config(path, steps, {});
+  const TrainingConfig reproducible = load_config(path, steps, {"ddp.reproducible_reduction=true"});
+  Timing best_plain, best_reproducible;
+  for (int round = 0; round < kRounds; ++round) {
+    const Timing a = measure(world, world, plain, std::nullopt, warmup);
+    const Timing b = measure(world, world, reproducible, std::nullopt, warmup);
+    if (round == 0 || a.step_ms < best_plain.step_ms) best_plain = a;
+    if (round == 0 || b.step_ms < best_reproducible.step_ms) best_reproducible = b;
+  }
+  if (world->rank() != 0) return;
+  const std::int64_t params = best_plain.parameters;
+  const int accum = plain.training.grad_accumulation, dp = world->size();
+  const double extra_mib =
+      static_cast<double>(accum + dp) * static_cast<double>(params) * 4.0 / (1 << 20);
+  std::printf(
+      "reproducible_reduction at dp=%d: step %.3f ms (default %.3f ms); extra memory at most "
+      "%.2f MiB per rank (%d grad copies + %d gathered partials of %lld params); final loss "
+      "%.6f vs %.6f\n",
+      dp, best_reproducible.step_ms, best_plain.step_ms, extra_mib, accum, dp,
+      static_cast<long long>(params), best_reproducible.final_loss, best_plain.final_loss);
+  bench::print_figure("reproducible_reduction_step", best_plain.step_ms, best_reproducible.step_ms,
+                      "ms");
+}
+
 int bench_main(int argc, char** argv) {
   const ProcessGroupPtr world = init_mpi_world();
   if (argc > 1 && std::string(argv[1]) == "--figures-only") {
@@ -269,6 +304,10 @@ int bench_main(int argc, char** argv) {
   }
   if (argc > 1 && std::string(argv[1]) == "--muon-vs-adamw") {
     print_muon_vs_adamw(world, default_config_path());
+    return 0;
+  }
+  if (argc > 1 && std::string(argv[1]) == "--reproducible") {
+    print_reproducible_cost(world, default_config_path(), 20, 5);
     return 0;
   }
   const std::string path = argc > 1 ? argv[1] : default_config_path();
@@ -311,6 +350,8 @@ int bench_main(int argc, char** argv) {
       if (round == 0 || t.step_ms < best[v].step_ms) best[v] = t;
     }
   }
+
+  print_reproducible_cost(world, path, steps, warmup);
 
   if (root) {
     const TrainingConfig c = load_config(path, steps, {});

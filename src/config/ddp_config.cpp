@@ -71,6 +71,8 @@ void DistributedDataParallelConfig::validate() const {
   SW_REQUIRE(!(per_token_loss && average_in_collective), ConfigError,
              "ddp.per_token_loss and ddp.average_in_collective cannot both be set (the loss is "
              "already normalised by the token count)");
+  SW_REQUIRE(!reproducible_reduction || grad_reduce_in_fp32, ConfigError,
+             "ddp.reproducible_reduction needs ddp.grad_reduce_in_fp32 (it sums fp32 grads)");
   explicit_shard_group_size(layer_wise_shard_group_size);
 }
 

@@ -89,6 +89,7 @@ const std::vector<FieldSpec<DistributedDataParallelConfig>>& ddp_fields() {
       field("num_buckets_per_group", &C::num_buckets_per_group),
       field("layer_wise_shard_group_size", &C::layer_wise_shard_group_size),
       field("layer_wise_cuts", &C::layer_wise_cuts),
+      field("reproducible_reduction", &C::reproducible_reduction),
   };
   return fields;
 }

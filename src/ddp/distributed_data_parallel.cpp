@@ -144,6 +144,15 @@ DistributedDataParallel::DistributedDataParallel(ParamList params, FullParamLayo
       gradient_scaling(config_, pgs_.data_parallel->size(), pgs_.expert_data_parallel->size());
 
   check_same_layout_on_all_ranks(pgs_, separate_expert_group, layout_hash(params_, layout_));
+  if (config_.reproducible_reduction) {
+    // One tree over the DP group's micro-batches: expert buffers would need their own.
+    for (const auto& entry : layout_.layouts) {
+      SW_REQUIRE(!entry.first.is_expert_parallel, ConfigError,
+                 "ddp.reproducible_reduction does not support expert-parallel buffers (",
+                 entry.first.to_string(), ")");
+    }
+    reproducible_ = std::make_unique<ReproducibleGradReduction>(pgs_.data_parallel->size());
+  }
   check_param_buffers(params_, layout_, config_.grad_reduce_in_fp32);
   location_.assign(params_.size(), std::nullopt);
 
@@ -266,7 +275,8 @@ void DistributedDataParallel::register_grad_ready(ParamId param) {
   SW_REQUIRE(!ready_[param], InvalidArgument, "register_grad_ready: ", param_label(params_, param),
              " was registered twice in one iteration");
   ready_[param] = true;
-  if (!config_.overlap_grad_reduce) return;
+  // The reproducible reduction waits for finish_grad_sync(): its order needs every grad.
+  if (!config_.overlap_grad_reduce || reproducible_) return;
   SW_REQUIRE(expected_param_[param], InvalidArgument,
              "register_grad_ready: ", param_label(params_, param),
              " produced no gradient on the first iteration, so its bucket group (", loc.group,
@@ -303,9 +313,24 @@ void DistributedDataParallel::dispatch_ready_groups() {
   }
 }
 
+void DistributedDataParallel::close_microbatch() {
+  SW_REQUIRE(reproducible_ != nullptr, InvalidArgument,
+             "close_microbatch() needs ddp.reproducible_reduction");
+  reproducible_->close_microbatch(buffers_);
+}
+
+std::int64_t DistributedDataParallel::reproducible_reduction_peak_bytes() const {
+  return reproducible_ ? reproducible_->peak_extra_bytes() : 0;
+}
+
 void DistributedDataParallel::finish_grad_sync() {
   SW_REQUIRE(is_last_microbatch_, InvalidArgument,
              "finish_grad_sync() called inside no_sync(): only the last micro-batch syncs");
+  if (reproducible_) {
+    reproducible_->reduce(buffers_, *pgs_.data_parallel, !config_.per_token_loss);
+    reset_iteration();
+    return;
+  }
   for (std::size_t g = static_cast<std::size_t>(next_grad_dispatch_); g < groups_.size(); ++g) {
     complete_[g] = true;
   }
@@ -344,6 +369,7 @@ void DistributedDataParallel::reset_iteration() {
 
 void DistributedDataParallel::zero_grad_buffer() {
   reset_iteration();
+  if (reproducible_) reproducible_->clear();
   for (auto& b : buffers_) b->zero_grad();
 }
 

@@ -8,6 +8,7 @@
 #include "shardwise/layout/layout_algorithms.hpp"
 #include "shardwise/layout/shard_group_choice.hpp"
 #include "shardwise/optim/chained_optimizer.hpp"
+#include "shardwise/optim/grad_stats.hpp"
 #include "shardwise/optim/optimizer_kinds.hpp"
 
 namespace shardwise::optim {
@@ -126,6 +127,43 @@ std::unique_ptr<Optimizer> build_optimizer(
   return optimizer;
 }
 
+namespace {
+
+// The grad norm's square under ddp.reproducible_reduction: every rank holds every reduced grad,
+// so each sums whole params in ParamId order (sum_of_squares of a param depends only on its
+// values) and the figure is the same at any dp and shard layout.
+double whole_param_grad_sq_sum(const std::vector<DistributedDataParallel*>& chunks) {
+  double total = 0;
+  for (const DistributedDataParallel* ddp : chunks) {
+    std::vector<ParamId> ids;
+    for (const auto& buffer : ddp->buffers()) {
+      for (const ParamRange& range : buffer->params()) ids.push_back(range.param);
+    }
+    std::sort(ids.begin(), ids.end());
+    for (ParamId id : ids) {
+      const TensorView grad = ddp->main_grad(id);
+      total += sum_of_squares(std::span(grad.as<float>(), static_cast<std::size_t>(grad.numel)));
+    }
+  }
+  return total;
+}
+
+// Installs whole_param_grad_sq_sum when the chunks use the reproducible reduction; it covers
+// the DP group only, so the world must be that group (no tensor parallelism).
+void use_reproducible_grad_norm(Optimizer& chain,
+                                const std::vector<DistributedDataParallel*>& chunks,
+                                const ProcessGroupPtr& world) {
+  if (chunks.empty() || !chunks.front()->config().reproducible_reduction) return;
+  const int dp = chunks.front()->data_parallel_group()->size();
+  SW_REQUIRE(world == nullptr || world->size() == dp, ConfigError,
+             "ddp.reproducible_reduction needs the data-parallel group to be the whole world (", dp,
+             " of ", world == nullptr ? dp : world->size(),
+             " ranks here): tensor parallelism is not supported with it");
+  chain.set_global_grad_sq_sum([chunks] { return whole_param_grad_sq_sum(chunks); });
+}
+
+}  // namespace
+
 std::unique_ptr<Optimizer> make_optimizer(OptimizerKind kind,
                                           const std::vector<DistributedDataParallel*>& chunks,
                                           const MuonOptions& muon, const AdamWOptions& adamw,
@@ -140,6 +178,7 @@ std::unique_ptr<Optimizer> make_optimizer(OptimizerKind kind,
   if (shards_optimizer_state(kind)) {
     chain->set_world_reduce([world](double local) { return all_reduce_sum_exact(*world, local); });
   }
+  use_reproducible_grad_norm(*chain, chunks, world);
   return chain;
 }
 

@@ -100,7 +100,10 @@ std::int64_t Optimizer::local_group_param_count(std::string_view name) const {
   return count;
 }
 
-double Optimizer::get_grad_norm() const { return std::sqrt(world_reduce_(local_grad_sq_sum())); }
+double Optimizer::get_grad_norm() const {
+  if (global_grad_sq_sum_) return std::sqrt(global_grad_sq_sum_());
+  return std::sqrt(world_reduce_(local_grad_sq_sum()));
+}
 
 bool Optimizer::has_grad_norm_group(std::string_view group) const {
   return world_reduce_(static_cast<double>(local_group_param_count(group))) > 0.5;

@@ -46,7 +46,12 @@ std::vector<double> accumulate_gradients(TrainingModel& m, const StepPlan& plan,
     const std::int64_t first = plan.first_sample + (std::int64_t{micro} * dp + rank) * mbs;
     m.dataset->fill(Split::kTrain, first, mbs, tokens.data(), targets.data());
     losses.push_back(m.net().forward(tokens.data(), targets.data(), mbs, seq));
-    m.net().backward(1.0 / accum, [&ddp](ParamId id) { ddp.register_grad_ready(id); });
+    // The reproducible reduction sums raw micro-batch grads in its fixed order and divides by
+    // the global micro-batch count once; 1/accum here would round differently at each dp.
+    const bool reproducible = ddp.config().reproducible_reduction;
+    m.net().backward(reproducible ? 1.0 : 1.0 / accum,
+                     [&ddp](ParamId id) { ddp.register_grad_ready(id); });
+    if (reproducible && micro + 1 < accum) ddp.close_microbatch();
   }
   return losses;
 }

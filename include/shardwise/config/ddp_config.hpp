@@ -6,7 +6,7 @@
 // align_param_gather, use_distributed_optimizer, bucket_size, average_in_collective,
 // pad_buckets_for_high_nccl_busbw, per_token_loss, use_legacy_layer_wise_sync (the member
 // use_legacy_param_sync: the all_gather_v comparison path), num_buckets_per_group,
-// layer_wise_shard_group_size, layer_wise_cuts.
+// layer_wise_shard_group_size, layer_wise_cuts, reproducible_reduction.
 #pragma once
 
 #include <cstdint>
@@ -84,6 +84,12 @@ struct DistributedDataParallelConfig {
   // bucket's exposed reduce-scatter) or plain (padding only, the layouts from before
   // overlap-aware cuts).
   LayerWiseCuts layer_wise_cuts = LayerWiseCuts::kOverlapAware;
+  // Sum the gradients of the step's global micro-batches in one fixed order (a balanced tree over
+  // the global micro-batch index) instead of letting the collective choose, so losses, grad norms
+  // and weights are bit-identical at every power-of-two dp (docs/reproducible_reduction.md).
+  // Costs one grad-buffer copy per micro-batch and an all-gather of whole grad buffers; nothing
+  // is reduced during backward (overlap_grad_reduce has no effect under it).
+  bool reproducible_reduction = false;
 
   // Megatron's default: max(40M, 1M * dp) elements with overlap_grad_reduce, a single bucket
   // (nullopt) without. An explicit bucket_size wins.
@@ -96,7 +102,8 @@ struct DistributedDataParallelConfig {
   // Throws ConfigError naming the key ("ddp.bucket_size must be >= 1"): bucket_size < 1,
   // num_buckets_per_group < 1, align_param_gather without overlap_param_gather,
   // overlap_param_gather without the distributed optimizer, per_token_loss together with
-  // average_in_collective, a layer_wise_shard_group_size of fewer than one rank.
+  // average_in_collective, a layer_wise_shard_group_size of fewer than one rank,
+  // reproducible_reduction with grads below fp32.
   void validate() const;
 
   // The checks that need the run's dp: ddp.layer_wise_shard_group_size must divide dp. Throws

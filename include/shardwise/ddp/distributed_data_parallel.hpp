@@ -19,6 +19,7 @@
 #include "shardwise/config/ddp_config.hpp"
 #include "shardwise/ddp/bucket_group.hpp"
 #include "shardwise/ddp/param_and_grad_buffer.hpp"
+#include "shardwise/ddp/reproducible_reduction.hpp"
 #include "shardwise/layout/param_info.hpp"
 #include "shardwise/layout/param_layout.hpp"
 
@@ -78,6 +79,7 @@ class DistributedDataParallel {
   const FullParamLayout& layout() const { return layout_; }
   const GradientScaling& scaling() const { return scaling_; }
   const BufferMemory& memory() const { return *memory_; }
+  const ProcessGroupPtr& data_parallel_group() const { return pgs_.data_parallel; }
 
   // --- buffers, buckets and groups, for optimizers ---
   const std::vector<std::unique_ptr<ParamAndGradBuffer>>& buffers() const { return buffers_; }
@@ -125,8 +127,18 @@ class DistributedDataParallel {
 
   // Dispatches every group not yet dispatched (in index order) and waits for all of them. After
   // it, each rank's shard of every bucket (reduce-scatter) or the whole buffer (all-reduce)
-  // holds the reduced, scaled gradient.
+  // holds the reduced, scaled gradient. With reproducible_reduction it instead sums the closed
+  // micro-batches and the one in the buffers in the fixed tree order (ReproducibleGradReduction)
+  // into every rank's whole buffers, scaled by 1/(dp * micro-batches) (none with
+  // per_token_loss); every shard, owned or not, then holds the reduced gradient.
   void finish_grad_sync();
+  // reproducible_reduction only: the micro-batch whose grads are in the buffers is complete;
+  // moves them aside and zeros the buffers (the caller's backward scales each micro-batch by 1,
+  // not 1/micro-batches). Call it after every micro-batch but the last. InvalidArgument
+  // without the option.
+  void close_microbatch();
+  // Most bytes the reproducible reduction held above the grad buffers (0 without it).
+  std::int64_t reproducible_reduction_peak_bytes() const;
   // Issues, without waiting, the replica all-reduces (shard groups) whose reduce-scatter has
   // completed, in bucket-group order; register_grad_ready does this after every call. Returns
   // how many bucket groups (from index 0) have their whole grad sync issued this iteration.
@@ -204,6 +216,7 @@ class DistributedDataParallel {
 
   // Param gathers requested by start_param_sync and not yet waited for.
   std::vector<bool> param_requested_;
+  std::unique_ptr<ReproducibleGradReduction> reproducible_;  // with reproducible_reduction only
 };
 
 }  // namespace shardwise

@@ -146,6 +146,10 @@ class Optimizer {
   const GroupOverrides* param_overrides(const std::string& name) const;
 
   void set_world_reduce(WorldReduce reduce);
+  // Replaces world_reduce(local_grad_sq_sum()) in get_grad_norm() (not the per-group norms):
+  // ddp.reproducible_reduction sums whole params in a fixed order, which no shard boundary
+  // changes, from grads every rank holds in full.
+  void set_global_grad_sq_sum(std::function<double()> sum) { global_grad_sq_sum_ = std::move(sum); }
   // Params (by name) whose grads this rank leaves out of the global statistics (grad norm, zero
   // count): a tensor-parallel duplicate is counted by TP rank 0 only, so a sum over the DP and TP
   // groups counts it once. A wrapper passes the set on to its children.
@@ -172,6 +176,7 @@ class Optimizer {
   std::vector<ParamGroup> groups_;
   ShardMathPtr math_;
   WorldReduce world_reduce_;
+  std::function<double()> global_grad_sq_sum_;
   StepOptions step_options_;
   std::set<std::string> excluded_from_stats_;
   ParamOverrides param_overrides_;
