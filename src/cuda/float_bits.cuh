@@ -13,7 +13,13 @@ __device__ __forceinline__ float bf16_bits_to_float(std::uint16_t h) {
   return __uint_as_float(static_cast<std::uint32_t>(h) << 16);
 }
 
+// Finite values convert exactly either way; inf and NaN keep their sign and payload as the CPU
+// converter keeps them (__half2float would return one canonical NaN).
 __device__ __forceinline__ float fp16_bits_to_float(std::uint16_t h) {
+  if ((h & 0x7c00u) == 0x7c00u) {
+    const std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000u) << 16;
+    return __uint_as_float(sign | 0x7f800000u | (static_cast<std::uint32_t>(h & 0x3ffu) << 13));
+  }
   return __half2float(__ushort_as_half(h));
 }
 
