@@ -84,13 +84,13 @@ struct TwinInstalled {
   ~TwinInstalled() { set_device_training_backend(nullptr); }
 };
 
-TrainerOptions quiet() {
+TrainerOptions twin_test_options() {
   TrainerOptions o;
   o.quiet = true;
   return o;
 }
 
-void expect_same_bits(const TrainingSummary& a, const TrainingSummary& b, std::size_t offset) {
+void expect_twin_bits(const TrainingSummary& a, const TrainingSummary& b, std::size_t offset) {
   ASSERT_EQ(a.steps.size() + offset, b.steps.size());
   for (std::size_t i = 0; i < a.steps.size(); ++i) {
     EXPECT_EQ(a.steps[i].loss, b.steps[i + offset].loss) << "step " << i + offset + 1;
@@ -101,37 +101,37 @@ void expect_same_bits(const TrainingSummary& a, const TrainingSummary& b, std::s
 
 TEST(DeviceTrainingSeam, TwinDeviceTrainsBitForBitAsTheCpuPath) {
   const ProcessGroupPtr world = init_mpi_world();
-  const TrainingSummary cpu = run_training(seam_config("cpu"), world, quiet());
+  const TrainingSummary cpu = run_training(seam_config("cpu"), world, twin_test_options());
   TwinInstalled twin;
-  const TrainingSummary device = run_training(seam_config("cuda"), world, quiet());
+  const TrainingSummary device = run_training(seam_config("cuda"), world, twin_test_options());
   EXPECT_EQ(twin.backend->builds, 1);
   EXPECT_GT(twin.backend->copies, 0) << "the initial weights are copied to the device";
-  expect_same_bits(device, cpu, 0);
+  expect_twin_bits(device, cpu, 0);
   EXPECT_LT(cpu.steps.back().loss, cpu.steps.front().loss) << "the model learns";
 }
 
 TEST(DeviceTrainingSeam, CheckpointsMoveBetweenTheCpuAndTheDevice) {
   const ProcessGroupPtr world = init_mpi_world();
   const fs::path dir = test::shared_temp_dir(*world);
-  TrainerOptions save_cpu = quiet();
+  TrainerOptions save_cpu = twin_test_options();
   save_cpu.save_dir = (dir / "cpu").string();
   save_cpu.save_interval = 4;
   const TrainingSummary cpu = run_training(seam_config("cpu"), world, save_cpu);
   TwinInstalled twin;
   // CPU checkpoint of step 4 resumed on the device, saving at step 8.
-  TrainerOptions to_device = quiet();
+  TrainerOptions to_device = twin_test_options();
   to_device.load_dir = save_cpu.save_dir;
   to_device.load_step = 4;
   to_device.save_dir = (dir / "device").string();
   to_device.save_interval = 8;
   const TrainingSummary device = run_training(seam_config("cuda"), world, to_device);
-  expect_same_bits(device, cpu, 4);
+  expect_twin_bits(device, cpu, 4);
   // The device's checkpoint of step 8 resumed on the CPU.
-  TrainerOptions to_cpu = quiet();
+  TrainerOptions to_cpu = twin_test_options();
   to_cpu.load_dir = to_device.save_dir;
   to_cpu.load_step = 8;
   const TrainingSummary back = run_training(seam_config("cpu"), world, to_cpu);
-  expect_same_bits(back, cpu, 8);
+  expect_twin_bits(back, cpu, 8);
   world->barrier()->wait();
   if (world->rank() == 0) fs::remove_all(dir);
 }
@@ -139,7 +139,7 @@ TEST(DeviceTrainingSeam, CheckpointsMoveBetweenTheCpuAndTheDevice) {
 TEST(DeviceTrainingSeam, WithoutABackendTheDeviceIsAConfigError) {
   const ProcessGroupPtr world = init_mpi_world();
   set_device_training_backend(nullptr);
-  EXPECT_THROW(run_training(seam_config("cuda"), world, quiet()), ConfigError);
+  EXPECT_THROW(run_training(seam_config("cuda"), world, twin_test_options()), ConfigError);
 }
 
 }  // namespace
