@@ -21,8 +21,7 @@ TEST(ReproducibleReductionConfig, NeedsFp32GradReduction) {
     parse_training_config("ddp: {reproducible_reduction: true, grad_reduce_in_fp32: false}");
     ADD_FAILURE() << "accepted bf16 grad reduction";
   } catch (const ConfigError& e) {
-    EXPECT_NE(std::string(e.what()).find("ddp.grad_reduce_in_fp32"), std::string::npos)
-        << e.what();
+    EXPECT_NE(std::string(e.what()).find("ddp.grad_reduce_in_fp32"), std::string::npos) << e.what();
   }
 }
 
