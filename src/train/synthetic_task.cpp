@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "shardwise/core/error.hpp"
+#include "shardwise/core/hash_mix.hpp"
 
 namespace shardwise {
 
@@ -10,18 +11,11 @@ namespace {
 
 constexpr int kPlus = 10, kEquals = 11, kEnd = 12, kArrow = 13;
 
-std::uint64_t mix(std::uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
 // A problem is held out for validation when a seed-independent hash of its digits says so:
 // the same tenth of all problems is held out in every run.
 bool is_held_out(const std::vector<std::int32_t>& problem_digits) {
   std::uint64_t h = 0x51ed270b27a6f2c3ull;
-  for (auto d : problem_digits) h = mix(h ^ static_cast<std::uint64_t>(d));
+  for (auto d : problem_digits) h = hash_mix(h ^ static_cast<std::uint64_t>(d));
   return h % 10 == 0;
 }
 
@@ -64,15 +58,16 @@ int SyntheticTaskDataset::prompt_length() const {
 
 std::vector<std::int32_t> SyntheticTaskDataset::sequence(Split split, std::int64_t index) const {
   const bool want_held_out = split == Split::kValidation;
-  std::uint64_t state = mix(seed_ ^ mix(static_cast<std::uint64_t>(index) * 2 + want_held_out));
+  std::uint64_t state =
+      hash_mix(seed_ ^ hash_mix(static_cast<std::uint64_t>(index) * 2 + want_held_out));
   for (;;) {
     std::vector<std::int32_t> seq;
     std::vector<std::int32_t> problem;
     if (kind_ == SyntheticTaskKind::kAddition) {
       const auto range = static_cast<std::uint64_t>(pow10(digits_));
-      state = mix(state);
+      state = hash_mix(state);
       const auto a = static_cast<std::int64_t>(state % range);
-      state = mix(state);
+      state = hash_mix(state);
       const auto b = static_cast<std::int64_t>(state % range);
       append_digits(seq, a, digits_);
       seq.push_back(kPlus);
@@ -84,7 +79,7 @@ std::vector<std::int32_t> SyntheticTaskDataset::sequence(Split split, std::int64
       seq.insert(seq.end(), sum.rbegin(), sum.rend());  // least significant digit first
     } else {
       for (int i = 0; i < digits_; ++i) {
-        state = mix(state);
+        state = hash_mix(state);
         seq.push_back(static_cast<std::int32_t>(state % 10));
       }
       problem = seq;
@@ -95,7 +90,7 @@ std::vector<std::int32_t> SyntheticTaskDataset::sequence(Split split, std::int64
     }
     seq.push_back(kEnd);
     if (is_held_out(problem) == want_held_out) return seq;
-    state = mix(state ^ 0xa5a5a5a5ull);  // draw another problem from the same stream
+    state = hash_mix(state ^ 0xa5a5a5a5ull);  // draw another problem from the same stream
   }
 }
 

@@ -8,6 +8,7 @@
 
 #include "shardwise/core/atomic_file.hpp"
 #include "shardwise/core/error.hpp"
+#include "shardwise/core/hash_mix.hpp"
 #include "shardwise/core/input_file.hpp"
 
 namespace shardwise {
@@ -22,13 +23,6 @@ constexpr std::size_t kBinHeaderInts = 256;
 // writes to it, and a directory opens as an empty stream.
 std::string read_file_bytes(const std::string& path) {
   return read_input_file(path, "data file", kNoSizeLimit);
-}
-
-std::uint64_t mix(std::uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
 }
 
 }  // namespace
@@ -121,7 +115,7 @@ void TokenFileDataset::fill(Split split, std::int64_t first, int count, std::int
     const std::uint64_t index = static_cast<std::uint64_t>(first + s);
     // Validation walks the held-out tokens in order; training draws windows pseudo-randomly.
     const std::uint64_t start = split == Split::kTrain
-                                    ? mix(seed_ ^ mix(index)) % windows
+                                    ? hash_mix(seed_ ^ hash_mix(index)) % windows
                                     : (index * static_cast<std::uint64_t>(seq_len_)) % windows;
     for (int t = 0; t < seq_len_; ++t) {
       tokens[std::int64_t{s} * seq_len_ + t] = source[start + t];
