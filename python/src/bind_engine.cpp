@@ -209,6 +209,9 @@ void bind_optimizer(py::class_<Engine>& c) {
              }
              return step_result(r);
            })
+      .def(
+          "reload_model_params", [](Engine& e) { e.optimizer().reload_model_params(); },
+          "Re-reads the optimizer's fp32 main copies of 16-bit params from the param buffer")
       .def("set_lr",
            [](Engine& e, double lr) {
              validate_learning_rate(lr, "lr");

@@ -106,4 +106,8 @@ void ChainedOptimizer::set_lr(double lr) {
   for (const auto& child : children_) child->set_lr(lr);
 }
 
+void ChainedOptimizer::reload_model_params() {
+  for (const auto& child : children_) child->reload_model_params();
+}
+
 }  // namespace shardwise::optim

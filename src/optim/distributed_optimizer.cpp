@@ -170,4 +170,8 @@ void DistributedOptimizer::set_lr(double lr) {
   adamw_->set_lr(lr);
 }
 
+void DistributedOptimizer::reload_model_params() {
+  for (BucketGroupMainParams& g : by_group_) g.main.copy_model_to_main();
+}
+
 }  // namespace shardwise::optim

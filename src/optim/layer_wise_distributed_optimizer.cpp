@@ -261,4 +261,8 @@ void LayerWiseDistributedOptimizer::set_lr(double lr) {
   }
 }
 
+void LayerWiseDistributedOptimizer::reload_model_params() {
+  for (BucketGroupMainParams& g : by_group_) g.main.copy_model_to_main();
+}
+
 }  // namespace shardwise::optim

@@ -34,6 +34,7 @@ class ChainedOptimizer : public Optimizer {
   OptimizerStateView state_view() const override;
   void load_state_dict(const OptimizerState& state) override;
   void set_lr(double lr) override;
+  void reload_model_params() override;
   void set_param_overrides(const ParamOverrides& overrides) override;
 
   const std::vector<std::unique_ptr<Optimizer>>& children() const { return children_; }

@@ -65,6 +65,7 @@ class DistributedOptimizer : public Optimizer {
   void load_state_dict(const OptimizerState& state) override;
   void take_state_dict(OptimizerState&& state) override;
   void set_lr(double lr) override;
+  void reload_model_params() override;
   void set_param_overrides(const ParamOverrides& overrides) override;
 
   // The element slices this rank owns (for checkpoints: name, offset, count).

@@ -70,6 +70,7 @@ class LayerWiseDistributedOptimizer : public Optimizer {
   OptimizerStateView state_view() const override;
   void load_state_dict(const OptimizerState& state) override;
   void set_lr(double lr) override;
+  void reload_model_params() override;
   void set_param_overrides(const ParamOverrides& overrides) override;
 
   bool uses_legacy_sync() const { return legacy_; }

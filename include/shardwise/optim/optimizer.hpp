@@ -139,6 +139,11 @@ class Optimizer {
   const std::vector<ParamGroup>& param_groups() const { return groups_; }
   // Sets the learning rate of every group (what an LR scheduler calls each iteration).
   virtual void set_lr(double lr);
+  // Re-reads the fp32 main copies of 16-bit model params from the param buffer: call it after
+  // writing the model's params outside the optimizer (loading weights, initialising after the
+  // optimizer was built), or the next step updates the old values and overwrites the new ones.
+  // No-op where the main params are the buffer itself (fp32) or the optimizer keeps no copies.
+  virtual void reload_model_params() {}
   // Replaces every per-param override (an empty map: all params follow their groups again).
   // Wrappers pass them on to the optimizers that step the params.
   virtual void set_param_overrides(const ParamOverrides& overrides);
