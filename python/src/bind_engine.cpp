@@ -183,7 +183,23 @@ void bind_sync(py::class_<Engine>& c) {
           [](Engine& e, double value) {
             return optim::all_reduce_sum_exact(*e.data_parallel_group(), value);
           },
-          Release());
+          Release())
+      .def(
+          "ranks_using",
+          [](Engine& e, const std::vector<bool>& used_here) {
+            std::vector<std::int64_t> counts(used_here.begin(), used_here.end());
+            if (!counts.empty()) {
+              e.data_parallel_group()
+                  ->all_reduce(TensorView{counts.data(), static_cast<std::int64_t>(counts.size()),
+                                          DType::kInt64},
+                               ReduceOp::kSum)
+                  ->wait();
+            }
+            return counts;
+          },
+          py::arg("used_here"), Release(),
+          "Per param, how many data-parallel ranks used it (a collective: every rank calls it "
+          "with one flag per param)");
 }
 
 void bind_optimizer(py::class_<Engine>& c) {
@@ -230,6 +246,14 @@ void bind_optimizer(py::class_<Engine>& c) {
           py::arg("by_param"),
           "Per-param lr / weight_decay / beta1 / beta2 / eps / momentum, by param name, over the "
           "optimizer's own (replaces the previous set)")
+      .def(
+          "set_params_without_grad",
+          [](Engine& e, const std::vector<std::string>& names) {
+            e.optimizer().set_params_without_grad({names.begin(), names.end()});
+          },
+          py::arg("names"),
+          "Params (by name) the next steps leave untouched: no grad reached them on any rank "
+          "(replaces the previous set)")
       .def("muon_params",
            [](const Engine& e) {
              // Which params Muon steps: the layer-wise kinds' routing, fixed by the layout.

@@ -254,6 +254,10 @@ void LayerWiseDistributedOptimizer::set_param_overrides(const ParamOverrides& ov
   for (auto& child : children_) child->set_param_overrides(overrides);
 }
 
+void LayerWiseDistributedOptimizer::set_params_without_grad(const std::set<std::string>& names) {
+  for (auto& child : children_) child->set_params_without_grad(names);
+}
+
 void LayerWiseDistributedOptimizer::set_lr(double lr) {
   Optimizer::set_lr(lr);
   for (auto& child : children_) {

@@ -36,6 +36,7 @@ class ChainedOptimizer : public Optimizer {
   void set_lr(double lr) override;
   void reload_model_params() override;
   void set_param_overrides(const ParamOverrides& overrides) override;
+  void set_params_without_grad(const std::set<std::string>& names) override;
 
   const std::vector<std::unique_ptr<Optimizer>>& children() const { return children_; }
 

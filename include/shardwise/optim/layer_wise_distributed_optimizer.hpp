@@ -72,6 +72,7 @@ class LayerWiseDistributedOptimizer : public Optimizer {
   void set_lr(double lr) override;
   void reload_model_params() override;
   void set_param_overrides(const ParamOverrides& overrides) override;
+  void set_params_without_grad(const std::set<std::string>& names) override;
 
   bool uses_legacy_sync() const { return legacy_; }
   // Owning rank of every managed param (both paths): its rank in the buffer's group

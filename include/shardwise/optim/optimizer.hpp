@@ -149,6 +149,13 @@ class Optimizer {
   virtual void set_param_overrides(const ParamOverrides& overrides);
   // The overrides of the param named `name`, or null when it has none.
   const GroupOverrides* param_overrides(const std::string& name) const;
+  // Params (by name) that got no gradient in the coming step (unused by every rank's backward):
+  // the step leaves their value, state and step count as they are, as torch's optimizers skip a
+  // param whose .grad is None. Replaces the previous set; wrappers pass it on.
+  virtual void set_params_without_grad(const std::set<std::string>& names);
+  bool has_no_grad(const std::string& name) const {
+    return !params_without_grad_.empty() && params_without_grad_.contains(name);
+  }
 
   void set_world_reduce(WorldReduce reduce);
   // Replaces world_reduce(local_grad_sq_sum()) in get_grad_norm() (not the per-group norms):
@@ -185,6 +192,7 @@ class Optimizer {
   StepOptions step_options_;
   std::set<std::string> excluded_from_stats_;
   ParamOverrides param_overrides_;
+  std::set<std::string> params_without_grad_;
 };
 
 // Clipping coefficient Megatron uses: max_norm / (norm + 1e-6), applied only when < 1.
