@@ -3,6 +3,7 @@ contiguous param buffer, its grads accumulated into the grad buffer, buckets red
 """
 
 import contextlib
+import inspect
 import os
 import weakref
 
@@ -14,6 +15,11 @@ from ._param_read_guard import ParamReadGuard
 from ._tensors import check_params, materialize, tensor_over
 
 _DEFAULT_KIND = _core.optimizer_defaults()["kind"]  # the optimizer spec's default
+# zero_grad's default as the installed torch has it (False in torch 1.x, True from 2.0): a script
+# calling zero_grad() gets the .grad its torch would leave, which decides whether an optimizer
+# skips a param no backward reached (None) or steps it with a zero grad.
+SET_TO_NONE_DEFAULT = inspect.signature(
+    torch.optim.Optimizer.zero_grad).parameters["set_to_none"].default
 
 
 def overlap_pays(world_size):
@@ -104,6 +110,11 @@ class DistributedDataParallel(torch.nn.Module):
                        for i, (n, p) in enumerate(self._params)]
         self._ready_count = 0
         self._ready = [False] * len(self._params)
+        # find_unused_parameters: which params this rank's backwards reached since the last
+        # sync, which had no .grad when the step began, and which no rank used in the last sync
+        self._used = [False] * len(self._params)
+        self._grad_was_none = [True] * len(self._params)
+        self._unused_everywhere = set()
         self._in_backward = False
         self._synced = False  # the grad buffer holds reduced grads that no zero_grad cleared
         self._gathered = False  # ... in the whole buffer, not only in this rank's shards
@@ -181,6 +192,8 @@ class DistributedDataParallel(torch.nn.Module):
         """The first grad hook of a backward: decides what the buffer's contents mean."""
         self._in_backward = True
         self._ready = [False] * len(self._params)
+        if self.find_unused_parameters and not any(self._used):
+            self._grad_was_none = [p.grad is None or p is first for _, p in self._params]
         torch.autograd.Variable._execution_engine.queue_callback(self._end_backward)
         if not self._synced:
             return
@@ -196,6 +209,8 @@ class DistributedDataParallel(torch.nn.Module):
 
     def _end_backward(self):
         self._in_backward = False
+        if self.find_unused_parameters:
+            self._used = [u or r for u, r in zip(self._used, self._ready)]
         if self._backward_error is not None or not self.engine.is_last_microbatch():
             return
         if self.find_unused_parameters:
@@ -204,6 +219,28 @@ class DistributedDataParallel(torch.nn.Module):
                 if not ready:
                     self.engine.register_grad_ready(i)
         self.finish_grad_sync()
+        if self.find_unused_parameters:
+            # After the sync: the buckets' collectives must be issued in the same order on
+            # every rank, and this rank's unused params only completed their buckets above.
+            self._find_unused_everywhere()
+
+    def _find_unused_everywhere(self):
+        """Params no rank's backward reached since the last sync (one small all-reduce). As in
+        torch DDP, their .grad stays what it was (None after zero_grad) and an optimizer step
+        leaves them alone (torch's optimizers skip a None grad; see params_without_grad)."""
+        counts = self.engine.ranks_using(self._used)
+        self._unused_everywhere = {i for i, c in enumerate(counts) if c == 0}
+        self._used = [False] * len(self._params)
+        for i in self._unused_everywhere:
+            if self._grad_was_none[i]:
+                self._params[i][1].grad = None
+
+    def params_without_grad(self):
+        """Names of the params the coming step must skip: unused by every rank in the last
+        synced backward (find_unused_parameters) and without a .grad, as torch's optimizers
+        skip them (value, state and step count unchanged)."""
+        return [self._params[i][0] for i in sorted(self._unused_everywhere)
+                if self._params[i][1].grad is None]
 
     def _raise_backward_error(self):
         self._in_backward = False
@@ -264,10 +301,12 @@ class DistributedDataParallel(torch.nn.Module):
         """The FullParamLayout of the buffers, keyed by this module's params."""
         return _layout.from_engine(self.engine.layout(), [p for _, p in self._params])
 
-    def zero_grad_buffer(self):
-        """Zeros the grad buffer and forgets which grads are ready (call once per iteration)."""
+    def zero_grad_buffer(self, set_to_none=True):
+        """Zeros the grad buffer and forgets which grads are ready (call once per iteration).
+        With ``set_to_none=False`` a ``.grad`` that views the buffer stays, reading zeros."""
         for _, p in self._params:
-            p.grad = None
+            if set_to_none or p.grad is None or p.grad.data_ptr() != p.main_grad.data_ptr():
+                p.grad = None
         self.engine.zero_grad_buffer()
         self._ready_count = 0
         self._synced = False
@@ -275,9 +314,8 @@ class DistributedDataParallel(torch.nn.Module):
         self._in_backward = False
         self._backward_error = None
 
-    def zero_grad(self, set_to_none=True):
-        del set_to_none  # the grads live in the grad buffer, which is zeroed either way
-        self.zero_grad_buffer()
+    def zero_grad(self, set_to_none=SET_TO_NONE_DEFAULT):
+        self.zero_grad_buffer(set_to_none)
 
     def finish_grad_sync(self):
         """Reduces the grads (a no-op when this backward's sync has run) and, with

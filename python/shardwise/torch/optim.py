@@ -18,7 +18,7 @@ constructors do not clip gradients (torch does not; call ``torch.nn.utils.clip_g
 
 import torch
 
-from .ddp import DistributedDataParallel
+from .ddp import SET_TO_NONE_DEFAULT, DistributedDataParallel
 from .optimizer import step_engine
 
 # The engine's per-param hyperparameters, by group key (betas split in two).
@@ -142,9 +142,8 @@ class _EngineOptimizer(torch.optim.Optimizer):
         self.last_step = step_engine(self.ddp)
         return loss
 
-    def zero_grad(self, set_to_none=True):
-        del set_to_none  # grads live in the grad buffer, which is zeroed either way
-        self.ddp.zero_grad_buffer()
+    def zero_grad(self, set_to_none=SET_TO_NONE_DEFAULT):
+        self.ddp.zero_grad_buffer(set_to_none)
 
     def _indices(self):
         order = [p for g in self.param_groups for p in g["params"]]
