@@ -124,6 +124,11 @@ class DistributedDataParallel(torch.nn.Module):
         self.engine = None
         self._build(optimizer)
         self._register_grad_hooks()
+        # 16-bit params: the optimizer steps fp32 copies taken when it was built, so it re-reads
+        # the params before its first step (initialised after wrapping) and after every
+        # load_state_dict of the module (a write it cannot see otherwise: reload_model_params).
+        self._params_written = True
+        self.module.register_load_state_dict_post_hook(self._note_params_loaded)
         # Lets sw.AdamW / sw.Muon find the DDP from module.parameters() (weakly: no cycle).
         for _, p in self._params:
             p._shardwise_ddp = weakref.ref(self)
@@ -154,6 +159,10 @@ class DistributedDataParallel(torch.nn.Module):
         self.engine = engine
         engine.broadcast_params_from_rank0()
         self._install_read_guard()
+
+    def _note_params_loaded(self, module, incompatible_keys):
+        del module, incompatible_keys
+        self._params_written = True
 
     def _register_grad_hooks(self):
         for i, (_, p) in enumerate(self._params):

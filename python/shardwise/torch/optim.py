@@ -142,6 +142,11 @@ class _EngineOptimizer(torch.optim.Optimizer):
         self.last_step = step_engine(self.ddp)
         return loss
 
+    def reload_model_params(self):
+        """Call after writing the params in place (outside load_state_dict): with 16-bit params
+        the next step re-reads them into its fp32 copies instead of overwriting them."""
+        self.ddp._params_written = True
+
     def zero_grad(self, set_to_none=SET_TO_NONE_DEFAULT):
         self.ddp.zero_grad_buffer(set_to_none)
 

@@ -30,6 +30,9 @@ def step_engine(ddp):
                            "shardwise grad buffer since the last step() / zero_grad()")
     if ddp.find_unused_parameters:
         ddp.engine.set_params_without_grad(ddp.params_without_grad())
+    if ddp._params_written:
+        ddp.engine.reload_model_params()
+        ddp._params_written = False
     result = ddp.engine.step()
     ddp._ready_count = 0
     ddp._params_gathering()
@@ -66,6 +69,11 @@ class Optimizer:
 
     def step(self):
         return step_engine(self.ddp)
+
+    def reload_model_params(self):
+        """Call after writing the params in place (outside load_state_dict): with 16-bit params
+        the next step re-reads them into its fp32 copies instead of overwriting them."""
+        self.ddp._params_written = True
 
     def zero_grad(self, set_to_none=SET_TO_NONE_DEFAULT):
         self.ddp.zero_grad_buffer(set_to_none)
