@@ -142,6 +142,11 @@ def test_state_dict_is_torch_layout_and_round_trips():
         o.step()
     for (n, p), q in zip(model.named_parameters(), other.parameters()):
         assert torch.equal(p.detach(), q.detach()), n
+    # The distributed kind's state dict holds the saving rank's shards: another rank refuses it.
+    assert saved["shardwise"] == {"kind": "distributed", "rank": 0, "dp_size": 1}
+    from_other_rank = dict(saved, shardwise=dict(saved["shardwise"], rank=1, dp_size=2))
+    with pytest.raises(ValueError, match="saved by rank 1 of 2.*one per rank"):
+        opt2.load_state_dict(from_other_rank)
 
 
 def test_muon_public_preset_values_and_param_split():

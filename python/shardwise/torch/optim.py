@@ -179,10 +179,30 @@ class _EngineOptimizer(torch.optim.Optimizer):
             state[index[id(p)]] = entry
         groups = [dict({k: v for k, v in g.items() if k != "params"},
                        params=[index[id(p)] for p in g["params"]]) for g in self.param_groups]
-        return {"state": state, "param_groups": groups}
+        engine = self.ddp.engine
+        # Whose shards "state" holds: load_state_dict refuses another rank's (torch ignores keys
+        # it does not know, so the dict still loads into nothing else by mistake).
+        saved_by = {"kind": engine.kind, "rank": engine.rank, "dp_size": engine.dp_size}
+        return {"state": state, "param_groups": groups, "shardwise": saved_by}
+
+    def _check_saved_by(self, saved_by):
+        """The sharded kinds' state dicts hold one rank's shards: only that rank can load one."""
+        engine = self.ddp.engine
+        if saved_by is None or engine.kind == "ddp" and saved_by["kind"] == "ddp":
+            return  # the ddp kind keeps the whole state on every rank, as torch does
+        if (saved_by["kind"], saved_by["rank"], saved_by["dp_size"]) != (
+                engine.kind, engine.rank, engine.dp_size):
+            raise ValueError(
+                f"this optimizer state dict was saved by rank {saved_by['rank']} of "
+                f"{saved_by['dp_size']} with optimizer kind '{saved_by['kind']}', and this is rank "
+                f"{engine.rank} of {engine.dp_size} with '{engine.kind}': the sharded kinds' "
+                f"state_dict() holds only the saving rank's shards, so save and load one per rank "
+                f"(e.g. f'optimizer.{{rank}}.pt'), or use sw.save_checkpoint / sw.load_checkpoint "
+                f"(which also load at another dp size)")
 
     def load_state_dict(self, state_dict):
         """Loads a state_dict() of the same optimizer at the same dp (other dp: load_checkpoint)."""
+        self._check_saved_by(state_dict.get("shardwise"))
         saved_groups = state_dict["param_groups"]
         if len(saved_groups) != len(self.param_groups):
             raise ValueError("loaded state dict has a different number of parameter groups")
