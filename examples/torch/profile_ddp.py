@@ -1,9 +1,8 @@
 """Per-phase profile of one training step: shardwise's DistributedDataParallel vs torch DDP (gloo),
 in alternating blocks of steps in one job, one thread per rank, on bench_ddp.py's transformer.
 
-    source scripts/env.sh
-    PYTHONPATH=build/python mpirun --oversubscribe -np 2 /usr/bin/python3 \\
-        examples/torch/profile_ddp.py --configs torch ddp distributed layer-wise:ns=gram
+    PYTHONPATH=build/python scripts/run.sh 2 -- /usr/bin/python3 examples/torch/profile_ddp.py \\
+        --configs torch ddp distributed layer-wise:ns=gram
 
 Prints, per configuration, rank 0's median ms of zero_grad, forward, backward (with the grad hooks
 and the end-of-backward sync) and the optimizer step, and of every engine call made in the step
