@@ -170,7 +170,6 @@ def worker(args):
     muon_names = {n for (n, _), flag in zip(layer_wise._params, layer_wise.engine.muon_params())
                   if flag}
     runs = {kind: make(kind) for kind in ("torch", "torch-muon")} | runs
-    kinds = list(runs)
     probe = runs[engine_kinds[0]][0]
     n_params = sum(p.numel() for p in runs["torch"][0].parameters())
     times = {kind: [] for kind in runs}
