@@ -10,6 +10,7 @@ import torch
 
 from .. import _core
 from .. import layout as _layout
+from . import ddp_arguments as _arguments
 from ._param_read_guard import ParamReadGuard
 from ._tensors import check_params, materialize, tensor_over
 
@@ -59,7 +60,14 @@ class DistributedDataParallel(torch.nn.Module):
 
     The buffer layout depends on the optimizer, so `optimizer` names the kind the optimizer will
     be (one of ``shardwise.torch.optimizer.KINDS``; ``make_optimizer`` builds that kind and
-    refuses another). Rank 0's initial values are broadcast to every rank.
+    refuses another). Left out, the buffers start laid out for the default kind and the first
+    ``sw.AdamW`` / ``sw.Muon`` attached before training re-lays them for its own (``relayout``).
+    Rank 0's initial values are broadcast to every rank.
+
+    torch DDP's arguments are accepted: ``device_ids`` / ``output_device`` None or the CPU,
+    ``process_group`` None or the whole world of torch.distributed (which must be this MPI job:
+    launch with mpirun), ``bucket_cap_mb`` sets the bucket size (MiB of fp32 grads), ``dim``,
+    ``check_reduction``, ``gradient_as_bucket_view`` and ``static_graph`` change nothing.
 
     `comm_timeout` (seconds) is the collective watchdog of the job's groups, as ``shardwise train
     --comm-timeout``: a collective that has not completed by then (a rank stopped or gone)
@@ -71,13 +79,27 @@ class DistributedDataParallel(torch.nn.Module):
     leaves ``sys.excepthook`` alone.
     """
 
-    def __init__(self, module, bucket_size=None, overlap_grad_reduce=None,
-                 overlap_param_gather=None, grad_reduce_in_fp32=True, optimizer=_DEFAULT_KIND,
-                 all_layer_wise=False, comm_timeout=600.0, abort_job_on_error=True,
-                 broadcast_buffers=True, find_unused_parameters=False, expose_grads=True):
+    def __init__(self, module, device_ids=None, output_device=None, dim=0,
+                 broadcast_buffers=True, process_group=None, bucket_cap_mb=None,
+                 find_unused_parameters=False, check_reduction=False,
+                 gradient_as_bucket_view=False, static_graph=False, *, init_sync=True,
+                 bucket_size=None, overlap_grad_reduce=None, overlap_param_gather=None,
+                 grad_reduce_in_fp32=True, optimizer=None, all_layer_wise=False,
+                 comm_timeout=600.0, abort_job_on_error=True, expose_grads=True):
         if not isinstance(module, torch.nn.Module):
             raise TypeError(f"DistributedDataParallel wraps a torch.nn.Module, got "
                             f"{type(module).__name__}")
+        # torch DDP's arguments: dim (input scattering over several devices), check_reduction
+        # (deprecated), gradient_as_bucket_view (our .grad are always views of the grad buffer)
+        # and static_graph (a hint) change nothing here.
+        del dim, check_reduction, gradient_as_bucket_view, static_graph
+        _arguments.check_devices(device_ids, output_device)
+        if not init_sync:
+            raise ValueError("DistributedDataParallel: init_sync=False is not supported (rank "
+                             "0's params are always broadcast)")
+        bucket_size = _arguments.bucket_size_from(bucket_cap_mb, bucket_size)
+        rank, world_size = _core.init_mpi()
+        _arguments.check_process_group(process_group, world_size, rank)
         super().__init__()
         if abort_job_on_error:
             from . import install_abort_on_error
@@ -111,11 +133,15 @@ class DistributedDataParallel(torch.nn.Module):
         self._grad_accumulators = []
         self._module_hook_handles = []
         self.engine = None
-        self._build(optimizer)
+        self._stepped = False  # an optimizer step ran: the layout is final
+        # Without an explicit kind the first sw optimizer may re-lay the buffers for its own.
+        self.kind_is_explicit = optimizer is not None
+        self._build(_DEFAULT_KIND if optimizer is None else optimizer)
         self._register_grad_hooks()
         # Lets sw.AdamW / sw.Muon find the DDP from module.parameters() (weakly: no cycle).
         for _, p in self._params:
             p._shardwise_ddp = weakref.ref(self)
+        self._bind_pending_optimizer()
 
     # --- construction -------------------------------------------------------------------
     def _build(self, kind):
@@ -143,6 +169,35 @@ class DistributedDataParallel(torch.nn.Module):
         self.engine = engine
         engine.broadcast_params_from_rank0()
         self._install_read_guard()
+
+    def training_started(self):
+        """Whether a backward or an optimizer step has run (the buffers hold grads or state)."""
+        return bool(self._stepped or self._ready_count or self._synced or self._in_backward
+                    or self.engine.has_optimizer())
+
+    def relayout(self, kind):
+        """Lays the buffers out for optimizer `kind`, keeping every param's value. For an
+        optimizer that attaches before training; afterwards (grads or optimizer state in the
+        buffers) a RuntimeError."""
+        if kind == self.kind:
+            return
+        if self.training_started():
+            raise RuntimeError(f"DistributedDataParallel: cannot re-lay the buffers from "
+                               f"'{self.kind}' to '{kind}' once training started; wrap with "
+                               f"DistributedDataParallel(..., optimizer='{kind}')")
+        for _, p in self._params:
+            p.grad = None
+        # _build copies each param's value out of the old buffers, which live until it ends.
+        self._build(kind)
+
+    def _bind_pending_optimizer(self):
+        """An sw optimizer built on these params before they were wrapped attaches now."""
+        for _, p in self._params:
+            ref = getattr(p, "_shardwise_pending_optimizer", None)
+            pending = ref() if ref is not None else None
+            if pending is not None and pending.ddp is None:
+                pending.bind(self)
+                return
 
     def _register_grad_hooks(self):
         for i, (_, p) in enumerate(self._params):

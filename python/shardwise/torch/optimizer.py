@@ -29,6 +29,7 @@ def step_engine(ddp):
         raise RuntimeError("step() called before any backward(): no gradient reached the "
                            "shardwise grad buffer since the last step() / zero_grad()")
     result = ddp.engine.step()
+    ddp._stepped = True
     ddp._ready_count = 0
     ddp._params_gathering()
     return result
