@@ -161,6 +161,10 @@ def main():
             weights = {f"w.{n}": p.detach().numpy().copy()
                        for n, p in model.module.named_parameters()}
             np.savez(args.out, losses=np.array(losses), eval_loss=eval_loss, **weights)
+    # Free the wrapper (torch DDP's reducer holds the process group) while every rank is
+    # still here, then the group: torch 1.13 can deadlock tearing them down at exit.
+    dist.barrier()
+    del model, optimizer, scheduler
     dist.destroy_process_group()
 
 
