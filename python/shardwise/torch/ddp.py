@@ -69,6 +69,13 @@ class DistributedDataParallel(torch.nn.Module):
     launch with mpirun), ``bucket_cap_mb`` sets the bucket size (MiB of fp32 grads), ``dim``,
     ``check_reduction``, ``gradient_as_bucket_view`` and ``static_graph`` change nothing.
 
+    ``reproducible_reduction=True`` (``ddp.reproducible_reduction``, docs/reproducible_reduction.md)
+    sums the grads of every micro-batch of the global batch in one fixed tree and divides by
+    their count, so the losses and weights are bit-identical at every power-of-two dp for the same
+    global batch and micro-batch size (dp=1 runs the micro-batches of the others under
+    ``no_sync()``). The micro-batch grads are averaged: do not divide the loss by the number of
+    accumulated micro-batches. Needs ``grad_reduce_in_fp32``; nothing overlaps backward.
+
     `comm_timeout` (seconds) is the collective watchdog of the job's groups, as ``shardwise train
     --comm-timeout``: a collective that has not completed by then (a rank stopped or gone)
     prints what it waited for and aborts every rank with exit code 3.
@@ -85,7 +92,8 @@ class DistributedDataParallel(torch.nn.Module):
                  gradient_as_bucket_view=False, static_graph=False, *, init_sync=True,
                  bucket_size=None, overlap_grad_reduce=None, overlap_param_gather=None,
                  grad_reduce_in_fp32=True, optimizer=None, all_layer_wise=False,
-                 comm_timeout=600.0, abort_job_on_error=True, expose_grads=True):
+                 comm_timeout=600.0, abort_job_on_error=True, expose_grads=True,
+                 reproducible_reduction=False):
         if not isinstance(module, torch.nn.Module):
             raise TypeError(f"DistributedDataParallel wraps a torch.nn.Module, got "
                             f"{type(module).__name__}")
@@ -115,7 +123,8 @@ class DistributedDataParallel(torch.nn.Module):
         self._options = dict(bucket_size=bucket_size, overlap_grad_reduce=overlap_grad_reduce,
                              overlap_param_gather=overlap_param_gather,
                              grad_reduce_in_fp32=grad_reduce_in_fp32,
-                             all_layer_wise=all_layer_wise, comm_timeout=float(comm_timeout))
+                             all_layer_wise=all_layer_wise, comm_timeout=float(comm_timeout),
+                             reproducible_reduction=bool(reproducible_reduction))
         self._params = [(n, p) for n, p in module.named_parameters() if p.requires_grad]
         if not self._params:
             raise ValueError("DistributedDataParallel: the module has no trainable parameters")
@@ -153,6 +162,7 @@ class DistributedDataParallel(torch.nn.Module):
         options.grad_reduce_in_fp32 = bool(self._options["grad_reduce_in_fp32"])
         options.all_layer_wise = bool(self._options["all_layer_wise"])
         options.comm_timeout = self._options["comm_timeout"]
+        options.reproducible_reduction = self._options["reproducible_reduction"]
         engine = _core.Engine(self._infos, options)
         self._ptrs = []
         with torch.no_grad():
@@ -251,7 +261,11 @@ class DistributedDataParallel(torch.nn.Module):
 
     def _end_backward(self):
         self._in_backward = False
-        if self._backward_error is not None or not self.engine.is_last_microbatch():
+        if self._backward_error is not None:
+            return
+        if not self.engine.is_last_microbatch():
+            if self._options["reproducible_reduction"]:
+                self.engine.close_microbatch()  # a leaf of the fixed summation tree
             return
         if self.find_unused_parameters:
             # Params the backward did not reach: ready with the zero grad they hold.
