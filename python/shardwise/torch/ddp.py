@@ -143,6 +143,7 @@ class DistributedDataParallel(torch.nn.Module):
         self._module_hook_handles = []
         self.engine = None
         self._stepped = False  # an optimizer step ran: the layout is final
+        self._buffers_need_sync = True  # torch DDP's require_forward_param_sync
         # Without an explicit kind the first sw optimizer may re-lay the buffers for its own.
         self.kind_is_explicit = optimizer is not None
         self._build(_DEFAULT_KIND if optimizer is None else optimizer)
@@ -304,9 +305,15 @@ class DistributedDataParallel(torch.nn.Module):
 
     # --- training-loop API ---------------------------------------------------------------
     def forward(self, *args, **kwargs):
-        if self.broadcast_buffers and self.engine.dp_size > 1:
+        # As torch DDP: the buffers are broadcast before a forward that follows a forward run
+        # with grad enabled outside no_sync() (or the first one), so an evaluation under
+        # torch.no_grad() is not followed by a broadcast and no_sync() micro-batches keep theirs.
+        if (self._buffers_need_sync and self.broadcast_buffers
+                and self.engine.dp_size > 1):
             self._broadcast_module_buffers()
-        return self.module(*args, **kwargs)
+        output = self.module(*args, **kwargs)
+        self._buffers_need_sync = torch.is_grad_enabled() and self.engine.is_last_microbatch()
+        return output
 
     def _broadcast_module_buffers(self):
         """Rank 0's buffers to every rank, packed into one float32 message."""
