@@ -158,6 +158,10 @@ void bind_sync(py::class_<Engine>& c) {
           "finish_grad_sync", [](Engine& e) { e.finish_grad_sync(); }, Release())
       .def(
           "zero_grad_buffer", [](Engine& e) { e.zero_grad_buffer(); }, Release())
+      .def(
+          "close_microbatch", [](Engine& e) { e.ddp().close_microbatch(); }, Release(),
+          "Under reproducible_reduction: sets this micro-batch's grads aside (end of a backward "
+          "inside no_sync)")
       .def("set_is_last_microbatch",
            [](Engine& e, bool last) { e.ddp().set_is_last_microbatch(last); })
       .def("is_last_microbatch", [](const Engine& e) { return e.ddp().is_last_microbatch(); })
@@ -325,6 +329,7 @@ void bind_engine(py::module_& m) {
       .def_readwrite("bucket_size", &EngineOptions::bucket_size)
       .def_readwrite("overlap_grad_reduce", &EngineOptions::overlap_grad_reduce)
       .def_readwrite("overlap_param_gather", &EngineOptions::overlap_param_gather)
+      .def_readwrite("reproducible_reduction", &EngineOptions::reproducible_reduction)
       .def_readwrite("grad_reduce_in_fp32", &EngineOptions::grad_reduce_in_fp32)
       .def_readwrite("all_layer_wise", &EngineOptions::all_layer_wise)
       .def_readwrite("comm_timeout", &EngineOptions::comm_timeout);

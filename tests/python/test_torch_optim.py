@@ -214,8 +214,11 @@ def test_kind_mismatch_and_missing_params_are_clear_errors():
         sw.AdamW(model.parameters())
     with pytest.raises(ValueError, match="param 'head.bias' of the wrapped module is in no"):
         sw.Muon([p for p in model.parameters() if p is not model.head.bias])
-    with pytest.raises(ValueError, match="belong to no shardwise"):
-        sw.AdamW(TinyNet(seed=0).parameters())
+    unwrapped = TinyNet(seed=0)
+    waiting = sw.AdamW(unwrapped.parameters())  # binds when the module is wrapped
+    unwrapped(*batch(0, 8)).backward()
+    with pytest.raises(RuntimeError, match="belong to no shardwise DistributedDataParallel yet"):
+        waiting.step()
     assert not ddp.engine.has_optimizer()
     opt = sw.Muon(model.parameters(), ddp=ddp)
     with pytest.raises(ValueError, match="every param of the wrapped module"):

@@ -104,6 +104,17 @@ def case_batchnorm_buffers(rank):
         for name in ("running_mean", "running_var", "num_batches_tracked"):
             torch.testing.assert_close(getattr(model.norm, name), getattr(ref.norm, name),
                                        msg=f"step {step}: {name}")
+    # As torch DDP, a forward under no_grad (here in train mode: it updates the local stats) is
+    # not followed by a broadcast at the next forward, so the ranks' stats stay their own.
+    for wrapper, optimizer in ((ddp, opt), (torch_ddp, ref_opt)):
+        with torch.no_grad():
+            wrapper(*batch(5, rank))
+        optimizer.zero_grad()
+        wrapper(*batch(6, rank)).backward()
+        optimizer.step()
+    for name in ("running_mean", "running_var", "num_batches_tracked"):
+        torch.testing.assert_close(getattr(model.norm, name), getattr(ref.norm, name),
+                                   msg=f"after a no_grad forward: {name}")
     ddp.eval()
     ddp(*batch(9, rank))  # broadcast at the start of forward; eval does not update the stats
     assert_equal_across_ranks(model.norm.running_mean, "running_mean after broadcast")

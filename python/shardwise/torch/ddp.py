@@ -11,6 +11,7 @@ import torch
 
 from .. import _core
 from .. import layout as _layout
+from . import ddp_arguments as _arguments
 from ._param_read_guard import ParamReadGuard
 from ._tensors import check_params, materialize, tensor_over
 
@@ -65,7 +66,21 @@ class DistributedDataParallel(torch.nn.Module):
 
     The buffer layout depends on the optimizer, so `optimizer` names the kind the optimizer will
     be (one of ``shardwise.torch.optimizer.KINDS``; ``make_optimizer`` builds that kind and
-    refuses another). Rank 0's initial values are broadcast to every rank.
+    refuses another). Left out, the buffers start laid out for the default kind and the first
+    ``sw.AdamW`` / ``sw.Muon`` attached before training re-lays them for its own (``relayout``).
+    Rank 0's initial values are broadcast to every rank.
+
+    torch DDP's arguments are accepted: ``device_ids`` / ``output_device`` None or the CPU,
+    ``process_group`` None or the whole world of torch.distributed (which must be this MPI job:
+    launch with mpirun), ``bucket_cap_mb`` sets the bucket size (MiB of fp32 grads), ``dim``,
+    ``check_reduction``, ``gradient_as_bucket_view`` and ``static_graph`` change nothing.
+
+    ``reproducible_reduction=True`` (``ddp.reproducible_reduction``, docs/reproducible_reduction.md)
+    sums the grads of every micro-batch of the global batch in one fixed tree and divides by
+    their count, so the losses and weights are bit-identical at every power-of-two dp for the same
+    global batch and micro-batch size (dp=1 runs the micro-batches of the others under
+    ``no_sync()``). The micro-batch grads are averaged: do not divide the loss by the number of
+    accumulated micro-batches. Needs ``grad_reduce_in_fp32``; nothing overlaps backward.
 
     `comm_timeout` (seconds) is the collective watchdog of the job's groups, as ``shardwise train
     --comm-timeout``: a collective that has not completed by then (a rank stopped or gone)
@@ -77,13 +92,28 @@ class DistributedDataParallel(torch.nn.Module):
     leaves ``sys.excepthook`` alone.
     """
 
-    def __init__(self, module, bucket_size=None, overlap_grad_reduce=None,
-                 overlap_param_gather=None, grad_reduce_in_fp32=True, optimizer=_DEFAULT_KIND,
-                 all_layer_wise=False, comm_timeout=600.0, abort_job_on_error=True,
-                 broadcast_buffers=True, find_unused_parameters=False, expose_grads=True):
+    def __init__(self, module, device_ids=None, output_device=None, dim=0,
+                 broadcast_buffers=True, process_group=None, bucket_cap_mb=None,
+                 find_unused_parameters=False, check_reduction=False,
+                 gradient_as_bucket_view=False, static_graph=False, *, init_sync=True,
+                 bucket_size=None, overlap_grad_reduce=None, overlap_param_gather=None,
+                 grad_reduce_in_fp32=True, optimizer=None, all_layer_wise=False,
+                 comm_timeout=600.0, abort_job_on_error=True, expose_grads=True,
+                 reproducible_reduction=False):
         if not isinstance(module, torch.nn.Module):
             raise TypeError(f"DistributedDataParallel wraps a torch.nn.Module, got "
                             f"{type(module).__name__}")
+        # torch DDP's arguments: dim (input scattering over several devices), check_reduction
+        # (deprecated), gradient_as_bucket_view (our .grad are always views of the grad buffer)
+        # and static_graph (a hint) change nothing here.
+        del dim, check_reduction, gradient_as_bucket_view, static_graph
+        _arguments.check_devices(device_ids, output_device)
+        if not init_sync:
+            raise ValueError("DistributedDataParallel: init_sync=False is not supported (rank "
+                             "0's params are always broadcast)")
+        bucket_size = _arguments.bucket_size_from(bucket_cap_mb, bucket_size)
+        rank, world_size = _core.init_mpi()
+        _arguments.check_process_group(process_group, world_size, rank)
         super().__init__()
         if abort_job_on_error:
             from . import install_abort_on_error
@@ -99,7 +129,8 @@ class DistributedDataParallel(torch.nn.Module):
         self._options = dict(bucket_size=bucket_size, overlap_grad_reduce=overlap_grad_reduce,
                              overlap_param_gather=overlap_param_gather,
                              grad_reduce_in_fp32=grad_reduce_in_fp32,
-                             all_layer_wise=all_layer_wise, comm_timeout=float(comm_timeout))
+                             all_layer_wise=all_layer_wise, comm_timeout=float(comm_timeout),
+                             reproducible_reduction=bool(reproducible_reduction))
         self._params = [(n, p) for n, p in module.named_parameters() if p.requires_grad]
         if not self._params:
             raise ValueError("DistributedDataParallel: the module has no trainable parameters")
@@ -122,7 +153,11 @@ class DistributedDataParallel(torch.nn.Module):
         self._grad_accumulators = []
         self._module_hook_handles = []
         self.engine = None
-        self._build(optimizer)
+        self._stepped = False  # an optimizer step ran: the layout is final
+        self._buffers_need_sync = True  # torch DDP's require_forward_param_sync
+        # Without an explicit kind the first sw optimizer may re-lay the buffers for its own.
+        self.kind_is_explicit = optimizer is not None
+        self._build(_DEFAULT_KIND if optimizer is None else optimizer)
         self._register_grad_hooks()
         # 16-bit params: the optimizer steps fp32 copies taken when it was built, so it re-reads
         # the params before its first step (initialised after wrapping) and after every
@@ -132,6 +167,7 @@ class DistributedDataParallel(torch.nn.Module):
         # Lets sw.AdamW / sw.Muon find the DDP from module.parameters() (weakly: no cycle).
         for _, p in self._params:
             p._shardwise_ddp = weakref.ref(self)
+        self._bind_pending_optimizer()
 
     # --- construction -------------------------------------------------------------------
     def _build(self, kind):
@@ -143,6 +179,7 @@ class DistributedDataParallel(torch.nn.Module):
         options.grad_reduce_in_fp32 = bool(self._options["grad_reduce_in_fp32"])
         options.all_layer_wise = bool(self._options["all_layer_wise"])
         options.comm_timeout = self._options["comm_timeout"]
+        options.reproducible_reduction = self._options["reproducible_reduction"]
         engine = _core.Engine(self._infos, options)
         self._ptrs = []
         with torch.no_grad():
@@ -163,6 +200,35 @@ class DistributedDataParallel(torch.nn.Module):
     def _note_params_loaded(self, module, incompatible_keys):
         del module, incompatible_keys
         self._params_written = True
+
+    def training_started(self):
+        """Whether a backward or an optimizer step has run (the buffers hold grads or state)."""
+        return bool(self._stepped or self._ready_count or self._synced or self._in_backward
+                    or self.engine.has_optimizer())
+
+    def relayout(self, kind):
+        """Lays the buffers out for optimizer `kind`, keeping every param's value. For an
+        optimizer that attaches before training; afterwards (grads or optimizer state in the
+        buffers) a RuntimeError."""
+        if kind == self.kind:
+            return
+        if self.training_started():
+            raise RuntimeError(f"DistributedDataParallel: cannot re-lay the buffers from "
+                               f"'{self.kind}' to '{kind}' once training started; wrap with "
+                               f"DistributedDataParallel(..., optimizer='{kind}')")
+        for _, p in self._params:
+            p.grad = None
+        # _build copies each param's value out of the old buffers, which live until it ends.
+        self._build(kind)
+
+    def _bind_pending_optimizer(self):
+        """An sw optimizer built on these params before they were wrapped attaches now."""
+        for _, p in self._params:
+            ref = getattr(p, "_shardwise_pending_optimizer", None)
+            pending = ref() if ref is not None else None
+            if pending is not None and pending.ddp is None:
+                pending.bind(self)
+                return
 
     def _register_grad_hooks(self):
         for i, (_, p) in enumerate(self._params):
@@ -220,7 +286,11 @@ class DistributedDataParallel(torch.nn.Module):
         self._in_backward = False
         if self.find_unused_parameters:
             self._used = [u or r for u, r in zip(self._used, self._ready)]
-        if self._backward_error is not None or not self.engine.is_last_microbatch():
+        if self._backward_error is not None:
+            return
+        if not self.engine.is_last_microbatch():
+            if self._options["reproducible_reduction"]:
+                self.engine.close_microbatch()  # a leaf of the fixed summation tree
             return
         if self.find_unused_parameters:
             # Params the backward did not reach: ready with the zero grad they hold.
@@ -281,9 +351,15 @@ class DistributedDataParallel(torch.nn.Module):
 
     # --- training-loop API ---------------------------------------------------------------
     def forward(self, *args, **kwargs):
-        if self.broadcast_buffers and self.engine.dp_size > 1:
+        # As torch DDP: the buffers are broadcast before a forward that follows a forward run
+        # with grad enabled outside no_sync() (or the first one), so an evaluation under
+        # torch.no_grad() is not followed by a broadcast and no_sync() micro-batches keep theirs.
+        if (self._buffers_need_sync and self.broadcast_buffers
+                and self.engine.dp_size > 1):
             self._broadcast_module_buffers()
-        return self.module(*args, **kwargs)
+        output = self.module(*args, **kwargs)
+        self._buffers_need_sync = torch.is_grad_enabled() and self.engine.is_last_microbatch()
+        return output
 
     def _broadcast_module_buffers(self):
         """Rank 0's buffers to every rank, packed into one float32 message."""

@@ -34,6 +34,7 @@ def step_engine(ddp):
         ddp.engine.reload_model_params()
         ddp._params_written = False
     result = ddp.engine.step()
+    ddp._stepped = True
     ddp._ready_count = 0
     ddp._params_gathering()
     return result
