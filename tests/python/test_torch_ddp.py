@@ -356,6 +356,42 @@ def test_bf16_params_written_after_the_optimizer_reach_its_fp32_copies(kind):
         assert torch.equal(p.detach(), written[name]), name
 
 
+@pytest.mark.parametrize("kind", ["distributed", "layer-wise"])
+def test_bf16_params_show_grads_and_clip_grad_norm_reaches_the_step(kind):
+    # bf16 params over the fp32 grad buffer: .grad is the reduced grad rounded to bf16, and an
+    # in-place edit of it (clip_grad_norm_) is what the step reads. AdamW with eps = 1 makes the
+    # first update ~lr * g, so a clip to a norm of 1e-4 must leave the params (nearly) in place.
+    model = TinyNet(seed=5).to(torch.bfloat16)
+    ddp = sw.DistributedDataParallel(model, optimizer=kind)
+    opt = sw.make_optimizer(ddp, kind=kind, lr=0.2, muon_lr=0.0, eps=1.0, weight_decay=0.0,
+                            clip_grad=0)
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    opt.zero_grad()
+    model(*batch(0, 8)).backward()
+    for name, p in model.named_parameters():
+        assert p.grad is not None and p.grad.dtype == torch.bfloat16, name
+        assert torch.equal(p.grad, p.main_grad.to(torch.bfloat16)), name
+    norm = torch.nn.utils.clip_grad_norm_(ddp.parameters(), 1e-4)
+    assert norm > 1e-2
+    opt.step()
+    for name, p in model.named_parameters():
+        moved = (p.detach().float() - before[name].float()).abs().max().item()
+        assert moved <= 2 ** -7 * before[name].float().abs().max().item() + 1e-6, (name, moved)
+    # A backward onto the exposed copies, with no zero_grad since, is refused loudly...
+    with pytest.raises(RuntimeError, match="16-bit param .* zero_grad"):
+        model(*batch(1, 8)).backward()
+    # ... and after a torch-style zero_grad(set_to_none=False), which zeroes them in place, the
+    # next backward starts from zero as in torch.
+    opt.zero_grad()
+    model(*batch(2, 8)).backward()
+    expected = {n: p.grad.clone() for n, p in model.named_parameters()}
+    for p in model.parameters():
+        p.grad.zero_()
+    model(*batch(2, 8)).backward()
+    for name, p in model.named_parameters():
+        assert torch.equal(p.grad, expected[name]), name
+
+
 def test_save_checkpoint_refuses_weights_that_are_not_finite(tmp_path):
     # The trainer's save path: a NaN weight stops the save, naming the param, and writes nothing.
     model = TinyNet(seed=7)

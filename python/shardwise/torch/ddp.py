@@ -151,6 +151,9 @@ class DistributedDataParallel(torch.nn.Module):
         self._gathered = False  # ... in the whole buffer, not only in this rank's shards
         self._backward_error = None
         self._grad_accumulators = []
+        # 16-bit params over an fp32 grad buffer: index -> (the .grad copy the last sync exposed,
+        # its value then), to write back an edit (clip_grad_norm_) before the step
+        self._grad_copies = {}
         self._module_hook_handles = []
         self.engine = None
         self._stepped = False  # an optimizer step ran: the layout is final
@@ -243,7 +246,14 @@ class DistributedDataParallel(torch.nn.Module):
                 param.grad = None  # this backward already failed; the error ends it
                 return
             if not self._in_backward:
-                self._start_backward(param)
+                try:
+                    self._start_backward(param)
+                except Exception as error:  # raised by backward() once the graph is done
+                    param.grad = None
+                    self._backward_error = error
+                    torch.autograd.Variable._execution_engine.queue_callback(
+                        self._raise_backward_error)
+                    return
             grad = param.grad
             # A .grad that is the buffer's view (exposed by the last sync) was accumulated into
             # in place by autograd, as torch DDP's grads are.
@@ -273,6 +283,8 @@ class DistributedDataParallel(torch.nn.Module):
         if not self._synced:
             return
         self._synced = False
+        if self._grad_copies:
+            self._settle_grad_copies(first)
         others_hold_grads = any(p.grad is not None for _, p in self._params if p is not first)
         if not self.expose_grads or others_hold_grads:
             # A repeated backward without zero_grad: torch DDP reduces the sum of the reduced
@@ -281,6 +293,34 @@ class DistributedDataParallel(torch.nn.Module):
                 self.engine.gather_reduced_grads()
         else:  # the grads were dropped (a torch optimizer's zero_grad): start from zero
             self.engine.zero_grad_buffer()
+
+    def _settle_grad_copies(self, first):
+        """A backward after a sync that no zero_grad of ours followed, with 16-bit .grad copies
+        exposed: a torch optimizer's zero_grad(set_to_none=False) zeroed them in place (then
+        the buffer is zeroed for them too and this backward starts from zero, as torch's), or
+        nothing cleared them: accumulating onto copies is not supported, a clear error."""
+        copies, self._grad_copies = self._grad_copies, {}
+        others = [(i, copy) for i, (copy, _) in copies.items() if self._params[i][1] is not first]
+        if any(copy.any() for _, copy in others):
+            name = self._params[others[0][0]][0]
+            raise RuntimeError(
+                f"backward() onto the .grad of 16-bit param '{name}' that the last grad sync "
+                f"exposed: with 16-bit params and an fp32 grad buffer .grad is a copy, so a "
+                f"second backward cannot add to it; call zero_grad() between the two, or "
+                f"accumulate inside no_sync()")
+        for i in copies:
+            _, p = self._params[i]
+            p.main_grad.zero_()
+            if p is not first:
+                p.grad = None
+
+    def write_back_edited_grads(self):
+        """Before a step: 16-bit params' .grad copies that were edited in place (scaled by
+        clip_grad_norm_, say) become the grads the engine reads."""
+        for i, (copy, value_then) in self._grad_copies.items():
+            p = self._params[i][1]
+            if p.grad is copy and not torch.equal(copy, value_then):
+                p.main_grad.copy_(copy)
 
     def _end_backward(self):
         self._in_backward = False
@@ -393,6 +433,7 @@ class DistributedDataParallel(torch.nn.Module):
             if set_to_none or p.grad is None or p.grad.data_ptr() != p.main_grad.data_ptr():
                 p.grad = None
         self.engine.zero_grad_buffer()
+        self._grad_copies = {}
         self._ready_count = 0
         self._synced = False
         self._gathered = False
@@ -414,9 +455,13 @@ class DistributedDataParallel(torch.nn.Module):
         if self.expose_grads and not self._gathered:
             self.engine.gather_reduced_grads()
             self._gathered = True
-            for _, p in self._params:
+            for i, (_, p) in enumerate(self._params):
                 if p.main_grad.dtype == p.dtype:
                     p.grad = p.main_grad
+                else:  # a view of another dtype cannot be a .grad: the rounded value instead
+                    copy = p.main_grad.to(p.dtype)
+                    p.grad = copy
+                    self._grad_copies[i] = (copy, copy.clone())
 
     def finish_param_sync(self):
         """Waits for every in-flight param all-gather. Not needed for correctness (a read of a

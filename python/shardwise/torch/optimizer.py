@@ -30,6 +30,7 @@ def step_engine(ddp):
                            "shardwise grad buffer since the last step() / zero_grad()")
     if ddp.find_unused_parameters:
         ddp.engine.set_params_without_grad(ddp.params_without_grad())
+    ddp.write_back_edited_grads()
     if ddp._params_written:
         ddp.engine.reload_model_params()
         ddp._params_written = False
