@@ -279,6 +279,88 @@ void run_optimizer_mode(const ParamList& params, const ProcessGroupPtr& world, c
                       after, "ms");
 }
 
+// compare: the buffer path against the legacy all-reduce / all_gather_v path.
+void run_compare_mode(const ParamList& params, const FullParamLayout& layout,
+                      const DistributedDataParallelConfig& buffered, const ProcessGroupPtr& world,
+                      const Options& o) {
+  const int dp = world->size();
+  const bool root = world->rank() == 0;
+  DistributedDataParallelConfig legacy = buffered;
+  legacy.use_distributed_optimizer = false;
+  legacy.use_legacy_param_sync = true;
+  const std::map<ParamId, int> owner = ping_pong_owner_map(params, layout, dp, dp);
+  DistributedDataParallel ours_ddp(params, layout, buffered, {world, nullptr});
+  DistributedDataParallel base_ddp(params, layout, legacy, {world, nullptr});
+  const std::vector<StepTimes> t =
+      median_steps(run_interleaved({{&ours_ddp, nullptr}, {&base_ddp, &owner}}, world, o));
+  const StepTimes& ours = t[0];
+  const StepTimes& base = t[1];
+  if (root) {
+    auto row = [](const char* name, const StepTimes& t) {
+      std::printf(
+          "  %-34s step %8.2f ms (backward %7.2f, grad wait %7.2f, param sync %7.2f)"
+          "  sent %8.2f MB/rank\n",
+          name, 1e3 * t.total(), 1e3 * t.backward, 1e3 * t.grad_wait, 1e3 * t.param_sync,
+          static_cast<double>(t.bytes_sent) / 1e6);
+    };
+    std::printf("compare (rank 0 bytes; times: slowest rank, median step)\n");
+    row("buffer reduce-scatter/all-gather", ours);
+    row("legacy all-reduce/all_gather_v", base);
+    std::printf(
+        "  ratio buffer/legacy: time %.3f, comm time (grad wait + param sync) %.3f, "
+        "bytes %.3f\n",
+        ours.total() / base.total(),
+        (ours.grad_wait + ours.param_sync) / (base.grad_wait + base.param_sync),
+        static_cast<double>(ours.bytes_sent) / static_cast<double>(base.bytes_sent));
+  }
+}
+
+// overlap: the reduce-scatter path with and without overlap_grad_reduce.
+void run_overlap_mode(const ParamList& params, const FullParamLayout& layout,
+                      const DistributedDataParallelConfig& buffered, std::int64_t numel,
+                      const ProcessGroupPtr& world, const Options& o) {
+  const int dp = world->size();
+  const bool root = world->rank() == 0;
+  DistributedDataParallelConfig no_overlap = buffered;
+  no_overlap.overlap_grad_reduce = false;
+  DistributedDataParallel serial_ddp(params, layout, no_overlap, {world, nullptr});
+  DistributedDataParallel overlapped_ddp(params, layout, buffered, {world, nullptr});
+  // The figure: bus bandwidth of the step's reduce-scatters ((dp-1)/dp of the fp32 grad
+  // buffer over the non-overlapped grad wait, median over the steps) vs an MPI ping-pong of
+  // one bucket's shard.
+  // The ping-pong limit is probed before and after the steps (its best divides).
+  const std::size_t shard_bytes =
+      static_cast<std::size_t>(std::max<std::int64_t>(o.bucket / dp, 1) * 4);
+  bench::ProbeSamples limit;
+  limit.add(bench::mpi_ping_pong_gbps(shard_bytes, o.iters));
+  const auto samples =
+      run_interleaved({{&serial_ddp, nullptr}, {&overlapped_ddp, nullptr}}, world, o);
+  limit.add(bench::mpi_ping_pong_gbps(shard_bytes, o.iters));
+  const std::vector<StepTimes> t = median_steps(samples);
+  const StepTimes& serial = t[0];
+  const StepTimes& overlapped = t[1];
+  std::vector<double> serial_waits;
+  for (const StepTimes& step : samples[0]) serial_waits.push_back(step.grad_wait);
+  const double grad_wait = median(serial_waits);
+  const double bus_gb = static_cast<double>(numel) * 4.0 * (dp - 1) / dp / 1e9;
+  if (root && dp > 1 && grad_wait > 0) {
+    bench::print_figure(str_cat("ddp_step_comm_", dp, "r").c_str(), bus_gb / grad_wait, limit,
+                        "GB/s");
+  }
+  if (root) {
+    const double comm = serial.grad_wait;  // every reduce-scatter runs inside it
+    const double exposed = overlapped.grad_wait;
+    std::printf("overlap (reduce-scatter path, slowest rank, median step)\n");
+    std::printf("  without overlap: backward %7.2f ms, reduce-scatter %7.2f ms, step %7.2f ms\n",
+                1e3 * serial.backward, 1e3 * comm, 1e3 * serial.total());
+    std::printf("  with overlap:    backward %7.2f ms, exposed wait   %7.2f ms, step %7.2f ms\n",
+                1e3 * overlapped.backward, 1e3 * exposed, 1e3 * overlapped.total());
+    std::printf("  hidden fraction of reduce-scatter time: %.3f; step speed-up %.3f\n",
+                comm > 0 ? std::max(0.0, 1.0 - exposed / comm) : 0.0,
+                serial.total() / overlapped.total());
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -306,77 +388,10 @@ int main(int argc, char** argv) {
     }
 
     if (o.mode == "all" || o.mode == "compare") {
-      DistributedDataParallelConfig legacy = buffered;
-      legacy.use_distributed_optimizer = false;
-      legacy.use_legacy_param_sync = true;
-      const std::map<ParamId, int> owner = ping_pong_owner_map(params, layout, dp, dp);
-      DistributedDataParallel ours_ddp(params, layout, buffered, {world, nullptr});
-      DistributedDataParallel base_ddp(params, layout, legacy, {world, nullptr});
-      const std::vector<StepTimes> t =
-          median_steps(run_interleaved({{&ours_ddp, nullptr}, {&base_ddp, &owner}}, world, o));
-      const StepTimes& ours = t[0];
-      const StepTimes& base = t[1];
-      if (root) {
-        auto row = [](const char* name, const StepTimes& t) {
-          std::printf(
-              "  %-34s step %8.2f ms (backward %7.2f, grad wait %7.2f, param sync %7.2f)"
-              "  sent %8.2f MB/rank\n",
-              name, 1e3 * t.total(), 1e3 * t.backward, 1e3 * t.grad_wait, 1e3 * t.param_sync,
-              static_cast<double>(t.bytes_sent) / 1e6);
-        };
-        std::printf("compare (rank 0 bytes; times: slowest rank, median step)\n");
-        row("buffer reduce-scatter/all-gather", ours);
-        row("legacy all-reduce/all_gather_v", base);
-        std::printf(
-            "  ratio buffer/legacy: time %.3f, comm time (grad wait + param sync) %.3f, "
-            "bytes %.3f\n",
-            ours.total() / base.total(),
-            (ours.grad_wait + ours.param_sync) / (base.grad_wait + base.param_sync),
-            static_cast<double>(ours.bytes_sent) / static_cast<double>(base.bytes_sent));
-      }
+      run_compare_mode(params, layout, buffered, world, o);
     }
-
     if (o.mode == "all" || o.mode == "overlap") {
-      DistributedDataParallelConfig no_overlap = buffered;
-      no_overlap.overlap_grad_reduce = false;
-      DistributedDataParallel serial_ddp(params, layout, no_overlap, {world, nullptr});
-      DistributedDataParallel overlapped_ddp(params, layout, buffered, {world, nullptr});
-      // The figure: bus bandwidth of the step's reduce-scatters ((dp-1)/dp of the fp32 grad
-      // buffer over the non-overlapped grad wait, median over the steps) vs an MPI ping-pong of
-      // one bucket's shard.
-      // The ping-pong limit is probed before and after the steps (its best divides).
-      const std::size_t shard_bytes =
-          static_cast<std::size_t>(std::max<std::int64_t>(o.bucket / dp, 1) * 4);
-      bench::ProbeSamples limit;
-      limit.add(bench::mpi_ping_pong_gbps(shard_bytes, o.iters));
-      const auto samples =
-          run_interleaved({{&serial_ddp, nullptr}, {&overlapped_ddp, nullptr}}, world, o);
-      limit.add(bench::mpi_ping_pong_gbps(shard_bytes, o.iters));
-      const std::vector<StepTimes> t = median_steps(samples);
-      const StepTimes& serial = t[0];
-      const StepTimes& overlapped = t[1];
-      std::vector<double> serial_waits;
-      for (const StepTimes& step : samples[0]) serial_waits.push_back(step.grad_wait);
-      const double grad_wait = median(serial_waits);
-      const double bus_gb = static_cast<double>(numel) * 4.0 * (dp - 1) / dp / 1e9;
-      if (root && dp > 1 && grad_wait > 0) {
-        bench::print_figure(str_cat("ddp_step_comm_", dp, "r").c_str(), bus_gb / grad_wait, limit,
-                            "GB/s");
-      }
-      if (root) {
-        const double comm = serial.grad_wait;  // every reduce-scatter runs inside it
-        const double exposed = overlapped.grad_wait;
-        std::printf("overlap (reduce-scatter path, slowest rank, median step)\n");
-        std::printf(
-            "  without overlap: backward %7.2f ms, reduce-scatter %7.2f ms, step %7.2f ms\n",
-            1e3 * serial.backward, 1e3 * comm, 1e3 * serial.total());
-        std::printf(
-            "  with overlap:    backward %7.2f ms, exposed wait   %7.2f ms, step %7.2f ms\n",
-            1e3 * overlapped.backward, 1e3 * exposed, 1e3 * overlapped.total());
-        std::printf("  hidden fraction of reduce-scatter time: %.3f; step speed-up %.3f\n",
-                    comm > 0 ? std::max(0.0, 1.0 - exposed / comm) : 0.0,
-                    serial.total() / overlapped.total());
-      }
+      run_overlap_mode(params, layout, buffered, numel, world, o);
     }
     if (o.mode == "all" || o.mode == "optimizer") run_optimizer_mode(params, world, o);
     return 0;
