@@ -1,7 +1,7 @@
-// Gram Newton–Schulz chosen the way a `shardwise train` user chooses it (optimizer.muon_ns_algorithm
-// in the YAML) trains the reference GPT like the standard iteration: the same first loss (nothing
-// updated yet), losses within a small tolerance of the standard run's at every step, and weights
-// that are not the standard run's bits (the Gram path really ran).
+// Gram Newton–Schulz chosen the way a `shardwise train` user chooses it
+// (optimizer.muon_ns_algorithm in the YAML) trains the reference GPT like the standard iteration:
+// the same first loss (nothing updated yet), losses within a small tolerance of the standard run's
+// at every step, and weights that are not the standard run's bits (the Gram path really ran).
 #include <gtest/gtest.h>
 
 #include <cmath>
