@@ -10,6 +10,12 @@ of steps, torch DDP + AdamW and shardwise's DistributedDataParallel with its def
 ``bench: torch_ddp_step_<kind>_dp<N> ours=<ms> limit=<torch ms> unit=ms ratio=<torch/ours>``
 (median over steps, slowest rank), plus the bytes each rank sent per step against the ZeRO-1
 formula 2(dp-1)/dp * N * 4 bytes (torch DDP's ring all-reduce moves the same).
+
+The layer-wise kinds run Muon on the 2-D hidden weights, whose Newton-Schulz iterations cost far
+more than AdamW: against torch + AdamW their ratio measures Muon's arithmetic, not the wrapper. So
+they also get a like-for-like line, ``bench: torch_ddp_muon_step_<kind>_dp<N>``, against torch DDP
+(gloo) + Muon written in plain torch as a torch user would (every rank orthogonalises every Muon
+matrix, the same matrices, steps and coefficients as the engine's defaults; AdamW for the rest).
 """
 
 import argparse
@@ -71,12 +77,72 @@ def transformer(vocab, seq_len, hidden=256, layers=9, heads=4, ffn=1024):
     return Transformer()
 
 
+def newton_schulz(g, coefficients, steps):
+    """The public Muon's orthogonalisation in plain torch (fp32): odd quintic polynomials of X,
+    iterated on the short side's Gram matrix product, X scaled to unit Frobenius norm first."""
+    import torch
+    x = g / (g.norm() + 1e-7)
+    transposed = x.shape[0] > x.shape[1]
+    if transposed:
+        x = x.T
+    for k in range(steps):
+        a, b, c = coefficients[k % len(coefficients)]
+        s = x @ x.T
+        x = torch.addmm(x, torch.addmm(s, s, s, beta=b, alpha=c), x, beta=a)
+    return x.T if transposed else x
+
+
+def torch_muon(named_params, muon_names, lr, adamw_lr, weight_decay):
+    """torch DDP users' Muon: Nesterov momentum, Newton-Schulz per matrix (QKV projections split
+    into their three blocks, as the engine's split_qkv default), update scaled by
+    sqrt(max(rows, cols)) (the engine's default "spectral" scale); torch.optim.AdamW for the
+    params that are not Muon's. Coefficients and steps: the optimizer spec's defaults."""
+    import torch
+    from shardwise.torch.optimizer import DEFAULTS
+    assert DEFAULTS["coefficients"] == "quintic" and DEFAULTS["scale_mode"] == "spectral"
+    coefficients = QUINTIC_COEFFICIENTS
+    steps, momentum = DEFAULTS["ns_steps"], DEFAULTS["momentum"]
+    muon = [(n, p) for n, p in named_params if n in muon_names]
+    adamw = torch.optim.AdamW([p for n, p in named_params if n not in muon_names], lr=adamw_lr,
+                              weight_decay=weight_decay)
+    buffers = {n: torch.zeros_like(p) for n, p in muon}
+
+    class TorchMuon:
+        def zero_grad(self):
+            adamw.zero_grad()
+            for _, p in muon:
+                p.grad = None
+
+        @torch.no_grad()
+        def step(self):
+            adamw.step()
+            for n, p in muon:
+                buf = buffers[n]
+                buf.lerp_(p.grad, 1 - momentum)
+                update = p.grad.lerp_(buf, momentum)  # Nesterov
+                blocks = 3 if n.endswith("in_proj_weight") else 1
+                p.mul_(1 - lr * weight_decay)
+                for u, w in zip(update.chunk(blocks), p.chunk(blocks)):
+                    o = newton_schulz(u, coefficients, steps)
+                    w.add_(o, alpha=-lr * max(u.shape) ** 0.5)
+
+    return TorchMuon()
+
+
+# The optimizer spec's default Newton-Schulz coefficients ("quintic": Megatron's five tuned
+# quintics, cycled), as src/optim/newton_schulz.cpp lists them.
+QUINTIC_COEFFICIENTS = [(4.0848, -6.8946, 2.9270), (3.9505, -6.3029, 2.6377),
+                        (3.7418, -5.5913, 2.3037), (2.8769, -3.1427, 1.2046),
+                        (2.8366, -3.0525, 1.2012)]
+
+
 def worker(args):
     import torch
     import torch.distributed as dist
 
     import shardwise.torch as sw
     from shardwise import _core
+    from shardwise.torch.optimizer import DEFAULTS
 
     torch.set_num_threads(1)
     rank, dp = sw.init()
@@ -89,21 +155,32 @@ def worker(args):
         if kind == "torch":
             ddp = torch.nn.parallel.DistributedDataParallel(model)
             return ddp, torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
+        if kind == "torch-muon":
+            ddp = torch.nn.parallel.DistributedDataParallel(model)
+            return ddp, torch_muon(list(model.named_parameters()), muon_names,
+                                   lr=DEFAULTS["muon_lr"], adamw_lr=1e-3,
+                                   weight_decay=DEFAULTS["weight_decay"])
         ddp = sw.DistributedDataParallel(model, optimizer=kind)  # the defaults
         return ddp, sw.make_optimizer(ddp, lr=1e-3, clip_grad=0)
 
-    kinds = ["torch"] + list(_core.optimizer_kinds())
-    runs = {kind: make(kind) for kind in kinds}
-    probe = runs[kinds[1]][0]
+    engine_kinds = list(_core.optimizer_kinds())
+    runs = {kind: make(kind) for kind in engine_kinds}
+    # The baseline's Muon steps exactly the matrices the engine's layer-wise layout gives Muon.
+    layer_wise = runs["layer-wise"][0]
+    muon_names = {n for (n, _), flag in zip(layer_wise._params, layer_wise.engine.muon_params())
+                  if flag}
+    runs = {kind: make(kind) for kind in ("torch", "torch-muon")} | runs
+    probe = runs[engine_kinds[0]][0]
     n_params = sum(p.numel() for p in runs["torch"][0].parameters())
     times = {kind: [] for kind in runs}
     sent = {kind: 0 for kind in runs}
     step = 0
     for block in range(args.blocks + 1):  # block 0 warms up
         for kind, (ddp, opt) in runs.items():
-            if kind != "torch":
+            ours = kind in engine_kinds
+            if ours:
                 ddp.finish_param_sync()  # count only what this block's steps sent
-            before = ddp.engine.bytes_communicated()[0] if kind != "torch" else 0
+            before = ddp.engine.bytes_communicated()[0] if ours else 0
             for _ in range(args.steps):
                 g = torch.Generator().manual_seed(step * dp + rank)
                 tokens = torch.randint(0, vocab, (mbs, seq_len), generator=g)
@@ -116,7 +193,7 @@ def worker(args):
                 if block > 0:
                     times[kind].append(elapsed)
                 step += 1
-            if kind != "torch" and block > 0:
+            if ours and block > 0:
                 ddp.finish_param_sync()
                 sent[kind] += ddp.engine.bytes_communicated()[0] - before
     measured = args.blocks * args.steps
@@ -128,20 +205,26 @@ def worker(args):
         dist.all_reduce(t, op=dist.ReduceOp.MAX)
         medians[kind] = t.item()
     if rank == 0:
-        overlap = runs[kinds[1]][0].engine.overlap_param_gather()
+        overlap = probe.engine.overlap_param_gather()
+        labels = {"torch": "torch DDP (gloo) + AdamW", "torch-muon": "torch DDP (gloo) + Muon"}
         for kind in runs:
-            per_step = sent[kind] / measured if kind != "torch" else formula
-            note = "" if kind != "torch" else " (formula)"
-            label = "torch DDP (gloo) + AdamW" if kind == "torch" else f"shardwise {kind}"
+            ours = kind in engine_kinds
+            per_step = sent[kind] / measured if ours else formula
+            note = "" if ours else " (formula)"
+            label = labels.get(kind, f"shardwise {kind}")
             print(f"{dp:>3} {label:<34} {medians[kind]:>9.2f} "
                   f"{medians[kind] / medians['torch']:>8.2f}x {per_step:>17.0f} {formula:>15.0f} "
                   f"{per_step / formula:>6.3f}{note}")
         print(f"    (N = {n_params} params, {measured} timed steps per engine, median over steps, "
               f"slowest rank; default overlap here: {overlap})", flush=True)
-        for kind in kinds[1:]:
+        for kind in engine_kinds:
             print(f"bench: torch_ddp_step_{kind}_dp{dp} ours={medians[kind]:.1f} "
                   f"limit={medians['torch']:.1f} unit=ms "
                   f"ratio={medians['torch'] / medians[kind]:.3f}", flush=True)
+        for kind in (k for k in engine_kinds if "layer-wise" in k):  # the Muon kinds
+            print(f"bench: torch_ddp_muon_step_{kind}_dp{dp} ours={medians[kind]:.1f} "
+                  f"limit={medians['torch-muon']:.1f} unit=ms "
+                  f"ratio={medians['torch-muon'] / medians[kind]:.3f}", flush=True)
     # Tear torch's side down while every rank is still here: a gloo process group destroyed at
     # interpreter exit can wait forever on a peer that has already left (seen at dp=4).
     dist.barrier()

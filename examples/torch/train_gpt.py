@@ -1,5 +1,6 @@
 """Trains a GPT written in plain PyTorch on shardwise's built-in addition task with the shardwise
-engine (DDP buffers + layer-wise Muon/AdamW over MPI):
+engine (DDP buffers + layer-wise Muon/AdamW over MPI) as a torch optimizer (sw.muon_megatron or
+sw.AdamW, clip_grad_norm_, the lr set in param_groups):
 
     PYTHONPATH=build/python mpirun -np 4 --oversubscribe /usr/bin/python3 examples/torch/train_gpt.py
 
@@ -59,6 +60,23 @@ def learning_rate(step, args):
     return args.min_lr + 0.5 * (args.lr - args.min_lr) * (1 + math.cos(math.pi * progress))
 
 
+def make_optimizer(ddp, args):
+    """The CLI's optimizer as a torch optimizer: Megatron's Muon (lr muon_lr) on the hidden
+    matrices and AdamW (lr) on the rest for the layer-wise kinds, AdamW everywhere otherwise;
+    weight decay 0.01. Clipping at 1.0 is clip_grad_norm_ in the loop, as the CLI clips."""
+    if ddp.kind in ("layer-wise", "legacy-layer-wise"):
+        return sw.muon_megatron(ddp.parameters(), lr=args.muon_lr, adamw_lr=args.lr,
+                                weight_decay=0.01, adamw_weight_decay=0.01)
+    return sw.AdamW(ddp.parameters(), lr=args.lr, weight_decay=0.01)
+
+
+def set_schedule(opt, factor):
+    """Every group's lr at `factor` times its initial lr (Muon's and AdamW's follow together)."""
+    for group in opt.param_groups:
+        group.setdefault("initial_lr", group["lr"])
+        group["lr"] = group["initial_lr"] * factor
+
+
 def evaluate(model, ddp, data, dp, rank):
     """Held-out loss and exact-match accuracy; each rank scores its slice of the held-out set."""
     n = data.validation_size
@@ -90,8 +108,7 @@ def main():
                 heads=args.heads, ffn=args.ffn, device="meta")
     ddp = sw.DistributedDataParallel(model, bucket_size=args.bucket_size, optimizer=args.kind)
     model.init_parameters(args.seed)
-    opt = sw.make_optimizer(ddp, lr=args.lr, muon_lr=args.muon_lr, weight_decay=0.01,
-                            clip_grad=1.0)
+    opt = make_optimizer(ddp, args)
     dp, rank = ddp.engine.dp_size, sw.rank
     mbs = args.micro_batch_size
     global_batch = mbs * dp
@@ -117,25 +134,26 @@ def main():
     for step in range(start, args.steps):
         t0 = time.perf_counter()
         lr = learning_rate(step, args)
-        opt.set_lr(lr)
-        opt.zero_grad()
+        set_schedule(opt, lr / args.lr)
+        opt.zero_grad(set_to_none=True)
         tokens, targets = (torch.from_numpy(a) for a in
                            data.fill(False, consumed + rank * mbs, mbs))
         loss = model(tokens, targets)
         loss.backward()
-        result = opt.step()
+        grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0).item()
+        opt.step()
         consumed += global_batch
         mean_loss = sw.all_reduce_mean(ddp, loss.item())
         ms = (time.perf_counter() - t0) * 1e3
         done = step + 1
         if metrics:
             metrics.write(json.dumps({"step": done, "loss": mean_loss,
-                                      "grad_norm": result["grad_norm"], "lr": lr,
+                                      "grad_norm": grad_norm, "lr": lr,
                                       "step_ms": ms}) + "\n")
         if args.log_interval and (done % args.log_interval == 0 or done == args.steps):
             tok_s = global_batch * data.seq_len / (ms / 1e3)
             log(f"step {done}/{args.steps} | loss {mean_loss:.6g} | grad_norm "
-                f"{result['grad_norm']:.6g} | lr {lr:.6g} | {tok_s:.0f} tok/s | {ms:.3f} ms")
+                f"{grad_norm:.6g} | lr {lr:.6g} | {tok_s:.0f} tok/s | {ms:.3f} ms")
         if args.eval_interval and done % args.eval_interval == 0 and done != args.steps:
             eval_loss, acc = evaluate(model, ddp, data, dp, rank)
             log(f"eval step {done}: loss {eval_loss:.6g}, exact-match accuracy {acc * 100:.4g}%")

@@ -158,6 +158,10 @@ void bind_sync(py::class_<Engine>& c) {
           "finish_grad_sync", [](Engine& e) { e.finish_grad_sync(); }, Release())
       .def(
           "zero_grad_buffer", [](Engine& e) { e.zero_grad_buffer(); }, Release())
+      .def(
+          "close_microbatch", [](Engine& e) { e.ddp().close_microbatch(); }, Release(),
+          "Under reproducible_reduction: sets this micro-batch's grads aside (end of a backward "
+          "inside no_sync)")
       .def("set_is_last_microbatch",
            [](Engine& e, bool last) { e.ddp().set_is_last_microbatch(last); })
       .def("is_last_microbatch", [](const Engine& e) { return e.ddp().is_last_microbatch(); })
@@ -183,7 +187,23 @@ void bind_sync(py::class_<Engine>& c) {
           [](Engine& e, double value) {
             return optim::all_reduce_sum_exact(*e.data_parallel_group(), value);
           },
-          Release());
+          Release())
+      .def(
+          "ranks_using",
+          [](Engine& e, const std::vector<bool>& used_here) {
+            std::vector<std::int64_t> counts(used_here.begin(), used_here.end());
+            if (!counts.empty()) {
+              e.data_parallel_group()
+                  ->all_reduce(TensorView{counts.data(), static_cast<std::int64_t>(counts.size()),
+                                          DType::kInt64},
+                               ReduceOp::kSum)
+                  ->wait();
+            }
+            return counts;
+          },
+          py::arg("used_here"), Release(),
+          "Per param, how many data-parallel ranks used it (a collective: every rank calls it "
+          "with one flag per param)");
 }
 
 void bind_optimizer(py::class_<Engine>& c) {
@@ -209,6 +229,9 @@ void bind_optimizer(py::class_<Engine>& c) {
              }
              return step_result(r);
            })
+      .def(
+          "reload_model_params", [](Engine& e) { e.optimizer().reload_model_params(); },
+          "Re-reads the optimizer's fp32 main copies of 16-bit params from the param buffer")
       .def("set_lr",
            [](Engine& e, double lr) {
              validate_learning_rate(lr, "lr");
@@ -227,6 +250,14 @@ void bind_optimizer(py::class_<Engine>& c) {
           py::arg("by_param"),
           "Per-param lr / weight_decay / beta1 / beta2 / eps / momentum, by param name, over the "
           "optimizer's own (replaces the previous set)")
+      .def(
+          "set_params_without_grad",
+          [](Engine& e, const std::vector<std::string>& names) {
+            e.optimizer().set_params_without_grad({names.begin(), names.end()});
+          },
+          py::arg("names"),
+          "Params (by name) the next steps leave untouched: no grad reached them on any rank "
+          "(replaces the previous set)")
       .def("muon_params",
            [](const Engine& e) {
              // Which params Muon steps: the layer-wise kinds' routing, fixed by the layout.
@@ -298,6 +329,7 @@ void bind_engine(py::module_& m) {
       .def_readwrite("bucket_size", &EngineOptions::bucket_size)
       .def_readwrite("overlap_grad_reduce", &EngineOptions::overlap_grad_reduce)
       .def_readwrite("overlap_param_gather", &EngineOptions::overlap_param_gather)
+      .def_readwrite("reproducible_reduction", &EngineOptions::reproducible_reduction)
       .def_readwrite("grad_reduce_in_fp32", &EngineOptions::grad_reduce_in_fp32)
       .def_readwrite("all_layer_wise", &EngineOptions::all_layer_wise)
       .def_readwrite("comm_timeout", &EngineOptions::comm_timeout);

@@ -29,6 +29,9 @@ struct EngineOptions {
   bool overlap_param_gather = true;
   bool grad_reduce_in_fp32 = true;
   bool all_layer_wise = false;
+  // ddp.reproducible_reduction: the grads are summed in one fixed tree over the global
+  // micro-batches, so every power-of-two dp gives the same bits (docs/reproducible_reduction.md).
+  bool reproducible_reduction = false;
   // The collective watchdog (seconds): a collective or wait that has not completed by then names
   // the group and peer it waited for and aborts the job (exit 3), as `train --comm-timeout`.
   double comm_timeout = kDefaultCommTimeoutSeconds;

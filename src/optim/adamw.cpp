@@ -72,7 +72,7 @@ bool AdamW::step_group(std::size_t index) {
   const double beta2 = o.beta2.value_or(defaults_.beta2);
   const double eps = o.eps.value_or(defaults_.eps);
   for (const OptimParam& p : group.params) {
-    if (p.grad == nullptr) continue;
+    if (p.grad == nullptr || has_no_grad(p.name)) continue;
     State& st = state_for(p);
     st.step += 1;
     const GroupOverrides* found = param_overrides(p.name);

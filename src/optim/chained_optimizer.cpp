@@ -102,8 +102,16 @@ void ChainedOptimizer::set_param_overrides(const ParamOverrides& overrides) {
   for (const auto& child : children_) child->set_param_overrides(overrides);
 }
 
+void ChainedOptimizer::set_params_without_grad(const std::set<std::string>& names) {
+  for (const auto& child : children_) child->set_params_without_grad(names);
+}
+
 void ChainedOptimizer::set_lr(double lr) {
   for (const auto& child : children_) child->set_lr(lr);
+}
+
+void ChainedOptimizer::reload_model_params() {
+  for (const auto& child : children_) child->reload_model_params();
 }
 
 }  // namespace shardwise::optim

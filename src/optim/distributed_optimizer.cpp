@@ -166,9 +166,17 @@ void DistributedOptimizer::set_param_overrides(const ParamOverrides& overrides) 
   adamw_->set_param_overrides(overrides);
 }
 
+void DistributedOptimizer::set_params_without_grad(const std::set<std::string>& names) {
+  adamw_->set_params_without_grad(names);
+}
+
 void DistributedOptimizer::set_lr(double lr) {
   Optimizer::set_lr(lr);
   adamw_->set_lr(lr);
+}
+
+void DistributedOptimizer::reload_model_params() {
+  for (BucketGroupMainParams& g : by_group_) g.main.copy_model_to_main();
 }
 
 }  // namespace shardwise::optim

@@ -255,11 +255,19 @@ void LayerWiseDistributedOptimizer::set_param_overrides(const ParamOverrides& ov
   for (auto& child : children_) child->set_param_overrides(overrides);
 }
 
+void LayerWiseDistributedOptimizer::set_params_without_grad(const std::set<std::string>& names) {
+  for (auto& child : children_) child->set_params_without_grad(names);
+}
+
 void LayerWiseDistributedOptimizer::set_lr(double lr) {
   Optimizer::set_lr(lr);
   for (auto& child : children_) {
     child->set_lr(child.get() == muon_ ? lr * muon_lr_ratio_ : lr);
   }
+}
+
+void LayerWiseDistributedOptimizer::reload_model_params() {
+  for (BucketGroupMainParams& g : by_group_) g.main.copy_model_to_main();
 }
 
 }  // namespace shardwise::optim

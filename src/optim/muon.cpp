@@ -184,7 +184,7 @@ bool Muon::step_group(std::size_t index) {
   const double wd = o.weight_decay.value_or(defaults_.weight_decay);
   const double mu = o.momentum.value_or(defaults_.momentum);
   for (const OptimParam& p : group.params) {
-    if (p.grad == nullptr) continue;
+    if (p.grad == nullptr || has_no_grad(p.name)) continue;
     validate_matrix(p);  // groups may have been edited since construction
     const GroupOverrides* found = param_overrides(p.name);
     const GroupOverrides& po = found != nullptr ? *found : kNoParamOverrides;

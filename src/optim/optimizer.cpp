@@ -127,6 +127,10 @@ void Optimizer::set_param_overrides(const ParamOverrides& overrides) {
   param_overrides_ = overrides;
 }
 
+void Optimizer::set_params_without_grad(const std::set<std::string>& names) {
+  params_without_grad_ = names;
+}
+
 const GroupOverrides* Optimizer::param_overrides(const std::string& name) const {
   if (param_overrides_.empty()) return nullptr;  // the default path: no lookup
   const auto it = param_overrides_.find(name);

@@ -1,9 +1,10 @@
 #include "trainer_guards.hpp"
 
+#include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <exception>
 
+#include "shardwise/comm/device_mapping.hpp"
 #include "shardwise/core/error.hpp"
 #include "shardwise/core/logging.hpp"
 #include "shardwise/core/output_preflight.hpp"
@@ -21,15 +22,10 @@ std::string broadcast_text(ProcessGroup& group, std::string text, int root) {
   return text;
 }
 
-// Ranks sharing this host, as the launcher reports it (memory is per host, not per rank).
+// Ranks sharing this host's memory (memory is per host, not per rank): the launcher's local
+// size, at most the job's size.
 int ranks_on_this_host(int world_size) {
-  for (const char* name : {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"}) {
-    if (const char* value = std::getenv(name)) {
-      const int n = std::atoi(value);
-      if (n > 0) return std::min(n, world_size);
-    }
-  }
-  return 1;
+  return std::min(local_size_from_environment().value_or(1), world_size);
 }
 
 }  // namespace

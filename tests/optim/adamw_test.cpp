@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <random>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -148,6 +149,32 @@ TEST(AdamW, ParamWithoutGradIsSkipped) {
   EXPECT_EQ(state.at("w1").at("step")[0], 0.0f);
   EXPECT_EQ(state.at("w0").at("step")[0], 2.0f);
   for (std::size_t i = 0; i < f.w0.size(); ++i) EXPECT_NEAR(f.w0[i], r0.p[i], 1e-6);
+}
+
+// A param named in set_params_without_grad (unused by every rank's backward) is skipped as one
+// whose grad is null: value, moments and step count stay, and its next real step is its first.
+TEST(AdamW, ParamsWithoutGradThisStepKeepValueStateAndStepCount) {
+  Fixture f;
+  ReferenceAdamW r0(f.w0), r1(f.w1);
+  AdamW opt(f.groups(), kDefaults);
+  const Hyper h0{1e-2, 0.1, 0.9, 0.999, 1e-8};
+  const Hyper h1{3e-2, 0.0, 0.8, 0.95, 1e-6};  // the fixture's no_decay group
+  for (int step = 0; step < 3; ++step) {
+    overwrite(f.g0, normal_floats(37, 400 + step));
+    overwrite(f.g1, normal_floats(f.w1.size(), 500 + step));
+    const bool w1_unused = step < 2;
+    opt.set_params_without_grad(w1_unused ? std::set<std::string>{"w1"} : std::set<std::string>{});
+    opt.step_with_ready_grads();
+    r0.step(f.g0, h0);
+    if (!w1_unused) r1.step(f.g1, h1);
+    if (w1_unused) {
+      EXPECT_EQ(opt.state_dict().at("w1").at("step")[0], 0.0f) << "step " << step;
+    }
+  }
+  EXPECT_EQ(opt.state_dict().at("w1").at("step")[0], 1.0f);
+  EXPECT_EQ(opt.state_dict().at("w0").at("step")[0], 3.0f);
+  for (std::size_t i = 0; i < f.w0.size(); ++i) EXPECT_NEAR(f.w0[i], r0.p[i], 1e-6);
+  for (std::size_t i = 0; i < f.w1.size(); ++i) EXPECT_NEAR(f.w1[i], r1.p[i], 1e-6);
 }
 
 TEST(AdamW, StateDictRoundTripContinuesIdentically) {

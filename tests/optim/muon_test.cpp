@@ -159,6 +159,31 @@ TEST(Muon, SplitQkvOnAndOffBothMatchAndDiffer) {
   EXPECT_EQ(split.w, whole.w);  // params without a split are unaffected
 }
 
+// A param with no grad this step (set_params_without_grad) keeps its value and momentum while
+// the others step as usual.
+TEST(Muon, ParamsWithoutGradThisStepKeepValueAndMomentum) {
+  MuonOptions o;
+  Model with_skip, plain;
+  Muon skipping(with_skip.groups(), o), reference(plain.groups(), o);
+  for (int step = 0; step < 2; ++step) {
+    with_skip.new_grads(step);
+    plain.new_grads(step);
+    reference.step_with_ready_grads();
+    skipping.step_with_ready_grads();
+  }
+  const std::vector<float> v_before = with_skip.v;
+  const OptimizerState state_before = skipping.state_dict();
+  with_skip.new_grads(2);
+  plain.new_grads(2);
+  skipping.set_params_without_grad({"v"});
+  skipping.step_with_ready_grads();
+  reference.step_with_ready_grads();
+  EXPECT_EQ(with_skip.v, v_before);
+  EXPECT_EQ(skipping.state_dict().at("v"), state_before.at("v"));
+  EXPECT_EQ(with_skip.w, plain.w);  // the others stepped as without the skip
+  EXPECT_NE(plain.v, v_before);
+}
+
 TEST(Muon, StateDictRoundTripContinuesIdentically) {
   MuonOptions o;
   o.nesterov = true;

@@ -329,6 +329,33 @@ def test_bf16_params_step_from_fp32_main_params():
                                                      optimizer="ddp"), kind="ddp")
 
 
+@pytest.mark.parametrize("kind", ["distributed", "layer-wise"])
+def test_bf16_params_written_after_the_optimizer_reach_its_fp32_copies(kind):
+    # The optimizer steps fp32 copies of bf16 params. Weights loaded into the module after it was
+    # built (load_state_dict), or written in place and announced with reload_model_params(), must
+    # be what the next step updates, not be overwritten by the copies taken at construction.
+    model = TinyNet(seed=3).to(torch.bfloat16)
+    ddp = sw.DistributedDataParallel(model, optimizer=kind, bucket_size=500)
+    opt = sw.make_optimizer(ddp, kind=kind, lr=0.0, muon_lr=0.0, weight_decay=0.0, clip_grad=0)
+    loaded = TinyNet(seed=4).to(torch.bfloat16).state_dict()
+    model.load_state_dict(loaded)
+    opt.zero_grad()
+    model(*batch(0, 8)).backward()
+    opt.step()  # lr 0: the params must stay what was loaded
+    for name, p in model.named_parameters():
+        assert torch.equal(p.detach(), loaded[name]), name
+    with torch.no_grad():
+        for p in model.parameters():
+            p.mul_(0.5)
+    written = {name: p.detach().clone() for name, p in model.named_parameters()}
+    opt.reload_model_params()
+    opt.zero_grad()
+    model(*batch(1, 8)).backward()
+    opt.step()
+    for name, p in model.named_parameters():
+        assert torch.equal(p.detach(), written[name]), name
+
+
 def test_save_checkpoint_refuses_weights_that_are_not_finite(tmp_path):
     # The trainer's save path: a NaN weight stops the save, naming the param, and writes nothing.
     model = TinyNet(seed=7)

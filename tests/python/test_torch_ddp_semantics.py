@@ -12,7 +12,9 @@ from conftest import run_mpi
 HERE = pathlib.Path(__file__).resolve().parent
 CASES = ["module_behaviour", "batchnorm_buffers", "unused_parameters_layer-wise",
          "repeated_backward_layer-wise", "unused_parameters_ddp", "repeated_backward_ddp",
-         "clip_grad_norm_distributed", "clip_grad_norm_ddp"]
+         "clip_grad_norm_distributed", "unused_parameters_adamw_distributed",
+         "clip_grad_norm_ddp", "unused_parameters_adamw_ddp",
+         "unused_parameters_adamw_layer-wise_torch_optim"]
 
 
 def free_port():

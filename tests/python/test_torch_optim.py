@@ -142,6 +142,11 @@ def test_state_dict_is_torch_layout_and_round_trips():
         o.step()
     for (n, p), q in zip(model.named_parameters(), other.parameters()):
         assert torch.equal(p.detach(), q.detach()), n
+    # The distributed kind's state dict holds the saving rank's shards: another rank refuses it.
+    assert saved["shardwise"] == {"kind": "distributed", "rank": 0, "dp_size": 1}
+    from_other_rank = dict(saved, shardwise=dict(saved["shardwise"], rank=1, dp_size=2))
+    with pytest.raises(ValueError, match="saved by rank 1 of 2.*one per rank"):
+        opt2.load_state_dict(from_other_rank)
 
 
 def test_muon_public_preset_values_and_param_split():
@@ -209,8 +214,11 @@ def test_kind_mismatch_and_missing_params_are_clear_errors():
         sw.AdamW(model.parameters())
     with pytest.raises(ValueError, match="param 'head.bias' of the wrapped module is in no"):
         sw.Muon([p for p in model.parameters() if p is not model.head.bias])
-    with pytest.raises(ValueError, match="belong to no shardwise"):
-        sw.AdamW(TinyNet(seed=0).parameters())
+    unwrapped = TinyNet(seed=0)
+    waiting = sw.AdamW(unwrapped.parameters())  # binds when the module is wrapped
+    unwrapped(*batch(0, 8)).backward()
+    with pytest.raises(RuntimeError, match="belong to no shardwise DistributedDataParallel yet"):
+        waiting.step()
     assert not ddp.engine.has_optimizer()
     opt = sw.Muon(model.parameters(), ddp=ddp)
     with pytest.raises(ValueError, match="every param of the wrapped module"):

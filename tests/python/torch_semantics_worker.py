@@ -104,6 +104,17 @@ def case_batchnorm_buffers(rank):
         for name in ("running_mean", "running_var", "num_batches_tracked"):
             torch.testing.assert_close(getattr(model.norm, name), getattr(ref.norm, name),
                                        msg=f"step {step}: {name}")
+    # As torch DDP, a forward under no_grad (here in train mode: it updates the local stats) is
+    # not followed by a broadcast at the next forward, so the ranks' stats stay their own.
+    for wrapper, optimizer in ((ddp, opt), (torch_ddp, ref_opt)):
+        with torch.no_grad():
+            wrapper(*batch(5, rank))
+        optimizer.zero_grad()
+        wrapper(*batch(6, rank)).backward()
+        optimizer.step()
+    for name in ("running_mean", "running_var", "num_batches_tracked"):
+        torch.testing.assert_close(getattr(model.norm, name), getattr(ref.norm, name),
+                                   msg=f"after a no_grad forward: {name}")
     ddp.eval()
     ddp(*batch(9, rank))  # broadcast at the start of forward; eval does not update the stats
     assert_equal_across_ranks(model.norm.running_mean, "running_mean after broadcast")
@@ -131,6 +142,38 @@ def case_unused_parameters(rank, kind):
     for (name, p), r in zip(model.named_parameters(), ref.parameters()):
         torch.testing.assert_close(p.detach(), r.detach(), atol=1e-5, rtol=1e-5, msg=name)
     report(f"unused_parameters_{kind}")
+
+
+def case_unused_parameters_adamw(rank, kind, torch_optimizer):
+    """AdamW tells a param skipped by every rank (its .grad stays None, torch's optimizers skip
+    it: no decay, moments and step count kept) from one with a zero grad; shardwise must too,
+    with its own AdamW or a torch one over the wrapper's params."""
+    model, ref = RoutedNet(seed=rank), RoutedNet(seed=rank)
+    ddp = sw.DistributedDataParallel(model, optimizer=kind, find_unused_parameters=True,
+                                     overlap_grad_reduce=True, bucket_size=300)
+    torch_ddp = torch.nn.parallel.DistributedDataParallel(ref, find_unused_parameters=True)
+    if torch_optimizer:
+        opt = torch.optim.AdamW(ddp.parameters(), lr=0.05, weight_decay=0.1)
+    else:
+        opt = sw.AdamW(ddp.parameters(), lr=0.05, weight_decay=0.1)
+    ref_opt = torch.optim.AdamW(ref.parameters(), lr=0.05, weight_decay=0.1)
+    for step in range(8):
+        tokens, targets = batch(step, rank)
+        # zero_grad() keeps zeroed grads in torch 1.x: the first steps drop them instead
+        set_to_none = step < 4
+        for wrapper, optimizer in ((ddp, opt), (torch_ddp, ref_opt)):
+            optimizer.zero_grad(set_to_none=set_to_none)
+            wrapper(tokens, targets, step, rank).backward()
+            if wrapper is ddp and step in (3, 6):  # layers[0] is dropped everywhere
+                grad = model.layers[0].weight.grad
+                if set_to_none:
+                    assert grad is None, "unused everywhere: .grad stays None"
+                else:
+                    assert grad is not None and not grad.any(), "zeroed .grad stays zero"
+            optimizer.step()
+    for (name, p), r in zip(model.named_parameters(), ref.parameters()):
+        torch.testing.assert_close(p.detach(), r.detach(), atol=1e-5, rtol=1e-5, msg=name)
+    report(f"unused_parameters_adamw_{kind}{'_torch_optim' if torch_optimizer else ''}")
 
 
 def case_repeated_backward(rank, kind):
@@ -187,6 +230,8 @@ def main(port):
         case_repeated_backward(rank, kind)
     for kind in ("distributed", "ddp"):
         case_clip_grad_norm(rank, kind)
+        case_unused_parameters_adamw(rank, kind, torch_optimizer=False)
+    case_unused_parameters_adamw(rank, "layer-wise", torch_optimizer=True)
     dist.barrier()
     dist.destroy_process_group()
 

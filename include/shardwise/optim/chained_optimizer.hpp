@@ -34,7 +34,9 @@ class ChainedOptimizer : public Optimizer {
   OptimizerStateView state_view() const override;
   void load_state_dict(const OptimizerState& state) override;
   void set_lr(double lr) override;
+  void reload_model_params() override;
   void set_param_overrides(const ParamOverrides& overrides) override;
+  void set_params_without_grad(const std::set<std::string>& names) override;
 
   const std::vector<std::unique_ptr<Optimizer>>& children() const { return children_; }
 

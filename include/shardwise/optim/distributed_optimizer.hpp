@@ -65,7 +65,9 @@ class DistributedOptimizer : public Optimizer {
   void load_state_dict(const OptimizerState& state) override;
   void take_state_dict(OptimizerState&& state) override;
   void set_lr(double lr) override;
+  void reload_model_params() override;
   void set_param_overrides(const ParamOverrides& overrides) override;
+  void set_params_without_grad(const std::set<std::string>& names) override;
 
   // The element slices this rank owns (for checkpoints: name, offset, count).
   const std::vector<OwnedSlice>& owned_slices() const { return slices_; }

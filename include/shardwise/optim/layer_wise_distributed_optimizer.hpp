@@ -70,7 +70,9 @@ class LayerWiseDistributedOptimizer : public Optimizer {
   OptimizerStateView state_view() const override;
   void load_state_dict(const OptimizerState& state) override;
   void set_lr(double lr) override;
+  void reload_model_params() override;
   void set_param_overrides(const ParamOverrides& overrides) override;
+  void set_params_without_grad(const std::set<std::string>& names) override;
 
   bool uses_legacy_sync() const { return legacy_; }
   // Owning rank of every managed param (both paths): its rank in the buffer's group

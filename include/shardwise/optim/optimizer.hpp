@@ -139,11 +139,23 @@ class Optimizer {
   const std::vector<ParamGroup>& param_groups() const { return groups_; }
   // Sets the learning rate of every group (what an LR scheduler calls each iteration).
   virtual void set_lr(double lr);
+  // Re-reads the fp32 main copies of 16-bit model params from the param buffer: call it after
+  // writing the model's params outside the optimizer (loading weights, initialising after the
+  // optimizer was built), or the next step updates the old values and overwrites the new ones.
+  // No-op where the main params are the buffer itself (fp32) or the optimizer keeps no copies.
+  virtual void reload_model_params() {}
   // Replaces every per-param override (an empty map: all params follow their groups again).
   // Wrappers pass them on to the optimizers that step the params.
   virtual void set_param_overrides(const ParamOverrides& overrides);
   // The overrides of the param named `name`, or null when it has none.
   const GroupOverrides* param_overrides(const std::string& name) const;
+  // Params (by name) that got no gradient in the coming step (unused by every rank's backward):
+  // the step leaves their value, state and step count as they are, as torch's optimizers skip a
+  // param whose .grad is None. Replaces the previous set; wrappers pass it on.
+  virtual void set_params_without_grad(const std::set<std::string>& names);
+  bool has_no_grad(const std::string& name) const {
+    return !params_without_grad_.empty() && params_without_grad_.contains(name);
+  }
 
   void set_world_reduce(WorldReduce reduce);
   // Replaces world_reduce(local_grad_sq_sum()) in get_grad_norm() (not the per-group norms):
@@ -180,6 +192,7 @@ class Optimizer {
   StepOptions step_options_;
   std::set<std::string> excluded_from_stats_;
   ParamOverrides param_overrides_;
+  std::set<std::string> params_without_grad_;
 };
 
 // Clipping coefficient Megatron uses: max_norm / (norm + 1e-6), applied only when < 1.

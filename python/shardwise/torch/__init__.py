@@ -2,11 +2,16 @@
 
     import shardwise.torch as sw            # starts nothing: MPI starts on first use
     ddp = sw.DistributedDataParallel(model)  # starts MPI (MPI_THREAD_MULTIPLE) if needed
-    opt = sw.make_optimizer(ddp, kind="layer-wise", lr=3e-3, muon_lr=2e-3)
+    opt = sw.AdamW(ddp.parameters(), lr=3e-3)  # or sw.Muon / sw.muon_public / make_optimizer
     loss = model(batch); loss.backward()    # grads land in the grad buffer, buckets reduce
     opt.step(); opt.zero_grad()             # finish grad sync, step owned shards, all-gather
 
 Run multi-rank with ``mpirun -np N python3 train.py``; without a launcher the job is one rank.
+
+The one thing importing the package does: under mpirun it sets torch.distributed's env://
+variables that are not set yet (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR on
+one node, MASTER_PORT from the job id; see ``launch_env``), so an unchanged script's
+``dist.init_process_group("gloo")`` joins the same ranks.
 """
 
 import sys
@@ -14,10 +19,12 @@ import sys
 from .. import _core
 from .checkpoint import load_checkpoint, save_checkpoint
 from .ddp import DistributedDataParallel
+from .launch_env import set_torch_distributed_env
 from .optim import AdamW, Muon, muon_megatron, muon_public
 from .optimizer import Optimizer, make_optimizer
 
 _abort_hook_installed = False
+set_torch_distributed_env()  # documented above: env:// for torch.distributed under mpirun
 
 
 def init():

@@ -38,5 +38,6 @@ def load_checkpoint(directory, ddp, optimizer, step=None):
     ddp.finish_param_sync()
     path, loaded_step, consumed, manifest = ddp.engine.load_checkpoint(
         str(directory), None if step is None else int(step))
+    ddp._params_written = False  # the checkpoint's fp32 main params are loaded too
     return {"directory": path, "step": loaded_step, "consumed_samples": consumed,
             "manifest": json.loads(manifest)}

@@ -3,6 +3,7 @@ contiguous param buffer, its grads accumulated into the grad buffer, buckets red
 """
 
 import contextlib
+import inspect
 import os
 import weakref
 
@@ -10,10 +11,16 @@ import torch
 
 from .. import _core
 from .. import layout as _layout
+from . import ddp_arguments as _arguments
 from ._param_read_guard import ParamReadGuard
 from ._tensors import check_params, materialize, tensor_over
 
 _DEFAULT_KIND = _core.optimizer_defaults()["kind"]  # the optimizer spec's default
+# zero_grad's default as the installed torch has it (False in torch 1.x, True from 2.0): a script
+# calling zero_grad() gets the .grad its torch would leave, which decides whether an optimizer
+# skips a param no backward reached (None) or steps it with a zero grad.
+SET_TO_NONE_DEFAULT = inspect.signature(
+    torch.optim.Optimizer.zero_grad).parameters["set_to_none"].default
 
 
 def overlap_pays(world_size):
@@ -59,7 +66,21 @@ class DistributedDataParallel(torch.nn.Module):
 
     The buffer layout depends on the optimizer, so `optimizer` names the kind the optimizer will
     be (one of ``shardwise.torch.optimizer.KINDS``; ``make_optimizer`` builds that kind and
-    refuses another). Rank 0's initial values are broadcast to every rank.
+    refuses another). Left out, the buffers start laid out for the default kind and the first
+    ``sw.AdamW`` / ``sw.Muon`` attached before training re-lays them for its own (``relayout``).
+    Rank 0's initial values are broadcast to every rank.
+
+    torch DDP's arguments are accepted: ``device_ids`` / ``output_device`` None or the CPU,
+    ``process_group`` None or the whole world of torch.distributed (which must be this MPI job:
+    launch with mpirun), ``bucket_cap_mb`` sets the bucket size (MiB of fp32 grads), ``dim``,
+    ``check_reduction``, ``gradient_as_bucket_view`` and ``static_graph`` change nothing.
+
+    ``reproducible_reduction=True`` (``ddp.reproducible_reduction``, docs/reproducible_reduction.md)
+    sums the grads of every micro-batch of the global batch in one fixed tree and divides by
+    their count, so the losses and weights are bit-identical at every power-of-two dp for the same
+    global batch and micro-batch size (dp=1 runs the micro-batches of the others under
+    ``no_sync()``). The micro-batch grads are averaged: do not divide the loss by the number of
+    accumulated micro-batches. Needs ``grad_reduce_in_fp32``; nothing overlaps backward.
 
     `comm_timeout` (seconds) is the collective watchdog of the job's groups, as ``shardwise train
     --comm-timeout``: a collective that has not completed by then (a rank stopped or gone)
@@ -71,13 +92,28 @@ class DistributedDataParallel(torch.nn.Module):
     leaves ``sys.excepthook`` alone.
     """
 
-    def __init__(self, module, bucket_size=None, overlap_grad_reduce=None,
-                 overlap_param_gather=None, grad_reduce_in_fp32=True, optimizer=_DEFAULT_KIND,
-                 all_layer_wise=False, comm_timeout=600.0, abort_job_on_error=True,
-                 broadcast_buffers=True, find_unused_parameters=False, expose_grads=True):
+    def __init__(self, module, device_ids=None, output_device=None, dim=0,
+                 broadcast_buffers=True, process_group=None, bucket_cap_mb=None,
+                 find_unused_parameters=False, check_reduction=False,
+                 gradient_as_bucket_view=False, static_graph=False, *, init_sync=True,
+                 bucket_size=None, overlap_grad_reduce=None, overlap_param_gather=None,
+                 grad_reduce_in_fp32=True, optimizer=None, all_layer_wise=False,
+                 comm_timeout=600.0, abort_job_on_error=True, expose_grads=True,
+                 reproducible_reduction=False):
         if not isinstance(module, torch.nn.Module):
             raise TypeError(f"DistributedDataParallel wraps a torch.nn.Module, got "
                             f"{type(module).__name__}")
+        # torch DDP's arguments: dim (input scattering over several devices), check_reduction
+        # (deprecated), gradient_as_bucket_view (our .grad are always views of the grad buffer)
+        # and static_graph (a hint) change nothing here.
+        del dim, check_reduction, gradient_as_bucket_view, static_graph
+        _arguments.check_devices(device_ids, output_device)
+        if not init_sync:
+            raise ValueError("DistributedDataParallel: init_sync=False is not supported (rank "
+                             "0's params are always broadcast)")
+        bucket_size = _arguments.bucket_size_from(bucket_cap_mb, bucket_size)
+        rank, world_size = _core.init_mpi()
+        _arguments.check_process_group(process_group, world_size, rank)
         super().__init__()
         if abort_job_on_error:
             from . import install_abort_on_error
@@ -93,7 +129,8 @@ class DistributedDataParallel(torch.nn.Module):
         self._options = dict(bucket_size=bucket_size, overlap_grad_reduce=overlap_grad_reduce,
                              overlap_param_gather=overlap_param_gather,
                              grad_reduce_in_fp32=grad_reduce_in_fp32,
-                             all_layer_wise=all_layer_wise, comm_timeout=float(comm_timeout))
+                             all_layer_wise=all_layer_wise, comm_timeout=float(comm_timeout),
+                             reproducible_reduction=bool(reproducible_reduction))
         self._params = [(n, p) for n, p in module.named_parameters() if p.requires_grad]
         if not self._params:
             raise ValueError("DistributedDataParallel: the module has no trainable parameters")
@@ -104,6 +141,11 @@ class DistributedDataParallel(torch.nn.Module):
                        for i, (n, p) in enumerate(self._params)]
         self._ready_count = 0
         self._ready = [False] * len(self._params)
+        # find_unused_parameters: which params this rank's backwards reached since the last
+        # sync, which had no .grad when the step began, and which no rank used in the last sync
+        self._used = [False] * len(self._params)
+        self._grad_was_none = [True] * len(self._params)
+        self._unused_everywhere = set()
         self._in_backward = False
         self._synced = False  # the grad buffer holds reduced grads that no zero_grad cleared
         self._gathered = False  # ... in the whole buffer, not only in this rank's shards
@@ -111,11 +153,21 @@ class DistributedDataParallel(torch.nn.Module):
         self._grad_accumulators = []
         self._module_hook_handles = []
         self.engine = None
-        self._build(optimizer)
+        self._stepped = False  # an optimizer step ran: the layout is final
+        self._buffers_need_sync = True  # torch DDP's require_forward_param_sync
+        # Without an explicit kind the first sw optimizer may re-lay the buffers for its own.
+        self.kind_is_explicit = optimizer is not None
+        self._build(_DEFAULT_KIND if optimizer is None else optimizer)
         self._register_grad_hooks()
+        # 16-bit params: the optimizer steps fp32 copies taken when it was built, so it re-reads
+        # the params before its first step (initialised after wrapping) and after every
+        # load_state_dict of the module (a write it cannot see otherwise: reload_model_params).
+        self._params_written = True
+        self.module.register_load_state_dict_post_hook(self._note_params_loaded)
         # Lets sw.AdamW / sw.Muon find the DDP from module.parameters() (weakly: no cycle).
         for _, p in self._params:
             p._shardwise_ddp = weakref.ref(self)
+        self._bind_pending_optimizer()
 
     # --- construction -------------------------------------------------------------------
     def _build(self, kind):
@@ -127,6 +179,7 @@ class DistributedDataParallel(torch.nn.Module):
         options.grad_reduce_in_fp32 = bool(self._options["grad_reduce_in_fp32"])
         options.all_layer_wise = bool(self._options["all_layer_wise"])
         options.comm_timeout = self._options["comm_timeout"]
+        options.reproducible_reduction = self._options["reproducible_reduction"]
         engine = _core.Engine(self._infos, options)
         self._ptrs = []
         with torch.no_grad():
@@ -143,6 +196,39 @@ class DistributedDataParallel(torch.nn.Module):
         self.engine = engine
         engine.broadcast_params_from_rank0()
         self._install_read_guard()
+
+    def _note_params_loaded(self, module, incompatible_keys):
+        del module, incompatible_keys
+        self._params_written = True
+
+    def training_started(self):
+        """Whether a backward or an optimizer step has run (the buffers hold grads or state)."""
+        return bool(self._stepped or self._ready_count or self._synced or self._in_backward
+                    or self.engine.has_optimizer())
+
+    def relayout(self, kind):
+        """Lays the buffers out for optimizer `kind`, keeping every param's value. For an
+        optimizer that attaches before training; afterwards (grads or optimizer state in the
+        buffers) a RuntimeError."""
+        if kind == self.kind:
+            return
+        if self.training_started():
+            raise RuntimeError(f"DistributedDataParallel: cannot re-lay the buffers from "
+                               f"'{self.kind}' to '{kind}' once training started; wrap with "
+                               f"DistributedDataParallel(..., optimizer='{kind}')")
+        for _, p in self._params:
+            p.grad = None
+        # _build copies each param's value out of the old buffers, which live until it ends.
+        self._build(kind)
+
+    def _bind_pending_optimizer(self):
+        """An sw optimizer built on these params before they were wrapped attaches now."""
+        for _, p in self._params:
+            ref = getattr(p, "_shardwise_pending_optimizer", None)
+            pending = ref() if ref is not None else None
+            if pending is not None and pending.ddp is None:
+                pending.bind(self)
+                return
 
     def _register_grad_hooks(self):
         for i, (_, p) in enumerate(self._params):
@@ -181,6 +267,8 @@ class DistributedDataParallel(torch.nn.Module):
         """The first grad hook of a backward: decides what the buffer's contents mean."""
         self._in_backward = True
         self._ready = [False] * len(self._params)
+        if self.find_unused_parameters and not any(self._used):
+            self._grad_was_none = [p.grad is None or p is first for _, p in self._params]
         torch.autograd.Variable._execution_engine.queue_callback(self._end_backward)
         if not self._synced:
             return
@@ -196,7 +284,13 @@ class DistributedDataParallel(torch.nn.Module):
 
     def _end_backward(self):
         self._in_backward = False
-        if self._backward_error is not None or not self.engine.is_last_microbatch():
+        if self.find_unused_parameters:
+            self._used = [u or r for u, r in zip(self._used, self._ready)]
+        if self._backward_error is not None:
+            return
+        if not self.engine.is_last_microbatch():
+            if self._options["reproducible_reduction"]:
+                self.engine.close_microbatch()  # a leaf of the fixed summation tree
             return
         if self.find_unused_parameters:
             # Params the backward did not reach: ready with the zero grad they hold.
@@ -204,6 +298,28 @@ class DistributedDataParallel(torch.nn.Module):
                 if not ready:
                     self.engine.register_grad_ready(i)
         self.finish_grad_sync()
+        if self.find_unused_parameters:
+            # After the sync: the buckets' collectives must be issued in the same order on
+            # every rank, and this rank's unused params only completed their buckets above.
+            self._find_unused_everywhere()
+
+    def _find_unused_everywhere(self):
+        """Params no rank's backward reached since the last sync (one small all-reduce). As in
+        torch DDP, their .grad stays what it was (None after zero_grad) and an optimizer step
+        leaves them alone (torch's optimizers skip a None grad; see params_without_grad)."""
+        counts = self.engine.ranks_using(self._used)
+        self._unused_everywhere = {i for i, c in enumerate(counts) if c == 0}
+        self._used = [False] * len(self._params)
+        for i in self._unused_everywhere:
+            if self._grad_was_none[i]:
+                self._params[i][1].grad = None
+
+    def params_without_grad(self):
+        """Names of the params the coming step must skip: unused by every rank in the last
+        synced backward (find_unused_parameters) and without a .grad, as torch's optimizers
+        skip them (value, state and step count unchanged)."""
+        return [self._params[i][0] for i in sorted(self._unused_everywhere)
+                if self._params[i][1].grad is None]
 
     def _raise_backward_error(self):
         self._in_backward = False
@@ -235,9 +351,15 @@ class DistributedDataParallel(torch.nn.Module):
 
     # --- training-loop API ---------------------------------------------------------------
     def forward(self, *args, **kwargs):
-        if self.broadcast_buffers and self.engine.dp_size > 1:
+        # As torch DDP: the buffers are broadcast before a forward that follows a forward run
+        # with grad enabled outside no_sync() (or the first one), so an evaluation under
+        # torch.no_grad() is not followed by a broadcast and no_sync() micro-batches keep theirs.
+        if (self._buffers_need_sync and self.broadcast_buffers
+                and self.engine.dp_size > 1):
             self._broadcast_module_buffers()
-        return self.module(*args, **kwargs)
+        output = self.module(*args, **kwargs)
+        self._buffers_need_sync = torch.is_grad_enabled() and self.engine.is_last_microbatch()
+        return output
 
     def _broadcast_module_buffers(self):
         """Rank 0's buffers to every rank, packed into one float32 message."""
@@ -264,10 +386,12 @@ class DistributedDataParallel(torch.nn.Module):
         """The FullParamLayout of the buffers, keyed by this module's params."""
         return _layout.from_engine(self.engine.layout(), [p for _, p in self._params])
 
-    def zero_grad_buffer(self):
-        """Zeros the grad buffer and forgets which grads are ready (call once per iteration)."""
+    def zero_grad_buffer(self, set_to_none=True):
+        """Zeros the grad buffer and forgets which grads are ready (call once per iteration).
+        With ``set_to_none=False`` a ``.grad`` that views the buffer stays, reading zeros."""
         for _, p in self._params:
-            p.grad = None
+            if set_to_none or p.grad is None or p.grad.data_ptr() != p.main_grad.data_ptr():
+                p.grad = None
         self.engine.zero_grad_buffer()
         self._ready_count = 0
         self._synced = False
@@ -275,9 +399,8 @@ class DistributedDataParallel(torch.nn.Module):
         self._in_backward = False
         self._backward_error = None
 
-    def zero_grad(self, set_to_none=True):
-        del set_to_none  # the grads live in the grad buffer, which is zeroed either way
-        self.zero_grad_buffer()
+    def zero_grad(self, set_to_none=SET_TO_NONE_DEFAULT):
+        self.zero_grad_buffer(set_to_none)
 
     def finish_grad_sync(self):
         """Reduces the grads (a no-op when this backward's sync has run) and, with

@@ -1,6 +1,6 @@
 """torch.optim.Optimizer subclasses over the shardwise engine: sw.AdamW, sw.Muon and its presets.
 
-    ddp = sw.DistributedDataParallel(model, optimizer="distributed")
+    ddp = sw.DistributedDataParallel(model)   # re-laid out for "distributed" by sw.AdamW below
     opt = sw.AdamW(model.parameters(), lr=1e-3, weight_decay=0.1)    # torch.optim.AdamW's signature
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=1000)
 
@@ -10,15 +10,17 @@ the values in ``param_groups`` (lr, weight_decay, betas, eps; momentum for Muon 
 to the engine, per param, when they changed since the last step. The update itself is the
 engine's (grad sync, sharded update, param all-gather), as with ``make_optimizer``.
 
-The params are those of a module wrapped by ``sw.DistributedDataParallel`` (found from the params;
-``ddp=`` names it explicitly). The engine steps every trainable param of the wrapped module, so the
+The params are those of a module wrapped by ``sw.DistributedDataParallel`` (found from the params,
+wrapped before or after the optimizer is built; ``ddp=`` names it explicitly). The engine steps every trainable param of the wrapped module, so the
 groups must hold each of them exactly once. Unlike ``make_optimizer`` (the CLI's settings) these
 constructors do not clip gradients (torch does not; call ``torch.nn.utils.clip_grad_norm_``).
 """
 
+import weakref
+
 import torch
 
-from .ddp import DistributedDataParallel
+from .ddp import SET_TO_NONE_DEFAULT, DistributedDataParallel
 from .optimizer import step_engine
 
 # The engine's per-param hyperparameters, by group key (betas split in two).
@@ -28,7 +30,11 @@ _MUON_GROUP_KEYS = ("lr", "weight_decay", "momentum")
 _MUON_OPTIMIZER_WIDE = ("nesterov", "ns_steps", "coefficients", "ns_algorithm", "scale_mode",
                         "extra_scale_factor", "split_qkv", "matmul_precision")
 # AdamW kinds step every param with AdamW; Muon kinds step 2-D hidden weights with Muon.
-_ADAMW_KINDS = ("distributed", "ddp")
+# The first is what a wrapper built without optimizer= is re-laid for: "ddp" (all-reduce, every
+# rank holding the whole AdamW state) behaves as torch DDP + torch.optim.AdamW in every respect a
+# script can see, state_dict() included (rank 0's loads on every rank); ZeRO-1's sharded state
+# ("distributed") is for who asks for it with optimizer="distributed".
+_ADAMW_KINDS = ("ddp", "distributed")
 _MUON_KINDS = ("layer-wise", "legacy-layer-wise")
 
 
@@ -51,7 +57,7 @@ def _as_groups(params):
                  else [g["params"]]) for g in params]
 
 
-def _find_ddp(groups, ddp):
+def _find_ddp(groups, ddp, required=True):
     if ddp is not None:
         if not isinstance(ddp, DistributedDataParallel):
             raise TypeError(f"ddp must be a shardwise.torch.DistributedDataParallel, got "
@@ -63,38 +69,86 @@ def _find_ddp(groups, ddp):
             found = ref() if ref is not None else None
             if found is not None:
                 return found
+    if not required:
+        return None
     raise ValueError("these params belong to no shardwise.torch.DistributedDataParallel: wrap the "
                      "module first (sw.DistributedDataParallel(model)) and pass its parameters, "
                      "or pass ddp=")
 
 
+def lay_out_for(ddp, kinds, name):
+    """Makes `ddp`'s buffers laid out for one of `kinds`: re-lays them for kinds[0] when the kind
+    was not chosen explicitly and training has not started; otherwise a clear ValueError."""
+    if ddp.kind in kinds:
+        return
+    if not ddp.kind_is_explicit and not ddp.training_started():
+        fp32 = all(p.dtype == torch.float32 for p in ddp.parameters())
+        # the replicated "ddp" kind steps fp32 params only; 16-bit ones need fp32 main copies
+        ddp.relayout(kinds[0] if fp32 or kinds[0] != "ddp" else kinds[1])
+        return
+    why = (f"it was wrapped with optimizer='{ddp.kind}'" if ddp.kind_is_explicit
+           else "training started before this optimizer was built")
+    raise ValueError(f"{name} needs a DistributedDataParallel laid out for one of "
+                     f"{', '.join(kinds)}; this one is '{ddp.kind}' ({why}; wrap with "
+                     f"DistributedDataParallel(..., optimizer='{kinds[0]}') or build the "
+                     f"optimizer before the first backward)")
+
+
 class _EngineOptimizer(torch.optim.Optimizer):
-    """The torch.optim.Optimizer side shared by AdamW and Muon."""
+    """The torch.optim.Optimizer side shared by AdamW and Muon.
+
+    Built on params no DistributedDataParallel wraps yet (``opt = sw.AdamW(model.parameters());
+    model = sw.DistributedDataParallel(model)``, the order many torch scripts use), it is a
+    plain torch optimizer until the module is wrapped: the wrapper binds it (``bind``).
+    """
 
     _kinds = ()
     _name = ""
 
-    def __init__(self, groups, defaults, spec, ddp):
-        self.ddp = ddp
-        self._names = {id(p): n for n, p in _wrapped_params(ddp)}
+    def __init__(self, groups, defaults, spec, ddp, defer=False):
+        self.ddp = None
+        self._names = None
         self._engine_ready = False
-        self._check_kind()
+        self._spec = spec
+        self._applied = None
+        self.last_step = None  # the engine's {"stepped", "grad_norm", "clip_coeff"}
         super().__init__(groups, defaults)
-        self._check_coverage()
+        if ddp is None and defer:
+            # Parameter objects survive wrapping: the wrapper finds this optimizer on them.
+            for p in self._all_params():
+                p._shardwise_pending_optimizer = weakref.ref(self)
+            return
+        self.bind(ddp)
+
+    def _all_params(self):
+        return [p for g in self.param_groups for p in g["params"]]
+
+    def bind(self, ddp):
+        """Attaches to `ddp` (re-laying its buffers for this optimizer's kind when it was built
+        without an explicit kind and has not trained yet) and creates the engine's optimizer."""
+        if self.ddp is not None:
+            raise ValueError(f"{self._name} is bound to a DistributedDataParallel already")
         if ddp.engine.has_optimizer():
             raise ValueError(f"{self._name}: this DistributedDataParallel already has an "
                              f"optimizer")
+        self._names = {id(p): n for n, p in _wrapped_params(ddp)}
+        for p in self._all_params():
+            self._check_param(p)
+        self._check_coverage(ddp)
+        lay_out_for(ddp, self._kinds, self._name)
         # Every engine keyword's value (the spec's defaults for those not given).
-        self.options = ddp.engine.make_optimizer(ddp.kind, spec)
+        self.options = ddp.engine.make_optimizer(ddp.kind, self._spec)
+        self.ddp = ddp
         self._engine_ready = True
-        self._applied = None
-        self.last_step = None  # the engine's {"stepped", "grad_norm", "clip_coeff"}
+        for p in self._all_params():
+            if getattr(p, "_shardwise_pending_optimizer", None) is not None:
+                del p._shardwise_pending_optimizer
 
-    def _check_kind(self):
-        if self.ddp.kind not in self._kinds:
-            raise ValueError(f"{self._name} needs a DistributedDataParallel laid out for one of "
-                             f"{', '.join(self._kinds)}; this one is '{self.ddp.kind}' (wrap with "
-                             f"DistributedDataParallel(..., optimizer='{self._kinds[0]}'))")
+    def _check_param(self, p):
+        # A frozen param (requires_grad=False) may sit in a group, as in torch: it never moves.
+        if self._names is not None and id(p) not in self._names and p.requires_grad:
+            raise ValueError(f"{self._name}: a param of shape {tuple(p.shape)} is not one of "
+                             "the wrapped module's trainable params")
 
     def add_param_group(self, param_group):
         if self._engine_ready:
@@ -102,18 +156,26 @@ class _EngineOptimizer(torch.optim.Optimizer):
                              "and they are all in a group already; give every group to the "
                              "constructor")
         for p in param_group["params"] if isinstance(param_group["params"], list) else []:
-            if id(p) not in self._names:
-                raise ValueError(f"{self._name}: a param of shape {tuple(p.shape)} is not one of "
-                                 "the wrapped module's trainable params")
+            self._check_param(p)
         super().add_param_group(param_group)
 
-    def _check_coverage(self):
-        listed = {id(p) for g in self.param_groups for p in g["params"]}
-        for n, p in _wrapped_params(self.ddp):
+    def _check_coverage(self, ddp):
+        listed = {id(p) for p in self._all_params()}
+        for n, p in _wrapped_params(ddp):
             if id(p) not in listed:
                 raise ValueError(f"{self._name}: param '{n}' of the wrapped module is in no param "
                                  "group; the engine steps every trainable param (freeze it with "
                                  "requires_grad=False before wrapping)")
+
+    def _bound_ddp(self):
+        if self.ddp is None:
+            ddp = _find_ddp(self.param_groups, None, required=False)
+            if ddp is None:
+                raise RuntimeError(f"{self._name}: its params belong to no shardwise "
+                                   "DistributedDataParallel yet: wrap the module "
+                                   "(sw.DistributedDataParallel(model)) before the first step")
+            self.bind(ddp)
+        return self.ddp
 
     # --- hyperparameters ------------------------------------------------------------------
     def _group_values(self, group):
@@ -127,7 +189,8 @@ class _EngineOptimizer(torch.optim.Optimizer):
         by_param = {}
         for group, group_values in zip(self.param_groups, values):
             for p in group["params"]:
-                by_param[self._names[id(p)]] = dict(group_values)
+                if id(p) in self._names:
+                    by_param[self._names[id(p)]] = dict(group_values)
         self.ddp.engine.set_param_hyperparameters(by_param)
         self._applied = values
 
@@ -138,13 +201,26 @@ class _EngineOptimizer(torch.optim.Optimizer):
         if closure is not None:
             with torch.enable_grad():
                 loss = closure()
+        ddp = self._bound_ddp()
         self._sync_hyperparameters()
-        self.last_step = step_engine(self.ddp)
+        self.last_step = step_engine(ddp)
         return loss
 
-    def zero_grad(self, set_to_none=True):
-        del set_to_none  # grads live in the grad buffer, which is zeroed either way
-        self.ddp.zero_grad_buffer()
+    def reload_model_params(self):
+        """Call after writing the params in place (outside load_state_dict): with 16-bit params
+        the next step re-reads them into its fp32 copies instead of overwriting them."""
+        if self.ddp is not None:
+            self.ddp._params_written = True
+
+    def zero_grad(self, set_to_none=SET_TO_NONE_DEFAULT):
+        if self.ddp is None:  # not bound yet: torch's own zero_grad on the params' .grad
+            for p in self._all_params():
+                if set_to_none:
+                    p.grad = None
+                elif p.grad is not None:
+                    p.grad.detach_().zero_()
+            return
+        self.ddp.zero_grad_buffer(set_to_none)
 
     def _indices(self):
         order = [p for g in self.param_groups for p in g["params"]]
@@ -158,10 +234,10 @@ class _EngineOptimizer(torch.optim.Optimizer):
         rank's shard holds (a param outside the shard is absent). "step" is a scalar tensor.
         """
         index, order = self._indices()
-        engine_state = self.ddp.engine.state_dict()
+        engine_state = self._bound_ddp().engine.state_dict()
         state = {}
         for p in order:
-            fields = engine_state.get(self._names[id(p)])
+            fields = engine_state.get(self._names.get(id(p)))
             if fields is None:
                 continue
             entry = {}
@@ -175,10 +251,30 @@ class _EngineOptimizer(torch.optim.Optimizer):
             state[index[id(p)]] = entry
         groups = [dict({k: v for k, v in g.items() if k != "params"},
                        params=[index[id(p)] for p in g["params"]]) for g in self.param_groups]
-        return {"state": state, "param_groups": groups}
+        engine = self.ddp.engine
+        # Whose shards "state" holds: load_state_dict refuses another rank's (torch ignores keys
+        # it does not know, so the dict still loads into nothing else by mistake).
+        saved_by = {"kind": engine.kind, "rank": engine.rank, "dp_size": engine.dp_size}
+        return {"state": state, "param_groups": groups, "shardwise": saved_by}
+
+    def _check_saved_by(self, saved_by):
+        """The sharded kinds' state dicts hold one rank's shards: only that rank can load one."""
+        engine = self.ddp.engine
+        if saved_by is None or engine.kind == "ddp" and saved_by["kind"] == "ddp":
+            return  # the ddp kind keeps the whole state on every rank, as torch does
+        if (saved_by["kind"], saved_by["rank"], saved_by["dp_size"]) != (
+                engine.kind, engine.rank, engine.dp_size):
+            raise ValueError(
+                f"this optimizer state dict was saved by rank {saved_by['rank']} of "
+                f"{saved_by['dp_size']} with optimizer kind '{saved_by['kind']}', and this is rank "
+                f"{engine.rank} of {engine.dp_size} with '{engine.kind}': the sharded kinds' "
+                f"state_dict() holds only the saving rank's shards, so save and load one per rank "
+                f"(e.g. f'optimizer.{{rank}}.pt'), or use sw.save_checkpoint / sw.load_checkpoint "
+                f"(which also load at another dp size)")
 
     def load_state_dict(self, state_dict):
         """Loads a state_dict() of the same optimizer at the same dp (other dp: load_checkpoint)."""
+        self._check_saved_by(state_dict.get("shardwise"))
         saved_groups = state_dict["param_groups"]
         if len(saved_groups) != len(self.param_groups):
             raise ValueError("loaded state dict has a different number of parameter groups")
@@ -187,6 +283,7 @@ class _EngineOptimizer(torch.optim.Optimizer):
                 raise ValueError("loaded state dict contains a parameter group that doesn't "
                                  "match the size of optimizer's group")
         _, order = self._indices()
+        self._bound_ddp()
         engine_state = {}
         for i, fields in state_dict["state"].items():
             name = self._names[id(order[int(i)])]
@@ -201,7 +298,10 @@ class _EngineOptimizer(torch.optim.Optimizer):
 class AdamW(_EngineOptimizer):
     """torch.optim.AdamW on the engine: same signature, defaults and update (decoupled decay).
 
-    Needs a DistributedDataParallel laid out for "distributed" (ZeRO-1) or "ddp". amsgrad,
+    Steps a DistributedDataParallel laid out for "distributed" (ZeRO-1) or "ddp"; one wrapped
+    without an explicit ``optimizer=`` is re-laid out for "distributed" when this attaches
+    before training. Built before the module is wrapped, it binds when the wrapper is built
+    (or at the first step). amsgrad,
     maximize, capturable and differentiable are not supported (ValueError when set); foreach and
     fused are accepted and ignored.
     """
@@ -221,7 +321,8 @@ class AdamW(_EngineOptimizer):
         groups = _as_groups(params)
         defaults = dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay)
         spec = dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay, clip_grad=0.0)
-        super().__init__(groups, defaults, spec, _find_ddp(groups, ddp))
+        super().__init__(groups, defaults, spec, _find_ddp(groups, ddp, required=False),
+                         defer=True)
 
     def _group_values(self, group):
         return _adamw_values(group)
@@ -271,6 +372,7 @@ class Muon(_EngineOptimizer):
         _check_adamw_values(adamw_lr, adamw_betas, adamw_eps, adamw_weight_decay)
         groups = _as_groups(params)
         ddp = _find_ddp(groups, ddp)
+        lay_out_for(ddp, self._kinds, self._name)  # which params Muon steps depends on it
         muon_wide = dict(nesterov=nesterov, ns_steps=ns_steps, coefficients=coefficients,
                          scale_mode=scale_mode, extra_scale_factor=extra_scale_factor,
                          split_qkv=split_qkv, ns_algorithm=ns_algorithm,

@@ -15,7 +15,7 @@ YAML config's optimizer section), read from the extension: nothing here declares
 import inspect
 
 from .. import _core
-from .ddp import DistributedDataParallel
+from .ddp import SET_TO_NONE_DEFAULT, DistributedDataParallel
 
 KINDS = tuple(_core.optimizer_kinds())
 # make_optimizer's keywords with their defaults (the spec's; "kind" is an argument of its own).
@@ -28,7 +28,13 @@ def step_engine(ddp):
     if ddp._ready_count == 0:
         raise RuntimeError("step() called before any backward(): no gradient reached the "
                            "shardwise grad buffer since the last step() / zero_grad()")
+    if ddp.find_unused_parameters:
+        ddp.engine.set_params_without_grad(ddp.params_without_grad())
+    if ddp._params_written:
+        ddp.engine.reload_model_params()
+        ddp._params_written = False
     result = ddp.engine.step()
+    ddp._stepped = True
     ddp._ready_count = 0
     ddp._params_gathering()
     return result
@@ -65,9 +71,13 @@ class Optimizer:
     def step(self):
         return step_engine(self.ddp)
 
-    def zero_grad(self, set_to_none=True):
-        del set_to_none  # grads live in the grad buffer, which is zeroed either way
-        self.ddp.zero_grad_buffer()
+    def reload_model_params(self):
+        """Call after writing the params in place (outside load_state_dict): with 16-bit params
+        the next step re-reads them into its fp32 copies instead of overwriting them."""
+        self.ddp._params_written = True
+
+    def zero_grad(self, set_to_none=SET_TO_NONE_DEFAULT):
+        self.ddp.zero_grad_buffer(set_to_none)
 
     def state_dict(self):
         """This rank's optimizer state: {param name: {field: float32 numpy array}} of what it

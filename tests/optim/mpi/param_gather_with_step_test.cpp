@@ -69,19 +69,19 @@ TrainingRig make_run(const ParamList& params, OptimizerKind mode, bool overlap_p
   auto ddps = wrap_with_ddp({params}, mode, config, DataParallelGroups{world, nullptr});
   TrainingRig run;
   run.ddp = std::move(ddps.front());
-  MuonOptions muon;
-  muon.lr = 0.01;
-  AdamWOptions adamw;
-  adamw.lr = 0.003;
-  run.optimizer = make_optimizer(mode, {run.ddp.get()}, muon, adamw, world, with_step);
-  run.optimizer->set_step_options({1.0, false});
-  // Same initial params on every rank.
+  // Same initial params on every rank, before the optimizer takes its main copies.
   for (ParamId id = 0; id < params.size(); ++id) {
     const TensorView v = run.ddp->param(id);
     for (std::int64_t i = 0; i < v.numel; ++i) {
       write_value(v, i, 0.05f * std::sin(0.37f * static_cast<float>(i) + static_cast<float>(id)));
     }
   }
+  MuonOptions muon;
+  muon.lr = 0.01;
+  AdamWOptions adamw;
+  adamw.lr = 0.003;
+  run.optimizer = make_optimizer(mode, {run.ddp.get()}, muon, adamw, world, with_step);
+  run.optimizer->set_step_options({1.0, false});
   return run;
 }
 
