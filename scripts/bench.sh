@@ -46,6 +46,7 @@ run_all() {
   step "collectives, 4 ranks, 64 MiB" "$run" 4 -- "$bin/bench_comm_collectives" --numel 16777216 --iters 5
   step "communication waits" "$bin/bench_comm_wait"
   step "DDP step, 2 ranks" "$run" 2 -- "$bin/bench_ddp_step" --mode overlap --iters 5
+  step "exposed optimizer time, 2 ranks" "$run" 2 -- "$bin/bench_ddp_step" --mode optimizer --iters 5
   step "checkpoint save/load" "$run" 1 -- "$bin/bench_checkpoint_io" "${BENCH_DIR:-/tmp}" 128 5
   step "MXFP8 codec" "$bin/bench_mxfp8_codec" --figures-only
   step "AdamW step" "$bin/bench_adamw_step" --figures-only

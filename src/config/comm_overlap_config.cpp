@@ -68,8 +68,13 @@ void resolve_data_parallel(const ModelParallelConfig& mp, const CommOverlapSetti
     check_data_parallel_overlap(interleaved, resolved);
     out.data_parallel_overlap_applied = true;
     store(out, resolved);
-    optimizer.overlap_param_gather_with_optimizer_step =
-        resolved.overlap_param_gather_with_optimizer_step;
+    // comm_overlap's key keeps Megatron's rule (interleaved pipeline only) and wins when set;
+    // unset, the optimizer section's own key stands: the distributed optimizers gather during
+    // their step at any pipeline size.
+    if (user.overlap_param_gather_with_optimizer_step) {
+      optimizer.overlap_param_gather_with_optimizer_step =
+          resolved.overlap_param_gather_with_optimizer_step;
+    }
     ddp.overlap_grad_reduce = resolved.overlap_grad_reduce;
     ddp.overlap_param_gather = resolved.overlap_param_gather;
     ddp.align_param_gather = resolved.align_param_gather;

@@ -136,6 +136,7 @@ std::vector<int> DistributedOptimizer::step_order() const {
 bool DistributedOptimizer::step_with_ready_grads() {
   bool stepped = true;
   for (std::size_t i = 0; i < by_group_.size(); ++i) {
+    if (before_group_step_) before_group_step_(by_group_[i].bucket_group);
     stepped = adamw_->step_group(i) && stepped;
     by_group_[i].main.copy_main_to_model();
     if (overlap_with_step_) ddp_.start_param_sync_for_group(by_group_[i].bucket_group);

@@ -186,6 +186,7 @@ bool LayerWiseDistributedOptimizer::step_with_ready_grads() {
   if (muon_ != nullptr && adamw_ != nullptr) {
     // Built-in pair: one bucket group at a time, so its gather can start right after.
     for (std::size_t i = 0; i < by_group_.size(); ++i) {
+      if (before_group_step_) before_group_step_(by_group_[i].bucket_group);
       const bool muon_stepped = muon_->step_group(i);
       const bool adam_stepped = adamw_->step_group(i);
       stepped = stepped || muon_stepped || adam_stepped;

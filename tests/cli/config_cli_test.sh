@@ -23,6 +23,23 @@ assert ddp["overlap_param_gather"] is True, ddp
 assert ddp["bucket_size"] == 16384, ddp
 PY
 
+# Gathering params during the optimizer step: the optimizer section's key stands at pp = 1;
+# comm_overlap's key keeps Megatron's rule (interleaved pipeline only) and is refused here.
+"$shardwise" config resolve --config "$examples/default.yaml" --world-size 2 --format json \
+  optimizer.overlap_param_gather_with_optimizer_step=true >"$work/with_step.json" \
+  2>"$work/with_step.err" || fail "resolve (gather during step) exited $?"
+"$python" - "$work/with_step.json" <<'PY' || fail "gather during the step JSON content"
+import json, sys
+doc = json.load(open(sys.argv[1]))
+assert doc["config"]["optimizer"]["overlap_param_gather_with_optimizer_step"] is True, doc["config"]["optimizer"]
+PY
+if "$shardwise" config resolve --config "$examples/default.yaml" --world-size 2 \
+  comm_overlap.overlap_param_gather_with_optimizer_step=true >/dev/null 2>"$work/megatron.err"; then
+  fail "comm_overlap.overlap_param_gather_with_optimizer_step at pp = 1 was accepted"
+fi
+grep -qF "needs the interleaved pipeline schedule" "$work/megatron.err" ||
+  fail "comm_overlap refusal lacks the reason: $(head -c 300 "$work/megatron.err")"
+
 # Without the distributed optimizer the DDP settings stay as the user wrote them (and a warning
 # says the comm_overlap DP fields are ignored).
 "$shardwise" config resolve --config "$examples/default.yaml" --world-size 4 --format json \

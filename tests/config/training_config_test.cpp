@@ -485,6 +485,38 @@ TEST(TrainingConfig, FileErrorsNameTheFile) {
   std::filesystem::remove_all(dir);
 }
 
+TEST(TrainingConfig, GatherDuringStepFromTheOptimizerSectionAtAnyPipelineSize) {
+  // The optimizer section's key works at pp = 1; comm_overlap's keeps Megatron's rule and wins.
+  for (const char* kind : {"layer-wise", "distributed"}) {
+    SCOPED_TRACE(kind);
+    auto cfg = parse_training_config(
+        str_cat("optimizer: {kind: ", kind, ", overlap_param_gather_with_optimizer_step: true}"));
+    resolve_comm_overlap(cfg, 2);
+    EXPECT_TRUE(cfg.optimizer.overlap_param_gather_with_optimizer_step);
+    EXPECT_TRUE(cfg.ddp.overlap_param_gather);
+    EXPECT_TRUE(
+        parse_training_config(to_yaml(cfg)).optimizer.overlap_param_gather_with_optimizer_step)
+        << "the resolved config prints and loads back";
+
+    auto off = parse_training_config(
+        str_cat("optimizer: {kind: ", kind, ", overlap_param_gather_with_optimizer_step: true}\n",
+                "comm_overlap: {overlap_param_gather_with_optimizer_step: false}"));
+    resolve_comm_overlap(off, 2);
+    EXPECT_FALSE(off.optimizer.overlap_param_gather_with_optimizer_step)
+        << "comm_overlap's value wins when given";
+
+    auto megatron = parse_training_config(
+        str_cat("optimizer: {kind: ", kind, "}\n",
+                "comm_overlap: {overlap_param_gather_with_optimizer_step: true}"));
+    EXPECT_THROW(resolve_comm_overlap(megatron, 2), ConfigError)
+        << "comm_overlap's key still needs the interleaved pipeline";
+  }
+  EXPECT_THROW(parse_training_config(
+                   "optimizer: {kind: ddp, overlap_param_gather_with_optimizer_step: true}"),
+               ConfigError)
+      << "only the distributed optimizers gather during their step";
+}
+
 TEST(TrainingConfig, ResolveCommOverlapForAWorld) {
   auto cfg = parse_training_config(
       "model: {layers: 4}\nparallel: {pp: 2, vp: 2}\noptimizer: {kind: distributed}");

@@ -116,8 +116,11 @@ struct OptimizerConfig {
   bool muon_split_qkv = true;  // orthogonalise Q, K and V separately
   MatmulPrecision muon_matmul_precision = MatmulPrecision::kFp32;
   double clip_grad = 1.0;  // global grad-norm clip; 0 disables clipping
-  // Overlap the param all-gather with the optimizer step (distributed optimizer, interleaved
-  // pipeline only); set by CommOverlapConfig::setup().
+  // Gather during the step: the distributed optimizers (layer-wise, distributed) update one
+  // bucket group at a time and dispatch its param all-gather right after, so it overlaps the
+  // next group's update (docs/optimizer_overlap.md). Any pipeline size; a value given under
+  // comm_overlap (Megatron's rule: interleaved pipeline only) replaces it in
+  // CommOverlapConfig::setup().
   bool overlap_param_gather_with_optimizer_step = false;
 
   constexpr bool use_distributed_optimizer() const { return is_distributed_optimizer(kind); }

@@ -77,6 +77,11 @@ class DistributedOptimizer : public Optimizer {
   // The managed bucket groups in the order step_with_ready_grads updates (and, with the overlap,
   // dispatches) them: forward order.
   std::vector<int> step_order() const;
+  // Called with each bucket group's index just before the step updates it (in step_order()):
+  // tracing, and tests that check a group's gather is in flight while the next one is updated.
+  void set_before_group_step(std::function<void(int bucket_group)> hook) {
+    before_group_step_ = std::move(hook);
+  }
 
  private:
   static std::vector<OwnedSlice> local_slices(const DistributedDataParallel& ddp,
@@ -85,6 +90,7 @@ class DistributedOptimizer : public Optimizer {
   DistributedDataParallel& ddp_;
   BufferSelector manages_;
   bool overlap_with_step_;
+  std::function<void(int)> before_group_step_;
   std::vector<OwnedSlice> slices_;
   std::vector<BucketGroupMainParams> by_group_;
   // Param group i holds the owned slices of by_group_[i].

@@ -88,6 +88,11 @@ class LayerWiseDistributedOptimizer : public Optimizer {
   // The managed bucket groups in the order step_with_ready_grads updates (and, with the overlap,
   // dispatches) them: forward order.
   std::vector<int> step_order() const;
+  // Called with each bucket group's index just before the step updates it (in step_order()):
+  // tracing, and tests that check a group's gather is in flight while the next one is updated.
+  void set_before_group_step(std::function<void(int bucket_group)> hook) {
+    before_group_step_ = std::move(hook);
+  }
   // The chained children, in step order.
   const std::vector<std::unique_ptr<Optimizer>>& children() const { return children_; }
 
@@ -112,6 +117,7 @@ class LayerWiseDistributedOptimizer : public Optimizer {
   BufferSelector manages_;
   bool legacy_;
   bool overlap_with_step_;
+  std::function<void(int)> before_group_step_;
   std::map<ParamId, int> owners_;
   std::vector<OwnedSlice> slices_;
   std::set<std::string> replica_copies_;  // names of owned params another replica counts

@@ -93,9 +93,9 @@ struct TrainerOptions {
   // config says so), with that step's metrics: progress reporting, or work that must run between
   // steps. The next step starts when it returns; time spent in it is in no step's metrics.
   std::function<void(const StepMetrics&)> on_step;
-  // Overrides the resolved optimizer.overlap_param_gather_with_optimizer_step. The config layer
-  // only allows it with an interleaved pipeline, which this data-parallel trainer does not run;
-  // the distributed optimizers support it on their own (tests and benchmarks use this).
+  // Overrides the resolved optimizer.overlap_param_gather_with_optimizer_step (the config's
+  // optimizer section sets it too; comm_overlap's key needs an interleaved pipeline, which this
+  // data-parallel trainer does not run). Benchmarks use it to compare both on one config.
   std::optional<bool> overlap_param_gather_with_optimizer_step;
   // Checkpoints (see checkpoint/checkpoint.hpp). save_dir: save under this root every
   // save_interval steps (0: only after the last step) and after the last step, keeping the newest

@@ -5,6 +5,7 @@
 // (bf16: the main -> model copy must land before the group's gather ships it).
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <memory>
@@ -107,6 +108,33 @@ int gathers_dispatched(const DistributedDataParallel& ddp) {
   return n;
 }
 
+// Installs a hook on every distributed child that, before a group is updated, checks whether the
+// group updated just before it (same child, step order) has its gather in flight. Returns the
+// counters the hooks fill: [0] pairs seen, [1] pairs whose earlier gather was in flight.
+std::shared_ptr<std::array<int, 2>> trace_gathers_in_flight(Optimizer& optimizer,
+                                                            const DistributedDataParallel& ddp) {
+  auto counts = std::make_shared<std::array<int, 2>>();
+  for (const auto& child : dynamic_cast<ChainedOptimizer&>(optimizer).children()) {
+    auto previous = std::make_shared<int>(-1);
+    auto hook = [counts, previous, &ddp](int group) {
+      const auto& groups = ddp.bucket_groups();
+      const bool first_of_step =
+          *previous < 0 || *previous <= group;  // forward order: indices descend within a step
+      if (!first_of_step) {
+        ++(*counts)[0];
+        if (groups[static_cast<std::size_t>(*previous)]->param_sync_pending()) ++(*counts)[1];
+      }
+      *previous = group;
+    };
+    if (auto* lw = dynamic_cast<LayerWiseDistributedOptimizer*>(child.get())) {
+      lw->set_before_group_step(hook);
+    } else if (auto* d = dynamic_cast<DistributedOptimizer*>(child.get())) {
+      d->set_before_group_step(hook);
+    }
+  }
+  return counts;
+}
+
 struct GatherCase {
   OptimizerKind mode;
   DType dtype;
@@ -132,6 +160,7 @@ TEST_P(ParamGatherWithStep, SameBitsAndEveryGatherDispatchedByTheStep) {
 
   // Each child steps its groups in forward order (descending index) and they cover all groups.
   int covered = 0;
+  int pairs = 0;  // (group, next group) pairs within a child, per step
   for (const auto& child : dynamic_cast<ChainedOptimizer&>(*on.optimizer).children()) {
     std::vector<int> order;
     if (auto* lw = dynamic_cast<LayerWiseDistributedOptimizer*>(child.get())) {
@@ -143,9 +172,12 @@ TEST_P(ParamGatherWithStep, SameBitsAndEveryGatherDispatchedByTheStep) {
     }
     for (std::size_t i = 1; i < order.size(); ++i) EXPECT_GT(order[i - 1], order[i]);
     covered += static_cast<int>(order.size());
+    pairs += static_cast<int>(order.size()) - 1;
   }
   EXPECT_EQ(covered, groups);
 
+  const auto on_trace = trace_gathers_in_flight(*on.optimizer, *on.ddp);
+  const auto off_trace = trace_gathers_in_flight(*off.optimizer, *off.ddp);
   for (int step = 0; step < 4; ++step) {
     train_step(off, step, world->rank());
     train_step(on, step, world->rank());
@@ -162,6 +194,12 @@ TEST_P(ParamGatherWithStep, SameBitsAndEveryGatherDispatchedByTheStep) {
     // EXPECT, not ASSERT: a rank returning early would leave the others in a collective.
     EXPECT_TRUE(param_bytes(*on.ddp) == param_bytes(*off.ddp)) << "params differ at step " << step;
   }
+  // On: group k's gather is in flight when group k+1's update starts; off: none is.
+  EXPECT_EQ((*on_trace)[0], 4 * pairs);
+  EXPECT_GT(pairs, 0);
+  EXPECT_EQ((*on_trace)[1], (*on_trace)[0]);
+  EXPECT_EQ((*off_trace)[0], (*on_trace)[0]);
+  EXPECT_EQ((*off_trace)[1], 0);
   EXPECT_TRUE(param_bytes(*on.ddp) != initial) << "the optimizer changed nothing";
   EXPECT_TRUE(on.optimizer->state_dict() == off.optimizer->state_dict()) << "states differ";
 

@@ -129,6 +129,18 @@ TEST_P(TrainerOverlap, ParamGatherWithOptimizerStepGivesTheSameBits) {
   expect_bit_identical(plain, sync_gather, "gather with optimizer step, overlap_param_gather off");
 }
 
+TEST_P(TrainerOverlap, GatherDuringStepFromTheOptimizerSectionGivesTheSameBits) {
+  // What a `shardwise train` user writes: the optimizer section's key, at pp = 1.
+  const Case c = GetParam();
+  TrainingConfig during = overlap_config(c.optimizer, c.accum);
+  during.optimizer.overlap_param_gather_with_optimizer_step = true;
+  TrainingConfig resolved = during;
+  resolve_comm_overlap(resolved, init_mpi_world()->size());
+  EXPECT_TRUE(resolved.optimizer.overlap_param_gather_with_optimizer_step);
+  expect_bit_identical(train(overlap_config(c.optimizer, c.accum)), train(during),
+                       "optimizer.overlap_param_gather_with_optimizer_step on vs off");
+}
+
 INSTANTIATE_TEST_SUITE_P(DistributedOptimizers, TrainerOverlap,
                          testing::Values(Case{"layer-wise", 1}, Case{"layer-wise", 2},
                                          Case{"distributed", 1}),
