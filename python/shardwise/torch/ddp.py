@@ -248,11 +248,9 @@ class DistributedDataParallel(torch.nn.Module):
             if not self._in_backward:
                 try:
                     self._start_backward(param)
-                except Exception as error:  # raised by backward() once the graph is done
+                except Exception as error:
                     param.grad = None
-                    self._backward_error = error
-                    torch.autograd.Variable._execution_engine.queue_callback(
-                        self._raise_backward_error)
+                    self._defer_backward_error(error)
                     return
             grad = param.grad
             # A .grad that is the buffer's view (exposed by the last sync) was accumulated into
@@ -264,14 +262,16 @@ class DistributedDataParallel(torch.nn.Module):
             self._ready[index] = True
             try:
                 self.engine.register_grad_ready(index)
-            except Exception as error:  # re-raised at the end of backward
-                # Raised here, inside autograd, the exception would leave the rest of the graph
-                # in the thread's ready queue; at exit its tensors are freed after Python is
-                # gone, which hangs the process. backward() raises it once the graph is done.
-                self._backward_error = error
-                torch.autograd.Variable._execution_engine.queue_callback(
-                    self._raise_backward_error)
+            except Exception as error:
+                self._defer_backward_error(error)
         return hook
+
+    def _defer_backward_error(self, error):
+        """An error inside a grad hook, re-raised by backward() once the graph is done. Raised
+        inside autograd, the exception would leave the rest of the graph in the thread's ready
+        queue; at exit its tensors are freed after Python is gone, which hangs the process."""
+        self._backward_error = error
+        torch.autograd.Variable._execution_engine.queue_callback(self._raise_backward_error)
 
     def _start_backward(self, first):
         """The first grad hook of a backward: decides what the buffer's contents mean."""

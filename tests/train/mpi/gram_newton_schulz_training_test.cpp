@@ -10,6 +10,7 @@
 
 #include "shardwise/comm/mpi_process_group.hpp"
 #include "shardwise/train/trainer.hpp"
+#include "train/mpi/trained_param_bytes.hpp"
 
 namespace shardwise {
 namespace {
@@ -32,10 +33,7 @@ logging: {progress: false}
   options.quiet = true;
   GramRunResult out;
   options.on_finish = [&out](const TrainedModel& model) {
-    for (const TensorView& v : model.values) {
-      const auto* p = static_cast<const unsigned char*>(v.data);
-      out.params.insert(out.params.end(), p, p + v.nbytes());
-    }
+    out.params = train_test::trained_param_bytes(model);
   };
   out.summary = run_training(config, init_mpi_world(), options);
   return out;

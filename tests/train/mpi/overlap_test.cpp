@@ -12,6 +12,7 @@
 
 #include "shardwise/comm/mpi_process_group.hpp"
 #include "shardwise/train/trainer.hpp"
+#include "train/mpi/trained_param_bytes.hpp"
 
 namespace shardwise {
 namespace {
@@ -42,10 +43,7 @@ Outcome train(const TrainingConfig& config, std::optional<bool> gather_with_step
   options.overlap_param_gather_with_optimizer_step = gather_with_step;
   Outcome out;
   options.on_finish = [&out](const TrainedModel& model) {
-    for (const TensorView& v : model.values) {
-      const auto* p = static_cast<const unsigned char*>(v.data);
-      out.params.insert(out.params.end(), p, p + v.nbytes());
-    }
+    out.params = train_test::trained_param_bytes(model);
   };
   out.summary = run_training(config, init_mpi_world(), options);
   return out;
