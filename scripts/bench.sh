@@ -73,7 +73,12 @@ for ((r = 1; r <= repeat; r++)); do
   run_all
 done
 
+# Which CPU the table is from: its name, core count, the kernels' ISA level and OpenBLAS's core.
+cpu_name=$(awk -F': *' '/^model name/ { print $2; exit }' /proc/cpuinfo)
+cpu_kernels=$("$bin/shardwise" version 2>/dev/null | awk -F': *' '/^CPU kernels/ { print $2 }' || true)
+blas_core=$("$bin/shardwise" version 2>/dev/null | grep -o 'core=[A-Za-z0-9]*' || true)
 echo
+echo "CPU: ${cpu_name:-unknown}, $(nproc) cores, CPU kernels: ${cpu_kernels:-unknown}, OpenBLAS ${blas_core:-core=unknown}; median of $repeat run(s)"
 echo "| figure | ours | limit | unit | ratio | ratio of each run | limit probes (min / median / max) |"
 echo "|---|---|---|---|---|---|---|"
 expected=(reduce_scatter_2r_16MiB all_gather_2r_16MiB reduce_scatter_4r_64MiB all_gather_4r_64MiB
