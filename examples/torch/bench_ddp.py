@@ -136,22 +136,19 @@ QUINTIC_COEFFICIENTS = [(4.0848, -6.8946, 2.9270), (3.9505, -6.3029, 2.6377),
                         (2.8366, -3.0525, 1.2012)]
 
 
-def worker(args):
+VOCAB, SEQ_LEN, MICRO_BATCH = 512, 64, 8
+
+
+def build_runs(engine_kinds):
+    """Every engine's (wrapped model, optimizer): torch DDP + AdamW, torch DDP + Muon, and
+    shardwise with each optimizer kind at its defaults, all from the same initialisation."""
     import torch
-    import torch.distributed as dist
 
     import shardwise.torch as sw
-    from shardwise import _core
     from shardwise.torch.optimizer import DEFAULTS
 
-    torch.set_num_threads(1)
-    rank, dp = sw.init()
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{args.port}", rank=rank,
-                            world_size=dp)
-    vocab, seq_len, mbs = 512, 64, 8
-
     def make(kind):
-        model = transformer(vocab, seq_len)
+        model = transformer(VOCAB, SEQ_LEN)
         if kind == "torch":
             ddp = torch.nn.parallel.DistributedDataParallel(model)
             return ddp, torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
@@ -163,19 +160,23 @@ def worker(args):
         ddp = sw.DistributedDataParallel(model, optimizer=kind)  # the defaults
         return ddp, sw.make_optimizer(ddp, lr=1e-3, clip_grad=0)
 
-    engine_kinds = list(_core.optimizer_kinds())
     runs = {kind: make(kind) for kind in engine_kinds}
     # The baseline's Muon steps exactly the matrices the engine's layer-wise layout gives Muon.
     layer_wise = runs["layer-wise"][0]
     muon_names = {n for (n, _), flag in zip(layer_wise._params, layer_wise.engine.muon_params())
                   if flag}
-    runs = {kind: make(kind) for kind in ("torch", "torch-muon")} | runs
-    probe = runs[engine_kinds[0]][0]
-    n_params = sum(p.numel() for p in runs["torch"][0].parameters())
+    return {kind: make(kind) for kind in ("torch", "torch-muon")} | runs
+
+
+def time_blocks(runs, engine_kinds, args, rank, dp):
+    """Alternating blocks of steps per engine (block 0 warms up): every timed step's seconds and
+    the bytes each shardwise engine sent in the timed blocks."""
+    import torch
+
     times = {kind: [] for kind in runs}
     sent = {kind: 0 for kind in runs}
     step = 0
-    for block in range(args.blocks + 1):  # block 0 warms up
+    for block in range(args.blocks + 1):
         for kind, (ddp, opt) in runs.items():
             ours = kind in engine_kinds
             if ours:
@@ -183,8 +184,8 @@ def worker(args):
             before = ddp.engine.bytes_communicated()[0] if ours else 0
             for _ in range(args.steps):
                 g = torch.Generator().manual_seed(step * dp + rank)
-                tokens = torch.randint(0, vocab, (mbs, seq_len), generator=g)
-                targets = (tokens * 7 + 3) % vocab
+                tokens = torch.randint(0, VOCAB, (MICRO_BATCH, SEQ_LEN), generator=g)
+                targets = (tokens * 7 + 3) % VOCAB
                 t0 = time.perf_counter()
                 opt.zero_grad()
                 ddp(tokens, targets).backward()
@@ -196,8 +197,49 @@ def worker(args):
             if ours and block > 0:
                 ddp.finish_param_sync()
                 sent[kind] += ddp.engine.bytes_communicated()[0] - before
-    measured = args.blocks * args.steps
+    return times, sent
+
+
+def print_report(runs, engine_kinds, medians, sent, measured, dp, overlap):
+    """Rank 0's table and `bench:` lines."""
+    n_params = sum(p.numel() for p in runs["torch"][0].parameters())
     formula = 2 * (dp - 1) / dp * n_params * 4
+    labels = {"torch": "torch DDP (gloo) + AdamW", "torch-muon": "torch DDP (gloo) + Muon"}
+    for kind in runs:
+        ours = kind in engine_kinds
+        per_step = sent[kind] / measured if ours else formula
+        note = "" if ours else " (formula)"
+        label = labels.get(kind, f"shardwise {kind}")
+        print(f"{dp:>3} {label:<34} {medians[kind]:>9.2f} "
+              f"{medians[kind] / medians['torch']:>8.2f}x {per_step:>17.0f} {formula:>15.0f} "
+              f"{per_step / formula:>6.3f}{note}")
+    print(f"    (N = {n_params} params, {measured} timed steps per engine, median over steps, "
+          f"slowest rank; default overlap here: {overlap})", flush=True)
+    for kind in engine_kinds:
+        print(f"bench: torch_ddp_step_{kind}_dp{dp} ours={medians[kind]:.1f} "
+              f"limit={medians['torch']:.1f} unit=ms "
+              f"ratio={medians['torch'] / medians[kind]:.3f}", flush=True)
+    for kind in (k for k in engine_kinds if "layer-wise" in k):  # the Muon kinds
+        print(f"bench: torch_ddp_muon_step_{kind}_dp{dp} ours={medians[kind]:.1f} "
+              f"limit={medians['torch-muon']:.1f} unit=ms "
+              f"ratio={medians['torch-muon'] / medians[kind]:.3f}", flush=True)
+
+
+def worker(args):
+    import torch
+    import torch.distributed as dist
+
+    import shardwise.torch as sw
+    from shardwise import _core
+
+    torch.set_num_threads(1)
+    rank, dp = sw.init()
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{args.port}", rank=rank,
+                            world_size=dp)
+    engine_kinds = list(_core.optimizer_kinds())
+    runs = build_runs(engine_kinds)
+    probe = runs[engine_kinds[0]][0]
+    times, sent = time_blocks(runs, engine_kinds, args, rank, dp)
     # Every rank's median, reduced to the slowest rank's (what a synchronous job runs at).
     medians = {}
     for kind in runs:
@@ -205,26 +247,8 @@ def worker(args):
         dist.all_reduce(t, op=dist.ReduceOp.MAX)
         medians[kind] = t.item()
     if rank == 0:
-        overlap = probe.engine.overlap_param_gather()
-        labels = {"torch": "torch DDP (gloo) + AdamW", "torch-muon": "torch DDP (gloo) + Muon"}
-        for kind in runs:
-            ours = kind in engine_kinds
-            per_step = sent[kind] / measured if ours else formula
-            note = "" if ours else " (formula)"
-            label = labels.get(kind, f"shardwise {kind}")
-            print(f"{dp:>3} {label:<34} {medians[kind]:>9.2f} "
-                  f"{medians[kind] / medians['torch']:>8.2f}x {per_step:>17.0f} {formula:>15.0f} "
-                  f"{per_step / formula:>6.3f}{note}")
-        print(f"    (N = {n_params} params, {measured} timed steps per engine, median over steps, "
-              f"slowest rank; default overlap here: {overlap})", flush=True)
-        for kind in engine_kinds:
-            print(f"bench: torch_ddp_step_{kind}_dp{dp} ours={medians[kind]:.1f} "
-                  f"limit={medians['torch']:.1f} unit=ms "
-                  f"ratio={medians['torch'] / medians[kind]:.3f}", flush=True)
-        for kind in (k for k in engine_kinds if "layer-wise" in k):  # the Muon kinds
-            print(f"bench: torch_ddp_muon_step_{kind}_dp{dp} ours={medians[kind]:.1f} "
-                  f"limit={medians['torch-muon']:.1f} unit=ms "
-                  f"ratio={medians['torch-muon'] / medians[kind]:.3f}", flush=True)
+        print_report(runs, engine_kinds, medians, sent, args.blocks * args.steps, dp,
+                     probe.engine.overlap_param_gather())
     # Tear torch's side down while every rank is still here: a gloo process group destroyed at
     # interpreter exit can wait forever on a peer that has already left (seen at dp=4).
     dist.barrier()

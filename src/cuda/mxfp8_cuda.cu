@@ -20,10 +20,13 @@
 
 #include <cstdint>
 
+#include "cuda_status.hpp"
 #include "shardwise/cuda/mxfp8_cuda.hpp"
 
 namespace shardwise::cuda {
 namespace {
+
+using detail::check_cuda;
 
 // The format's constants come from the CPU codec's headers (core/fp8.hpp, core/mxfp8.hpp).
 constexpr int kBlock = static_cast<int>(kMxfp8BlockSize);
@@ -37,13 +40,6 @@ constexpr std::uint32_t kRebias = fp8_detail::kExponentRebias;  // E4M3 bias 7 -
 constexpr std::uint32_t kQuietNaN = 0x7fc00000u;
 constexpr std::uint32_t kE4M3NaNCode = kE4M3NaN;  // magnitude 0x7F; the sign bit is separate
 constexpr std::uint32_t kE8M0NaNCode = kE8M0NaN;
-
-void check(cudaError_t status, const char* what) {
-  if (status != cudaSuccess) {
-    throw CudaError(
-        str_cat(what, " failed: ", cudaGetErrorName(status), ": ", cudaGetErrorString(status)));
-  }
-}
 
 // --- element conversions ------------------------------------------------------------------------
 
@@ -403,7 +399,7 @@ void check_shape(std::int64_t rows, std::int64_t cols, const char* what) {
 class DeviceBuffer {
  public:
   explicit DeviceBuffer(std::size_t bytes) {
-    if (bytes > 0) check(cudaMalloc(&ptr_, bytes), "cudaMalloc");
+    if (bytes > 0) check_cuda(cudaMalloc(&ptr_, bytes), "cudaMalloc");
   }
   ~DeviceBuffer() {
     if (ptr_ != nullptr) cudaFree(ptr_);
@@ -514,7 +510,7 @@ void quantize_mxfp8_device(const void* input, DType dtype, std::int64_t rows, st
       launch_quantize(launch, F16Input{static_cast<const std::uint16_t*>(input)}, data, scale);
       break;
   }
-  check(cudaGetLastError(), "quantize_mxfp8 kernel launch");
+  check_cuda(cudaGetLastError(), "quantize_mxfp8 kernel launch");
 }
 
 void dequantize_mxfp8_device(const std::uint8_t* data, const std::uint8_t* scale, std::int64_t rows,
@@ -536,7 +532,7 @@ void dequantize_mxfp8_device(const std::uint8_t* data, const std::uint8_t* scale
       launch_dequantize(launch, data, scale, F16Output{static_cast<std::uint16_t*>(output)});
       break;
   }
-  check(cudaGetLastError(), "dequantize_mxfp8 kernel launch");
+  check_cuda(cudaGetLastError(), "dequantize_mxfp8 kernel launch");
 }
 
 Mxfp8Tensor quantize_mxfp8_cuda(TensorView input, std::int64_t rows, std::int64_t cols,
@@ -549,15 +545,15 @@ Mxfp8Tensor quantize_mxfp8_cuda(TensorView input, std::int64_t rows, std::int64_
   if (input.numel == 0) return out;
   require_gpu();
   DeviceBuffer d_in(input.nbytes()), d_data(out.data.size()), d_scale(out.scale.size());
-  check(cudaMemcpy(d_in.get(), input.data, input.nbytes(), cudaMemcpyHostToDevice),
+  check_cuda(cudaMemcpy(d_in.get(), input.data, input.nbytes(), cudaMemcpyHostToDevice),
         "cudaMemcpy (input to device)");
   // The swizzled layout's padding stays zero, as Mxfp8Tensor::allocate makes it on the CPU.
-  check(cudaMemset(d_scale.get(), 0, out.scale.size()), "cudaMemset (scales)");
+  check_cuda(cudaMemset(d_scale.get(), 0, out.scale.size()), "cudaMemset (scales)");
   quantize_mxfp8_device(d_in.get(), input.dtype, rows, cols, d_data.as<std::uint8_t>(),
                         d_scale.as<std::uint8_t>(), nullptr, options);
-  check(cudaMemcpy(out.data.data(), d_data.get(), out.data.size(), cudaMemcpyDeviceToHost),
+  check_cuda(cudaMemcpy(out.data.data(), d_data.get(), out.data.size(), cudaMemcpyDeviceToHost),
         "cudaMemcpy (data to host)");
-  check(cudaMemcpy(out.scale.data(), d_scale.get(), out.scale.size(), cudaMemcpyDeviceToHost),
+  check_cuda(cudaMemcpy(out.scale.data(), d_scale.get(), out.scale.size(), cudaMemcpyDeviceToHost),
         "cudaMemcpy (scales to host)");
   return out;
 }
@@ -577,13 +573,13 @@ void dequantize_mxfp8_cuda(const Mxfp8ConstView& src, TensorView output) {
   const auto data_bytes = static_cast<std::size_t>(g.data_bytes);
   const auto scale_bytes = static_cast<std::size_t>(g.scale_bytes);
   DeviceBuffer d_data(data_bytes), d_scale(scale_bytes), d_out(output.nbytes());
-  check(cudaMemcpy(d_data.get(), src.data.data(), data_bytes, cudaMemcpyHostToDevice),
+  check_cuda(cudaMemcpy(d_data.get(), src.data.data(), data_bytes, cudaMemcpyHostToDevice),
         "cudaMemcpy (data to device)");
-  check(cudaMemcpy(d_scale.get(), src.scale.data(), scale_bytes, cudaMemcpyHostToDevice),
+  check_cuda(cudaMemcpy(d_scale.get(), src.scale.data(), scale_bytes, cudaMemcpyHostToDevice),
         "cudaMemcpy (scales to device)");
   dequantize_mxfp8_device(d_data.as<std::uint8_t>(), d_scale.as<std::uint8_t>(), src.rows, src.cols,
                           d_out.get(), output.dtype, nullptr, src.layout);
-  check(cudaMemcpy(output.data, d_out.get(), output.nbytes(), cudaMemcpyDeviceToHost),
+  check_cuda(cudaMemcpy(output.data, d_out.get(), output.nbytes(), cudaMemcpyDeviceToHost),
         "cudaMemcpy (output to host)");
 }
 
