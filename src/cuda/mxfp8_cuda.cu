@@ -546,15 +546,15 @@ Mxfp8Tensor quantize_mxfp8_cuda(TensorView input, std::int64_t rows, std::int64_
   require_gpu();
   DeviceBuffer d_in(input.nbytes()), d_data(out.data.size()), d_scale(out.scale.size());
   check_cuda(cudaMemcpy(d_in.get(), input.data, input.nbytes(), cudaMemcpyHostToDevice),
-        "cudaMemcpy (input to device)");
+             "cudaMemcpy (input to device)");
   // The swizzled layout's padding stays zero, as Mxfp8Tensor::allocate makes it on the CPU.
   check_cuda(cudaMemset(d_scale.get(), 0, out.scale.size()), "cudaMemset (scales)");
   quantize_mxfp8_device(d_in.get(), input.dtype, rows, cols, d_data.as<std::uint8_t>(),
                         d_scale.as<std::uint8_t>(), nullptr, options);
   check_cuda(cudaMemcpy(out.data.data(), d_data.get(), out.data.size(), cudaMemcpyDeviceToHost),
-        "cudaMemcpy (data to host)");
+             "cudaMemcpy (data to host)");
   check_cuda(cudaMemcpy(out.scale.data(), d_scale.get(), out.scale.size(), cudaMemcpyDeviceToHost),
-        "cudaMemcpy (scales to host)");
+             "cudaMemcpy (scales to host)");
   return out;
 }
 
@@ -574,13 +574,13 @@ void dequantize_mxfp8_cuda(const Mxfp8ConstView& src, TensorView output) {
   const auto scale_bytes = static_cast<std::size_t>(g.scale_bytes);
   DeviceBuffer d_data(data_bytes), d_scale(scale_bytes), d_out(output.nbytes());
   check_cuda(cudaMemcpy(d_data.get(), src.data.data(), data_bytes, cudaMemcpyHostToDevice),
-        "cudaMemcpy (data to device)");
+             "cudaMemcpy (data to device)");
   check_cuda(cudaMemcpy(d_scale.get(), src.scale.data(), scale_bytes, cudaMemcpyHostToDevice),
-        "cudaMemcpy (scales to device)");
+             "cudaMemcpy (scales to device)");
   dequantize_mxfp8_device(d_data.as<std::uint8_t>(), d_scale.as<std::uint8_t>(), src.rows, src.cols,
                           d_out.get(), output.dtype, nullptr, src.layout);
   check_cuda(cudaMemcpy(output.data, d_out.get(), output.nbytes(), cudaMemcpyDeviceToHost),
-        "cudaMemcpy (output to host)");
+             "cudaMemcpy (output to host)");
 }
 
 }  // namespace shardwise::cuda
