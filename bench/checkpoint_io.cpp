@@ -169,8 +169,11 @@ int main(int argc, char** argv) {
     std::printf("  warm load %.3f GB/s vs warm read %.3f GB/s (ratio %.3f)\n",
                 gb / best(warm_load_s), gb / best(warm_read_s),
                 best(warm_read_s) / best(warm_load_s));
-    bench::print_figure("checkpoint_save", gb / best(save_s), gb / best(write_s), "GB/s");
-    bench::print_figure("checkpoint_load", gb / best(load_s), gb / best(read_s), "GB/s");
+    // Each limit is the best of its repeats (interleaved with ours), printed with their spread.
+    bench::print_figure("checkpoint_save", gb / best(save_s),
+                        bench::ProbeSamples::of_seconds(gb, write_s), "GB/s");
+    bench::print_figure("checkpoint_load", gb / best(load_s),
+                        bench::ProbeSamples::of_seconds(gb, read_s), "GB/s");
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_checkpoint_io: %s\n", e.what());

@@ -96,7 +96,7 @@ void print_figure_one_thread(int steps) {
   const std::int64_t n = 2048;
   std::vector<float> a(static_cast<std::size_t>(n * n), 0.5f), b(a.size(), 0.25f), c(a.size());
   const auto t = shardwise::bench::best_interleaved(
-      3,
+      5,
       [&] {
         blas::sgemm(blas::Op::kNone, blas::Op::kNone, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f,
                     c.data(), n);
@@ -105,7 +105,11 @@ void print_figure_one_thread(int steps) {
   const double sgemm_gflop = 2.0 * static_cast<double>(n * n) * static_cast<double>(n) / 1e9;
   std::printf("figure: %lldx%lld, %d steps, 1 BLAS thread\n", static_cast<long long>(rows),
               static_cast<long long>(cols), steps);
-  shardwise::bench::print_figure("newton_schulz_1t", gflop / t.ours, sgemm_gflop / t.probe, "GF/s");
+  // Against the best of the interleaved sgemm probes, with their spread.
+  shardwise::bench::print_figure("newton_schulz_1t", gflop / t.ours,
+                                 shardwise::bench::ProbeSamples::of_seconds(sgemm_gflop,
+                                                                            t.probe_samples),
+                                 "GF/s");
   blas::set_num_threads(saved_threads);
 }
 
