@@ -106,10 +106,9 @@ void print_figure_one_thread(int steps) {
   std::printf("figure: %lldx%lld, %d steps, 1 BLAS thread\n", static_cast<long long>(rows),
               static_cast<long long>(cols), steps);
   // Against the best of the interleaved sgemm probes, with their spread.
-  shardwise::bench::print_figure("newton_schulz_1t", gflop / t.ours,
-                                 shardwise::bench::ProbeSamples::of_seconds(sgemm_gflop,
-                                                                            t.probe_samples),
-                                 "GF/s");
+  shardwise::bench::print_figure(
+      "newton_schulz_1t", gflop / t.ours,
+      shardwise::bench::ProbeSamples::of_seconds(sgemm_gflop, t.probe_samples), "GF/s");
   blas::set_num_threads(saved_threads);
 }
 
