@@ -75,8 +75,9 @@ done
 
 # Which CPU the table is from: its name, core count, the kernels' ISA level and OpenBLAS's core.
 cpu_name=$(awk -F': *' '/^model name/ { print $2; exit }' /proc/cpuinfo)
-cpu_kernels=$("$bin/shardwise" version 2>/dev/null | awk -F': *' '/^CPU kernels/ { print $2 }' || true)
-blas_core=$("$bin/shardwise" version 2>/dev/null | grep -o 'core=[A-Za-z0-9]*' || true)
+version=$("$bin/shardwise" version 2>/dev/null || true)
+cpu_kernels=$(awk -F': *' '/^CPU kernels/ { print $2 }' <<<"$version")
+blas_core=$(grep -o 'core=[A-Za-z0-9]*' <<<"$version" || true)
 echo
 echo "CPU: ${cpu_name:-unknown}, $(nproc) cores, CPU kernels: ${cpu_kernels:-unknown}, OpenBLAS ${blas_core:-core=unknown}; median of $repeat run(s)"
 echo "| figure | ours | limit | unit | ratio | ratio of each run | limit probes (min / median / max) |"
