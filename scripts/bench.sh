@@ -10,24 +10,44 @@
 # Figures whose limit is probed several times print the probes' spread after the ratio
 # (probe_min= probe_median= probe_max=; the ratio divides by the best probe).
 #
-#   scripts/bench.sh [--repeat N] [BUILD_DIR=build]   (configure with -DSHARDWISE_BUILD_BENCH=ON)
+#   scripts/bench.sh [--repeat N] [--figures-only] [BUILD_DIR=build]
+#   scripts/bench.sh --table-from LOG [BUILD_DIR=build]   (configure with -DSHARDWISE_BUILD_BENCH=ON)
 # --repeat N runs everything N times and the table gives each figure's median ratio over the runs
 # (with ours and limit of the median run, every run's ratio, and the probe spread of that run).
+# --figures-only runs just the benchmarks behind the table's 14 figures (about half the time: for
+# a borrowed machine). --table-from LOG prints the table of an earlier run's log (BENCH_LOG), or of
+# several runs' logs joined with cat, without running anything.
+# Every step's title line is followed by its wall time ("   step took N s").
 # Environment: BENCH_DIR (checkpoint files; default /tmp), BENCH_LOG (full output; default a
 # temporary file, kept and named at the end).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-repeat=1
-if [[ ${1:-} == --repeat ]]; then
-  repeat=${2:?--repeat needs a count}
-  [[ $repeat =~ ^[1-9][0-9]?$ ]] || { echo "scripts/bench.sh: --repeat takes 1 to 99, got '$repeat'" >&2; exit 2; }
-  shift 2
-fi
+usage() { echo "scripts/bench.sh: $1" >&2; exit 2; }
+repeat=1 figures_only=0 table_from=""
+while [[ ${1:-} == --* ]]; do
+  case $1 in
+    --repeat)
+      repeat=${2:-}
+      [[ $repeat =~ ^[1-9][0-9]?$ ]] || usage "--repeat takes 1 to 99, got '$repeat'"
+      shift 2 ;;
+    --figures-only) figures_only=1; shift ;;
+    --table-from)
+      table_from=${2:-}
+      [[ -r $table_from ]] || usage "--table-from needs a readable log, got '$table_from'"
+      shift 2 ;;
+    *) usage "unknown option '$1'" ;;
+  esac
+done
 build=${1:-build}
 bin=$build/bin
 run=$root/scripts/run.sh
-log=${BENCH_LOG:-$(mktemp /tmp/shardwise-bench.XXXXXX.log)}
-: >"$log"
+if [[ -n $table_from ]]; then
+  log=$table_from
+  repeat=$(grep -c '^load average before' "$log" || true)
+else
+  log=${BENCH_LOG:-$(mktemp /tmp/shardwise-bench.XXXXXX.log)}
+  : >"$log"
+fi
 
 for b in comm_collectives comm_wait ddp_step checkpoint_io mxfp8_codec adamw_step \
          reshard_throughput newton_schulz train_throughput tp_overlap layout_reshard_scaling; do
@@ -37,38 +57,43 @@ done
 step() {  # step "title" command...: runs one bench, its output to the terminal and the log
   echo "== $1" | tee -a "$log"
   shift
+  local start=$SECONDS
   "$@" 2>&1 | tee -a "$log"
+  echo "   step took $((SECONDS - start)) s" | tee -a "$log"
 }
+
+# A step whose output has no figure of the table: left out by --figures-only.
+extra_step() { ((figures_only)) || step "$@"; }
 
 run_all() {
   echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$log"
   step "collectives, 2 ranks, 16 MiB" "$run" 2 -- "$bin/bench_comm_collectives" --numel 4194304 --iters 10
   step "collectives, 4 ranks, 64 MiB" "$run" 4 -- "$bin/bench_comm_collectives" --numel 16777216 --iters 5
-  step "communication waits" "$bin/bench_comm_wait"
+  extra_step "communication waits" "$bin/bench_comm_wait"
   step "DDP step, 2 ranks" "$run" 2 -- "$bin/bench_ddp_step" --mode overlap --iters 5
-  step "exposed optimizer time, 2 ranks" "$run" 2 -- "$bin/bench_ddp_step" --mode optimizer --iters 5
+  extra_step "exposed optimizer time, 2 ranks" "$run" 2 -- "$bin/bench_ddp_step" --mode optimizer --iters 5
   step "checkpoint save/load" "$run" 1 -- "$bin/bench_checkpoint_io" "${BENCH_DIR:-/tmp}" 128 5
   step "MXFP8 codec" "$bin/bench_mxfp8_codec" --figures-only
   step "AdamW step" "$bin/bench_adamw_step" --figures-only
   step "reshard, 4 ranks" "$run" 4 -- "$bin/bench_reshard_throughput" --rows 4096 --cols 4096 --params 2 --iters 5
   step "Newton-Schulz" "$bin/bench_newton_schulz" --figures-only
   step "training FLOP/s" "$run" 1 -- "$bin/bench_train_throughput" --figures-only
-  step "Muon vs AdamW step" "$run" 1 -- "$bin/bench_train_throughput" --muon-vs-adamw
-  step "TP comm overlap, tp 2 and 4" "$run" 4 -- "$bin/bench_tp_overlap" --hidden 1024 --tokens 512 --iters 3
+  extra_step "Muon vs AdamW step" "$run" 1 -- "$bin/bench_train_throughput" --muon-vs-adamw
+  extra_step "TP comm overlap, tp 2 and 4" "$run" 4 -- "$bin/bench_tp_overlap" --hidden 1024 --tokens 512 --iters 3
   # layout of a 1M-param spec and reshard of a 1M-tensor file, each also at 1/4 the size (growth_4x:
   # ~4 when linear); needs the CLI next to the benches.
-  step "layout and reshard scaling, 1M" "$bin/bench_layout_reshard_scaling" --dir "${BENCH_DIR:-/tmp}"
+  extra_step "layout and reshard scaling, 1M" "$bin/bench_layout_reshard_scaling" --dir "${BENCH_DIR:-/tmp}"
   # Built with the CUDA kernels: MXFP8 and AdamW on the GPU against a device copy, Newton-Schulz
   # against cuBLAS GEMMs (each says so and exits 0 without a GPU).
-  if [[ -x $bin/bench_mxfp8_cuda ]]; then step "MXFP8 on the GPU" "$bin/bench_mxfp8_cuda"; fi
-  if [[ -x $bin/bench_adamw_cuda ]]; then step "AdamW on the GPU" "$bin/bench_adamw_cuda"; fi
+  if [[ -x $bin/bench_mxfp8_cuda ]]; then extra_step "MXFP8 on the GPU" "$bin/bench_mxfp8_cuda"; fi
+  if [[ -x $bin/bench_adamw_cuda ]]; then extra_step "AdamW on the GPU" "$bin/bench_adamw_cuda"; fi
   if [[ -x $bin/bench_newton_schulz_cuda ]]; then
-    step "Newton-Schulz on the GPU" "$bin/bench_newton_schulz_cuda"
+    extra_step "Newton-Schulz on the GPU" "$bin/bench_newton_schulz_cuda"
   fi
   echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$log"
 }
 
-for ((r = 1; r <= repeat; r++)); do
+for ((r = 1; r <= repeat && ${#table_from} == 0; r++)); do
   if ((repeat > 1)); then echo "=== run $r of $repeat" | tee -a "$log"; fi
   run_all
 done

@@ -30,6 +30,11 @@
 #                                         library path when it exists
 #   --memcheck                            also run test_cuda under compute-sanitizer memcheck
 #   --train-only                          only the `shardwise train` checks (run_train_checks)
+#   --cpu-bench N                         after the summary, scripts/bench.sh --figures-only
+#                                         --repeat N on the same binaries, pinned to two cores
+#                                         (taskset -c 0,1: the 2-core hosts its goals are set for),
+#                                         e.g. the AVX-512 column from a GPU machine's Xeon; the
+#                                         pack needs the CPU benches (GPU_PACK_EXTRA, docs/gpu.md)
 # Environment: GPU_BUILD_DIR (default build-gpu), JOBS (default nproc), GPU_PACK_EXTRA (more
 # binaries of the build to pack, e.g. "test_core bench_mxfp8_codec" for CPU checks there),
 # SHARDWISE_CUDA_ARCHITECTURES (default 90: H100 and H200), GPU_TRAIN_RUN_LIMIT (seconds each
@@ -42,7 +47,7 @@ targets=(test_cuda test_cuda_host_emulation test_nccl_mpi test_cuda_mpi bench_mx
          bench_adamw_cuda bench_newton_schulz_cuda bench_layer_wise_step_cuda bench_train_mfu_cuda
          shardwise)
 
-mode=build prebuilt="" memcheck=0 train_only=0
+mode=build prebuilt="" memcheck=0 train_only=0 cpu_bench=0
 while (($#)); do
   case $1 in
     --pack) mode=pack ;;
@@ -50,6 +55,10 @@ while (($#)); do
     --prebuilt) mode=prebuilt; prebuilt=${2:?--prebuilt needs a directory}; shift ;;
     --memcheck) memcheck=1 ;;
     --train-only) train_only=1 ;;
+    --cpu-bench)
+      cpu_bench=${2:-}
+      [[ $cpu_bench =~ ^[1-9]$ ]] || { echo "gpu_check: --cpu-bench takes 1 to 9, got '$cpu_bench'" >&2; exit 2; }
+      shift ;;
     *) echo "gpu_check: unknown argument '$1'" >&2; exit 2 ;;
   esac
   shift
@@ -270,4 +279,17 @@ run_train_checks
 echo "gpu_check: $skipped skipped"
 echo "gpu_check: $passed passed, $failed failed"
 [[ -f $logs/bench_lines ]] && cat "$logs/bench_lines"
+if ((cpu_bench)); then
+  # bench.sh reads BUILD_DIR/bin; a pack is the bin directory itself.
+  bench_build=$(mktemp -d /tmp/gpu_check_bench.XXXXXX)
+  ln -s "$bin" "$bench_build/bin"
+  pin=(taskset -c 0,1)
+  command -v taskset >/dev/null || { pin=(); echo "gpu_check: no taskset here, CPU benches unpinned"; }
+  echo "== CPU benchmarks (scripts/bench.sh --figures-only --repeat $cpu_bench, ${pin[*]:-unpinned})"
+  # No MPI core binding: the ranks keep the two cores taskset gives them.
+  OMPI_MCA_hwloc_base_binding_policy=none "${pin[@]}" "$root/scripts/bench.sh" --figures-only \
+    --repeat "$cpu_bench" "$bench_build" >"$logs/cpu_bench.log" 2>&1
+  echo "   scripts/bench.sh exit $?; full output $logs/cpu_bench.log"
+  sed -n '/^CPU: /,/^$/p' "$logs/cpu_bench.log"
+fi
 ((failed == 0))
