@@ -49,10 +49,15 @@ struct Variant {
   std::optional<bool> gather_with_step;
 };
 
+// examples/default.yaml, the tuned default task: in the source tree this bench was built from, or
+// under the working directory (a copy of the repository elsewhere). Empty when neither has it.
 std::string default_config_path() {
-  // examples/default.yaml next to this source tree: the tuned default task.
-  return (std::filesystem::path(__FILE__).parent_path().parent_path() / "examples" / "default.yaml")
-      .string();
+  for (const std::filesystem::path& dir :
+       {std::filesystem::path(SHARDWISE_SOURCE_DIR), std::filesystem::current_path()}) {
+    const std::filesystem::path path = dir / "examples" / "default.yaml";
+    if (std::filesystem::exists(path)) return path.string();
+  }
+  return "";
 }
 
 TrainingConfig load_config(const std::string& path, std::int64_t steps,
@@ -64,6 +69,8 @@ TrainingConfig load_config(const std::string& path, std::int64_t steps,
       "training.eval_interval=0", "logging.progress=false"};
   overrides.insert(overrides.end(), extra.begin(), extra.end());
   if (!path.empty() && std::filesystem::exists(path)) return load_training_config(path, overrides);
+  if (!path.empty()) throw ConfigError(str_cat("bench config ", path, " does not exist"));
+  std::printf("(examples/default.yaml not found: built-in config defaults)\n");
   return parse_training_config("{}", overrides, "<built-in defaults>");
 }
 

@@ -18,9 +18,13 @@ grown by sqrt(K) over K-term sums (K <= 256 here) and by the loss's log-softmax:
 margin of 10. Steps 2-5 add the optimizer's update computed from those grads (Newton-Schulz is
 Lipschitz near its fixed point, the learning rate is in its warm-up): 1e-4. Later steps drift
 apart as any two fp32 implementations do (on an H200 the main job's step losses at 1 rank differed
-by up to 37% somewhere in the 600 steps, where the loss falls steeply), so the whole run is judged
-by its end: the final held-out exact match within 5 points and held-out loss within 30% of the CPU
-run's (measured: 97.3% against 99.2%, 0.109 against 0.098).
+by up to 56% somewhere in the 600 steps, where the loss falls steeply), so the whole run is judged
+by its end. That end must not hang on luck: at 1 rank with the main job's micro-batch of 16 the
+held-out exact match depends on the tiniest perturbation (CPU runs with model.seed 1235-1240: 16%,
+10%, 100%, 78%, 100%, 41%; GPU runs of seed 1234: 98.4%, 98.8%, 69.9% against the CPU's 99.2%), so
+gpu_check.sh runs the 1-rank jobs with training.grad_accumulation=4 (the README's global batch of
+64), where every seed reached 100% (CPU, seeds 1234-1239: held-out loss 0.0016-0.0028). Judged:
+the final held-out exact match within 1 point and held-out loss within a factor 3 of the CPU run's.
 """
 import json
 import sys
@@ -28,8 +32,8 @@ import sys
 FIRST_STEP_TOL = 1e-5
 EARLY_STEPS_TOL = 1e-4
 EARLY_STEPS = 5
-WHOLE_RUN_ACCURACY = 0.05
-WHOLE_RUN_LOSS = 0.3
+WHOLE_RUN_ACCURACY = 0.01
+WHOLE_RUN_LOSS_FACTOR = 3.0
 failures = 0
 
 
@@ -74,11 +78,12 @@ def parity(cpu_path, gpu_path):
     worst = max(rel(cpu[s]["loss"], gpu[s]["loss"]) for s in common)
     print(f"whole run: {len(common)} steps, largest relative loss difference {worst:.2e}")
     c, g = cpu_evals[-1], gpu_evals[-1]
-    d = rel(c["eval_loss"], g["eval_loss"])
-    check(abs(c["accuracy"] - g["accuracy"]) <= WHOLE_RUN_ACCURACY and d <= WHOLE_RUN_LOSS,
+    factor = max(c["eval_loss"], g["eval_loss"]) / max(min(c["eval_loss"], g["eval_loss"]), 1e-30)
+    check(abs(c["accuracy"] - g["accuracy"]) <= WHOLE_RUN_ACCURACY
+          and factor <= WHOLE_RUN_LOSS_FACTOR,
           f"final held-out: exact match cpu {c['accuracy']} gpu {g['accuracy']} (within "
-          f"{WHOLE_RUN_ACCURACY}), loss cpu {c['eval_loss']:.6g} gpu {g['eval_loss']:.6g} rel diff "
-          f"{d:.2e} (within {WHOLE_RUN_LOSS})")
+          f"{WHOLE_RUN_ACCURACY}), loss cpu {c['eval_loss']:.6g} gpu {g['eval_loss']:.6g}, a "
+          f"factor {factor:.2f} (within {WHOLE_RUN_LOSS_FACTOR})")
 
 
 def same_step(a_path, b_path, step):
