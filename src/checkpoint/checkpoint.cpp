@@ -524,14 +524,23 @@ LoadedCheckpoint load_checkpoint(const fs::path& directory, const std::vector<Mo
       throw FormatError(str_cat("checkpoint manifest ", quoted(manifest_file),
                                 ": malformed \"model\": ", printable(e.what(), 200)));
     }
-    // The optimizer's state dict (buffers the shards are read into) is built on a second thread
-    // while the model file is read: allocating and filling it is memory work the read can hide.
-    // (The future of std::async joins the thread when destroyed, also when the read throws.)
-    std::future<optim::OptimizerState> state =
-        std::async(std::launch::async, [&optimizer] { return optimizer.state_dict(); });
+    // State in host memory is read in place. Otherwise the state dict the shards are read into
+    // is built on a second thread while the model file is read: allocating and filling it is
+    // memory work the read can hide. (The future of std::async joins the thread when destroyed,
+    // also when the read throws.)
+    std::optional<optim::StateLoadTargets> targets = optimizer.state_load_targets();
+    std::future<optim::OptimizerState> state;
+    if (!targets) {
+      state = std::async(std::launch::async, [&optimizer] { return optimizer.state_dict(); });
+    }
     load_model_file(file_in(directory, model_name, manifest_file), model);
-    load_optimizer_shards(optimizer, saved_shards_from_index(m, directory, manifest_file),
-                          str_cat("checkpoint ", quoted(directory)), state.get());
+    const std::vector<SavedShard> saved = saved_shards_from_index(m, directory, manifest_file);
+    const std::string what = str_cat("checkpoint ", quoted(directory));
+    if (targets) {
+      load_optimizer_shards(optimizer, saved, what, std::move(*targets));
+    } else {
+      load_optimizer_shards(optimizer, saved, what, state.get());
+    }
   } catch (...) {
     failure = std::current_exception();
   }

@@ -1,7 +1,10 @@
 #include "shardwise/checkpoint/checkpoint_shards.hpp"
 
 #include <algorithm>
+#include <functional>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <span>
 #include <utility>
 
 #include "checkpoint_finite.hpp"
@@ -280,60 +283,111 @@ void fill_from_saved_shards(FileCache& files, const OptimizerShard& shard,
              "'");
 }
 
+// Where a load puts one param's state: each array field's values, and the per-param scalars
+// (the step), which are read as floats and handed to their store.
+struct ParamStateSinks {
+  std::vector<std::pair<std::string, std::span<float>>> arrays;
+  std::vector<std::pair<std::string, std::function<void(float)>>> scalars;
+};
+
+// The saved shards of `shard`'s param, each checked to have the model's shape.
+const std::vector<const SavedShard*>& sources_of(const SavedShardsByParam& saved_of,
+                                                 const OptimizerShard& shard,
+                                                 const std::string& what) {
+  const auto it = saved_of.find(shard.param);
+  SW_REQUIRE(it != saved_of.end(), FormatError, what, " has no saved optimizer state for param '",
+             shard.param, "' (saved from a different model or optimizer?)");
+  for (const SavedShard* src : it->second) {
+    SW_REQUIRE(src->shape == shard.shape, ShapeError, "checkpoint file ", quoted(src->file),
+               ": param '", shard.param, "' has shape ", json(src->shape).dump(),
+               " but the model's is ", json(shard.shape).dump());
+  }
+  return it->second;
+}
+
+// Reads one param's main param and state fields. Shapes and coverage are checked per param
+// before its bytes are read.
+void load_param_shard(FileCache& files, const OptimizerShard& shard,
+                      const std::vector<const SavedShard*>& sources, const ParamStateSinks& sinks,
+                      const std::string& what) {
+  auto fill = [&](const std::string& field, float* dst) {
+    fill_from_saved_shards(files, shard, sources, field, dst, what);
+  };
+  fill(std::string(kMainParamField), shard.main_param);
+  for (const auto& [field, values] : sinks.arrays) {
+    SW_CHECK(static_cast<std::int64_t>(values.size()) == shard.count(), "param ", shard.param,
+             " field ", field, " size");
+    fill(field, values.data());
+  }
+  for (const auto& [field, store] : sinks.scalars) {
+    const SafetensorsFile& file = files.get(sources.front()->file);
+    const std::string name = shard_tensor_name(shard.param, field);
+    check_tensor(file, name, 1, str_cat("the per-param field '", field, "'"));
+    float value = 0.0f;
+    file.read_range(name, 0, 1, &value);
+    store(value);
+  }
+}
+
 }  // namespace
 
 void load_optimizer_shards(optim::Optimizer& optimizer, const std::vector<SavedShard>& saved,
                            const std::string& what) {
-  // The optimizer's state dict names every field it needs, at the right sizes.
-  load_optimizer_shards(optimizer, saved, what, optimizer.state_dict());
+  if (std::optional<optim::StateLoadTargets> targets = optimizer.state_load_targets()) {
+    load_optimizer_shards(optimizer, saved, what, std::move(*targets));
+  } else {
+    // The optimizer's state dict names every field it needs, at the right sizes.
+    load_optimizer_shards(optimizer, saved, what, optimizer.state_dict());
+  }
 }
 
+// Main params are read straight into the optimizer's buffers (no staging copy), so a checkpoint
+// found damaged (non-finite values) part-way leaves them partly loaded. The state fields are read
+// into `state` and handed over only once all were accepted.
 void load_optimizer_shards(optim::Optimizer& optimizer, const std::vector<SavedShard>& saved,
                            const std::string& what, optim::OptimizerState state) {
-  const std::vector<OptimizerShard> shards = optimizer_shards(optimizer);
   const SavedShardsByParam saved_of = saved_shards_by_param(saved);
   FileCache files;
-  // Shapes and coverage are checked per param before its bytes are read; main params are read
-  // straight into the optimizer's buffers (no staging copy), so a checkpoint found damaged
-  // (non-finite values) part-way leaves them partly loaded. The state fields are read into
-  // `state` and handed over only once all were accepted.
-
-  for (std::size_t si = 0; si < shards.size(); ++si) {
-    const OptimizerShard& shard = shards[si];
-    const auto sit = saved_of.find(shard.param);
-    SW_REQUIRE(sit != saved_of.end(), FormatError, what,
-               " has no saved optimizer state for param '", shard.param,
-               "' (saved from a different model or optimizer?)");
-    const auto& sources = sit->second;
-    for (const SavedShard* src : sources) {
-      SW_REQUIRE(src->shape == shard.shape, ShapeError, "checkpoint file ", quoted(src->file),
-                 ": param '", shard.param, "' has shape ", json(src->shape).dump(),
-                 " but the model's is ", json(shard.shape).dump());
-    }
-    auto fill = [&](const std::string& field, float* dst) {
-      fill_from_saved_shards(files, shard, sources, field, dst, what);
-    };
-    fill(std::string(kMainParamField), shard.main_param);
-
+  for (const OptimizerShard& shard : optimizer_shards(optimizer)) {
+    const auto& sources = sources_of(saved_of, shard, what);
     const auto entry = state.find(shard.param);
     SW_CHECK(entry != state.end(), "optimizer ", optimizer.kind(), " has no state for param ",
              shard.param);
+    ParamStateSinks sinks;
     for (auto& [field, values] : entry->second) {
       if (!is_per_param_field(field)) {
-        SW_CHECK(static_cast<std::int64_t>(values.size()) == shard.count(), "param ", shard.param,
-                 " field ", field, " size");
-        fill(field, values.data());
+        sinks.arrays.emplace_back(field, std::span<float>(values));
         continue;
       }
-      const SavedShard* src = sources.front();
-      const SafetensorsFile& file = files.get(src->file);
-      const std::string name = shard_tensor_name(shard.param, field);
-      check_tensor(file, name, 1, str_cat("the per-param field '", field, "'"));
       SW_CHECK(values.size() == 1, "per-param field ", field, " of ", shard.param);
-      file.read_range(name, 0, 1, values.data());
+      sinks.scalars.emplace_back(field, [&values](float v) { values[0] = v; });
     }
+    load_param_shard(files, shard, sources, sinks, what);
   }
   optimizer.take_state_dict(std::move(state));  // moves the vectors just read where it can
+}
+
+// Everything is read in place: main params and state alike are partly loaded when a checkpoint
+// is found damaged part-way (the load throws; the run must not go on from it).
+void load_optimizer_shards(optim::Optimizer& optimizer, const std::vector<SavedShard>& saved,
+                           const std::string& what, optim::StateLoadTargets targets) {
+  const SavedShardsByParam saved_of = saved_shards_by_param(saved);
+  FileCache files;
+  for (const OptimizerShard& shard : optimizer_shards(optimizer)) {
+    const auto& sources = sources_of(saved_of, shard, what);
+    const auto target = targets.find(shard.param);
+    SW_CHECK(target != targets.end(), "optimizer ", optimizer.kind(), " has no state for param ",
+             shard.param);
+    ParamStateSinks sinks;
+    for (const auto& [field, values] : target->second.arrays)
+      sinks.arrays.emplace_back(field, values);
+    if (std::int64_t* step = target->second.step) {
+      sinks.scalars.emplace_back("step", [step, &shard, &optimizer](float v) {
+        *step = optim::step_from_float(v, shard.param, optimizer.kind());
+      });
+    }
+    load_param_shard(files, shard, sources, sinks, what);
+  }
 }
 
 void save_state_dict_to_file(const optim::Optimizer& optimizer, const fs::path& path) {

@@ -6,6 +6,7 @@
 
 #include "adamw_kernels.hpp"
 #include "shardwise/core/error.hpp"
+#include "shardwise/core/tensor_view.hpp"
 
 namespace shardwise::optim {
 
@@ -139,6 +140,22 @@ void AdamW::take_state_dict(OptimizerState&& state) {
       st.step = step_from_float(ps.at("step")[0], p.name, "AdamW");
     }
   }
+}
+
+std::optional<StateLoadTargets> AdamW::state_load_targets() {
+  if (math_->device() != TensorView::kHostMemory) return std::nullopt;
+  StateLoadTargets out;
+  for (const ParamGroup& group : groups_) {
+    for (const OptimParam& p : group.params) {
+      State& st = state_for(p);
+      StateLoadTarget& target = out[p.name];
+      target.arrays["exp_avg"] = {st.exp_avg.data(), static_cast<std::size_t>(st.exp_avg.size())};
+      target.arrays["exp_avg_sq"] = {st.exp_avg_sq.data(),
+                                     static_cast<std::size_t>(st.exp_avg_sq.size())};
+      target.step = &st.step;
+    }
+  }
+  return out;
 }
 
 void AdamW::check_state_dict(const OptimizerState& state) const {

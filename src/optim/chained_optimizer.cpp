@@ -80,6 +80,10 @@ OptimizerStateView ChainedOptimizer::state_view() const {
   return merged;
 }
 
+std::optional<StateLoadTargets> ChainedOptimizer::state_load_targets() {
+  return merged_state_load_targets(children_);
+}
+
 void ChainedOptimizer::load_state_dict(const OptimizerState& state) {
   std::vector<OptimizerState> parts(children_.size());
   std::map<std::string, std::size_t> owner;

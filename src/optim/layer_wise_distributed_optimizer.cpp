@@ -236,6 +236,10 @@ OptimizerStateView LayerWiseDistributedOptimizer::state_view() const {
   return view;
 }
 
+std::optional<StateLoadTargets> LayerWiseDistributedOptimizer::state_load_targets() {
+  return merged_state_load_targets(children_);
+}
+
 void LayerWiseDistributedOptimizer::load_state_dict(const OptimizerState& state) {
   std::vector<OptimizerState> per_child(children_.size());
   std::size_t routed = 0;

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "shardwise/core/error.hpp"
+#include "shardwise/core/tensor_view.hpp"
 
 namespace shardwise::optim {
 
@@ -233,6 +234,19 @@ void Muon::load_state_dict(const OptimizerState& state) {
       momentum_[p.name] = math_->adopt(std::vector<float>(state.at(p.name).at("momentum_buffer")));
     }
   }
+}
+
+std::optional<StateLoadTargets> Muon::state_load_targets() {
+  if (math_->device() != TensorView::kHostMemory) return std::nullopt;
+  StateLoadTargets out;
+  for (const ParamGroup& group : groups_) {
+    for (const OptimParam& p : group.params) {
+      FloatArray& momentum = momentum_for(p);
+      out[p.name].arrays["momentum_buffer"] = {momentum.data(),
+                                               static_cast<std::size_t>(momentum.size())};
+    }
+  }
+  return out;
 }
 
 }  // namespace shardwise::optim

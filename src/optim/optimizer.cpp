@@ -22,6 +22,17 @@ Optimizer::Optimizer(std::vector<ParamGroup> groups, ShardMathPtr math)
   SW_REQUIRE(math_ != nullptr, InvalidArgument, "optimizer built without its shard math");
 }
 
+std::optional<StateLoadTargets> merged_state_load_targets(
+    const std::vector<std::unique_ptr<Optimizer>>& children) {
+  StateLoadTargets merged;
+  for (const auto& child : children) {
+    std::optional<StateLoadTargets> part = child->state_load_targets();
+    if (!part) return std::nullopt;
+    merged.merge(std::move(*part));
+  }
+  return merged;
+}
+
 OptimizerStateView Optimizer::state_view() const {
   OptimizerStateView view;
   for (auto& [param, fields] : state_dict()) {

@@ -152,6 +152,29 @@ TEST(OptimizerStateFile, RoundTripRestoresStateAndContinuesBitIdentically) {
   fs::remove_all(dir);
 }
 
+// The in-place load (AdamW's state is in host memory) and the hand-over of a filled state dict
+// (the path of state kept elsewhere, e.g. on a GPU) give the same optimizer.
+TEST(OptimizerStateFile, InPlaceLoadEqualsStateDictHandOver) {
+  const fs::path dir = fresh_dir("state-file-in-place");
+  TinyModel a(kSpec, 1);
+  for (std::uint32_t s = 0; s < 3; ++s) a.step(200 + s);
+  save_state_dict_to_file(*a.optimizer, dir / "rank0.safetensors");
+  const std::vector<SavedShard> saved = read_shard_file_index(dir / "rank0.safetensors");
+  TinyModel in_place(kSpec, 2);
+  TinyModel handed_over(kSpec, 3);
+  ASSERT_TRUE(in_place.optimizer->state_load_targets().has_value());
+  load_optimizer_shards(*in_place.optimizer, saved, "test",
+                        *in_place.optimizer->state_load_targets());
+  load_optimizer_shards(*handed_over.optimizer, saved, "test", handed_over.optimizer->state_dict());
+  EXPECT_EQ(in_place.optimizer->state_dict(), a.optimizer->state_dict());
+  EXPECT_EQ(handed_over.optimizer->state_dict(), a.optimizer->state_dict());
+  for (std::size_t i = 0; i < a.params.size(); ++i) {
+    EXPECT_EQ(in_place.params[i].value, a.params[i].value) << a.params[i].name;
+    EXPECT_EQ(handed_over.params[i].value, a.params[i].value) << a.params[i].name;
+  }
+  fs::remove_all(dir);
+}
+
 TEST(OptimizerStateFile, WrongModelIsRejectedNamingParam) {
   const fs::path dir = fresh_dir("state-file-wrong");
   TinyModel a(kSpec, 1);

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "optim/optim_test_data.hpp"
@@ -179,6 +180,39 @@ TEST(ChainedOptimizer, StateViewShowsTheStateDictWithoutCopying) {
             again.params().at("w").at("momentum_buffer").data());
   EXPECT_EQ(view.params().at("b").at("exp_avg_sq").data(),
             again.params().at("b").at("exp_avg_sq").data());
+}
+
+// What a checkpoint load reads into in place: every param of both children, each field the state
+// dict has, writable into the optimizers' own buffers (a write shows in state_dict()).
+TEST(ChainedOptimizer, StateLoadTargetsWriteTheOptimizersOwnState) {
+  MuonAdamwModel m;
+  auto opt = m.chained();
+  opt->step();
+  std::optional<StateLoadTargets> targets = opt->state_load_targets();
+  ASSERT_TRUE(targets.has_value());
+  const OptimizerState before = opt->state_dict();
+  ASSERT_EQ(targets->size(), before.size());
+  for (const auto& [param, fields] : before) {
+    const StateLoadTarget& t = targets->at(param);
+    for (const auto& [field, values] : fields) {
+      if (field == "step") {
+        ASSERT_NE(t.step, nullptr) << param;
+        EXPECT_EQ(static_cast<float>(*t.step), values[0]) << param;
+      } else {
+        EXPECT_TRUE(std::equal(values.begin(), values.end(), t.arrays.at(field).begin(),
+                               t.arrays.at(field).end()))
+            << param << "/" << field;
+      }
+    }
+  }
+  EXPECT_EQ(targets->at("w").step, nullptr);  // Muon keeps no step count
+  targets->at("w").arrays.at("momentum_buffer")[5] = 42.0f;
+  targets->at("n").arrays.at("exp_avg_sq")[3] = 7.0f;
+  *targets->at("b").step = 9;
+  const OptimizerState after = opt->state_dict();
+  EXPECT_EQ(after.at("w").at("momentum_buffer")[5], 42.0f);
+  EXPECT_EQ(after.at("n").at("exp_avg_sq")[3], 7.0f);
+  EXPECT_EQ(after.at("b").at("step")[0], 9.0f);
 }
 
 TEST(ChainedOptimizer, StateDictRoutesToChildrenAndContinuesIdentically) {

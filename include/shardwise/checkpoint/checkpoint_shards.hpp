@@ -91,8 +91,10 @@ OptimizerShardFile optimizer_shard_file(const optim::Optimizer& optimizer,
 std::vector<SavedShard> read_shard_file_index(const std::filesystem::path& path);
 
 // Fills the main params and the state of every shard `optimizer` holds from the saved shards
-// (any split: each element is copied from the saved shard that covers it), then calls
-// optimizer.load_state_dict. `what` names the checkpoint in errors. Throws FormatError naming the
+// (any split: each element is copied from the saved shard that covers it): in place where the
+// optimizer gives state_load_targets() (its state in host memory), else into its state_dict(),
+// handed over with take_state_dict once every field was read. `what` names the checkpoint in
+// errors. Throws FormatError naming the
 // file and tensor when a needed tensor is missing or malformed, and naming the param, field and
 // element range when no saved shard covers part of what this rank needs. Per-param fields come
 // from the first saved shard of the param.
@@ -102,6 +104,9 @@ void load_optimizer_shards(optim::Optimizer& optimizer, const std::vector<SavedS
 // the right sizes), which is filled and handed over: lets a caller build it on another thread.
 void load_optimizer_shards(optim::Optimizer& optimizer, const std::vector<SavedShard>& saved,
                            const std::string& what, optim::OptimizerState state);
+// The same, read straight into `targets`, the optimizer's state_load_targets().
+void load_optimizer_shards(optim::Optimizer& optimizer, const std::vector<SavedShard>& saved,
+                           const std::string& what, optim::StateLoadTargets targets);
 
 // One rank's optimizer state (main params + state fields) as a single safetensors file, and back.
 // Loading needs the same shards (or ones covering them): the same optimizer on the same layout.

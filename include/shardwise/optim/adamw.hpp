@@ -61,6 +61,7 @@ class AdamW : public Optimizer {
   OptimizerStateView state_view() const override;
   void load_state_dict(const OptimizerState& state) override;
   void take_state_dict(OptimizerState&& state) override;
+  std::optional<StateLoadTargets> state_load_targets() override;
 
   const AdamWOptions& defaults() const { return defaults_; }
 

@@ -33,6 +33,7 @@ class ChainedOptimizer : public Optimizer {
   OptimizerState state_dict() const override;
   OptimizerStateView state_view() const override;
   void load_state_dict(const OptimizerState& state) override;
+  std::optional<StateLoadTargets> state_load_targets() override;
   void set_lr(double lr) override;
   void reload_model_params() override;
   void set_param_overrides(const ParamOverrides& overrides) override;

@@ -64,6 +64,9 @@ class DistributedOptimizer : public Optimizer {
   OptimizerStateView state_view() const override { return adamw_->state_view(); }
   void load_state_dict(const OptimizerState& state) override;
   void take_state_dict(OptimizerState&& state) override;
+  std::optional<StateLoadTargets> state_load_targets() override {
+    return adamw_->state_load_targets();
+  }
   void set_lr(double lr) override;
   void reload_model_params() override;
   void set_param_overrides(const ParamOverrides& overrides) override;

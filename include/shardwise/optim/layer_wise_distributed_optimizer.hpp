@@ -68,6 +68,7 @@ class LayerWiseDistributedOptimizer : public Optimizer {
   bool step_with_ready_grads() override;
   OptimizerState state_dict() const override;
   OptimizerStateView state_view() const override;
+  std::optional<StateLoadTargets> state_load_targets() override;
   void load_state_dict(const OptimizerState& state) override;
   void set_lr(double lr) override;
   void reload_model_params() override;

@@ -10,8 +10,10 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -68,6 +70,15 @@ struct ParamGroup {
 // PyTorch ("exp_avg", "exp_avg_sq", "step", "momentum_buffer"); scalars are 1-element vectors.
 using ParamState = std::map<std::string, std::vector<float>>;
 using OptimizerState = std::map<std::string, ParamState>;
+
+// Where a checkpoint load reads one param's state in place: each array field (by name, as in a
+// ParamState) in the optimizer's own host memory, and the param's step count (null when the
+// optimizer keeps none).
+struct StateLoadTarget {
+  std::map<std::string, std::span<float>> arrays;
+  std::int64_t* step = nullptr;
+};
+using StateLoadTargets = std::map<std::string, StateLoadTarget>;
 
 // Sums a locally computed value over the world (all ranks holding a part of the optimizer).
 // Identity for a single process; an MPI all-reduce for distributed optimizers.
@@ -134,6 +145,12 @@ class Optimizer {
   // Same checks and result, but may move the vectors out of `state` instead of copying them
   // (a checkpoint load hands over the state it has just read). Default: load_state_dict.
   virtual void take_state_dict(OptimizerState&& state) { load_state_dict(state); }
+  // Every owned param's state, writable in place (a param without state gets its zero state
+  // first), for a checkpoint load that reads straight into it: no second copy of the state is
+  // made, and a load that fails part-way leaves the state partly overwritten (as it leaves the
+  // main params). Nullopt where the state is not in host memory: the load then reads into a
+  // state_dict() and hands it over with take_state_dict. Valid until the next step or load.
+  virtual std::optional<StateLoadTargets> state_load_targets() { return std::nullopt; }
 
   std::vector<ParamGroup>& param_groups() { return groups_; }
   const std::vector<ParamGroup>& param_groups() const { return groups_; }
@@ -211,6 +228,10 @@ const std::vector<float>& state_field(const ParamState& entry, const std::string
 void check_no_unknown_params(const Optimizer& optimizer, const OptimizerState& state,
                              std::string_view what);
 // Step counts travel as floats (state dicts are name -> float vectors); exact below 2^24.
+// The state_load_targets of `children` merged (their params are disjoint), or nullopt when any
+// child has none.
+std::optional<StateLoadTargets> merged_state_load_targets(
+    const std::vector<std::unique_ptr<Optimizer>>& children);
 float step_to_float(std::int64_t step);
 std::int64_t step_from_float(float value, const std::string& param, std::string_view what);
 
