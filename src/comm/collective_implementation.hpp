@@ -64,6 +64,8 @@ class CollectiveImplementation {
   // Whether reduce_scatter multiplies each rank's input by call.input_scale itself; otherwise
   // the group scales the input in place first.
   virtual bool folds_input_scale() const { return false; }
+  // Whether large all-gathers copy straight from the peers' memory (one copy per byte).
+  virtual bool single_copy_all_gather() const { return false; }
   // Reduce-scatter of `size` fp32 shards of `shard` elements that may be clobbered (the fp32
   // stage of a 16-bit input); returns where this rank's reduced shard is inside `data`. The
   // default reduces in place into this rank's shard.

@@ -247,11 +247,13 @@ class MpiProcessGroup final : public ProcessGroup {
   TrafficCounters traffic() const override { return traffic_->snapshot(); }
   void reset_traffic() override { traffic_->reset(); }
 
-  bool uses_shared_memory() {
+  bool uses_shared_memory(bool single_copy_all_gather = false) {
     bool active = false;
     worker_
         ->submit([&] {
-          active = implementations_[CollectiveAlgorithm::kSharedMemory].implementation != nullptr;
+          const auto& segment = implementations_[CollectiveAlgorithm::kSharedMemory].implementation;
+          active =
+              segment != nullptr && (!single_copy_all_gather || segment->single_copy_all_gather());
         })
         ->wait();
     return active;
@@ -586,6 +588,10 @@ ProcessGroupOptions process_group_options(const ProcessGroupPtr& group) {
 
 bool uses_shared_memory_collectives(const ProcessGroupPtr& group) {
   return as_mpi_group(group, "uses_shared_memory_collectives").uses_shared_memory();
+}
+
+bool uses_single_copy_all_gather(const ProcessGroupPtr& group) {
+  return as_mpi_group(group, "uses_single_copy_all_gather").uses_shared_memory(true);
 }
 
 ProcessGroupPtr split_group(const ProcessGroupPtr& parent, int color, int key,

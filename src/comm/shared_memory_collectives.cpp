@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <sched.h>
 #include <sys/mman.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -83,18 +84,18 @@ std::atomic<std::uint64_t> next_segment_id{0};
 
 // The counters one rank publishes. ready: 2g+1 once its data of round g is in its half, 2g+2
 // once its second phase (all-reduce's reduced part) is; done: g+1 once it read everything it
-// reads in round g.
+// reads in round g. source: in a single-copy round, the address of its shard in its own memory
+// (written before ready, on ready's line).
 struct SharedMemoryCollectives::RankFlags {
   alignas(128) std::atomic<std::uint64_t> ready{0};
+  std::atomic<std::uint64_t> source{0};
   alignas(128) std::atomic<std::uint64_t> done{0};
 };
 static_assert(sizeof(std::atomic<std::uint64_t>) == 8 &&
               std::atomic<std::uint64_t>::is_always_lock_free);
 
 std::unique_ptr<SharedMemoryCollectives> SharedMemoryCollectives::create(
-    MPI_Comm comm, const std::string& group_name,
-    const std::function<void(const char* call, const std::function<int(MPI_Request*)>&)>&
-        complete) {
+    MPI_Comm comm, const std::string& group_name, const CollectiveCompletion& complete) {
   int rank = 0;
   int size = 1;
   MPI_Comm_rank(comm, &rank);
@@ -146,8 +147,44 @@ std::unique_ptr<SharedMemoryCollectives> SharedMemoryCollectives::create(
     if (base != nullptr) ::munmap(base, bytes);
     return nullptr;
   }
-  return std::unique_ptr<SharedMemoryCollectives>(
+  std::unique_ptr<SharedMemoryCollectives> segment(
       new SharedMemoryCollectives(base, bytes, rank, size));
+  segment->probe_single_copy(comm, complete);
+  return segment;
+}
+
+void SharedMemoryCollectives::probe_single_copy(MPI_Comm comm,
+                                                const CollectiveCompletion& complete) {
+  // Each rank offers its pid and a word holding its rank; each reads every peer's word.
+  const std::uint64_t word = static_cast<std::uint64_t>(rank_) + 0x5eed0000;
+  struct Offer {
+    std::int64_t pid;
+    std::uint64_t address;
+  } mine{::getpid(), reinterpret_cast<std::uint64_t>(&word)};
+  std::vector<Offer> offers(static_cast<std::size_t>(size_));
+  complete("MPI_Iallgather (single-copy probe)", [&](MPI_Request* r) {
+    return MPI_Iallgather(&mine, sizeof mine, MPI_BYTE, offers.data(), sizeof mine, MPI_BYTE, comm,
+                          r);
+  });
+  const char* wanted = std::getenv(kSingleCopyEnv);
+  // Every rank takes part in the exchange below, whatever its environment says.
+  int ok = wanted != nullptr && std::strcmp(wanted, "1") == 0;
+  for (int q = 0; q < size_ && ok; ++q) {
+    if (q == rank_) continue;
+    std::uint64_t got = 0;
+    iovec local{&got, sizeof got};
+    iovec remote{reinterpret_cast<void*>(offers[q].address), sizeof got};
+    ok = ::process_vm_readv(static_cast<pid_t>(offers[q].pid), &local, 1, &remote, 1, 0) ==
+             static_cast<ssize_t>(sizeof got) &&
+         got == static_cast<std::uint64_t>(q) + 0x5eed0000;
+  }
+  // The peers' words must outlive their reads: this all-reduce is also the barrier for that.
+  complete("MPI_Iallreduce (single-copy probe)", [&](MPI_Request* r) {
+    return MPI_Iallreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, comm, r);
+  });
+  if (!ok) return;
+  peer_pids_.resize(static_cast<std::size_t>(size_));
+  for (int q = 0; q < size_; ++q) peer_pids_[q] = static_cast<int>(offers[q].pid);
 }
 
 SharedMemoryCollectives::SharedMemoryCollectives(void* base, std::size_t bytes, int rank, int size)
@@ -161,6 +198,7 @@ std::byte* SharedMemoryCollectives::half(int owner, std::uint64_t round) const {
 }
 
 SharedMemoryCollectives::RankFlags& SharedMemoryCollectives::flags(int owner) const {
+  static_assert(sizeof(RankFlags) <= kFlagBytes);
   // The mapping starts zeroed: all-zero atomics are valid counters at 0.
   return *reinterpret_cast<RankFlags*>(static_cast<std::byte*>(base_) +
                                        static_cast<std::size_t>(owner) * kFlagBytes);
@@ -245,8 +283,44 @@ void SharedMemoryCollectives::reduce_scatter(const std::byte* input, std::byte* 
   }
 }
 
+void SharedMemoryCollectives::all_gather_single_copy(std::byte* output, const std::byte* own_input,
+                                                     std::size_t shard_bytes,
+                                                     const SharedMemoryWatch& watch) {
+  const int r = rank_;
+  std::byte* own_output = output + static_cast<std::size_t>(r) * shard_bytes;
+  const std::byte* source = own_input != nullptr ? own_input : own_output;
+  flags(r).source.store(reinterpret_cast<std::uint64_t>(source), std::memory_order_relaxed);
+  publish(2 * round_ + 2);
+  if (own_input != nullptr) {
+    copy_into_output(own_output, own_input, shard_bytes, shard_bytes * size_);
+  }
+  for (int j = 1; j < size_; ++j) {
+    const int q = (r + j) % size_;
+    wait_one(flags(q).ready, 2 * round_ + 1, q, watch);
+    const std::uint64_t peer_source = flags(q).source.load(std::memory_order_relaxed);
+    std::byte* dst = output + static_cast<std::size_t>(q) * shard_bytes;
+    for (std::size_t done = 0; done < shard_bytes;) {
+      iovec local{dst + done, shard_bytes - done};
+      iovec remote{reinterpret_cast<void*>(peer_source + done), shard_bytes - done};
+      const ssize_t n = ::process_vm_readv(peer_pids_[q], &local, 1, &remote, 1, 0);
+      SW_REQUIRE(n > 0, CommError, "all-gather: reading rank ", q, "'s shard (", shard_bytes,
+                 " bytes at offset ", done, ") with process_vm_readv failed: ",
+                 n < 0 ? std::strerror(errno) : "no bytes read");
+      done += static_cast<std::size_t>(n);
+    }
+  }
+  // Every peer must have read this rank's shard before the caller may change it.
+  finish_round();
+  wait_all(&RankFlags::done, round_, watch);
+}
+
 void SharedMemoryCollectives::all_gather(std::byte* output, const std::byte* own_input,
                                          std::size_t shard_bytes, const SharedMemoryWatch& watch) {
+  if (single_copy() && shard_bytes >= kSingleCopyMinBytes) {
+    begin_round(watch);  // keeps the rounds of the segment's halves in step
+    all_gather_single_copy(output, own_input, shard_bytes, watch);
+    return;
+  }
   const int p = size_;
   const int r = rank_;
   const std::size_t output_bytes = shard_bytes * static_cast<std::size_t>(p);
@@ -315,6 +389,7 @@ class SharedMemoryAlgorithm final : public CollectiveImplementation {
                              element_combine(call.dtype, call.op), call.input_scale, watch());
   }
   bool folds_input_scale() const override { return true; }
+  bool single_copy_all_gather() const override { return segment_->single_copy(); }
 
   // Copies this rank's shard to its place itself, from cache.
   void all_gather(std::byte* output, const std::byte* own_input, std::size_t shard_bytes,

@@ -7,6 +7,15 @@
 // gathering, then publish that they are done with the half, so it can be refilled two rounds
 // later. No MPI message is involved: no rendezvous, no progress engine, no receive copy.
 //
+// Opt-in (SHARDWISE_SINGLE_COPY=1 when the segment is set up): a large all-gather skips the
+// segment where the kernel allows it. Each rank publishes where its shard is, and the others copy
+// it straight into their outputs with process_vm_readv (Linux's cross-memory attach, which Open
+// MPI's single-copy transfers use too): one copy per byte where the segment makes two. Off by
+// default because on the AVX2 development VM it was slower (the segment's halves stay in cache,
+// so its two copies cost about one of DRAM traffic, and the kernel's copy is slower than ours);
+// docs/collectives.md has the figures. Probed when the segment is set up; where the kernel
+// forbids it (another user, a ptrace policy) every size goes through the segment.
+//
 // Reductions run in rank order, ((x[0] op x[1]) op x[2]) ..., as the direct exchange does, so
 // results equal kDirect's bit for bit. Waits poll the flags under the comm watchdog's deadline,
 // yielding the core between polls (ranks may outnumber cores) and sleeping once a wait is long.
@@ -20,6 +29,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "collective_implementation.hpp"
 #include "peer_links.hpp"
@@ -33,6 +43,10 @@ inline constexpr std::size_t kSharedMemoryHalfBytes = std::size_t{1} << 20;
 // Environment variable naming a group rank whose shm_open is treated as failed (tests of the
 // fallback); "all" fails it on every rank.
 inline constexpr const char* kFailSharedMemoryEnv = "SHARDWISE_TEST_FAIL_SHM_OPEN";
+// Environment variable that turns the single-copy all-gather on ("1").
+inline constexpr const char* kSingleCopyEnv = "SHARDWISE_SINGLE_COPY";
+// Shards from this size on are all-gathered by single copy when it is available.
+inline constexpr std::size_t kSingleCopyMinBytes = std::size_t{256} << 10;
 
 // What a wait that passed the deadline reports: the watchdog's description for a peer.
 struct SharedMemoryWatch {
@@ -40,15 +54,18 @@ struct SharedMemoryWatch {
   std::function<CommWaitDescription(int peer)> describe;
 };
 
+// Runs one non-blocking MPI call under the watchdog.
+using CollectiveCompletion =
+    std::function<void(const char* call, const std::function<int(MPI_Request*)>&)>;
+
 class SharedMemoryCollectives {
  public:
   // Collective over `comm` (every rank calls it at the same point). Returns null on every rank
   // unless all ranks share one node and every rank mapped the segment; the reason is logged once
   // (rank 0). `complete` runs one non-blocking MPI call under the watchdog.
-  static std::unique_ptr<SharedMemoryCollectives> create(
-      MPI_Comm comm, const std::string& group_name,
-      const std::function<void(const char* call, const std::function<int(MPI_Request*)>&)>&
-          complete);
+  static std::unique_ptr<SharedMemoryCollectives> create(MPI_Comm comm,
+                                                         const std::string& group_name,
+                                                         const CollectiveCompletion& complete);
 
   ~SharedMemoryCollectives();
   SharedMemoryCollectives(const SharedMemoryCollectives&) = delete;
@@ -73,6 +90,8 @@ class SharedMemoryCollectives {
 
   int rank() const { return rank_; }
   int size() const { return size_; }
+  // Whether large all-gathers copy straight from the peers' memory (process_vm_readv).
+  bool single_copy() const { return !peer_pids_.empty(); }
 
  private:
   struct RankFlags;
@@ -89,12 +108,18 @@ class SharedMemoryCollectives {
   std::byte* begin_round(const SharedMemoryWatch& watch);
   void publish(std::uint64_t value);
   void finish_round();
+  // One all-gather round by single copy: every peer's shard read from its memory.
+  void all_gather_single_copy(std::byte* output, const std::byte* own_input,
+                              std::size_t shard_bytes, const SharedMemoryWatch& watch);
+  // Sets peer_pids_ when every rank can read every other rank's memory (collective).
+  void probe_single_copy(MPI_Comm comm, const CollectiveCompletion& complete);
 
   void* base_ = nullptr;
   std::size_t bytes_ = 0;
   int rank_ = 0;
   int size_ = 1;
-  std::uint64_t round_ = 0;  // rounds this group has run; the same on every rank
+  std::uint64_t round_ = 0;     // rounds this group has run; the same on every rank
+  std::vector<int> peer_pids_;  // by group rank; empty without single copy
 };
 
 // CollectiveAlgorithm::kSharedMemory: the group's segment, set up (collectively) here; null when

@@ -56,6 +56,10 @@ ProcessGroupOptions process_group_options(const ProcessGroupPtr& group);
 // collective that would use one has run (the segment is set up then, collectively), and false
 // when it could not be set up (ranks on several nodes, or shm_open / mmap failed).
 bool uses_shared_memory_collectives(const ProcessGroupPtr& group);
+// Whether that segment's large all-gathers (shards from 256 KiB) copy straight from the peers'
+// memory (process_vm_readv: one copy per byte instead of two): only when SHARDWISE_SINGLE_COPY=1
+// was set on every rank when the segment was set up and the kernel allows it.
+bool uses_single_copy_all_gather(const ProcessGroupPtr& group);
 
 // Builds the DP/TP/PP/EP/expert-DP groups of this rank. Throws InvalidArgument naming the sizes
 // when they do not divide the world.

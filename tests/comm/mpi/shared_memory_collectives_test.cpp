@@ -2,7 +2,8 @@
 // reduce_scatter, all_gather and all_reduce equal the reference bit for bit for fp32, bf16 and
 // integer types, odd sizes and sizes spanning many 1 MiB halves (several rounds of the double
 // buffer); reductions run in rank order (the same bits as the direct exchange on data whose sum
-// depends on the order); reduce_scatter_scaled equals scaling in place first; and a group whose
+// depends on the order); large all-gathers equal it with and without the opt-in single copy
+// (process_vm_readv); reduce_scatter_scaled equals scaling in place first; and a group whose
 // shm_open fails on one rank falls back to the direct exchange on every rank.
 #include <gtest/gtest.h>
 
@@ -121,8 +122,19 @@ TEST(SharedMemoryCollectives, AreUsedByGroupsOnOneNodeAndMatchTheReference) {
   EXPECT_FALSE(uses_shared_memory_collectives(group));  // set up on first use only
   check_reduce_scatter(group, "shared memory");
   EXPECT_TRUE(uses_shared_memory_collectives(group));
+  EXPECT_FALSE(uses_single_copy_all_gather(group));  // opt-in only
   check_all_gather(group, "shared memory");
   check_all_reduce(group, "shared memory");
+}
+
+// With the single copy on, large all-gathers read the peers' shards from their memory (same
+// user, no ptrace policy in the way here) and give the same bits.
+TEST(SharedMemoryCollectives, SingleCopyAllGatherMatchesTheReference) {
+  ::setenv("SHARDWISE_SINGLE_COPY", "1", 1);
+  ProcessGroupPtr group = group_with(CollectiveAlgorithm::kSharedMemory, "shm-single-copy");
+  check_all_gather(group, "single copy");
+  ::unsetenv("SHARDWISE_SINGLE_COPY");
+  EXPECT_TRUE(uses_single_copy_all_gather(group));
 }
 
 TEST(SharedMemoryCollectives, AutoUsesThemFrom4KiBOnly) {
