@@ -294,5 +294,17 @@ if ((cpu_bench)); then
     --repeat "$cpu_bench" "$bench_build" >"$logs/cpu_bench.log" 2>&1
   echo "   scripts/bench.sh exit $?; full output $logs/cpu_bench.log"
   sed -n '/^CPU: /,/^$/p' "$logs/cpu_bench.log"
+  # The opt-in single-copy all-gather (docs/collectives.md) against the segment, alternated.
+  echo "== single-copy all-gather A/B (2 ranks 16 MiB, 4 ranks 64 MiB; SHARDWISE_SINGLE_COPY=1 / 0)"
+  for pass in 1 2; do
+    for single in 1 0; do
+      for np_numel in "2 4194304" "4 16777216"; do
+        set -- $np_numel
+        SHARDWISE_SINGLE_COPY=$single OMPI_MCA_hwloc_base_binding_policy=none "${pin[@]}" \
+          "$root/scripts/run.sh" "$1" -- "$bin/bench_comm_collectives" --numel "$2" --iters 5 2>&1 |
+          grep -E '^bench: all_gather' | sed "s/^/   single_copy=$single pass $pass: /"
+      done
+    done
+  done
 fi
 ((failed == 0))
