@@ -329,6 +329,27 @@ void load_param_shard(FileCache& files, const OptimizerShard& shard,
   }
 }
 
+// Reads every shard `optimizer` holds, its state fields into sinks_of(shard).
+template <typename SinksOf>
+void load_each_shard(const optim::Optimizer& optimizer, const std::vector<SavedShard>& saved,
+                     const std::string& what, SinksOf&& sinks_of) {
+  const SavedShardsByParam saved_of = saved_shards_by_param(saved);
+  FileCache files;
+  for (const OptimizerShard& shard : optimizer_shards(optimizer)) {
+    const auto& sources = sources_of(saved_of, shard, what);
+    load_param_shard(files, shard, sources, sinks_of(shard), what);
+  }
+}
+
+// The entry of `shard`'s param in a per-param map the optimizer made (it has every param).
+template <typename Map>
+auto& state_entry(Map& map, const optim::Optimizer& optimizer, const OptimizerShard& shard) {
+  const auto it = map.find(shard.param);
+  SW_CHECK(it != map.end(), "optimizer ", optimizer.kind(), " has no state for param ",
+           shard.param);
+  return it->second;
+}
+
 }  // namespace
 
 void load_optimizer_shards(optim::Optimizer& optimizer, const std::vector<SavedShard>& saved,
@@ -346,15 +367,9 @@ void load_optimizer_shards(optim::Optimizer& optimizer, const std::vector<SavedS
 // into `state` and handed over only once all were accepted.
 void load_optimizer_shards(optim::Optimizer& optimizer, const std::vector<SavedShard>& saved,
                            const std::string& what, optim::OptimizerState state) {
-  const SavedShardsByParam saved_of = saved_shards_by_param(saved);
-  FileCache files;
-  for (const OptimizerShard& shard : optimizer_shards(optimizer)) {
-    const auto& sources = sources_of(saved_of, shard, what);
-    const auto entry = state.find(shard.param);
-    SW_CHECK(entry != state.end(), "optimizer ", optimizer.kind(), " has no state for param ",
-             shard.param);
+  load_each_shard(optimizer, saved, what, [&](const OptimizerShard& shard) {
     ParamStateSinks sinks;
-    for (auto& [field, values] : entry->second) {
+    for (auto& [field, values] : state_entry(state, optimizer, shard)) {
       if (!is_per_param_field(field)) {
         sinks.arrays.emplace_back(field, std::span<float>(values));
         continue;
@@ -362,8 +377,8 @@ void load_optimizer_shards(optim::Optimizer& optimizer, const std::vector<SavedS
       SW_CHECK(values.size() == 1, "per-param field ", field, " of ", shard.param);
       sinks.scalars.emplace_back(field, [&values](float v) { values[0] = v; });
     }
-    load_param_shard(files, shard, sources, sinks, what);
-  }
+    return sinks;
+  });
   optimizer.take_state_dict(std::move(state));  // moves the vectors just read where it can
 }
 
@@ -371,23 +386,17 @@ void load_optimizer_shards(optim::Optimizer& optimizer, const std::vector<SavedS
 // is found damaged part-way (the load throws; the run must not go on from it).
 void load_optimizer_shards(optim::Optimizer& optimizer, const std::vector<SavedShard>& saved,
                            const std::string& what, optim::StateLoadTargets targets) {
-  const SavedShardsByParam saved_of = saved_shards_by_param(saved);
-  FileCache files;
-  for (const OptimizerShard& shard : optimizer_shards(optimizer)) {
-    const auto& sources = sources_of(saved_of, shard, what);
-    const auto target = targets.find(shard.param);
-    SW_CHECK(target != targets.end(), "optimizer ", optimizer.kind(), " has no state for param ",
-             shard.param);
+  load_each_shard(optimizer, saved, what, [&](const OptimizerShard& shard) {
+    const optim::StateLoadTarget& target = state_entry(targets, optimizer, shard);
     ParamStateSinks sinks;
-    for (const auto& [field, values] : target->second.arrays)
-      sinks.arrays.emplace_back(field, values);
-    if (std::int64_t* step = target->second.step) {
+    for (const auto& [field, values] : target.arrays) sinks.arrays.emplace_back(field, values);
+    if (std::int64_t* step = target.step) {
       sinks.scalars.emplace_back("step", [step, &shard, &optimizer](float v) {
         *step = optim::step_from_float(v, shard.param, optimizer.kind());
       });
     }
-    load_param_shard(files, shard, sources, sinks, what);
-  }
+    return sinks;
+  });
 }
 
 void save_state_dict_to_file(const optim::Optimizer& optimizer, const fs::path& path) {
