@@ -30,11 +30,14 @@
 #                                         library path when it exists
 #   --memcheck                            also run test_cuda under compute-sanitizer memcheck
 #   --train-only                          only the `shardwise train` checks (run_train_checks)
-#   --cpu-bench N                         after the summary, scripts/bench.sh --figures-only
-#                                         --repeat N on the same binaries, pinned to two cores
-#                                         (taskset -c 0,1: the 2-core hosts its goals are set for),
-#                                         e.g. the AVX-512 column from a GPU machine's Xeon; the
-#                                         pack needs the CPU benches (GPU_PACK_EXTRA, docs/gpu.md)
+#   --cpu-bench N                         instead of the GPU checks: scripts/bench.sh
+#                                         --figures-only --repeat N on the same binaries, pinned
+#                                         to two cores (taskset -c 0,1: the 2-core hosts its
+#                                         goals are set for), then an alternated A/B of the
+#                                         single-copy all-gather: the AVX-512 column from a GPU
+#                                         machine's Xeon (~9 min for N = 3, so a call of its own);
+#                                         the pack needs the CPU benches (GPU_PACK_EXTRA,
+#                                         docs/gpu.md)
 # Environment: GPU_BUILD_DIR (default build-gpu), JOBS (default nproc), GPU_PACK_EXTRA (more
 # binaries of the build to pack, e.g. "test_core bench_mxfp8_codec" for CPU checks there),
 # SHARDWISE_CUDA_ARCHITECTURES (default 90: H100 and H200), GPU_TRAIN_RUN_LIMIT (seconds each
@@ -246,8 +249,40 @@ train_check() {
   ((bad == 0))
 }
 
+# scripts/bench.sh on two cores of this machine, then the single-copy all-gather A/B.
+run_cpu_bench() {
+  local bench_build pin pass single np_numel
+  # bench.sh reads BUILD_DIR/bin; a pack is the bin directory itself.
+  bench_build=$(mktemp -d /tmp/gpu_check_bench.XXXXXX)
+  ln -s "$bin" "$bench_build/bin"
+  pin=(taskset -c 0,1)
+  command -v taskset >/dev/null || { pin=(); echo "gpu_check: no taskset here, CPU benches unpinned"; }
+  echo "== CPU benchmarks (scripts/bench.sh --figures-only --repeat $cpu_bench, ${pin[*]:-unpinned})"
+  # No MPI core binding: the ranks keep the two cores taskset gives them.
+  OMPI_MCA_hwloc_base_binding_policy=none "${pin[@]}" "$root/scripts/bench.sh" --figures-only \
+    --repeat "$cpu_bench" "$bench_build" >"$logs/cpu_bench.log" 2>&1
+  echo "   scripts/bench.sh exit $?; full output $logs/cpu_bench.log"
+  sed -n '/^CPU: /,/^$/p' "$logs/cpu_bench.log"
+  # The opt-in single-copy all-gather (docs/collectives.md) against the segment, alternated.
+  echo "== single-copy all-gather A/B (2 ranks 16 MiB, 4 ranks 64 MiB; SHARDWISE_SINGLE_COPY=1 / 0)"
+  for pass in 1 2; do
+    for single in 1 0; do
+      for np_numel in "2 4194304" "4 16777216"; do
+        set -- $np_numel
+        SHARDWISE_SINGLE_COPY=$single OMPI_MCA_hwloc_base_binding_policy=none "${pin[@]}" \
+          "$root/scripts/run.sh" "$1" -- "$bin/bench_comm_collectives" --numel "$2" --iters 5 2>&1 |
+          grep -E '^bench: all_gather' | sed "s/^/   single_copy=$single pass $pass: /"
+      done
+    done
+  done
+}
+
 command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total \
   --format=csv,noheader
+if ((cpu_bench)); then
+  run_cpu_bench
+  exit 0
+fi
 if ((train_only)); then
   run_train_checks
   echo "gpu_check: $passed passed, $failed failed"
@@ -282,29 +317,4 @@ run_train_checks
 echo "gpu_check: $skipped skipped"
 echo "gpu_check: $passed passed, $failed failed"
 [[ -f $logs/bench_lines ]] && cat "$logs/bench_lines"
-if ((cpu_bench)); then
-  # bench.sh reads BUILD_DIR/bin; a pack is the bin directory itself.
-  bench_build=$(mktemp -d /tmp/gpu_check_bench.XXXXXX)
-  ln -s "$bin" "$bench_build/bin"
-  pin=(taskset -c 0,1)
-  command -v taskset >/dev/null || { pin=(); echo "gpu_check: no taskset here, CPU benches unpinned"; }
-  echo "== CPU benchmarks (scripts/bench.sh --figures-only --repeat $cpu_bench, ${pin[*]:-unpinned})"
-  # No MPI core binding: the ranks keep the two cores taskset gives them.
-  OMPI_MCA_hwloc_base_binding_policy=none "${pin[@]}" "$root/scripts/bench.sh" --figures-only \
-    --repeat "$cpu_bench" "$bench_build" >"$logs/cpu_bench.log" 2>&1
-  echo "   scripts/bench.sh exit $?; full output $logs/cpu_bench.log"
-  sed -n '/^CPU: /,/^$/p' "$logs/cpu_bench.log"
-  # The opt-in single-copy all-gather (docs/collectives.md) against the segment, alternated.
-  echo "== single-copy all-gather A/B (2 ranks 16 MiB, 4 ranks 64 MiB; SHARDWISE_SINGLE_COPY=1 / 0)"
-  for pass in 1 2; do
-    for single in 1 0; do
-      for np_numel in "2 4194304" "4 16777216"; do
-        set -- $np_numel
-        SHARDWISE_SINGLE_COPY=$single OMPI_MCA_hwloc_base_binding_policy=none "${pin[@]}" \
-          "$root/scripts/run.sh" "$1" -- "$bin/bench_comm_collectives" --numel "$2" --iters 5 2>&1 |
-          grep -E '^bench: all_gather' | sed "s/^/   single_copy=$single pass $pass: /"
-      done
-    done
-  done
-fi
 ((failed == 0))
