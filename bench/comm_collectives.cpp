@@ -89,6 +89,15 @@ ProcessGroupPtr group_with(const ProcessGroupPtr& world, CollectiveAlgorithm alg
 // Bus bandwidth of reduce_scatter and all_gather over `n` fp32 elements vs the ping-pong limit:
 // three rounds, each a ping-pong probe then both collectives (median of `iters` runs each); the
 // figure is the median round's bandwidth over the best probe, printed with the probes' spread.
+//
+// Each round also probes the memory bound (the `<figure>_of_memory_bound` lines): with N bytes
+// per rank, a reduce-scatter must read all p inputs and write p outputs of N/p, an all-gather
+// read p shards of N/p and write p outputs of N: N (p + 1) bytes of memory traffic either way
+// (at best: a byte that crosses between ranks through cache costs nothing). At the ranks' shared
+// STREAM copy rate B (concurrent_stream_copy_gbs) that takes N (p + 1) / B, for N (p - 1) / p bus
+// bytes: a bus bandwidth of at most B (p - 1) / (p (p + 1)). A single ping-pong copy moves 2 bytes
+// of memory per message byte, so on a machine whose collectives are memory-bound this bound is
+// the lower, truer one.
 void print_distance(const ProcessGroupPtr& world, std::int64_t n, int iters) {
   const int p = world->size();
   if (p < 2) return;
@@ -98,10 +107,12 @@ void print_distance(const ProcessGroupPtr& world, std::int64_t n, int iters) {
   const TensorView s{shard.data(), n / p, DType::kFloat32};
   const std::size_t bytes = static_cast<std::size_t>(n) * sizeof(float);
   const double bus = static_cast<double>(bytes) * (p - 1) / p / 1e9;
-  bench::ProbeSamples limit;
+  bench::ProbeSamples limit, memory_bound;
+  bench::StreamProbe stream;
   std::vector<double> rs, ag;
   for (int round = 0; round < 3; ++round) {
     limit.add(bench::mpi_ping_pong_gbps(std::max<std::size_t>(bytes / p, 8u << 20), iters));
+    memory_bound.add(bench::concurrent_stream_copy_gbs(stream) * (p - 1) / (p * (p + 1)));
     rs.push_back(
         bus / median_seconds(iters, [&] { world->reduce_scatter(s, f, ReduceOp::kSum)->wait(); }));
     ag.push_back(bus / median_seconds(iters, [&] { world->all_gather(f, s)->wait(); }));
@@ -112,6 +123,10 @@ void print_distance(const ProcessGroupPtr& world, std::int64_t n, int iters) {
   if (world->rank() != 0) return;
   bench::print_figure(str_cat("reduce_scatter", suffix).c_str(), rs[1], limit, "GB/s");
   bench::print_figure(str_cat("all_gather", suffix).c_str(), ag[1], limit, "GB/s");
+  bench::print_figure(str_cat("reduce_scatter", suffix, "_of_memory_bound").c_str(), rs[1],
+                      memory_bound, "GB/s");
+  bench::print_figure(str_cat("all_gather", suffix, "_of_memory_bound").c_str(), ag[1],
+                      memory_bound, "GB/s");
 }
 
 // Ring vs direct vs shared memory vs MPI per shard size (milliseconds per operation).

@@ -291,6 +291,19 @@ inline double mpi_ping_pong_gbps(std::size_t bytes, int iters) {
   return gbps;
 }
 
+// STREAM copy on every rank of MPI_COMM_WORLD at once, after a barrier: the sum of the ranks'
+// rates (bytes read + written per second), i.e. the memory bandwidth the ranks share while a
+// collective runs. Ranks outnumbering the cores take turns on them, so the sum is still the
+// cores'. Every rank gets the sum.
+inline double concurrent_stream_copy_gbs(StreamProbe& probe, int passes = 4) {
+  idle_mpi_barrier();
+  const auto t0 = Clock::now();
+  for (int i = 0; i < passes; ++i) probe.copy();
+  double gbs = passes * StreamProbe::kCopyBytes / seconds_since(t0) * 1e-9;
+  MPI_Allreduce(MPI_IN_PLACE, &gbs, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+  return gbs;
+}
+
 inline void print_figure(const char* name, double ours, double limit, const char* unit) {
   std::printf("bench: %s ours=%.2f limit=%.2f unit=%s ratio=%.3f\n", name, ours, limit, unit,
               ours / limit);
