@@ -328,14 +328,21 @@ void run_overlap_mode(const ParamList& params, const FullParamLayout& layout,
   // The figure: bus bandwidth of the step's reduce-scatters ((dp-1)/dp of the fp32 grad
   // buffer over the non-overlapped grad wait, median over the steps) vs an MPI ping-pong of
   // one bucket's shard.
-  // The ping-pong limit is probed before and after the steps (its best divides).
+  // The ping-pong limit is probed before and after the steps (its best divides), and so is the
+  // memory bound of bench_comm_collectives (the ranks' shared STREAM copy x (p-1)/(p(p+1)):
+  // a reduce-scatter moves at least (p+1) bytes of memory per p bytes of grad buffer per rank).
   const std::size_t shard_bytes =
       static_cast<std::size_t>(std::max<std::int64_t>(o.bucket / dp, 1) * 4);
-  bench::ProbeSamples limit;
-  limit.add(bench::mpi_ping_pong_gbps(shard_bytes, o.iters));
+  bench::ProbeSamples limit, memory_bound;
+  bench::StreamProbe stream;
+  auto probe = [&] {
+    limit.add(bench::mpi_ping_pong_gbps(shard_bytes, o.iters));
+    memory_bound.add(bench::concurrent_stream_copy_gbs(stream) * (dp - 1) / (dp * (dp + 1)));
+  };
+  probe();
   const auto samples =
       run_interleaved({{&serial_ddp, nullptr}, {&overlapped_ddp, nullptr}}, world, o);
-  limit.add(bench::mpi_ping_pong_gbps(shard_bytes, o.iters));
+  probe();
   const std::vector<StepTimes> t = median_steps(samples);
   const StepTimes& serial = t[0];
   const StepTimes& overlapped = t[1];
@@ -346,6 +353,8 @@ void run_overlap_mode(const ParamList& params, const FullParamLayout& layout,
   if (root && dp > 1 && grad_wait > 0) {
     bench::print_figure(str_cat("ddp_step_comm_", dp, "r").c_str(), bus_gb / grad_wait, limit,
                         "GB/s");
+    bench::print_figure(str_cat("ddp_step_comm_", dp, "r_of_memory_bound").c_str(),
+                        bus_gb / grad_wait, memory_bound, "GB/s");
   }
   if (root) {
     const double comm = serial.grad_wait;  // every reduce-scatter runs inside it
