@@ -89,15 +89,8 @@ ProcessGroupPtr group_with(const ProcessGroupPtr& world, CollectiveAlgorithm alg
 // Bus bandwidth of reduce_scatter and all_gather over `n` fp32 elements vs the ping-pong limit:
 // three rounds, each a ping-pong probe then both collectives (median of `iters` runs each); the
 // figure is the median round's bandwidth over the best probe, printed with the probes' spread.
-//
-// Each round also probes the memory bound (the `<figure>_of_memory_bound` lines): with N bytes
-// per rank, a reduce-scatter must read all p inputs and write p outputs of N/p, an all-gather
-// read p shards of N/p and write p outputs of N: N (p + 1) bytes of memory traffic either way
-// (at best: a byte that crosses between ranks through cache costs nothing). At the ranks' shared
-// STREAM copy rate B (concurrent_stream_copy_gbs) that takes N (p + 1) / B, for N (p - 1) / p bus
-// bytes: a bus bandwidth of at most B (p - 1) / (p (p + 1)). A single ping-pong copy moves 2 bytes
-// of memory per message byte, so on a machine whose collectives are memory-bound this bound is
-// the lower, truer one.
+// Each round also probes the memory bound (bench::collective_memory_bound_gbs), which the
+// `<figure>_of_memory_bound` lines divide by.
 void print_distance(const ProcessGroupPtr& world, std::int64_t n, int iters) {
   const int p = world->size();
   if (p < 2) return;
@@ -112,7 +105,7 @@ void print_distance(const ProcessGroupPtr& world, std::int64_t n, int iters) {
   std::vector<double> rs, ag;
   for (int round = 0; round < 3; ++round) {
     limit.add(bench::mpi_ping_pong_gbps(std::max<std::size_t>(bytes / p, 8u << 20), iters));
-    memory_bound.add(bench::concurrent_stream_copy_gbs(stream) * (p - 1) / (p * (p + 1)));
+    memory_bound.add(bench::collective_memory_bound_gbs(stream, p));
     rs.push_back(
         bus / median_seconds(iters, [&] { world->reduce_scatter(s, f, ReduceOp::kSum)->wait(); }));
     ag.push_back(bus / median_seconds(iters, [&] { world->all_gather(f, s)->wait(); }));

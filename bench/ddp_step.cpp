@@ -329,15 +329,14 @@ void run_overlap_mode(const ParamList& params, const FullParamLayout& layout,
   // buffer over the non-overlapped grad wait, median over the steps) vs an MPI ping-pong of
   // one bucket's shard.
   // The ping-pong limit is probed before and after the steps (its best divides), and so is the
-  // memory bound of bench_comm_collectives (the ranks' shared STREAM copy x (p-1)/(p(p+1)):
-  // a reduce-scatter moves at least (p+1) bytes of memory per p bytes of grad buffer per rank).
+  // reduce-scatter's memory bound (bench::collective_memory_bound_gbs).
   const std::size_t shard_bytes =
       static_cast<std::size_t>(std::max<std::int64_t>(o.bucket / dp, 1) * 4);
   bench::ProbeSamples limit, memory_bound;
   bench::StreamProbe stream;
   auto probe = [&] {
     limit.add(bench::mpi_ping_pong_gbps(shard_bytes, o.iters));
-    memory_bound.add(bench::concurrent_stream_copy_gbs(stream) * (dp - 1) / (dp * (dp + 1)));
+    memory_bound.add(bench::collective_memory_bound_gbs(stream, dp));
   };
   probe();
   const auto samples =

@@ -304,6 +304,18 @@ inline double concurrent_stream_copy_gbs(StreamProbe& probe, int passes = 4) {
   return gbs;
 }
 
+// The memory bound of a reduce-scatter or all-gather over the p ranks of MPI_COMM_WORLD, as bus
+// bandwidth. With N bytes per rank, a reduce-scatter must read all p inputs and write p outputs
+// of N/p, an all-gather read p shards of N/p and write p outputs of N: N (p + 1) bytes of memory
+// traffic either way (at best: a byte that crosses between ranks through cache costs nothing).
+// At the ranks' shared STREAM copy rate B that takes N (p + 1) / B, for N (p - 1) / p bus bytes:
+// a bus bandwidth of at most B (p - 1) / (p (p + 1)). A single ping-pong copy moves 2 bytes of
+// memory per message byte, so where collectives are memory-bound this bound is the lower, truer
+// one. Every rank calls it.
+inline double collective_memory_bound_gbs(StreamProbe& probe, int p) {
+  return concurrent_stream_copy_gbs(probe) * (p - 1) / (p * (p + 1));
+}
+
 inline void print_figure(const char* name, double ours, double limit, const char* unit) {
   std::printf("bench: %s ours=%.2f limit=%.2f unit=%s ratio=%.3f\n", name, ours, limit, unit,
               ours / limit);

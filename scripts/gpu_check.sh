@@ -259,8 +259,9 @@ run_cpu_bench() {
   command -v taskset >/dev/null || { pin=(); echo "gpu_check: no taskset here, CPU benches unpinned"; }
   echo "== CPU benchmarks (scripts/bench.sh --figures-only --repeat $cpu_bench, ${pin[*]:-unpinned})"
   # No MPI core binding: the ranks keep the two cores taskset gives them.
-  OMPI_MCA_hwloc_base_binding_policy=none "${pin[@]}" "$root/scripts/bench.sh" --figures-only \
-    --repeat "$cpu_bench" "$bench_build" >"$logs/cpu_bench.log" 2>&1
+  local pinned=(env OMPI_MCA_hwloc_base_binding_policy=none "${pin[@]}")
+  "${pinned[@]}" "$root/scripts/bench.sh" --figures-only --repeat "$cpu_bench" "$bench_build" \
+    >"$logs/cpu_bench.log" 2>&1
   echo "   scripts/bench.sh exit $?; full output $logs/cpu_bench.log"
   sed -n '/^CPU: /,/^$/p' "$logs/cpu_bench.log"
   # The opt-in single-copy all-gather (docs/collectives.md) against the segment, alternated.
@@ -269,8 +270,8 @@ run_cpu_bench() {
     for single in 1 0; do
       for np_numel in "2 4194304" "4 16777216"; do
         set -- $np_numel
-        SHARDWISE_SINGLE_COPY=$single OMPI_MCA_hwloc_base_binding_policy=none "${pin[@]}" \
-          "$root/scripts/run.sh" "$1" -- "$bin/bench_comm_collectives" --numel "$2" --iters 5 2>&1 |
+        SHARDWISE_SINGLE_COPY=$single "${pinned[@]}" "$root/scripts/run.sh" "$1" -- \
+          "$bin/bench_comm_collectives" --numel "$2" --iters 5 2>&1 |
           grep -E '^bench: all_gather' | sed "s/^/   single_copy=$single pass $pass: /"
       done
     done

@@ -155,6 +155,13 @@ std::unique_ptr<SharedMemoryCollectives> SharedMemoryCollectives::create(
 
 void SharedMemoryCollectives::probe_single_copy(MPI_Comm comm,
                                                 const CollectiveCompletion& complete) {
+  // Only when every rank asks for it (one small all-reduce at set-up otherwise).
+  const char* wanted = std::getenv(kSingleCopyEnv);
+  int ok = wanted != nullptr && std::strcmp(wanted, "1") == 0;
+  complete("MPI_Iallreduce (single copy wanted)", [&](MPI_Request* r) {
+    return MPI_Iallreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, comm, r);
+  });
+  if (!ok) return;
   // Each rank offers its pid and a word holding its rank; each reads every peer's word.
   const std::uint64_t word = static_cast<std::uint64_t>(rank_) + 0x5eed0000;
   struct Offer {
@@ -166,9 +173,6 @@ void SharedMemoryCollectives::probe_single_copy(MPI_Comm comm,
     return MPI_Iallgather(&mine, sizeof mine, MPI_BYTE, offers.data(), sizeof mine, MPI_BYTE, comm,
                           r);
   });
-  const char* wanted = std::getenv(kSingleCopyEnv);
-  // Every rank takes part in the exchange below, whatever its environment says.
-  int ok = wanted != nullptr && std::strcmp(wanted, "1") == 0;
   for (int q = 0; q < size_ && ok; ++q) {
     if (q == rank_) continue;
     std::uint64_t got = 0;

@@ -111,7 +111,8 @@ class SharedMemoryCollectives {
   // One all-gather round by single copy: every peer's shard read from its memory.
   void all_gather_single_copy(std::byte* output, const std::byte* own_input,
                               std::size_t shard_bytes, const SharedMemoryWatch& watch);
-  // Sets peer_pids_ when every rank can read every other rank's memory (collective).
+  // Sets peer_pids_ when every rank asked for it and can read every other rank's memory
+  // (collective).
   void probe_single_copy(MPI_Comm comm, const CollectiveCompletion& complete);
 
   void* base_ = nullptr;

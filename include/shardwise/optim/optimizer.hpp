@@ -227,11 +227,11 @@ const std::vector<float>& state_field(const ParamState& entry, const std::string
                                       std::string_view what);
 void check_no_unknown_params(const Optimizer& optimizer, const OptimizerState& state,
                              std::string_view what);
-// Step counts travel as floats (state dicts are name -> float vectors); exact below 2^24.
 // The state_load_targets of `children` merged (their params are disjoint), or nullopt when any
 // child has none.
 std::optional<StateLoadTargets> merged_state_load_targets(
     const std::vector<std::unique_ptr<Optimizer>>& children);
+// Step counts travel as floats (state dicts are name -> float vectors); exact below 2^24.
 float step_to_float(std::int64_t step);
 std::int64_t step_from_float(float value, const std::string& param, std::string_view what);
 
