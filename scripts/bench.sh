@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs every benchmark that prints a `bench:` figure (multi-rank ones under scripts/run.sh, as the
-# README does) and ends with the 14 figures as one table (then every `bench:` line, the
-# tp_overlap_<algorithm>_tp<T> step-time ratios of bench_tp_overlap among them; those compare with
-# the same step without overlap and name it baseline_off= instead of limit=):
+# README does) and ends with the 14 figures as one table, the five collective figures against
+# the memory bound as a second, then every `bench:` line (the tp_overlap_<algorithm>_tp<T>
+# step-time ratios of bench_tp_overlap among them; those compare with the same step without
+# overlap and name it baseline_off= instead of limit=):
 #   bench: <figure-name> ours=<value> limit=<value> unit=<GB/s|GF/s> ratio=<ours/limit>
 # Each limit is measured by a probe in the same run (bench/machine_limits.hpp). Sizes keep the
 # whole script to a few minutes on a 2-core machine.
@@ -111,12 +112,13 @@ expected=(reduce_scatter_2r_16MiB all_gather_2r_16MiB reduce_scatter_4r_64MiB al
           ddp_step_comm_2r checkpoint_save checkpoint_load mxfp8_quantize_bf16 mxfp8_dequantize_bf16
           mxfp8_quantize_fp32 adamw_step reshard_4r newton_schulz_1t train_flops_3m_dp1)
 missing=0
-for name in "${expected[@]}"; do
+table_row() {  # table_row NAME: the figure's row, or "missing" (and missing=1) when no run has it
+  local name=$1 lines
   lines=$(grep -E "^bench: $name " "$log" || true)
   if [[ -z $lines ]]; then
     echo "| $name | missing | | | | | |"
     missing=1
-    continue
+    return
   fi
   # The run with the median ratio (the lower middle one for an even count) gives the row.
   awk -v name="$name" '
@@ -131,6 +133,17 @@ for name in "${expected[@]}"; do
       spread = ((m, "probe_min") in v) ? v[m, "probe_min"] " / " v[m, "probe_median"] " / " v[m, "probe_max"] : "-"
       printf "| %s | %s | %s | %s | %s | %s | %s |\n", name, v[m, "ours"], v[m, "limit"], v[m, "unit"], ratio[m], runs, spread
     }' <<<"$lines"
+}
+for name in "${expected[@]}"; do table_row "$name"; done
+# The same collectives against the memory bound (bench/machine_limits.hpp,
+# collective_memory_bound_gbs): where memory, not the wire, bounds them, this says what is left.
+echo
+echo "The collectives against the memory bound (the ranks' shared STREAM copy x (p-1)/(p(p+1))):"
+echo "| figure | ours | limit | unit | ratio | ratio of each run | limit probes (min / median / max) |"
+echo "|---|---|---|---|---|---|---|"
+for name in reduce_scatter_2r_16MiB all_gather_2r_16MiB reduce_scatter_4r_64MiB \
+            all_gather_4r_64MiB ddp_step_comm_2r; do
+  table_row "${name}_of_memory_bound"
 done
 echo
 grep -E '^bench: ' "$log" | awk '!seen[$2]++' || true
