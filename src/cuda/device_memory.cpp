@@ -21,6 +21,16 @@ void use_device(int device) {
   check_cuda(cudaSetDevice(device), "cudaSetDevice");
 }
 
+DeviceDescription describe_device(int device) {
+  use_device(device);
+  cudaDeviceProp props{};
+  check_cuda(cudaGetDeviceProperties(&props, device), "cudaGetDeviceProperties");
+  DeviceDescription d;
+  d.name = props.name;
+  check_cuda(cudaMemGetInfo(&d.free_bytes, &d.total_bytes), "cudaMemGetInfo");
+  return d;
+}
+
 namespace {
 
 std::shared_ptr<std::byte> device_bytes(std::size_t nbytes) {

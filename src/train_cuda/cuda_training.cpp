@@ -1,7 +1,5 @@
 #include "shardwise/train_cuda/cuda_training.hpp"
 
-#include <cuda_runtime.h>
-
 #include <algorithm>
 #include <utility>
 
@@ -9,6 +7,7 @@
 #include "shardwise/core/error.hpp"
 #include "shardwise/cuda/device_buffer.hpp"
 #include "shardwise/cuda/device_data_parallel.hpp"
+#include "shardwise/cuda/device_memory.hpp"
 #include "shardwise/cuda/gpt_model_cuda.hpp"
 #include "shardwise/cuda/mxfp8_cuda.hpp"
 #include "shardwise/optim/data_parallel_setup.hpp"
@@ -19,10 +18,6 @@
 
 namespace shardwise {
 namespace {
-
-void check(cudaError_t status, const char* what) {
-  SW_REQUIRE(status == cudaSuccess, cuda::CudaError, what, ": ", cudaGetErrorString(status));
-}
 
 cuda::GemmPrecision gemm_precision(TrainingPrecision p) {
   switch (p) {
@@ -66,13 +61,9 @@ class CudaTrainingBackend final : public DeviceTrainingBackend {
     } catch (const InvalidArgument& e) {
       throw ConfigError(str_cat("training.device: cuda: ", e.what()));
     }
-    check(cudaSetDevice(info.device), "cudaSetDevice");
-    cudaDeviceProp props{};
-    check(cudaGetDeviceProperties(&props, info.device), "cudaGetDeviceProperties");
-    info.name = props.name;
-    std::size_t free = 0, total = 0;
-    check(cudaMemGetInfo(&free, &total), "cudaMemGetInfo");
-    info.free_bytes = static_cast<double>(free);
+    const cuda::DeviceDescription device = cuda::describe_device(info.device);
+    info.name = device.name;
+    info.free_bytes = static_cast<double>(device.free_bytes);
     const int local_size = local_size_from_environment().value_or(1);
     info.ranks_sharing = std::max(1, (local_size + count - 1 - info.device) / count);
     return info;

@@ -5,7 +5,9 @@
 // synchronous copies order themselves after the kernels issued before them. No CUDA headers.
 #pragma once
 
+#include <cstddef>
 #include <memory>
+#include <string>
 
 #include "shardwise/comm/host_staged_process_group.hpp"
 #include "shardwise/cuda/grad_stats_cuda.hpp"
@@ -16,6 +18,15 @@ namespace shardwise::cuda {
 
 // cudaSetDevice(device); InvalidArgument naming the device and the count when it does not exist.
 void use_device(int device);
+
+// A device's name and memory as the runtime reports them (cudaGetDeviceProperties,
+// cudaMemGetInfo); makes it the current device first (use_device). CudaError when a call fails.
+struct DeviceDescription {
+  std::string name;
+  std::size_t free_bytes = 0;
+  std::size_t total_bytes = 0;
+};
+DeviceDescription describe_device(int device);
 
 class DeviceBufferMemory final : public BufferMemory {
  public:
