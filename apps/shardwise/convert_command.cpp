@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "cli_integer.hpp"
+#include "cli_path.hpp"
 #include "command_registry.hpp"
 #include "shardwise/checkpoint/mxfp8_convert.hpp"
 #include "shardwise/core/checked_size.hpp"
@@ -140,10 +141,13 @@ const bool registered = register_command(
     [](CLI::App& app) {
       auto args = std::make_shared<ConvertArgs>();
       app.add_option("--to", args->to, "mxfp8 or bf16")->required();
-      app.add_option("input", args->input, "Input .safetensors file")->required();
+      app.add_option("input", args->input, "Input .safetensors file")
+          ->required()
+          ->check(non_empty_path());
       app.add_option("output", args->output,
                      "Output .safetensors file (written atomically; must differ from the input)")
-          ->required();
+          ->required()
+          ->check(non_empty_path());
       app.add_option("--scale-rule", args->scale_rule,
                      "ceil (default: amax/448 rounded up to a power of two, as Transformer "
                      "Engine) or floor (OCP MX: floor(log2 amax) - 8, saturating)");

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "cli_integer.hpp"
+#include "cli_path.hpp"
 #include "comm_timeout_option.hpp"
 #include "command_registry.hpp"
 #include "launch_env.hpp"
@@ -106,7 +107,8 @@ const bool registered = register_command(
       auto args = std::make_shared<GenerateArgs>();
       app.add_option("--checkpoint", args->checkpoint,
                      "Checkpoint root (latest step) or step directory")
-          ->required();
+          ->required()
+          ->check(non_empty_path());
       app.add_option("--step", args->step, "With a checkpoint root: use step S")
           ->check(integer_in(0, kMaxStep));
       app.add_option("--prompt", args->prompt, "Text to continue (one token per byte)")->required();

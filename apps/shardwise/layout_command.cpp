@@ -6,6 +6,7 @@
 #include <string>
 
 #include "cli_integer.hpp"
+#include "cli_path.hpp"
 #include "command_registry.hpp"
 #include "shardwise/core/checked_size.hpp"
 #include "shardwise/core/command_paths.hpp"
@@ -184,7 +185,8 @@ const bool registered = register_command(
       app.add_option("--grad-reduce-fp32", args->grad_reduce_fp32,
                      "true (default) or false: reduce gradients in fp32");
       app.add_option("--format", args->format, "text (default) or json");
-      app.add_option("--svg", args->svg, "Also draw the layout to this SVG file");
+      app.add_option("--svg", args->svg, "Also draw the layout to this SVG file")
+          ->check(non_empty_path());
       app.add_option("--max-rank-rows", args->max_rank_rows,
                      "Text format: rank rows shown before summarising")
           ->check(integer_in(0, kMaxParallelSize));

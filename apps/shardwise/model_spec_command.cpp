@@ -6,10 +6,12 @@
 #include <string>
 
 #include "cli_integer.hpp"
+#include "cli_path.hpp"
 #include "command_registry.hpp"
 #include "shardwise/core/checked_size.hpp"
 #include "shardwise/core/command_paths.hpp"
 #include "shardwise/core/error.hpp"
+#include "shardwise/core/message_text.hpp"
 #include "shardwise/layout/model_zoo.hpp"
 
 namespace shardwise::cli {
@@ -63,6 +65,9 @@ int run_model_spec(const ModelSpecArgs& args) {
   const bool to_stdout = args.out.empty() || args.out == "-";
   if (!to_stdout) check_command_paths({{"--out", args.out, PathUse::kWriteFile}});
   TransformerConfig config = bundled_model_config(args.arch);
+  SW_REQUIRE(first_invalid_utf8(args.name) == args.name.size(), InvalidArgument,
+             "model-spec: --name '", printable(args.name, 256),
+             "' is not valid UTF-8: the spec is JSON text, which must be UTF-8");
   if (!args.name.empty()) config.name = args.name;
   override_if_set(args.layers, config.num_layers);
   override_if_set(args.hidden, config.hidden_size);
@@ -103,7 +108,8 @@ const bool registered = register_command(
                      "Preset: gpt-tiny, moe-tiny, gpt3-175b, llama3-8b, llama3-70b, llama3-405b, "
                      "mixtral-8x7b, deepseek-v3 (hyperparameter options override it)");
       app.add_flag("--list", args->list, "List the presets with their sizes");
-      app.add_option("--out,-o", args->out, "Output file (default: stdout); written atomically");
+      app.add_option("--out,-o", args->out, "Output file (default: stdout); written atomically")
+          ->check(non_empty_path());
       app.add_option("--name", args->name, "Model name stored in the spec");
       // Limits no real model reaches (core/checked_size.hpp); 2e9 layers would run for ever.
       const CLI::Validator dimension = integer_in(1, kMaxModelDimension);

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "cli_integer.hpp"
+#include "cli_path.hpp"
 #include "comm_timeout_option.hpp"
 #include "command_registry.hpp"
 #include "launch_env.hpp"
@@ -458,10 +459,12 @@ const bool registered = register_command(
       app.add_option("--mxfp8", args->mxfp8,
                      "Modes: all (default: bf16, receiver, send), none (bf16), receiver, send");
       app.add_option("--checkpoint", args->checkpoint,
-                     "Take the weights from DIR/model.safetensors instead of training");
+                     "Take the weights from DIR/model.safetensors instead of training")
+          ->check(non_empty_path());
       app.add_option("--tp", args->tp, "Inference TP size: the last N ranks (default 2)")
           ->check(integer_in(1, kMaxParallelSize));
-      app.add_option("--json", args->json, "Write the measurements as JSON (rank 0)");
+      app.add_option("--json", args->json, "Write the measurements as JSON (rank 0)")
+          ->check(non_empty_path());
       app.add_option("--tp-export", args->tp_export,
                      "Also run the TP forward on a `reshard --tp N` output DIR2 (needs "
                      "--checkpoint, the weights it came from, and --config)");

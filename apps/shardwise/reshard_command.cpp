@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "cli_integer.hpp"
+#include "cli_path.hpp"
 #include "command_registry.hpp"
 #include "shardwise/checkpoint/checkpoint.hpp"
 #include "shardwise/checkpoint/safetensors.hpp"
@@ -23,6 +24,7 @@
 #include "shardwise/core/checked_size.hpp"
 #include "shardwise/core/command_paths.hpp"
 #include "shardwise/core/error.hpp"
+#include "shardwise/core/message_text.hpp"
 #include "shardwise/reshard/tp_export.hpp"
 
 namespace shardwise::cli {
@@ -110,6 +112,11 @@ int run_reshard(const ReshardArgs& args) {
   std::error_code ec;
   SW_REQUIRE(args.overwrite || !fs::exists(fs::symlink_status(out, ec)), IoError, "--out ",
              out.string(), " already exists (pass --overwrite to replace it)");
+  // Replacing the directory the command runs in (or one above it) fails at the very end, after
+  // every file was written (rename(2) refuses "."), or leaves the shell in a removed directory.
+  SW_REQUIRE(!path_within(fs::current_path(), out), IoError, "--out ", quoted(out),
+             " is the current directory or contains it; it would be replaced as a whole: give "
+             "another directory");
   const fs::path input = weights_file(args);
   check_command_paths(
       {{"--checkpoint", input, PathUse::kReadFile}, {"--out", out, PathUse::kReplaceDirectory}});
@@ -155,13 +162,16 @@ const bool registered = register_command(
       app.add_option("--checkpoint", args->checkpoint,
                      "Checkpoint: a --save root (its latest step), a step directory, or a "
                      ".safetensors file")
-          ->required();
+          ->required()
+          ->check(non_empty_path());
       app.add_option("--step", args->step, "With a --save root: export this step")
           ->check(integer_in(0, kMaxStep));
       app.add_option("--tp", args->tp, "Tensor-parallel size of the export")
           ->required()
           ->check(integer_in(1, kMaxTensorParallelExport));
-      app.add_option("--out", args->out, "Output directory (must not exist)")->required();
+      app.add_option("--out", args->out, "Output directory (must not exist)")
+          ->required()
+          ->check(non_empty_path());
       app.add_flag("--mxfp8", args->mxfp8,
                    "Store the 2-D non-embedding weights as MXFP8 (NAME + NAME_scale)");
       app.add_option("--dtype", args->dtype,

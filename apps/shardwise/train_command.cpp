@@ -10,10 +10,12 @@
 #include <vector>
 
 #include "cli_integer.hpp"
+#include "cli_path.hpp"
 #include "comm_timeout_option.hpp"
 #include "command_registry.hpp"
 #include "launch_env.hpp"
 #include "shardwise/checkpoint/checkpoint.hpp"
+#include "shardwise/checkpoint/checkpoint_root_lock.hpp"
 #include "shardwise/comm/mpi_process_group.hpp"
 #include "shardwise/config/training_config.hpp"
 #include "shardwise/core/checked_size.hpp"
@@ -37,17 +39,59 @@ struct TrainArgs {
   std::int64_t load_step = -1;
   double comm_timeout = kDefaultCommTimeoutSeconds;
   std::string progress = "auto";
+  bool overwrite = false;
 };
 
 // Every file the job reads or writes, checked together before any work (no output may be an
 // input or another output; see core/command_paths.hpp).
+// The saves write, replace and prune their own entries of --save DIR (latest, .lock, step
+// directories): an output there would be overwritten or deleted. Elsewhere in DIR is fine.
+void check_outputs_clear_of_checkpoint_entries(const std::vector<CommandPath>& paths,
+                                               const std::filesystem::path& save_dir) {
+  for (const CommandPath& p : paths) {
+    if (p.use != PathUse::kWriteFile || p.path.empty()) continue;
+    const std::optional<std::filesystem::path> below = path_within(p.path, save_dir);
+    if (!below || *below == ".") continue;
+    const std::string entry = below->begin()->string();
+    SW_REQUIRE(!is_checkpoint_root_entry(entry), IoError, p.option, " ", quoted(p.path),
+               " lies inside --save ", quoted(save_dir), " at '", printable(entry, 256),
+               "', which the checkpoint saves write, replace or prune: choose a path outside it");
+  }
+}
+
+// A run that does not resume from --save DIR would mix its checkpoints with the ones already
+// there (another run's: `latest` moving back, --keep-last pruning them) unless --overwrite.
+void check_save_root_is_this_runs(const TrainArgs& args) {
+  if (args.overwrite) return;
+  const std::vector<std::int64_t> steps = list_checkpoint_steps(args.save_dir);
+  if (steps.empty()) return;
+  if (!args.load_dir.empty() && path_within(args.load_dir, args.save_dir)) return;
+  throw IoError(str_cat(
+      "--save ", shardwise::quoted(args.save_dir), " already holds checkpoints (",
+      steps.size() == 1 ? str_cat("step ", steps.front())
+                        : str_cat(steps.size(), " steps, ", steps.front(), "..", steps.back()),
+      ") that this run does not resume from; its saves would replace or prune them: resume "
+      "with --load ",
+      shardwise::quoted(args.save_dir), ", choose another --save directory, or pass --overwrite"));
+}
+
+// The metrics and plot files come from the flag, else from the config's logging section (the
+// trainer's rule); either way they are checked, under the name the user gave them by.
+CommandPath flag_or_config_output(const char* flag, const std::string& flag_value, const char* key,
+                                  const std::string& config_value) {
+  if (!flag_value.empty()) return {flag, flag_value, PathUse::kWriteFile};
+  return {key, config_value, PathUse::kWriteFile};
+}
+
 void check_train_paths(const TrainArgs& args, const TrainingConfig& config) {
-  std::vector<CommandPath> paths = {{"--config", args.config, PathUse::kReadFile},
-                                    {"data.path", config.data.path, PathUse::kReadFile},
-                                    {"data.val_path", config.data.val_path, PathUse::kReadFile},
-                                    {"--log-jsonl", args.log_jsonl, PathUse::kWriteFile},
-                                    {"--plot", args.plot, PathUse::kWriteFile},
-                                    {"--save", args.save_dir, PathUse::kWriteIntoDirectory}};
+  std::vector<CommandPath> paths = {
+      {"--config", args.config, PathUse::kReadFile},
+      {"data.path", config.data.path, PathUse::kReadFile},
+      {"data.val_path", config.data.val_path, PathUse::kReadFile},
+      flag_or_config_output("--log-jsonl", args.log_jsonl, "logging.jsonl_path",
+                            config.logging.jsonl_path),
+      flag_or_config_output("--plot", args.plot, "logging.plot_path", config.logging.plot_path),
+      {"--save", args.save_dir, PathUse::kWriteIntoDirectory}};
   if (!args.load_dir.empty()) {
     const std::optional<std::int64_t> step =
         args.load_step >= 0 ? std::optional<std::int64_t>(args.load_step) : std::nullopt;
@@ -56,6 +100,10 @@ void check_train_paths(const TrainArgs& args, const TrainingConfig& config) {
     paths.push_back({"--load", root / kCheckpointLatestFile, PathUse::kReadFile});
   }
   check_command_paths(paths);
+  if (!args.save_dir.empty()) {
+    check_outputs_clear_of_checkpoint_entries(paths, args.save_dir);
+    check_save_root_is_this_runs(args);
+  }
 }
 
 ProgressMode parse_progress_mode(const std::string& value) {
@@ -70,23 +118,33 @@ const bool registered = register_command(
     "train", "Train the reference GPT data-parallel (run under mpirun for several ranks)",
     [](CLI::App& app) {
       auto args = std::make_shared<TrainArgs>();
-      app.add_option("--config", args->config, "Training config (YAML)")->required();
+      app.add_option("--config", args->config, "Training config (YAML)")
+          ->required()
+          ->check(non_empty_path());
       app.add_option("overrides", args->overrides, "Overrides: section.key=value ...");
-      app.add_option("--log-jsonl", args->log_jsonl, "Write one JSON object per step/eval");
-      app.add_option("--plot", args->plot, "Write the loss curve(s) as SVG");
+      app.add_option("--log-jsonl", args->log_jsonl, "Write one JSON object per step/eval")
+          ->check(non_empty_path());
+      app.add_option("--plot", args->plot, "Write the loss curve(s) as SVG")
+          ->check(non_empty_path());
       auto* save = app.add_option("--save", args->save_dir,
                                   "Save checkpoints under DIR (DIR/step-NNNNNNN, DIR/latest); "
-                                  "always after the last step");
+                                  "always after the last step")
+                       ->check(non_empty_path());
       app.add_option("--save-interval", args->save_interval, "Also save every N steps")
           ->needs(save)
           ->check(integer_in(1, kMaxStep));
+      app.add_flag("--overwrite", args->overwrite,
+                   "With --save DIR: save there although DIR holds checkpoints this run does "
+                   "not resume from (they may be replaced or pruned)")
+          ->needs(save);
       app.add_option("--keep-last", args->keep_last,
                      "Keep only the newest K checkpoints under --save DIR")
           ->needs(save)
           ->check(integer_in(1, 1 << 20));
       auto* load = app.add_option("--load", args->load_dir,
                                   "Resume from a checkpoint: DIR (its latest), or a step "
-                                  "directory");
+                                  "directory")
+                       ->check(non_empty_path());
       app.add_option("--load-step", args->load_step, "With --load DIR: resume from step S")
           ->needs(load)
           ->check(integer_in(0, kMaxStep));

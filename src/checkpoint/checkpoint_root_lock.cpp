@@ -9,6 +9,8 @@
 #include <cstring>
 #include <ctime>
 
+#include "checkpoint_manifest.hpp"
+#include "shardwise/checkpoint/checkpoint.hpp"
 #include "shardwise/core/error.hpp"
 #include "shardwise/core/input_file.hpp"
 #include "shardwise/core/logging.hpp"
@@ -61,6 +63,12 @@ bool is_interrupted_save_leftover(const std::string& name) {
 }
 
 }  // namespace
+
+bool is_checkpoint_root_entry(const std::string& name) {
+  return name == kCheckpointLatestFile || name == kCheckpointLockFile ||
+         checkpoint_detail::parse_step_directory_name(name).has_value() ||
+         is_interrupted_save_leftover(name);
+}
 
 int remove_interrupted_save_leftovers(const fs::path& root) {
   int removed = 0;

@@ -2,6 +2,7 @@
 
 #include "shardwise/core/checked_size.hpp"
 #include "shardwise/core/error.hpp"
+#include "shardwise/core/message_text.hpp"
 
 namespace shardwise {
 namespace {
@@ -33,7 +34,17 @@ void validate_model(const ModelConfig& m) {
   require_min(m.seed, 0, "model.seed");
 }
 
+// Paths are recorded in checkpoint manifests and config dumps, which are JSON: UTF-8 only.
+void require_utf8(const std::string& value, const char* key) {
+  const std::size_t bad = first_invalid_utf8(value);
+  SW_REQUIRE(bad == value.size(), ConfigError, key, " '", printable(value, 4096),
+             "' is not valid UTF-8 (byte ", bad,
+             "): checkpoints and config dumps record it as JSON text, which must be UTF-8");
+}
+
 void validate_data(const DataConfig& d) {
+  require_utf8(d.path, "data.path");
+  require_utf8(d.val_path, "data.val_path");
   require_min(d.digits, 1, "data.digits");
   require_range(d.eval_samples, 0, kMaxBatchFactor, "data.eval_samples");
   if (d.source != DataSource::kSynthetic) {
@@ -105,6 +116,8 @@ void validate(const TrainingConfig& config) {
   config.ddp.validate();
   validate_training(config.training);
   require_min(config.logging.log_interval, 1, "logging.log_interval");
+  require_utf8(config.logging.jsonl_path, "logging.jsonl_path");
+  require_utf8(config.logging.plot_path, "logging.plot_path");
   validate(static_cast<const CommOverlapSettings&>(config.comm_overlap));
   validate_parallel(config.parallel, config.model);
 }

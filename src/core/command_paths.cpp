@@ -126,4 +126,14 @@ void check_command_paths(const std::vector<CommandPath>& paths) {
   }
 }
 
+std::optional<fs::path> path_within(const fs::path& inner, const fs::path& outer) {
+  const CommandPath in{"", inner, PathUse::kReadFile};
+  const CommandPath out{"", outer, PathUse::kReadTree};
+  const PathIdentity in_id = identify(in);
+  const PathIdentity out_id = identify(out);
+  if (same_file(in_id, out_id)) return fs::path(".");
+  if (!lies_inside(in_id, out_id)) return std::nullopt;
+  return in_id.resolved.lexically_relative(out_id.resolved);
+}
+
 }  // namespace shardwise

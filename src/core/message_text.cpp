@@ -45,6 +45,20 @@ void append_hex_escape(std::string& out, const char* format, unsigned value) {
 
 }  // namespace
 
+std::size_t first_invalid_utf8(std::string_view text) {
+  std::size_t at = 0;
+  while (at < text.size()) {
+    if (static_cast<std::uint8_t>(text[at]) < 0x80) {
+      ++at;
+      continue;
+    }
+    const std::size_t length = utf8_sequence_length(text, at);
+    if (length == 0) return at;
+    at += length;
+  }
+  return at;
+}
+
 std::string printable(std::string_view text, std::size_t max_bytes) {
   std::string out;
   std::size_t at = 0;

@@ -72,6 +72,18 @@ TEST_F(CheckpointRootLockTest, TakingTheLockRemovesLeftoversOfKilledSavesOnly) {
   EXPECT_TRUE(fs::exists(root / ".notes"));
 }
 
+TEST(CheckpointRootEntries, AreThePointerTheLockStepsAndLeftovers) {
+  for (const char* name :
+       {"latest", ".lock", "step-0000002", "step-12345678901", ".step-0000002.staging.41.ab.0",
+        ".step-0000002.pruned", ".latest.tmp.x1"}) {
+    EXPECT_TRUE(is_checkpoint_root_entry(name)) << name;
+  }
+  for (const char* name : {"m.jsonl", "loss.svg", "step-", "step-12a", "latest.bak", ".locks",
+                           "steps", "config.yaml"}) {
+    EXPECT_FALSE(is_checkpoint_root_entry(name)) << name;
+  }
+}
+
 TEST_F(CheckpointRootLockTest, RootThatIsAFileIsAnError) {
   write_all(dir_ / "file", "x");
   const std::string message = error_message_of([&] { CheckpointRootLock lock(dir_ / "file"); });

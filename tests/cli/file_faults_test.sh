@@ -211,4 +211,46 @@ refuses train_jsonl_symlink_loop "Too many levels of symbolic links" \
 refuses layout_model_symlink_loop "Too many levels of symbolic links" \
   "$shardwise" layout --model "$work/loop_a" --dp 2
 
+# --- the run's outputs and its --save directory (an adversarial sweep, 2026-11-27) ------------------
+# Metrics and plot paths from the config are checked like the flags: this overwrote the config.
+refuses train_config_jsonl_is_config "logging.jsonl_path '$work/c.yaml' is the same file as the input --config" \
+  "$shardwise" train --config "$work/c.yaml" "${tiny[@]}" training.steps=2 logging.jsonl_path="$work/c.yaml"
+refuses train_config_jsonl_is_plot "logging.jsonl_path '$work/m' and logging.plot_path '$work/m' are the same file" \
+  "$shardwise" train --config "$work/c.yaml" "${tiny[@]}" training.steps=2 logging.jsonl_path="$work/m" \
+  logging.plot_path="$work/m"
+# An unset shell variable is not "no option": --load "" started a fresh run.
+refuses train_empty_load "--load: an empty path" \
+  "$shardwise" train --config "$work/c.yaml" "${tiny[@]}" training.steps=2 --load ""
+refuses train_empty_save "--save: an empty path" \
+  "$shardwise" train --config "$work/c.yaml" "${tiny[@]}" training.steps=2 --save ""
+# Paths JSON records must be UTF-8: the run trained, then every save failed.
+refuses train_data_path_not_utf8 "data.path '$work/corpus\\xff' is not valid UTF-8" \
+  "$shardwise" train --config "$work/c.yaml" "${tiny[@]}" training.steps=2 data.source=text \
+  model.vocab=256 data.path="$work/corpus"$'\xff' --save "$work/never_utf8"
+# A fresh run saving where another run's checkpoints are: they were replaced and pruned.
+refuses train_save_over_other_run "--save '$work/ckpt' already holds checkpoints (step 2)" \
+  "$shardwise" train --config "$work/c.yaml" "${tiny[@]}" training.steps=3 --save "$work/ckpt" \
+  --keep-last 1
+# Outputs on the saves' own entries: the log was overwritten by `latest`, truncated as the lock,
+# deleted with a pruned step.
+for entry in latest .lock "$step/m.jsonl"; do
+  refuses "train_jsonl_in_save_${entry%%/*}" "lies inside --save '$work/ckpt' at '${entry%%/*}'" \
+    "$shardwise" train --config "$work/c.yaml" "${tiny[@]}" training.steps=3 --save "$work/ckpt" \
+    --overwrite --keep-last 1 --log-jsonl "$work/ckpt/$entry"
+done
+[[ $(cat "$work/ckpt/latest") == "$step" && ! -e "$work/never_utf8" ]] ||
+  fail "a refused run changed the checkpoint root or created its --save"
+# reshard --out . wrote every file, printed "wrote", then failed to replace the directory.
+mkdir "$work/here"
+refuses reshard_out_cwd "--out '.' is the current directory or contains it" \
+  bash -c 'cd "$1" && shift && exec "$@"' _ "$work/here" \
+  "$(realpath "$shardwise")" reshard --checkpoint "$work/ckpt" --tp 1 --out . --overwrite
+[[ -z $(ls -A "$work/here") ]] || fail "reshard --out . wrote into it: $(ls -A "$work/here")"
+# Resuming in place, or saying --overwrite, is what the refusals point to.
+cp -r "$work/ckpt" "$work/ckpt_resume"
+expect_rc 0 resume_in_place "$shardwise" train --config "$work/c.yaml" "${tiny[@]}" training.steps=3 \
+  --load "$work/ckpt_resume" --save "$work/ckpt_resume" --log-jsonl "$work/ckpt_resume/m.jsonl" || true
+expect_rc 0 save_overwrite "$shardwise" train --config "$work/c.yaml" "${tiny[@]}" training.steps=1 \
+  --save "$work/ckpt_resume" --overwrite || true
+
 cli_test_finish "all file fault cases passed"

@@ -136,4 +136,11 @@ else
   fail "tiny training run failed: $(tail -3 "$work/train.err")"
 fi
 
+# --- text that JSON cannot hold (nlohmann threw an "internal error", exit 1) ----------------------
+expect_exit2_with model_spec_name_not_utf8 "--name 'bad\\xff' is not valid UTF-8" \
+  model-spec --arch gpt-tiny --name $'bad\xff' --out "$work/never_spec.json"
+expect_exit2_with config_jsonl_not_utf8 "logging.jsonl_path '/tmp/j\\xff' is not valid UTF-8" \
+  config resolve --config "$config" --format json $'logging.jsonl_path=/tmp/j\xff'
+[[ ! -e "$work/never_spec.json" ]] || fail "model-spec wrote a spec with a non-UTF-8 name"
+
 cli_test_finish "parsers CLI: hostile input refused with one line each"

@@ -68,6 +68,18 @@ TEST_F(CommandPathsTest, TwoOutputsOnOneFileAreRefusedEvenBeforeEitherExists) {
   EXPECT_FALSE(fs::exists(dir_ / "m.jsonl"));
 }
 
+TEST_F(CommandPathsTest, PathWithinResolvesSpellingsAndLinks) {
+  fs::create_directories(dir_ / "root" / "step-0000001");
+  fs::create_directory_symlink(dir_ / "root", dir_ / "alias");
+  EXPECT_EQ(path_within(dir_ / "root" / "step-0000001" / "m", dir_ / "root"),
+            fs::path("step-0000001/m"));
+  EXPECT_EQ(path_within(dir_ / "alias" / "latest", dir_ / "root"), fs::path("latest"));
+  EXPECT_EQ(path_within(dir_ / "root" / "sub" / ".." / "x", dir_ / "alias"), fs::path("x"));
+  EXPECT_EQ(path_within(dir_ / "alias", dir_ / "root"), fs::path("."));
+  EXPECT_EQ(path_within(dir_ / "rootx" / "a", dir_ / "root"), std::nullopt);
+  EXPECT_EQ(path_within(dir_ / "root", dir_ / "root" / "step-0000001"), std::nullopt);
+}
+
 TEST_F(CommandPathsTest, TreesReadAndDirectoriesReplacedProtectWhatIsInside) {
   fs::create_directories(dir_ / "ckpt" / "step-0000004");
   write_all(dir_ / "ckpt" / "step-0000004" / "checkpoint.json", "{}");

@@ -38,6 +38,16 @@ TEST(MessageText, InvalidUtf8BytesAreEscaped) {
   EXPECT_EQ(printable("\xe2\x82"), "\\xe2\\x82");           // truncated sequence
 }
 
+TEST(MessageText, FirstInvalidUtf8ByteIsFound) {
+  EXPECT_EQ(first_invalid_utf8(""), 0u);
+  EXPECT_EQ(first_invalid_utf8("plain/path.txt"), 14u);
+  EXPECT_EQ(first_invalid_utf8("caf\xc3\xa9 \xf0\x9f\x98\x80"), 10u);  // all valid: its size
+  EXPECT_EQ(first_invalid_utf8("ab\xff"), 2u);
+  EXPECT_EQ(first_invalid_utf8("a\xc0\xaf"), 1u);         // overlong '/'
+  EXPECT_EQ(first_invalid_utf8("x\xed\xa0\x80"), 1u);     // surrogate
+  EXPECT_EQ(first_invalid_utf8("\xc3\xa9\xe2\x82"), 2u);  // truncated at the end
+}
+
 TEST(MessageText, LongTextIsTruncatedWithItsLength) {
   const std::string name(1'000'000, 'n');
   EXPECT_EQ(printable(name), std::string(64, 'n') + "...(1000000 bytes)");

@@ -35,6 +35,11 @@ class CheckpointRootLock {
   int removed_ = 0;
 };
 
+// Whether `name`, an entry of a checkpoint root, is one the saves write, replace or delete: the
+// `latest` pointer, the lock file, step directories (--keep-last prunes them) and leftovers of
+// interrupted saves. No other output of a run may be one of them or lie inside one.
+bool is_checkpoint_root_entry(const std::string& name);
+
 // Removes leftovers of interrupted saves in `root` (see above); returns how many. Only safe while
 // holding the root's lock.
 int remove_interrupted_save_leftovers(const std::filesystem::path& root);

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,5 +33,10 @@ struct CommandPath {
 // a kReplaceDirectory that exists must be a directory). Creates missing kWriteIntoDirectory
 // directories, writes nothing else.
 void check_command_paths(const std::vector<CommandPath>& paths);
+
+// Where `inner` lies within the directory `outer`, both resolved as above: the relative path
+// ("." when they are the same directory), or nullopt when `inner` is elsewhere.
+std::optional<std::filesystem::path> path_within(const std::filesystem::path& inner,
+                                                 const std::filesystem::path& outer);
 
 }  // namespace shardwise

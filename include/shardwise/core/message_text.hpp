@@ -22,6 +22,11 @@ std::string printable(std::string_view text, std::size_t max_bytes = kMessageQuo
 // 'PATH', quotes included: how messages name a file or directory the program chose or was given.
 std::string quoted(const std::filesystem::path& path);
 
+// Offset of the first byte of `text` that does not start a valid UTF-8 sequence (ASCII counts as
+// valid); text.size() when all of it is valid. JSON strings must be UTF-8: a value that ends up
+// in a JSON file (a config path recorded in a checkpoint manifest) is checked with this first.
+std::size_t first_invalid_utf8(std::string_view text);
+
 }  // namespace shardwise
 
 namespace shardwise {
