@@ -40,6 +40,7 @@
 #include "shardwise/core/checked_size.hpp"
 #include "shardwise/core/command_paths.hpp"
 #include "shardwise/core/error.hpp"
+#include "shardwise/core/finite_values.hpp"
 #include "shardwise/core/float_convert.hpp"
 #include "shardwise/core/output_preflight.hpp"
 #include "shardwise/reshard/refit_verification.hpp"
@@ -94,7 +95,12 @@ ModelWeights load_checkpoint_weights(const std::string& checkpoint) {
   ModelWeights w;
   for (const SafetensorsTensorInfo& info : file.tensors()) {
     w.params.push_back({info.name, info.shape});
-    w.values[info.name] = to_fp32(file.tensor(info.name).data, info.numel(), info.dtype, info.name);
+    const std::vector<float>& v = w.values[info.name] =
+        to_fp32(file.tensor(info.name).data, info.numel(), info.dtype, info.name);
+    const std::int64_t bad = first_nonfinite(v.data(), info.numel());
+    SW_REQUIRE(bad == info.numel(), FormatError, "'", file.path().string(), "': tensor '",
+               printable(info.name), "' element ", bad, " is ", bad < info.numel() ? v[bad] : 0.0f,
+               ": a checkpoint's weights must be finite");
   }
   return w;
 }

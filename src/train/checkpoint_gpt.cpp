@@ -6,6 +6,7 @@
 #include "shardwise/checkpoint/checkpoint.hpp"
 #include "shardwise/checkpoint/safetensors.hpp"
 #include "shardwise/core/error.hpp"
+#include "shardwise/core/finite_values.hpp"
 
 namespace shardwise {
 
@@ -79,6 +80,10 @@ CheckpointGpt load_gpt_checkpoint(const fs::path& path, std::optional<std::int64
                shape_string(p.shape));
     auto& v = out.values.emplace_back(static_cast<std::size_t>(p.numel()));
     weights.read_range(p.name, 0, p.numel(), v.data());
+    const std::int64_t bad = first_nonfinite(v.data(), p.numel());
+    SW_REQUIRE(bad == p.numel(), FormatError, "'", weights.path().string(), "': tensor '", p.name,
+               "' element ", bad, " is ", bad < p.numel() ? v[bad] : 0.0f,
+               ": a checkpoint's weights must be finite");
     values.push_back(v.data());
     grads.push_back(out.grads.emplace_back(static_cast<std::size_t>(p.numel())).data());
   }

@@ -6,6 +6,7 @@
 
 #include "shardwise/comm/device_mapping.hpp"
 #include "shardwise/core/error.hpp"
+#include "shardwise/core/finite_values.hpp"
 #include "shardwise/core/logging.hpp"
 #include "shardwise/core/output_preflight.hpp"
 #include "shardwise/train/memory_estimate.hpp"
@@ -90,12 +91,8 @@ void require_finite_weights(ProcessGroup& group, const std::vector<ModelTensor>&
   for (const ModelTensor& t : model) {
     if (t.values.dtype != DType::kFloat32 || !bad.empty()) continue;
     const float* v = t.values.as<float>();
-    for (std::int64_t i = 0; i < t.values.numel; ++i) {
-      if (!std::isfinite(v[i])) {
-        bad = str_cat("'", t.name, "' element ", i, " is ", v[i]);
-        break;
-      }
-    }
+    const std::int64_t i = first_nonfinite(v, t.values.numel);
+    if (i < t.values.numel) bad = str_cat("'", t.name, "' element ", i, " is ", v[i]);
   }
   const bool finite = all_ranks_agree(group, bad.empty());
   SW_REQUIRE(finite, NonFiniteTrainingError, "step ", step, ": the weights are not finite (",

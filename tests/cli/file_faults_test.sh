@@ -246,6 +246,22 @@ refuses reshard_out_cwd "--out '.' is the current directory or contains it" \
   bash -c 'cd "$1" && shift && exec "$@"' _ "$work/here" \
   "$(realpath "$shardwise")" reshard --checkpoint "$work/ckpt" --tp 1 --out . --overwrite
 [[ -z $(ls -A "$work/here") ]] || fail "reshard --out . wrote into it: $(ls -A "$work/here")"
+# Weights that are not finite: train --load refused them, generate printed garbage with exit 0.
+cp -r "$work/ckpt" "$work/ckpt_nan"
+"$python" - "$work/ckpt_nan/$step/model.safetensors" <<'PY'
+import json, struct, sys
+import numpy as np
+path = sys.argv[1]
+data = bytearray(open(path, "rb").read())
+n = struct.unpack("<Q", data[:8])[0]
+for name, info in json.loads(data[8:8 + n]).items():
+    if name != "__metadata__" and info["dtype"] == "F32":
+        begin, end = (8 + n + o for o in info["data_offsets"])
+        data[begin:end] = np.full((end - begin) // 4, np.nan, "<f4").tobytes()
+open(path, "wb").write(data)
+PY
+refuses generate_nan_weights "element 0 is nan: a checkpoint's weights must be finite" \
+  "$shardwise" generate --checkpoint "$work/ckpt_nan" --prompt 1 --tokens 4
 # Resuming in place, or saying --overwrite, is what the refusals point to.
 cp -r "$work/ckpt" "$work/ckpt_resume"
 expect_rc 0 resume_in_place "$shardwise" train --config "$work/c.yaml" "${tiny[@]}" training.steps=3 \
