@@ -9,8 +9,14 @@
 namespace shardwise {
 namespace {
 
-// Length of the valid UTF-8 sequence starting at text[at], or 0 when it is not one (overlong
-// forms, surrogates and code points past U+10FFFF are invalid, as in the Unicode standard).
+void append_hex_escape(std::string& out, const char* format, unsigned value) {
+  char buffer[8];
+  std::snprintf(buffer, sizeof(buffer), format, value);
+  out += buffer;
+}
+
+}  // namespace
+
 std::size_t utf8_sequence_length(std::string_view text, std::size_t at) {
   const auto byte = [&](std::size_t i) { return static_cast<std::uint8_t>(text[at + i]); };
   const std::uint8_t lead = byte(0);
@@ -36,14 +42,6 @@ std::size_t utf8_sequence_length(std::string_view text, std::size_t at) {
   }
   return length;
 }
-
-void append_hex_escape(std::string& out, const char* format, unsigned value) {
-  char buffer[8];
-  std::snprintf(buffer, sizeof(buffer), format, value);
-  out += buffer;
-}
-
-}  // namespace
 
 std::size_t first_invalid_utf8(std::string_view text) {
   std::size_t at = 0;

@@ -14,5 +14,14 @@ TEST(XmlEscape, ReplacesTheFiveMarkupCharactersAndKeepsTheRest) {
   EXPECT_EQ(xml_escape(""), "");
 }
 
+TEST(XmlEscape, WhatXmlCannotHoldBecomesTheReplacementCharacter) {
+  const std::string replacement = "\xEF\xBF\xBD";
+  EXPECT_EQ(xml_escape(std::string("a\x01") + "b"), "a" + replacement + "b");
+  EXPECT_EQ(xml_escape(std::string("\x1b[2J")), replacement + "[2J");
+  EXPECT_EQ(xml_escape("tab\tnl\ncr\r"), "tab\tnl\ncr\r");  // the three XML allows
+  EXPECT_EQ(xml_escape("bad\xff"), "bad" + replacement);
+  EXPECT_EQ(xml_escape("\xc3\xa9\xe2\x82"), "\xc3\xa9" + replacement + replacement);
+}
+
 }  // namespace
 }  // namespace shardwise

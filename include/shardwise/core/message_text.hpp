@@ -22,6 +22,10 @@ std::string printable(std::string_view text, std::size_t max_bytes = kMessageQuo
 // 'PATH', quotes included: how messages name a file or directory the program chose or was given.
 std::string quoted(const std::filesystem::path& path);
 
+// Length of the valid UTF-8 sequence of two to four bytes starting at text[at], or 0 when there
+// is none (ASCII, overlong forms, surrogates and code points past U+10FFFF give 0).
+std::size_t utf8_sequence_length(std::string_view text, std::size_t at);
+
 // Offset of the first byte of `text` that does not start a valid UTF-8 sequence (ASCII counts as
 // valid); text.size() when all of it is valid. JSON strings must be UTF-8: a value that ends up
 // in a JSON file (a config path recorded in a checkpoint manifest) is checked with this first.
