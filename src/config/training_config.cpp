@@ -25,6 +25,10 @@ void validate_model(const ModelConfig& m) {
   require_range(m.heads, 1, kMaxModelDimension, "model.heads");
   SW_REQUIRE(m.hidden % m.heads == 0, ConfigError, "model.hidden (", m.hidden,
              ") must be divisible by model.heads (", m.heads, ")");
+  SW_REQUIRE(m.position != PositionEmbedding::kRope || (m.hidden / m.heads) % 2 == 0, ConfigError,
+             "model.position: rope needs an even head dimension (model.hidden / model.heads), "
+             "got ",
+             m.hidden / m.heads);
   require_range(m.ffn, 1, kMaxModelDimension, "model.ffn");
   require_range(m.vocab, 0, kMaxModelDimension, "model.vocab");
   require_range(m.seq_len, 1, kMaxModelDimension, "model.seq_len");
@@ -47,7 +51,12 @@ void validate_data(const DataConfig& d) {
   require_utf8(d.val_path, "data.val_path");
   require_min(d.digits, 1, "data.digits");
   require_range(d.eval_samples, 0, kMaxBatchFactor, "data.eval_samples");
-  if (d.source != DataSource::kSynthetic) {
+  if (d.source == DataSource::kSynthetic) {
+    // The tasks' limits (synthetic_task.cpp): numbers of up to 9 digits, a held-out set.
+    SW_REQUIRE(d.digits <= 9, ConfigError,
+               "data.digits must be <= 9 for data.source synthetic (got ", d.digits, ")");
+    require_min(d.eval_samples, 1, "data.eval_samples");
+  } else {
     SW_REQUIRE(!d.path.empty(), ConfigError, "data.path is required for data.source '",
                to_string(d.source), "'");
   }

@@ -289,7 +289,9 @@ TrainingConfig parse_training_config(std::string_view yaml_text,
     config_detail::check_no_duplicate_keys(root, "");
     return from_node(root, overrides);
   } catch (const ConfigError& e) {
-    throw ConfigError(str_cat(source, ": ", e.what()));
+    // The value at fault may come from the command line rather than the file: say both.
+    throw ConfigError(
+        str_cat(source, overrides.empty() ? "" : " with its overrides", ": ", e.what()));
   }
 }
 

@@ -20,7 +20,9 @@ void GptConfig::validate() const {
   SW_REQUIRE(hidden % num_heads == 0, InvalidArgument, "model.hidden (", hidden,
              ") must be divisible by model.num_heads (", num_heads, ")");
   SW_REQUIRE(!rope || head_dim() % 2 == 0, InvalidArgument,
-             "model.rope needs an even head dimension, got hidden/heads = ", head_dim());
+             "rope position embeddings (model.position: rope) need an even head dimension, got "
+             "hidden/heads = ",
+             head_dim());
   SW_REQUIRE(init_std > 0, InvalidArgument, "model.init_std must be > 0, got ", init_std);
   positive(make_vocab_size_divisible_by, "make_vocab_size_divisible_by");
 }

@@ -171,7 +171,11 @@ TEST(TrainingConfig, RangesAndCrossChecks) {
       {"model: {layers: 0}", "model.layers must be >= 1"},
       {"model: {init_std: 0}", "model.init_std must be > 0"},
       {"data: {source: text}", "data.path is required for data.source 'text'"},
-      {"data: {digits: 0}", "data.digits must be >= 1"},
+      {"data: {digits: 0}", "data.digits must be"},
+      {"data: {digits: 10}", "data.digits must be"},
+      {"data: {eval_samples: 0}", "data.eval_samples must be >= 1"},
+      {"model: {position: rope, hidden: 24, heads: 8}",
+       "model.position: rope needs an even head dimension (model.hidden / model.heads), got 3"},
       {"logging: {log_interval: 0}", "logging.log_interval must be >= 1"},
       {"parallel: {vp: 2}", "parallel.vp = 2 needs pipeline parallelism"},
       {"parallel: {tp: 3}", "model.heads (4) must be divisible by parallel.tp (3)"},
@@ -233,8 +237,9 @@ TEST(TrainingConfig, OverridesApplyWithTypeChecking) {
   EXPECT_EQ(cfg.training.steps, 70);
   EXPECT_EQ(cfg.model.dtype, DType::kBFloat16);
 
-  EXPECT_ERROR_CONTAINS(error_of("", {"model.hidden=big"}),
-                        "test.yaml: model.hidden: expected an integer, got 'big'");
+  EXPECT_ERROR_CONTAINS(
+      error_of("", {"model.hidden=big"}),
+      "test.yaml with its overrides: model.hidden: expected an integer, got 'big'");
   // A typo in an override is blamed on the override (not the file), with the closest key.
   EXPECT_ERROR_CONTAINS(
       error_of("", {"model.hiden=3"}),
