@@ -100,7 +100,7 @@ void print_summary(const char* verb, const ConvertSummary& s, const std::string&
 
 int run_convert(const ConvertArgs& args) {
   // The output must be a writable file path, not the input, before any tensor is read.
-  check_command_paths({{"convert: input", args.input, PathUse::kReadFile},
+  check_command_paths({{"", args.input, PathUse::kReadFile},
                        {"convert: output", args.output, PathUse::kWriteFile}});
   ProgressBar bar(wants_progress(args.input));
   if (args.to == "mxfp8") {

@@ -50,6 +50,16 @@ int main(int argc, char** argv) {
   app.failure_message([](const CLI::App*, const CLI::Error& e) {
     return "shardwise: error: " + one_line(e.what()) + " (see --help)\n";
   });
+  // CLI11 answers a mistyped subcommand with "A subcommand is required": name it instead.
+  if (argc >= 2 && argv[1][0] != '-' &&
+      std::none_of(commands.begin(), commands.end(),
+                   [&](const cli::Command& c) { return c.name == argv[1]; })) {
+    std::string valid;
+    for (const auto& command : commands) valid += (valid.empty() ? "" : ", ") + command.name;
+    std::fprintf(stderr, "shardwise: error: unknown subcommand '%s' (valid: %s)\n",
+                 printable(argv[1]).c_str(), valid.c_str());
+    return 2;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -60,8 +60,10 @@ bool lies_inside(const PathIdentity& inner, const PathIdentity& outer) {
   return in_len > out_len && std::equal(out.begin(), out.end(), in.begin());
 }
 
+// "--plot 'x'", or just "'x'" for a positional path (its option is empty).
 std::string described_path(const PathIdentity& id) {
-  return str_cat(id.given->option, " '", printable(id.given->path.string(), 4096), "'");
+  const std::string path = str_cat("'", printable(id.given->path.string(), 4096), "'");
+  return id.given->option.empty() ? path : str_cat(id.given->option, " ", path);
 }
 
 // Refuses the pair when writing one would destroy the other.

@@ -134,7 +134,7 @@ refuses train_jsonl_in_loaded_step "which is read" \
   --load "$work/ckpt" --log-jsonl "$work/ckpt/$step/checkpoint.json"
 cp "$weights" "$work/w.safetensors"
 ln "$work/w.safetensors" "$work/w_hard.safetensors"
-refuses convert_output_is_input "is the same file as the input convert: input" \
+refuses convert_output_is_input "is the same file as the input '" \
   "$shardwise" convert --to mxfp8 "$work/w.safetensors" "$work/w_hard.safetensors"
 refuses layout_svg_is_spec "is the same file as the input --model" \
   "$shardwise" layout --model "$work/spec.json" --dp 2 --svg "$work/sub/../spec.json"

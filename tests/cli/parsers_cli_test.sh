@@ -143,4 +143,6 @@ expect_exit2_with config_jsonl_not_utf8 "logging.jsonl_path '/tmp/j\\xff' is not
   config resolve --config "$config" --format json $'logging.jsonl_path=/tmp/j\xff'
 [[ ! -e "$work/never_spec.json" ]] || fail "model-spec wrote a spec with a non-UTF-8 name"
 
+expect_exit2_with unknown_subcommand "unknown subcommand 'trian' (valid: config, convert," trian
+
 cli_test_finish "parsers CLI: hostile input refused with one line each"

@@ -22,7 +22,7 @@ enum class PathUse {
 };
 
 struct CommandPath {
-  std::string option;  // how the user gave it: "--log-jsonl", "convert: output", "data.path"
+  std::string option;  // how the user gave it: "--log-jsonl", "data.path"; "" for a positional
   std::filesystem::path path;  // empty: not given, skipped
   PathUse use;
 };
