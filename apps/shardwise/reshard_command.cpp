@@ -61,7 +61,11 @@ std::filesystem::path weights_file(const ReshardArgs& args) {
   const bool plain_weights_dir = fs::exists(path / kCheckpointModelFile, ec) &&
                                  !fs::exists(path / kCheckpointManifestFile, ec);
   if (plain_weights_dir && !step) return resolve_model_weights_file(path);
-  return resolve_model_weights_file(resolve_checkpoint_directory(path, step));
+  // A step directory of `train --save`: its manifest is validated as `train --load` and
+  // `generate` do (a damaged or newer-format checkpoint is refused, not exported).
+  const fs::path directory = resolve_checkpoint_directory(path, step);
+  read_checkpoint_manifest(directory);
+  return resolve_model_weights_file(directory);
 }
 
 // The rank file's metadata. The per-tensor table goes into the header when it fits the format's

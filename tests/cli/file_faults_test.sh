@@ -173,6 +173,8 @@ for kind in fifo zero; do
     "$shardwise" train --config "$work/c.yaml" "${tiny[@]}" training.steps=4 --load "$work/manifest_$kind"
   refuses "generate_manifest_$kind" "is $what" \
     "$shardwise" generate --checkpoint "$work/manifest_$kind" --prompt x --tokens 1
+  refuses "reshard_manifest_$kind" "is $what" \
+    "$shardwise" reshard --checkpoint "$work/manifest_$kind" --tp 1 --out "$work/never_$kind"
   damaged "rank_$kind" "$step/$rank_file" $kind
   refuses "load_rank_file_$kind" "safetensors file '$work/rank_$kind/$step/$rank_file' is $what" \
     "$shardwise" train --config "$work/c.yaml" "${tiny[@]}" training.steps=4 --load "$work/rank_$kind"
@@ -262,6 +264,13 @@ open(path, "wb").write(data)
 PY
 refuses generate_nan_weights "element 0 is nan: a checkpoint's weights must be finite" \
   "$shardwise" generate --checkpoint "$work/ckpt_nan" --prompt 1 --tokens 4
+# reshard exported a checkpoint whose manifest train --load and generate refuse.
+cp -r "$work/ckpt" "$work/ckpt_v2"
+"$python" -c 'import json, sys; p = sys.argv[1]; m = json.load(open(p)); m["format_version"] = 2
+json.dump(m, open(p, "w"))' "$work/ckpt_v2/$step/checkpoint.json"
+refuses reshard_manifest_version "has format_version 2; this build reads version 1" \
+  "$shardwise" reshard --checkpoint "$work/ckpt_v2" --tp 1 --out "$work/never_v2"
+[[ ! -e "$work/never_v2" ]] || fail "reshard exported a checkpoint of format_version 2"
 # Resuming in place, or saying --overwrite, is what the refusals point to.
 cp -r "$work/ckpt" "$work/ckpt_resume"
 expect_rc 0 resume_in_place "$shardwise" train --config "$work/c.yaml" "${tiny[@]}" training.steps=3 \
