@@ -42,8 +42,6 @@ struct TrainArgs {
   bool overwrite = false;
 };
 
-// Every file the job reads or writes, checked together before any work (no output may be an
-// input or another output; see core/command_paths.hpp).
 // The saves write, replace and prune their own entries of --save DIR (latest, .lock, step
 // directories): an output there would be overwritten or deleted. Elsewhere in DIR is fine.
 void check_outputs_clear_of_checkpoint_entries(const std::vector<CommandPath>& paths,
@@ -83,6 +81,8 @@ CommandPath flag_or_config_output(const char* flag, const std::string& flag_valu
   return {key, config_value, PathUse::kWriteFile};
 }
 
+// Every file the job reads or writes, checked together before any work (no output may be an
+// input or another output; see core/command_paths.hpp).
 void check_train_paths(const TrainArgs& args, const TrainingConfig& config) {
   std::vector<CommandPath> paths = {
       {"--config", args.config, PathUse::kReadFile},
