@@ -97,10 +97,7 @@ ModelWeights load_checkpoint_weights(const std::string& checkpoint) {
     w.params.push_back({info.name, info.shape});
     const std::vector<float>& v = w.values[info.name] =
         to_fp32(file.tensor(info.name).data, info.numel(), info.dtype, info.name);
-    const std::int64_t bad = first_nonfinite(v.data(), info.numel());
-    SW_REQUIRE(bad == info.numel(), FormatError, "'", file.path().string(), "': tensor '",
-               printable(info.name), "' element ", bad, " is ", bad < info.numel() ? v[bad] : 0.0f,
-               ": a checkpoint's weights must be finite");
+    require_finite_tensor(v.data(), info.numel(), file.path(), info.name);
   }
   return w;
 }

@@ -80,10 +80,7 @@ CheckpointGpt load_gpt_checkpoint(const fs::path& path, std::optional<std::int64
                shape_string(p.shape));
     auto& v = out.values.emplace_back(static_cast<std::size_t>(p.numel()));
     weights.read_range(p.name, 0, p.numel(), v.data());
-    const std::int64_t bad = first_nonfinite(v.data(), p.numel());
-    SW_REQUIRE(bad == p.numel(), FormatError, "'", weights.path().string(), "': tensor '", p.name,
-               "' element ", bad, " is ", bad < p.numel() ? v[bad] : 0.0f,
-               ": a checkpoint's weights must be finite");
+    require_finite_tensor(v.data(), p.numel(), weights.path(), p.name);
     values.push_back(v.data());
     grads.push_back(out.grads.emplace_back(static_cast<std::size_t>(p.numel())).data());
   }
