@@ -27,6 +27,7 @@
 
 #include "machine_limits.hpp"
 #include "shardwise/comm/mpi_process_group.hpp"
+#include "shardwise/comm/symmetric_memory.hpp"
 #include "shardwise/core/float_convert.hpp"
 #include "shardwise/core/logging.hpp"
 
@@ -86,11 +87,38 @@ ProcessGroupPtr group_with(const ProcessGroupPtr& world, CollectiveAlgorithm alg
   return group;
 }
 
+// Median-round bus bandwidths of one placement of the buffers, in GB/s.
+struct CollectiveRates {
+  std::vector<double> reduce_scatter, all_gather;
+
+  void add(double bus_gb, double rs_seconds, double ag_seconds) {
+    reduce_scatter.push_back(bus_gb / rs_seconds);
+    all_gather.push_back(bus_gb / ag_seconds);
+  }
+  // Prints `reduce_scatter<suffix>` and `all_gather<suffix>` against the limit and the memory
+  // bound (rank 0).
+  void print(const std::string& suffix, const bench::ProbeSamples& limit,
+             const bench::ProbeSamples& memory_bound) {
+    std::sort(reduce_scatter.begin(), reduce_scatter.end());
+    std::sort(all_gather.begin(), all_gather.end());
+    const double rs = reduce_scatter[reduce_scatter.size() / 2];
+    const double ag = all_gather[all_gather.size() / 2];
+    bench::print_figure(str_cat("reduce_scatter", suffix).c_str(), rs, limit, "GB/s");
+    bench::print_figure(str_cat("all_gather", suffix).c_str(), ag, limit, "GB/s");
+    bench::print_figure(str_cat("reduce_scatter", suffix, "_of_memory_bound").c_str(), rs,
+                        memory_bound, "GB/s");
+    bench::print_figure(str_cat("all_gather", suffix, "_of_memory_bound").c_str(), ag, memory_bound,
+                        "GB/s");
+  }
+};
+
 // Bus bandwidth of reduce_scatter and all_gather over `n` fp32 elements vs the ping-pong limit:
-// three rounds, each a ping-pong probe then both collectives (median of `iters` runs each); the
+// three rounds, each a ping-pong probe then the collectives (median of `iters` runs each); the
 // figure is the median round's bandwidth over the best probe, printed with the probes' spread.
 // Each round also probes the memory bound (bench::collective_memory_bound_gbs), which the
-// `<figure>_of_memory_bound` lines divide by.
+// `<figure>_of_memory_bound` lines divide by. Measured twice per round: on the caller's own
+// vectors, and with the full buffer in symmetric memory (`<figure>_symmetric`: the reduce-scatter's
+// input and the all-gather's output, as DDP's buffers are), where the collectives run in place.
 void print_distance(const ProcessGroupPtr& world, std::int64_t n, int iters) {
   const int p = world->size();
   if (p < 2) return;
@@ -99,27 +127,26 @@ void print_distance(const ProcessGroupPtr& world, std::int64_t n, int iters) {
   const TensorView f{full.data(), n, DType::kFloat32};
   const TensorView s{shard.data(), n / p, DType::kFloat32};
   const std::size_t bytes = static_cast<std::size_t>(n) * sizeof(float);
+  const SymmetricMemoryPtr symmetric = allocate_symmetric_memory(world, bytes);
+  const TensorView sym{symmetric->data(), n, DType::kFloat32};
+  std::fill_n(sym.as<float>(), n, 1.0f);
   const double bus = static_cast<double>(bytes) * (p - 1) / p / 1e9;
   bench::ProbeSamples limit, memory_bound;
   bench::StreamProbe stream;
-  std::vector<double> rs, ag;
+  CollectiveRates own, in_place;
   for (int round = 0; round < 3; ++round) {
     limit.add(bench::mpi_ping_pong_gbps(std::max<std::size_t>(bytes / p, 8u << 20), iters));
     memory_bound.add(bench::collective_memory_bound_gbs(stream, p));
-    rs.push_back(
-        bus / median_seconds(iters, [&] { world->reduce_scatter(s, f, ReduceOp::kSum)->wait(); }));
-    ag.push_back(bus / median_seconds(iters, [&] { world->all_gather(f, s)->wait(); }));
+    auto seconds = [&](auto&& op) { return median_seconds(iters, [&] { op()->wait(); }); };
+    own.add(bus, seconds([&] { return world->reduce_scatter(s, f, ReduceOp::kSum); }),
+            seconds([&] { return world->all_gather(f, s); }));
+    in_place.add(bus, seconds([&] { return world->reduce_scatter(s, sym, ReduceOp::kSum); }),
+                 seconds([&] { return world->all_gather(sym, s); }));
   }
-  std::sort(rs.begin(), rs.end());
-  std::sort(ag.begin(), ag.end());
   const std::string suffix = str_cat("_", p, "r_", bytes >> 20, "MiB");
   if (world->rank() != 0) return;
-  bench::print_figure(str_cat("reduce_scatter", suffix).c_str(), rs[1], limit, "GB/s");
-  bench::print_figure(str_cat("all_gather", suffix).c_str(), ag[1], limit, "GB/s");
-  bench::print_figure(str_cat("reduce_scatter", suffix, "_of_memory_bound").c_str(), rs[1],
-                      memory_bound, "GB/s");
-  bench::print_figure(str_cat("all_gather", suffix, "_of_memory_bound").c_str(), ag[1],
-                      memory_bound, "GB/s");
+  own.print(suffix, limit, memory_bound);
+  if (symmetric->shared()) in_place.print(suffix + "_symmetric", limit, memory_bound);
 }
 
 // Ring vs direct vs shared memory vs MPI per shard size (milliseconds per operation).

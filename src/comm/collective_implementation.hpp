@@ -16,6 +16,7 @@
 
 #include "shardwise/comm/comm_deadline.hpp"
 #include "shardwise/comm/mpi_process_group.hpp"
+#include "shardwise/comm/symmetric_memory.hpp"
 #include "shardwise/core/dtype.hpp"
 
 namespace shardwise {
@@ -66,6 +67,9 @@ class CollectiveImplementation {
   virtual bool folds_input_scale() const { return false; }
   // Whether large all-gathers copy straight from the peers' memory (one copy per byte).
   virtual bool single_copy_all_gather() const { return false; }
+  // Memory every rank maps, on which this algorithm's reduce_scatter and all_gather run in place
+  // (shardwise/comm/symmetric_memory.hpp); null when it has none. Collective over the group.
+  virtual SymmetricMemoryPtr allocate_symmetric(std::size_t /*bytes*/) { return nullptr; }
   // Reduce-scatter of `size` fp32 shards of `shard` elements that may be clobbered (the fp32
   // stage of a 16-bit input); returns where this rank's reduced shard is inside `data`. The
   // default reduces in place into this rank's shard.

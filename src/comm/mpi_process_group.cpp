@@ -36,6 +36,7 @@
 #include "shardwise/comm/collective_arguments.hpp"
 #include "shardwise/comm/fp32_accumulation.hpp"
 #include "shardwise/comm/ordered_worker.hpp"
+#include "shardwise/comm/symmetric_memory.hpp"
 #include "shardwise/comm/traffic_model.hpp"
 #include "shardwise/core/logging.hpp"
 
@@ -257,6 +258,28 @@ class MpiProcessGroup final : public ProcessGroup {
         })
         ->wait();
     return active;
+  }
+
+  // Collective over this group, queued behind its pending operations: the shared-memory
+  // algorithm's symmetric memory when collectives may run through it, else null.
+  SymmetricMemoryPtr allocate_symmetric(std::size_t bytes) {
+    check_same_on_all_ranks(bytes, "allocate_symmetric_memory bytes");
+    SymmetricMemoryPtr memory;
+    worker_
+        ->submit([&] {
+          begin_op("allocate_symmetric_memory");
+          const auto configured = static_cast<CollectiveAlgorithm>(algorithm_.load());
+          if (configured != CollectiveAlgorithm::kAuto &&
+              configured != CollectiveAlgorithm::kSharedMemory) {
+            return;
+          }
+          if (CollectiveImplementation* segment =
+                  implementation(CollectiveAlgorithm::kSharedMemory)) {
+            memory = segment->allocate_symmetric(bytes);
+          }
+        })
+        ->wait();
+    return memory;
   }
 
   // Collective over this group, queued behind its pending operations.
@@ -592,6 +615,14 @@ bool uses_shared_memory_collectives(const ProcessGroupPtr& group) {
 
 bool uses_single_copy_all_gather(const ProcessGroupPtr& group) {
   return as_mpi_group(group, "uses_single_copy_all_gather").uses_shared_memory(true);
+}
+
+SymmetricMemoryPtr allocate_symmetric_memory(const ProcessGroupPtr& group, std::size_t bytes) {
+  SW_REQUIRE(group != nullptr, InvalidArgument, "allocate_symmetric_memory: the group is null");
+  SymmetricMemoryPtr memory;
+  if (auto* mpi = dynamic_cast<MpiProcessGroup*>(group.get()))
+    memory = mpi->allocate_symmetric(bytes);
+  return memory != nullptr ? memory : private_symmetric_memory(bytes);
 }
 
 ProcessGroupPtr split_group(const ProcessGroupPtr& parent, int color, int key,

@@ -80,15 +80,55 @@ void* map_segment(const std::string& name, bool create, std::size_t bytes, int r
 
 std::atomic<std::uint64_t> next_segment_id{0};
 
+// Collective over `comm`: rank 0 creates a segment of `bytes`, every rank maps it. Returns the
+// mapping, or null on every rank unless all of them mapped it; `why` says what failed here.
+void* share_segment(MPI_Comm comm, int rank, std::size_t bytes,
+                    const CollectiveCompletion& complete, std::string& why) {
+  int size = 1;
+  MPI_Comm_size(comm, &size);
+  struct {
+    int ok;
+    char name[64];
+  } offer{0, {}};
+  void* base = nullptr;
+  if (rank == 0) {
+    // Unique per job (rank 0's pid) and per segment (a counter of this process).
+    const std::string name =
+        str_cat("/shardwise-", ::getpid(), "-", next_segment_id.fetch_add(1), "-", size);
+    std::snprintf(offer.name, sizeof offer.name, "%s", name.c_str());
+    base = map_segment(name, true, bytes, rank, why);
+    offer.ok = base != nullptr;
+  }
+  complete("MPI_Ibcast (shared-memory segment)", [&](MPI_Request* r) {
+    return MPI_Ibcast(&offer, static_cast<int>(sizeof offer), MPI_BYTE, 0, comm, r);
+  });
+  if (rank != 0 && offer.ok) base = map_segment(offer.name, false, bytes, rank, why);
+  int all_mapped = base != nullptr;
+  complete("MPI_Iallreduce (shared-memory segment)", [&](MPI_Request* r) {
+    return MPI_Iallreduce(MPI_IN_PLACE, &all_mapped, 1, MPI_INT, MPI_MIN, comm, r);
+  });
+  // Every rank has mapped it (or given up): the name is no longer needed, and an unlinked
+  // segment disappears with the last mapping even if the job is killed.
+  if (rank == 0 && offer.ok) ::shm_unlink(offer.name);
+  if (!all_mapped && base != nullptr) {
+    ::munmap(base, bytes);
+    base = nullptr;
+  }
+  return base;
+}
+
 }  // namespace
 
 // The counters one rank publishes. ready: 2g+1 once its data of round g is in its half, 2g+2
 // once its second phase (all-reduce's reduced part) is; done: g+1 once it read everything it
-// reads in round g. source: in a single-copy round, the address of its shard in its own memory
-// (written before ready, on ready's line).
+// reads in round g. source: in a single-copy round, the address of its shard in its own memory;
+// allocation and offset: where its buffer of the round's collective lies (SymmetricPlacement;
+// all written before ready, on ready's line).
 struct SharedMemoryCollectives::RankFlags {
   alignas(128) std::atomic<std::uint64_t> ready{0};
   std::atomic<std::uint64_t> source{0};
+  std::atomic<std::uint64_t> allocation{0};
+  std::atomic<std::uint64_t> offset{0};
   alignas(128) std::atomic<std::uint64_t> done{0};
 };
 static_assert(sizeof(std::atomic<std::uint64_t>) == 8 &&
@@ -114,41 +154,15 @@ std::unique_ptr<SharedMemoryCollectives> SharedMemoryCollectives::create(
   if (node_size != size) return nullptr;
 
   const std::size_t bytes = segment_bytes(size);
-  struct {
-    int ok;
-    char name[64];
-  } offer{0, {}};
   std::string why;
-  void* base = nullptr;
-  if (rank == 0) {
-    // Unique per job (rank 0's pid) and per group (a counter of this process).
-    const std::string name =
-        str_cat("/shardwise-", ::getpid(), "-", next_segment_id.fetch_add(1), "-", size);
-    std::snprintf(offer.name, sizeof offer.name, "%s", name.c_str());
-    base = map_segment(name, true, bytes, rank, why);
-    offer.ok = base != nullptr;
-  }
-  complete("MPI_Ibcast (shared-memory segment)", [&](MPI_Request* r) {
-    return MPI_Ibcast(&offer, static_cast<int>(sizeof offer), MPI_BYTE, 0, comm, r);
-  });
-  if (rank != 0 && offer.ok) base = map_segment(offer.name, false, bytes, rank, why);
-  int all_mapped = base != nullptr;
-  complete("MPI_Iallreduce (shared-memory segment)", [&](MPI_Request* r) {
-    return MPI_Iallreduce(MPI_IN_PLACE, &all_mapped, 1, MPI_INT, MPI_MIN, comm, r);
-  });
-  // Every rank has mapped it (or given up): the name is no longer needed, and an unlinked
-  // segment disappears with the last mapping even if the job is killed.
-  if (rank == 0 && offer.ok) ::shm_unlink(offer.name);
+  void* base = share_segment(comm, rank, bytes, complete, why);
   if (!why.empty()) {
     log::warning("group ", group_name, ": shared-memory collectives unavailable (", why,
                  "); using the direct exchange");
   }
-  if (!all_mapped) {
-    if (base != nullptr) ::munmap(base, bytes);
-    return nullptr;
-  }
+  if (base == nullptr) return nullptr;
   std::unique_ptr<SharedMemoryCollectives> segment(
-      new SharedMemoryCollectives(base, bytes, rank, size));
+      new SharedMemoryCollectives(base, bytes, rank, size, group_name));
   segment->probe_single_copy(comm, complete);
   return segment;
 }
@@ -191,8 +205,31 @@ void SharedMemoryCollectives::probe_single_copy(MPI_Comm comm,
   for (int q = 0; q < size_; ++q) peer_pids_[q] = static_cast<int>(offers[q].pid);
 }
 
-SharedMemoryCollectives::SharedMemoryCollectives(void* base, std::size_t bytes, int rank, int size)
-    : base_(base), bytes_(bytes), rank_(rank), size_(size) {}
+SharedMemoryCollectives::SharedMemoryCollectives(void* base, std::size_t bytes, int rank, int size,
+                                                 std::string group_name)
+    : base_(base), bytes_(bytes), rank_(rank), size_(size), group_name_(std::move(group_name)) {}
+
+SymmetricMemoryPtr SharedMemoryCollectives::allocate_symmetric(
+    MPI_Comm comm, std::size_t bytes, const CollectiveCompletion& complete) {
+  const std::size_t stride =
+      (std::max<std::size_t>(bytes, 1) + kPageBytes - 1) / kPageBytes * kPageBytes;
+  const std::size_t length = stride * static_cast<std::size_t>(size_);
+  std::string why;
+  void* base = share_segment(comm, rank_, length, complete, why);
+  if (!why.empty()) {
+    log::warning("group ", group_name_, ": symmetric memory of ", bytes,
+                 " bytes per rank unavailable (", why, "); using private memory");
+  }
+  if (base == nullptr) return nullptr;
+  auto* segment = static_cast<std::byte*>(base);
+  const std::uint64_t id = regions_->add(segment, stride, bytes, rank_);
+  std::shared_ptr<void> owner(base, [regions = regions_, id, length](void* mapping) {
+    regions->remove(id);
+    ::munmap(mapping, length);
+  });
+  return std::make_shared<SymmetricMemory>(segment + static_cast<std::size_t>(rank_) * stride,
+                                           bytes, true, std::move(owner));
+}
 
 SharedMemoryCollectives::~SharedMemoryCollectives() { ::munmap(base_, bytes_); }
 
@@ -245,8 +282,27 @@ std::byte* SharedMemoryCollectives::begin_round(const SharedMemoryWatch& watch) 
   return half(rank_, round_);
 }
 
-void SharedMemoryCollectives::publish(std::uint64_t value) {
-  flags(rank_).ready.store(value, std::memory_order_release);
+void SharedMemoryCollectives::publish(std::uint64_t value, const SymmetricPlacement& placement) {
+  RankFlags& own = flags(rank_);
+  own.allocation.store(placement.allocation, std::memory_order_relaxed);
+  own.offset.store(placement.offset, std::memory_order_relaxed);
+  own.ready.store(value, std::memory_order_release);
+}
+
+void SharedMemoryCollectives::require_same_placement(int q, const SymmetricPlacement& mine,
+                                                     const char* what) const {
+  const std::uint64_t allocation = flags(q).allocation.load(std::memory_order_relaxed);
+  const std::uint64_t offset = flags(q).offset.load(std::memory_order_relaxed);
+  if (allocation == mine.allocation && (allocation == 0 || offset == mine.offset)) return;
+  auto describe = [](std::uint64_t id, std::uint64_t at) {
+    return id == 0 ? std::string("is in ordinary memory")
+                   : str_cat("is at byte ", at, " of symmetric allocation ", id);
+  };
+  throw CommError(str_cat(what, " on group ", group_name_, ": rank ", rank_, "'s buffer ",
+                          describe(mine.allocation, mine.offset), " but rank ", q, "'s ",
+                          describe(allocation, offset),
+                          "; every rank must pass the same symmetric allocation at the same "
+                          "offset, or ordinary memory"));
 }
 
 void SharedMemoryCollectives::finish_round() {
@@ -260,6 +316,13 @@ void SharedMemoryCollectives::reduce_scatter(const std::byte* input, std::byte* 
                                              const SharedMemoryWatch& watch) {
   const int p = size_;
   const int r = rank_;
+  if (shard_bytes == 0) return;
+  const SymmetricPlacement placement =
+      regions_->find(input, shard_bytes * static_cast<std::size_t>(p));
+  if (placement.allocation != 0) {
+    reduce_scatter_in_place(placement, output, shard_bytes, elem_size, combine, input_scale, watch);
+    return;
+  }
   // A half holds one piece for each other rank; 64-byte multiples keep every dtype whole.
   const std::size_t piece = kSharedMemoryHalfBytes / static_cast<std::size_t>(p - 1) / 64 * 64;
   // Where `owner` puts the piece destined for rank `dest` in its half.
@@ -275,6 +338,11 @@ void SharedMemoryCollectives::reduce_scatter(const std::byte* input, std::byte* 
     }
     publish(2 * round_ + 2);
     wait_all(&RankFlags::ready, 2 * round_ + 1, watch);
+    if (offset == 0) {
+      for (int q = 0; q < p; ++q) {
+        if (q != r) require_same_placement(q, {}, "reduce_scatter");
+      }
+    }
     const std::uint64_t round = round_;
     reduce_in_rank_order(
         p, n, elem_size, combine, input_scale,
@@ -285,6 +353,51 @@ void SharedMemoryCollectives::reduce_scatter(const std::byte* input, std::byte* 
         output + offset);
     finish_round();
   }
+}
+
+void SharedMemoryCollectives::reduce_scatter_in_place(const SymmetricPlacement& input,
+                                                      std::byte* output, std::size_t shard_bytes,
+                                                      std::size_t elem_size, ElementCombine combine,
+                                                      float input_scale,
+                                                      const SharedMemoryWatch& watch) {
+  const int r = rank_;
+  // The peers read this rank's flags of the previous round until they finish it.
+  wait_all(&RankFlags::done, round_, watch);
+  publish(2 * round_ + 2, input);
+  wait_all(&RankFlags::ready, 2 * round_ + 1, watch);
+  for (int q = 0; q < size_; ++q) {
+    if (q != r) require_same_placement(q, input, "reduce_scatter");
+  }
+  const std::size_t own_shard = static_cast<std::size_t>(r) * shard_bytes;
+  reduce_in_rank_order(
+      size_, shard_bytes, elem_size, combine, input_scale,
+      [&](int q) { return input.on_rank(q) + own_shard; }, output);
+  finish_round();
+  // The caller may change its input once this returns: every peer must have read it.
+  wait_all(&RankFlags::done, round_, watch);
+}
+
+void SharedMemoryCollectives::all_gather_in_place(const SymmetricPlacement& at, std::byte* output,
+                                                  const std::byte* own_input,
+                                                  std::size_t shard_bytes,
+                                                  const SharedMemoryWatch& watch) {
+  const int r = rank_;
+  const std::size_t output_bytes = shard_bytes * static_cast<std::size_t>(size_);
+  wait_all(&RankFlags::done, round_, watch);
+  if (own_input != nullptr) {
+    copy_into_output(output + static_cast<std::size_t>(r) * shard_bytes, own_input, shard_bytes,
+                     output_bytes);
+  }
+  publish(2 * round_ + 2, at);
+  for (int j = 1; j < size_; ++j) {
+    const int q = (r + j) % size_;
+    wait_one(flags(q).ready, 2 * round_ + 1, q, watch);
+    require_same_placement(q, at, "all_gather");
+    const std::size_t shard = static_cast<std::size_t>(q) * shard_bytes;
+    copy_into_output(output + shard, at.on_rank(q) + shard, shard_bytes, output_bytes);
+  }
+  finish_round();
+  wait_all(&RankFlags::done, round_, watch);
 }
 
 void SharedMemoryCollectives::all_gather_single_copy(std::byte* output, const std::byte* own_input,
@@ -301,6 +414,7 @@ void SharedMemoryCollectives::all_gather_single_copy(std::byte* output, const st
   for (int j = 1; j < size_; ++j) {
     const int q = (r + j) % size_;
     wait_one(flags(q).ready, 2 * round_ + 1, q, watch);
+    require_same_placement(q, {}, "all_gather");
     const std::uint64_t peer_source = flags(q).source.load(std::memory_order_relaxed);
     std::byte* dst = output + static_cast<std::size_t>(q) * shard_bytes;
     for (std::size_t done = 0; done < shard_bytes;) {
@@ -320,6 +434,13 @@ void SharedMemoryCollectives::all_gather_single_copy(std::byte* output, const st
 
 void SharedMemoryCollectives::all_gather(std::byte* output, const std::byte* own_input,
                                          std::size_t shard_bytes, const SharedMemoryWatch& watch) {
+  if (shard_bytes == 0) return;
+  const SymmetricPlacement placement =
+      regions_->find(output, shard_bytes * static_cast<std::size_t>(size_));
+  if (placement.allocation != 0) {
+    all_gather_in_place(placement, output, own_input, shard_bytes, watch);
+    return;
+  }
   if (single_copy() && shard_bytes >= kSingleCopyMinBytes) {
     begin_round(watch);  // keeps the rounds of the segment's halves in step
     all_gather_single_copy(output, own_input, shard_bytes, watch);
@@ -341,6 +462,7 @@ void SharedMemoryCollectives::all_gather(std::byte* output, const std::byte* own
     for (int j = 1; j < p; ++j) {
       const int q = (r + j) % p;
       wait_one(flags(q).ready, 2 * round_ + 1, q, watch);
+      if (offset == 0) require_same_placement(q, {}, "all_gather");
       copy_into_output(output + static_cast<std::size_t>(q) * shard_bytes + offset, half(q, round_),
                        n, output_bytes);
     }
@@ -394,6 +516,9 @@ class SharedMemoryAlgorithm final : public CollectiveImplementation {
   }
   bool folds_input_scale() const override { return true; }
   bool single_copy_all_gather() const override { return segment_->single_copy(); }
+  SymmetricMemoryPtr allocate_symmetric(std::size_t bytes) override {
+    return segment_->allocate_symmetric(context().p2p_comm, bytes, context().complete);
+  }
 
   // Copies this rank's shard to its place itself, from cache.
   void all_gather(std::byte* output, const std::byte* own_input, std::size_t shard_bytes,

@@ -16,6 +16,10 @@
 // docs/collectives.md has the figures. Probed when the segment is set up; where the kernel
 // forbids it (another user, a ptrace policy) every size goes through the segment.
 //
+// Symmetric memory (symmetric_memory.hpp): allocate_symmetric maps one more segment holding every
+// rank's allocation; a reduce-scatter input or all-gather output found inside one is read in place
+// from the peers' allocations, in one round, with no copy into the halves.
+//
 // Reductions run in rank order, ((x[0] op x[1]) op x[2]) ..., as the direct exchange does, so
 // results equal kDirect's bit for bit. Waits poll the flags under the comm watchdog's deadline,
 // yielding the core between polls (ranks may outnumber cores) and sleeping once a wait is long.
@@ -34,6 +38,8 @@
 #include "collective_implementation.hpp"
 #include "peer_links.hpp"
 #include "shardwise/comm/comm_deadline.hpp"
+#include "shardwise/comm/symmetric_memory.hpp"
+#include "symmetric_regions.hpp"
 
 namespace shardwise {
 
@@ -88,6 +94,12 @@ class SharedMemoryCollectives {
   void all_reduce(std::byte* data, std::size_t numel, std::size_t elem_size, ElementCombine combine,
                   const SharedMemoryWatch& watch);
 
+  // Zeroed memory of `bytes` on every rank in one new segment all ranks map, registered so the
+  // collectives above run in place on it. Collective over `comm` (this group's ranks); null on
+  // every rank when some rank could not map it (the reason is logged where it happened).
+  SymmetricMemoryPtr allocate_symmetric(MPI_Comm comm, std::size_t bytes,
+                                        const CollectiveCompletion& complete);
+
   int rank() const { return rank_; }
   int size() const { return size_; }
   // Whether large all-gathers copy straight from the peers' memory (process_vm_readv).
@@ -95,7 +107,8 @@ class SharedMemoryCollectives {
 
  private:
   struct RankFlags;
-  SharedMemoryCollectives(void* base, std::size_t bytes, int rank, int size);
+  SharedMemoryCollectives(void* base, std::size_t bytes, int rank, int size,
+                          std::string group_name);
 
   std::byte* half(int owner, std::uint64_t round) const;
   RankFlags& flags(int owner) const;
@@ -106,8 +119,21 @@ class SharedMemoryCollectives {
                 const SharedMemoryWatch& watch) const;
   // Starts a round: waits until every rank finished reading this rank's half of two rounds ago.
   std::byte* begin_round(const SharedMemoryWatch& watch);
-  void publish(std::uint64_t value);
+  // Publishes this rank's ready counter, with where its buffer of the collective lies.
+  void publish(std::uint64_t value, const SymmetricPlacement& placement = {});
   void finish_round();
+  // Throws CommError unless rank q's buffer of this collective lies where this rank's does (both
+  // in ordinary memory, or both at one offset of one symmetric allocation).
+  void require_same_placement(int q, const SymmetricPlacement& mine, const char* what) const;
+  // The in-place paths for buffers in symmetric memory: one round, returning once every peer
+  // has read this rank's data.
+  void reduce_scatter_in_place(const SymmetricPlacement& input, std::byte* output,
+                               std::size_t shard_bytes, std::size_t elem_size,
+                               ElementCombine combine, float input_scale,
+                               const SharedMemoryWatch& watch);
+  void all_gather_in_place(const SymmetricPlacement& at, std::byte* output,
+                           const std::byte* own_input, std::size_t shard_bytes,
+                           const SharedMemoryWatch& watch);
   // One all-gather round by single copy: every peer's shard read from its memory.
   void all_gather_single_copy(std::byte* output, const std::byte* own_input,
                               std::size_t shard_bytes, const SharedMemoryWatch& watch);
@@ -121,6 +147,8 @@ class SharedMemoryCollectives {
   int size_ = 1;
   std::uint64_t round_ = 0;     // rounds this group has run; the same on every rank
   std::vector<int> peer_pids_;  // by group rank; empty without single copy
+  std::string group_name_;
+  std::shared_ptr<SymmetricRegions> regions_ = std::make_shared<SymmetricRegions>();
 };
 
 // CollectiveAlgorithm::kSharedMemory: the group's segment, set up (collectively) here; null when
