@@ -323,11 +323,15 @@ void run_overlap_mode(const ParamList& params, const FullParamLayout& layout,
   const bool root = world->rank() == 0;
   DistributedDataParallelConfig no_overlap = buffered;
   no_overlap.overlap_grad_reduce = false;
+  DistributedDataParallelConfig private_buffers = no_overlap;
+  private_buffers.symmetric_buffers = false;
   DistributedDataParallel serial_ddp(params, layout, no_overlap, {world, nullptr});
   DistributedDataParallel overlapped_ddp(params, layout, buffered, {world, nullptr});
+  DistributedDataParallel private_ddp(params, layout, private_buffers, {world, nullptr});
   // The figure: bus bandwidth of the step's reduce-scatters ((dp-1)/dp of the fp32 grad
   // buffer over the non-overlapped grad wait, median over the steps) vs an MPI ping-pong of
-  // one bucket's shard.
+  // one bucket's shard; `_private_buffers`: the same with ddp.symmetric_buffers off (the grads
+  // copied through the group's segment instead of read in place).
   // The ping-pong limit is probed before and after the steps (its best divides), and so is the
   // reduce-scatter's memory bound (bench::collective_memory_bound_gbs).
   const std::size_t shard_bytes =
@@ -339,22 +343,25 @@ void run_overlap_mode(const ParamList& params, const FullParamLayout& layout,
     memory_bound.add(bench::collective_memory_bound_gbs(stream, dp));
   };
   probe();
-  const auto samples =
-      run_interleaved({{&serial_ddp, nullptr}, {&overlapped_ddp, nullptr}}, world, o);
+  const auto samples = run_interleaved(
+      {{&serial_ddp, nullptr}, {&overlapped_ddp, nullptr}, {&private_ddp, nullptr}}, world, o);
   probe();
   const std::vector<StepTimes> t = median_steps(samples);
   const StepTimes& serial = t[0];
   const StepTimes& overlapped = t[1];
-  std::vector<double> serial_waits;
-  for (const StepTimes& step : samples[0]) serial_waits.push_back(step.grad_wait);
-  const double grad_wait = median(serial_waits);
   const double bus_gb = static_cast<double>(numel) * 4.0 * (dp - 1) / dp / 1e9;
-  if (root && dp > 1 && grad_wait > 0) {
-    bench::print_figure(str_cat("ddp_step_comm_", dp, "r").c_str(), bus_gb / grad_wait, limit,
+  auto print_comm = [&](const std::vector<StepTimes>& steps, const char* suffix) {
+    std::vector<double> waits;
+    for (const StepTimes& step : steps) waits.push_back(step.grad_wait);
+    const double grad_wait = median(waits);
+    if (!root || dp < 2 || grad_wait <= 0) return;
+    const std::string figure = str_cat("ddp_step_comm_", dp, "r", suffix);
+    bench::print_figure(figure.c_str(), bus_gb / grad_wait, limit, "GB/s");
+    bench::print_figure((figure + "_of_memory_bound").c_str(), bus_gb / grad_wait, memory_bound,
                         "GB/s");
-    bench::print_figure(str_cat("ddp_step_comm_", dp, "r_of_memory_bound").c_str(),
-                        bus_gb / grad_wait, memory_bound, "GB/s");
-  }
+  };
+  print_comm(samples[0], "");
+  print_comm(samples[2], "_private_buffers");
   if (root) {
     const double comm = serial.grad_wait;  // every reduce-scatter runs inside it
     const double exposed = overlapped.grad_wait;

@@ -46,7 +46,8 @@ class SymmetricRegions {
     for (const Region& region : regions_) {
       const auto own = reinterpret_cast<std::uintptr_t>(region.segment) +
                        static_cast<std::uintptr_t>(region.rank) * region.stride;
-      if (address >= own && address - own <= region.bytes && bytes <= region.bytes - (address - own)) {
+      if (address >= own && address - own <= region.bytes &&
+          bytes <= region.bytes - (address - own)) {
         return {region.id, address - own, region.segment, region.stride};
       }
     }

@@ -90,6 +90,7 @@ const std::vector<FieldSpec<DistributedDataParallelConfig>>& ddp_fields() {
       field("layer_wise_shard_group_size", &C::layer_wise_shard_group_size),
       field("layer_wise_cuts", &C::layer_wise_cuts),
       field("reproducible_reduction", &C::reproducible_reduction),
+      field("symmetric_buffers", &C::symmetric_buffers),
   };
   return fields;
 }

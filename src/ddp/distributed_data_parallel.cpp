@@ -165,9 +165,11 @@ DistributedDataParallel::DistributedDataParallel(ParamList params, FullParamLayo
                  " shards but its group ", pg->name(), " has ", pg->size(), " ranks");
     }
     buffer_index_[key] = buffers_.size();
+    // Host buffers go into symmetric memory of their group: its collectives then run in place.
+    const bool symmetric = config_.symmetric_buffers && memory_ == host_buffer_memory();
     buffers_.push_back(std::make_unique<ParamAndGradBuffer>(
         params_, key, buffer_layout, key.is_expert_parallel ? scaling_.expert : scaling_.dense,
-        memory_));
+        symmetric ? symmetric_host_buffer_memory(pg) : memory_));
   }
 
   std::vector<const ParamAndGradBuffer*> views;

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <new>
 
+#include "shardwise/comm/symmetric_memory.hpp"
 #include "shardwise/core/error.hpp"
 #include "shardwise/core/float_convert.hpp"
 
@@ -241,11 +242,35 @@ class HostBufferMemory final : public BufferMemory {
   void scale(TensorView view, double factor) const override { scale_elements(view, factor); }
 };
 
+// Host memory whose allocations are symmetric memory of one group.
+class SymmetricHostBufferMemory final : public BufferMemory {
+ public:
+  explicit SymmetricHostBufferMemory(ProcessGroupPtr group) : group_(std::move(group)) {}
+  int device() const override { return TensorView::kHostMemory; }
+  std::shared_ptr<std::byte> allocate_zeroed(std::size_t nbytes) const override {
+    SymmetricMemoryPtr memory = allocate_symmetric_memory(group_, nbytes);
+    std::byte* data = memory->data();
+    return {std::move(memory), data};
+  }
+  void zero(TensorView view) const override { host_buffer_memory()->zero(view); }
+  void scale(TensorView view, double factor) const override {
+    host_buffer_memory()->scale(view, factor);
+  }
+
+ private:
+  ProcessGroupPtr group_;
+};
+
 }  // namespace
 
 const BufferMemoryPtr& host_buffer_memory() {
   static const BufferMemoryPtr memory = std::make_shared<HostBufferMemory>();
   return memory;
+}
+
+BufferMemoryPtr symmetric_host_buffer_memory(ProcessGroupPtr group) {
+  SW_REQUIRE(group != nullptr, InvalidArgument, "symmetric_host_buffer_memory: the group is null");
+  return std::make_shared<SymmetricHostBufferMemory>(std::move(group));
 }
 
 }  // namespace shardwise

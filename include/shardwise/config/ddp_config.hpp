@@ -90,6 +90,13 @@ struct DistributedDataParallelConfig {
   // Costs one grad-buffer copy per micro-batch and an all-gather of whole grad buffers; nothing
   // is reduced during backward (overlap_grad_reduce has no effect under it).
   bool reproducible_reduction = false;
+  // Host param and grad buffers in symmetric memory of their group (shared memory every rank of
+  // a one-node group maps; shardwise/comm/symmetric_memory.hpp), so the grad reduce-scatter and
+  // the param all-gather read the peers' buckets in place instead of copying them through the
+  // group's segment (docs/collectives.md). Megatron's counterpart for NCCL is nccl_ub. No effect
+  // on device buffers or groups spanning nodes; falls back to private memory when /dev/shm is
+  // short (with a warning).
+  bool symmetric_buffers = true;
 
   // Megatron's default: max(40M, 1M * dp) elements with overlap_grad_reduce, a single bucket
   // (nullopt) without. An explicit bucket_size wins.

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <memory>
 
+#include "shardwise/comm/process_group.hpp"
 #include "shardwise/core/tensor_view.hpp"
 
 namespace shardwise {
@@ -27,5 +28,10 @@ using BufferMemoryPtr = std::shared_ptr<const BufferMemory>;
 
 // Host memory (shared, stateless).
 const BufferMemoryPtr& host_buffer_memory();
+
+// Host memory allocated as symmetric memory of `group` (shardwise/comm/symmetric_memory.hpp):
+// the group's reduce-scatters and all-gathers on it run in place. Each allocate_zeroed is
+// collective over the group (every rank, same order, same size).
+BufferMemoryPtr symmetric_host_buffer_memory(ProcessGroupPtr group);
 
 }  // namespace shardwise

@@ -3,6 +3,8 @@
 // the copying path and of the reference, at offsets inside the allocation, in and out of place,
 // fp32 pre-scaled), a rank whose input is not symmetric (CommError on every rank), and a rank
 // that overwrites its input as soon as the call returns (the peers must have read it by then).
+#include "shardwise/comm/symmetric_memory.hpp"
+
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -10,7 +12,6 @@
 
 #include "comm/comm_test_data.hpp"
 #include "shardwise/comm/mpi_process_group.hpp"
-#include "shardwise/comm/symmetric_memory.hpp"
 #include "shardwise/core/error.hpp"
 
 namespace shardwise {
@@ -95,11 +96,13 @@ TEST(SymmetricMemory, ReduceScatterInPlaceMatchesReferenceAndCopyingPath) {
   std::vector<float> ordinary(static_cast<std::size_t>(p * shard));
   for (std::int64_t i = 0; i < p * shard; ++i) in[i] = ordinary[i] = order_sensitive_value(me, i);
   std::vector<float> got(static_cast<std::size_t>(shard)), want(got.size());
-  group->reduce_scatter_scaled({got.data(), shard, DType::kFloat32}, {in, p * shard, DType::kFloat32},
-                               1.0 / 3.0)
+  group
+      ->reduce_scatter_scaled({got.data(), shard, DType::kFloat32},
+                              {in, p * shard, DType::kFloat32}, 1.0 / 3.0)
       ->wait();
-  group->reduce_scatter_scaled({want.data(), shard, DType::kFloat32},
-                               {ordinary.data(), p * shard, DType::kFloat32}, 1.0 / 3.0)
+  group
+      ->reduce_scatter_scaled({want.data(), shard, DType::kFloat32},
+                              {ordinary.data(), p * shard, DType::kFloat32}, 1.0 / 3.0)
       ->wait();
   EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0);
 }
@@ -165,8 +168,9 @@ TEST(SymmetricMemory, ARankPassingOrdinaryMemoryFailsTheCollectiveOnEveryRank) {
   std::vector<float> output(static_cast<std::size_t>(shard));
   float* input = group->rank() == 0 ? ordinary.data() : reinterpret_cast<float*>(memory->data());
   try {
-    group->reduce_scatter({output.data(), shard, DType::kFloat32},
-                          {input, p * shard, DType::kFloat32}, ReduceOp::kSum)
+    group
+        ->reduce_scatter({output.data(), shard, DType::kFloat32},
+                         {input, p * shard, DType::kFloat32}, ReduceOp::kSum)
         ->wait();
     ADD_FAILURE() << "no error";
   } catch (const CommError& e) {

@@ -5,8 +5,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <fstream>
 #include <numeric>
 #include <random>
+#include <sstream>
 
 #include "shardwise/comm/mpi_process_group.hpp"
 #include "shardwise/comm/parallel_layout.hpp"
@@ -507,6 +510,75 @@ TEST(Traffic, ReduceScatterPathAndLegacyPathMoveTheirFormulaVolumes) {
       for (int r = 0; r < p; ++r) sum += grad_value(r, id, i) / static_cast<double>(p);
       return static_cast<float>(sum);
     });
+  }
+}
+
+// Whether `address` lies in this process's mapping of one of shardwise's shared-memory segments
+// (/proc/self/maps names the segment, "(deleted)" since it is unlinked at once).
+bool in_shared_segment(const void* address) {
+  const auto wanted = reinterpret_cast<std::uintptr_t>(address);
+  std::ifstream maps("/proc/self/maps");
+  for (std::string line; std::getline(maps, line);) {
+    std::uintptr_t lo = 0;
+    std::uintptr_t hi = 0;
+    char dash = 0;
+    std::istringstream in(line);
+    in >> std::hex >> lo >> dash >> hi;
+    if (wanted >= lo && wanted < hi) return line.find("/shardwise-") != std::string::npos;
+  }
+  return false;
+}
+
+TEST(SymmetricBuffers, HostBuffersAreSharedAndSyncAsPrivateOnesBitForBit) {
+  ProcessGroupPtr world = init_mpi_world();
+  const int dp = world->size();
+  const int me = world->rank();
+  DistributedDataParallelConfig config;
+  config.use_distributed_optimizer = true;
+  config.overlap_grad_reduce = true;
+  config.grad_reduce_in_fp32 = true;  // fp32 grads reduce in place; bf16 ones through fp32 staging
+  config.bucket_size = 6000;
+  DistributedDataParallelConfig private_config = config;
+  private_config.symmetric_buffers = false;
+  const ParamList params = tiny_model(DType::kBFloat16);
+  const FullParamLayout layout =
+      compute_full_param_layout(params, config.layout_options(LayoutAlgorithm::kLayerWise, dp));
+  DistributedDataParallel shared(params, layout, config, {world, nullptr});
+  DistributedDataParallel own(params, layout, private_config, {world, nullptr});
+  for (DistributedDataParallel* ddp : {&shared, &own}) {
+    for (const auto& buffer : ddp->buffers()) {
+      ASSERT_EQ(buffer->grad_data().dtype, DType::kFloat32);
+      EXPECT_EQ(in_shared_segment(buffer->grad_data().data), ddp == &shared);
+      EXPECT_EQ(in_shared_segment(buffer->param_data().data), ddp == &shared);
+    }
+    // Grads of mixed magnitudes: any other summation order would round differently.
+    for (ParamId p = 0; p < params.size(); ++p) {
+      const TensorView g = ddp->main_grad(p);
+      for (std::int64_t i = 0; i < g.numel; ++i) {
+        write(g, i,
+              std::sin(0.37f * static_cast<float>(i + 101 * p) + 1.3f * me) *
+                  std::pow(10.0f, static_cast<float>((i + me + p) % 7) - 3.0f));
+      }
+      ddp->register_grad_ready(p);
+    }
+    ddp->finish_grad_sync();
+    write_own_shards(*ddp);
+    ddp->start_param_sync();
+  }
+  for (std::size_t b = 0; b < shared.buffers().size(); ++b) {
+    const ParamAndGradBuffer& a = *shared.buffers()[b];
+    const ParamAndGradBuffer& c = *own.buffers()[b];
+    const int shard = shared.group_for(a.key())->rank();
+    for (const Bucket& bucket : a.buckets()) {
+      const BucketRange r = bucket.shard_range(shard);
+      const std::size_t bytes = static_cast<std::size_t>(r.end - r.start) * 4;
+      EXPECT_EQ(std::memcmp(a.grad_data().as<float>() + r.start,
+                            c.grad_data().as<float>() + r.start, bytes),
+                0)
+          << "reduced grads of bucket " << bucket.index;
+    }
+    EXPECT_EQ(std::memcmp(a.param_data().data, c.param_data().data, a.param_data().nbytes()), 0)
+        << "gathered params of buffer " << a.key().to_string();
   }
 }
 
