@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every benchmark that prints a `bench:` figure (multi-rank ones under scripts/run.sh, as the
 # README does) and ends with the 14 figures as one table, the five collective figures against
-# the memory bound as a second, then every `bench:` line (the tp_overlap_<algorithm>_tp<T>
+# the memory bound as a second, the collectives on symmetric memory as a third, then every
+# `bench:` line (the tp_overlap_<algorithm>_tp<T>
 # step-time ratios of bench_tp_overlap among them; those compare with the same step without
 # overlap and name it baseline_off= instead of limit=):
 #   bench: <figure-name> ours=<value> limit=<value> unit=<GB/s|GF/s> ratio=<ours/limit>
@@ -144,6 +145,18 @@ echo "|---|---|---|---|---|---|---|"
 for name in reduce_scatter_2r_16MiB all_gather_2r_16MiB reduce_scatter_4r_64MiB \
             all_gather_4r_64MiB ddp_step_comm_2r; do
   table_row "${name}_of_memory_bound"
+done
+# The same collectives on symmetric memory (bench_comm_collectives' buffers allocated with
+# allocate_symmetric_memory, so they run in place, as DDP's buffers do by default), and DDP's
+# grad reduce-scatter with ddp.symmetric_buffers off for comparison.
+echo
+echo "The collectives on symmetric memory (in place; DDP's default), and DDP with private buffers:"
+echo "| figure | ours | limit | unit | ratio | ratio of each run | limit probes (min / median / max) |"
+echo "|---|---|---|---|---|---|---|"
+for name in reduce_scatter_2r_16MiB_symmetric all_gather_2r_16MiB_symmetric \
+            reduce_scatter_4r_64MiB_symmetric all_gather_4r_64MiB_symmetric \
+            ddp_step_comm_2r_private_buffers; do
+  table_row "$name"
 done
 echo
 grep -E '^bench: ' "$log" | awk '!seen[$2]++' || true
