@@ -80,8 +80,8 @@ void* map_segment(const std::string& name, bool create, std::size_t bytes, int r
 
 std::atomic<std::uint64_t> next_segment_id{0};
 
-// Collective over `comm`: rank 0 creates a segment of `bytes`, every rank maps it. Returns the
-// mapping, or null on every rank unless all of them mapped it; `why` says what failed here.
+}  // namespace
+
 void* share_segment(MPI_Comm comm, int rank, std::size_t bytes,
                     const CollectiveCompletion& complete, std::string& why) {
   int size = 1;
@@ -117,20 +117,6 @@ void* share_segment(MPI_Comm comm, int rank, std::size_t bytes,
   return base;
 }
 
-}  // namespace
-
-// The counters one rank publishes. ready: 2g+1 once its data of round g is in its half, 2g+2
-// once its second phase (all-reduce's reduced part) is; done: g+1 once it read everything it
-// reads in round g. source: in a single-copy round, the address of its shard in its own memory;
-// allocation and offset: where its buffer of the round's collective lies (SymmetricPlacement;
-// all written before ready, on ready's line).
-struct SharedMemoryCollectives::RankFlags {
-  alignas(128) std::atomic<std::uint64_t> ready{0};
-  std::atomic<std::uint64_t> source{0};
-  std::atomic<std::uint64_t> allocation{0};
-  std::atomic<std::uint64_t> offset{0};
-  alignas(128) std::atomic<std::uint64_t> done{0};
-};
 static_assert(sizeof(std::atomic<std::uint64_t>) == 8 &&
               std::atomic<std::uint64_t>::is_always_lock_free);
 
@@ -209,28 +195,6 @@ SharedMemoryCollectives::SharedMemoryCollectives(void* base, std::size_t bytes, 
                                                  std::string group_name)
     : base_(base), bytes_(bytes), rank_(rank), size_(size), group_name_(std::move(group_name)) {}
 
-SymmetricMemoryPtr SharedMemoryCollectives::allocate_symmetric(
-    MPI_Comm comm, std::size_t bytes, const CollectiveCompletion& complete) {
-  const std::size_t stride =
-      (std::max<std::size_t>(bytes, 1) + kPageBytes - 1) / kPageBytes * kPageBytes;
-  const std::size_t length = stride * static_cast<std::size_t>(size_);
-  std::string why;
-  void* base = share_segment(comm, rank_, length, complete, why);
-  if (!why.empty()) {
-    log::warning("group ", group_name_, ": symmetric memory of ", bytes,
-                 " bytes per rank unavailable (", why, "); using private memory");
-  }
-  if (base == nullptr) return nullptr;
-  auto* segment = static_cast<std::byte*>(base);
-  const std::uint64_t id = regions_->add(segment, stride, bytes, rank_);
-  std::shared_ptr<void> owner(base, [regions = regions_, id, length](void* mapping) {
-    regions->remove(id);
-    ::munmap(mapping, length);
-  });
-  return std::make_shared<SymmetricMemory>(segment + static_cast<std::size_t>(rank_) * stride,
-                                           bytes, true, std::move(owner));
-}
-
 SharedMemoryCollectives::~SharedMemoryCollectives() { ::munmap(base_, bytes_); }
 
 std::byte* SharedMemoryCollectives::half(int owner, std::uint64_t round) const {
@@ -289,22 +253,6 @@ void SharedMemoryCollectives::publish(std::uint64_t value, const SymmetricPlacem
   own.ready.store(value, std::memory_order_release);
 }
 
-void SharedMemoryCollectives::require_same_placement(int q, const SymmetricPlacement& mine,
-                                                     const char* what) const {
-  const std::uint64_t allocation = flags(q).allocation.load(std::memory_order_relaxed);
-  const std::uint64_t offset = flags(q).offset.load(std::memory_order_relaxed);
-  if (allocation == mine.allocation && (allocation == 0 || offset == mine.offset)) return;
-  auto describe = [](std::uint64_t id, std::uint64_t at) {
-    return id == 0 ? std::string("is in ordinary memory")
-                   : str_cat("is at byte ", at, " of symmetric allocation ", id);
-  };
-  throw CommError(str_cat(what, " on group ", group_name_, ": rank ", rank_, "'s buffer ",
-                          describe(mine.allocation, mine.offset), " but rank ", q, "'s ",
-                          describe(allocation, offset),
-                          "; every rank must pass the same symmetric allocation at the same "
-                          "offset, or ordinary memory"));
-}
-
 void SharedMemoryCollectives::finish_round() {
   flags(rank_).done.store(round_ + 1, std::memory_order_release);
   ++round_;
@@ -353,51 +301,6 @@ void SharedMemoryCollectives::reduce_scatter(const std::byte* input, std::byte* 
         output + offset);
     finish_round();
   }
-}
-
-void SharedMemoryCollectives::reduce_scatter_in_place(const SymmetricPlacement& input,
-                                                      std::byte* output, std::size_t shard_bytes,
-                                                      std::size_t elem_size, ElementCombine combine,
-                                                      float input_scale,
-                                                      const SharedMemoryWatch& watch) {
-  const int r = rank_;
-  // The peers read this rank's flags of the previous round until they finish it.
-  wait_all(&RankFlags::done, round_, watch);
-  publish(2 * round_ + 2, input);
-  wait_all(&RankFlags::ready, 2 * round_ + 1, watch);
-  for (int q = 0; q < size_; ++q) {
-    if (q != r) require_same_placement(q, input, "reduce_scatter");
-  }
-  const std::size_t own_shard = static_cast<std::size_t>(r) * shard_bytes;
-  reduce_in_rank_order(
-      size_, shard_bytes, elem_size, combine, input_scale,
-      [&](int q) { return input.on_rank(q) + own_shard; }, output);
-  finish_round();
-  // The caller may change its input once this returns: every peer must have read it.
-  wait_all(&RankFlags::done, round_, watch);
-}
-
-void SharedMemoryCollectives::all_gather_in_place(const SymmetricPlacement& at, std::byte* output,
-                                                  const std::byte* own_input,
-                                                  std::size_t shard_bytes,
-                                                  const SharedMemoryWatch& watch) {
-  const int r = rank_;
-  const std::size_t output_bytes = shard_bytes * static_cast<std::size_t>(size_);
-  wait_all(&RankFlags::done, round_, watch);
-  if (own_input != nullptr) {
-    copy_into_output(output + static_cast<std::size_t>(r) * shard_bytes, own_input, shard_bytes,
-                     output_bytes);
-  }
-  publish(2 * round_ + 2, at);
-  for (int j = 1; j < size_; ++j) {
-    const int q = (r + j) % size_;
-    wait_one(flags(q).ready, 2 * round_ + 1, q, watch);
-    require_same_placement(q, at, "all_gather");
-    const std::size_t shard = static_cast<std::size_t>(q) * shard_bytes;
-    copy_into_output(output + shard, at.on_rank(q) + shard, shard_bytes, output_bytes);
-  }
-  finish_round();
-  wait_all(&RankFlags::done, round_, watch);
 }
 
 void SharedMemoryCollectives::all_gather_single_copy(std::byte* output, const std::byte* own_input,
@@ -474,6 +377,12 @@ void SharedMemoryCollectives::all_reduce(std::byte* data, std::size_t numel, std
                                          ElementCombine combine, const SharedMemoryWatch& watch) {
   const int p = size_;
   const int r = rank_;
+  if (numel == 0) return;
+  const SymmetricPlacement placement = regions_->find(data, numel * elem_size);
+  if (placement.allocation != 0) {
+    all_reduce_in_place(placement, data, numel, elem_size, combine, watch);
+    return;
+  }
   const std::size_t round_elems = kSharedMemoryHalfBytes / elem_size;
   for (std::size_t first = 0; first < numel; first += round_elems) {
     const std::size_t count = std::min(round_elems, numel - first);
@@ -486,6 +395,11 @@ void SharedMemoryCollectives::all_reduce(std::byte* data, std::size_t numel, std
     std::memcpy(mine, chunk, count * elem_size);
     publish(2 * round_ + 1);
     wait_all(&RankFlags::ready, 2 * round_ + 1, watch);
+    if (first == 0) {
+      for (int q = 0; q < p; ++q) {
+        if (q != r) require_same_placement(q, {}, "all_reduce");
+      }
+    }
     const std::uint64_t round = round_;
     const std::size_t lo = part(r) * elem_size;
     reduce_in_rank_order(

@@ -16,9 +16,10 @@
 // docs/collectives.md has the figures. Probed when the segment is set up; where the kernel
 // forbids it (another user, a ptrace policy) every size goes through the segment.
 //
-// Symmetric memory (symmetric_memory.hpp): allocate_symmetric maps one more segment holding every
-// rank's allocation; a reduce-scatter input or all-gather output found inside one is read in place
-// from the peers' allocations, in one round, with no copy into the halves.
+// Symmetric memory (symmetric_memory.hpp; shared_memory_symmetric.cpp): allocate_symmetric maps
+// one more segment holding every rank's allocation; a reduce-scatter input, all-gather output or
+// all-reduce buffer found inside one is read in place from the peers' allocations, in one round,
+// with no copy into the halves.
 //
 // Reductions run in rank order, ((x[0] op x[1]) op x[2]) ..., as the direct exchange does, so
 // results equal kDirect's bit for bit. Waits poll the flags under the comm watchdog's deadline,
@@ -134,6 +135,9 @@ class SharedMemoryCollectives {
   void all_gather_in_place(const SymmetricPlacement& at, std::byte* output,
                            const std::byte* own_input, std::size_t shard_bytes,
                            const SharedMemoryWatch& watch);
+  void all_reduce_in_place(const SymmetricPlacement& at, std::byte* data, std::size_t numel,
+                           std::size_t elem_size, ElementCombine combine,
+                           const SharedMemoryWatch& watch);
   // One all-gather round by single copy: every peer's shard read from its memory.
   void all_gather_single_copy(std::byte* output, const std::byte* own_input,
                               std::size_t shard_bytes, const SharedMemoryWatch& watch);
@@ -150,6 +154,24 @@ class SharedMemoryCollectives {
   std::string group_name_;
   std::shared_ptr<SymmetricRegions> regions_ = std::make_shared<SymmetricRegions>();
 };
+
+// The counters one rank publishes. ready: 2g+1 once its data of round g is in its half, 2g+2
+// once its second phase (all-reduce's reduced part) is; done: g+1 once it read everything it
+// reads in round g. source: in a single-copy round, the address of its shard in its own memory;
+// allocation and offset: where its buffer of the round's collective lies (SymmetricPlacement;
+// all written before ready, on ready's line).
+struct SharedMemoryCollectives::RankFlags {
+  alignas(128) std::atomic<std::uint64_t> ready{0};
+  std::atomic<std::uint64_t> source{0};
+  std::atomic<std::uint64_t> allocation{0};
+  std::atomic<std::uint64_t> offset{0};
+  alignas(128) std::atomic<std::uint64_t> done{0};
+};
+
+// Collective over `comm`: rank 0 creates a segment of `bytes`, every rank maps it. Returns the
+// mapping, or null on every rank unless all of them mapped it; `why` says what failed here.
+void* share_segment(MPI_Comm comm, int rank, std::size_t bytes,
+                    const CollectiveCompletion& complete, std::string& why);
 
 // CollectiveAlgorithm::kSharedMemory: the group's segment, set up (collectively) here; null when
 // SharedMemoryCollectives::create gives none. Folds the input scale into the reduction and has

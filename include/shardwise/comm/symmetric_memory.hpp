@@ -3,12 +3,13 @@
 // the peers' data where it lies instead of copying it through the group's segment (the idea of
 // NCCL's registered windows and PyTorch's SymmetricMemory, here for host memory on one node).
 //
-// A reduce_scatter whose input, or an all_gather whose output, lies in symmetric memory of the
-// group that runs it, at the same offset of the same allocation on every rank, runs in place:
-// each rank reduces (or copies) its part straight from the peers' allocations, and the call
-// returns once every peer has finished reading this rank's data. The result bits are those of
-// the copying path. Every rank must pass symmetric memory at the same offset, or every rank
-// ordinary memory; a rank that differs makes the collective fail with a CommError on every rank.
+// A reduce_scatter whose input, an all_gather whose output, or an all_reduce whose buffer lies in
+// symmetric memory of the group that runs it, at the same offset of the same allocation on every
+// rank, runs in place: each rank reduces (or copies) its part straight from the peers'
+// allocations, and the call returns once every peer has finished reading this rank's data. The
+// result bits are those of the copying path. Every rank must pass symmetric memory at the same
+// offset, or every rank ordinary memory; a rank that differs makes the collective fail with a
+// CommError on every rank.
 #pragma once
 
 #include <cstddef>

@@ -1,8 +1,8 @@
 // Symmetric memory: allocation (shared under the shared-memory algorithm, private elsewhere,
-// zeroed, same size on every rank), the in-place reduce-scatter and all-gather on it (the bits of
-// the copying path and of the reference, at offsets inside the allocation, in and out of place,
-// fp32 pre-scaled), a rank whose input is not symmetric (CommError on every rank), and a rank
-// that overwrites its input as soon as the call returns (the peers must have read it by then).
+// zeroed, same size on every rank), the in-place reduce-scatter, all-reduce and all-gather on it
+// (the bits of the copying path and of the reference, at offsets inside the allocation, in and out
+// of place, fp32 pre-scaled), a rank whose input is not symmetric (CommError on every rank), and a
+// rank that overwrites its input as soon as the call returns (the peers must have read it by then).
 #include "shardwise/comm/symmetric_memory.hpp"
 
 #include <gtest/gtest.h>
@@ -105,6 +105,36 @@ TEST(SymmetricMemory, ReduceScatterInPlaceMatchesReferenceAndCopyingPath) {
                               {ordinary.data(), p * shard, DType::kFloat32}, 1.0 / 3.0)
       ->wait();
   EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0);
+}
+
+TEST(SymmetricMemory, AllReduceInPlaceMatchesReferenceAndCopyingPath) {
+  ProcessGroupPtr group = group_with(CollectiveAlgorithm::kAuto, "sym_ar");
+  const int p = group->size();
+  const int me = group->rank();
+  const std::int64_t n = 300007;  // more than one segment round; parts of unequal size
+  SymmetricMemoryPtr memory =
+      allocate_symmetric_memory(group, static_cast<std::size_t>(n) * 8 + 64);
+  std::uint64_t seed = 7300;
+  for (DType dtype : {DType::kFloat32, DType::kInt64}) {
+    for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMax, ReduceOp::kAvg}) {
+      if (dtype == DType::kInt64 && op == ReduceOp::kAvg) continue;
+      ++seed;
+      std::byte* data = memory->data() + 64;
+      fill(data, dtype, seed, me, n);
+      group->all_reduce({data, n, dtype}, op)->wait();
+      testing_comm::Buffer expected = reference_reduce(dtype, op, seed, p, 0, n);
+      EXPECT_EQ(
+          std::memcmp(data, expected.bytes.data(), static_cast<std::size_t>(n) * dtype_size(dtype)),
+          0)
+          << testing_comm::op_label(dtype, op);
+    }
+  }
+  auto* in = reinterpret_cast<float*>(memory->data());
+  std::vector<float> ordinary(static_cast<std::size_t>(n));
+  for (std::int64_t i = 0; i < n; ++i) in[i] = ordinary[i] = order_sensitive_value(me, i);
+  group->all_reduce({in, n, DType::kFloat32}, ReduceOp::kSum)->wait();
+  group->all_reduce({ordinary.data(), n, DType::kFloat32}, ReduceOp::kSum)->wait();
+  EXPECT_EQ(std::memcmp(in, ordinary.data(), ordinary.size() * sizeof(float)), 0);
 }
 
 TEST(SymmetricMemory, AllGatherInPlaceFillsEveryShard) {
