@@ -7,10 +7,10 @@
 #include <cstring>
 
 #include "rank_order_reduce.hpp"
-#include "shared_memory_collectives.hpp"
 #include "shardwise/core/error.hpp"
 #include "shardwise/core/logging.hpp"
 #include "shardwise/core/streaming_copy.hpp"
+#include "shared_memory_collectives.hpp"
 
 namespace shardwise {
 
@@ -20,8 +20,7 @@ constexpr std::size_t kPage = 4096;  // each rank's allocation starts on a page 
 
 SymmetricMemoryPtr SharedMemoryCollectives::allocate_symmetric(
     MPI_Comm comm, std::size_t bytes, const CollectiveCompletion& complete) {
-  const std::size_t stride =
-      (std::max<std::size_t>(bytes, 1) + kPage - 1) / kPage * kPage;
+  const std::size_t stride = (std::max<std::size_t>(bytes, 1) + kPage - 1) / kPage * kPage;
   const std::size_t length = stride * static_cast<std::size_t>(size_);
   std::string why;
   void* base = share_segment(comm, rank_, length, complete, why);
@@ -120,8 +119,8 @@ void SharedMemoryCollectives::all_reduce_in_place(const SymmetricPlacement& at, 
   }
   const std::size_t lo = part(r);
   reduce_in_rank_order(
-      p, part(r + 1) - lo, elem_size, combine, 1.0f,
-      [&](int q) { return at.on_rank(q) + lo; }, data + lo);
+      p, part(r + 1) - lo, elem_size, combine, 1.0f, [&](int q) { return at.on_rank(q) + lo; },
+      data + lo);
   publish(2 * round_ + 2, at);
   for (int j = 1; j < p; ++j) {
     const int q = (r + j) % p;

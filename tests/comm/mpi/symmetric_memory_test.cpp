@@ -1,13 +1,15 @@
-// Symmetric memory: allocation (shared under the shared-memory algorithm, private elsewhere,
-// zeroed, same size on every rank), the in-place reduce-scatter, all-reduce and all-gather on it
-// (the bits of the copying path and of the reference, at offsets inside the allocation, in and out
-// of place, fp32 pre-scaled), a rank whose input is not symmetric (CommError on every rank), and a
-// rank that overwrites its input as soon as the call returns (the peers must have read it by then).
+// Symmetric memory: allocation (shared under the shared-memory algorithm, private elsewhere or
+// when a rank cannot map it, zeroed, same size on every rank), the in-place reduce-scatter,
+// all-reduce and all-gather on it (the bits of the copying path and of the reference, at offsets
+// inside the allocation, in and out of place, fp32 pre-scaled), a rank whose input is not symmetric
+// (CommError on every rank), and a rank that overwrites its input as soon as the call returns (the
+// peers must have read it by then).
 #include "shardwise/comm/symmetric_memory.hpp"
 
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 
 #include "comm/comm_test_data.hpp"
@@ -20,6 +22,9 @@ namespace {
 using testing_comm::order_sensitive_value;
 using testing_comm::reference_reduce;
 using testing_comm::value_at;
+
+// shared_memory_collectives.hpp's kFailSharedMemoryEnv (that header is private to the backend).
+constexpr const char* kFailSharedMemoryEnvForTests = "SHARDWISE_TEST_FAIL_SHM_OPEN";
 
 ProcessGroupPtr group_with(CollectiveAlgorithm algorithm, const char* name) {
   ProcessGroupPtr world = init_mpi_world();
@@ -49,6 +54,31 @@ TEST(SymmetricMemory, SharedUnderSharedMemoryZeroedAlignedAndPrivateOtherwise) {
   SymmetricMemoryPtr private_memory = allocate_symmetric_memory(direct, 4096);
   EXPECT_FALSE(private_memory->shared());
   EXPECT_EQ(private_memory->data()[4095], std::byte{0});
+}
+
+TEST(SymmetricMemory, ARankThatCannotMapTheSegmentGivesEveryRankPrivateMemory) {
+  ProcessGroupPtr group = group_with(CollectiveAlgorithm::kAuto, "sym_fallback");
+  const int p = group->size();
+  const std::int64_t shard = 4096;
+  std::vector<float> warm(static_cast<std::size_t>(p * shard), 1.0f);
+  group->all_reduce({warm.data(), p * shard, DType::kFloat32}, ReduceOp::kSum)->wait();
+  ASSERT_TRUE(uses_shared_memory_collectives(group));
+  // The collectives' segment exists; now the last rank's shm_open fails.
+  const std::string last = std::to_string(p - 1);
+  ::setenv(kFailSharedMemoryEnvForTests, last.c_str(), 1);
+  SymmetricMemoryPtr memory =
+      allocate_symmetric_memory(group, static_cast<std::size_t>(p * shard) * sizeof(float));
+  ::unsetenv(kFailSharedMemoryEnvForTests);
+  EXPECT_FALSE(memory->shared());
+  auto* data = reinterpret_cast<float*>(memory->data());
+  std::fill_n(data, p * shard, static_cast<float>(group->rank() + 1));
+  std::vector<float> output(static_cast<std::size_t>(shard));
+  group
+      ->reduce_scatter({output.data(), shard, DType::kFloat32}, {data, p * shard, DType::kFloat32},
+                       ReduceOp::kSum)
+      ->wait();
+  EXPECT_EQ(output.front(), static_cast<float>(p * (p + 1) / 2));
+  EXPECT_EQ(output.back(), static_cast<float>(p * (p + 1) / 2));
 }
 
 TEST(SymmetricMemory, SizesThatDifferAcrossRanksAreRefusedOnEveryRank) {
