@@ -48,9 +48,10 @@ bool forced_to_fail(int rank) {
   return std::strcmp(value, "all") == 0 || std::atoi(value) == rank;
 }
 
-// Opens (rank 0: creates) and maps the segment; returns null and sets `why` on failure.
-void* map_segment(const std::string& name, bool create, std::size_t bytes, int rank,
-                  std::string& why) {
+// Opens (rank 0: creates and sizes) and maps the segment, and reserves this rank's `part` of
+// it; returns null and sets `why` on failure.
+void* map_segment(const std::string& name, bool create, std::size_t bytes, SegmentPart part,
+                  int rank, std::string& why) {
   if (forced_to_fail(rank)) {
     why = str_cat("shm_open(", name, ") failed on rank ", rank, " (forced by ",
                   kFailSharedMemoryEnv, ")");
@@ -64,9 +65,13 @@ void* map_segment(const std::string& name, bool create, std::size_t bytes, int r
   void* base = nullptr;
   if (create && ::ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
     why = str_cat("ftruncate of ", name, " to ", bytes, " bytes failed: ", std::strerror(errno));
-  } else if (int rc = create ? ::posix_fallocate(fd, 0, static_cast<off_t>(bytes)) : 0; rc != 0) {
+  } else if (int rc = part.bytes == 0 ? 0
+                                      : ::posix_fallocate(fd, static_cast<off_t>(part.offset),
+                                                          static_cast<off_t>(part.bytes));
+             rc != 0) {
     // Reserving the pages now turns a full /dev/shm into this error instead of a SIGBUS later.
-    why = str_cat("reserving ", bytes, " bytes of ", name, " failed: ", std::strerror(rc));
+    why = str_cat("reserving ", part.bytes, " bytes of ", name, " on rank ", rank,
+                  " failed: ", std::strerror(rc));
   } else {
     base = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (base == MAP_FAILED) {
@@ -82,7 +87,7 @@ std::atomic<std::uint64_t> next_segment_id{0};
 
 }  // namespace
 
-void* share_segment(MPI_Comm comm, int rank, std::size_t bytes,
+void* share_segment(MPI_Comm comm, int rank, std::size_t bytes, SegmentPart part,
                     const CollectiveCompletion& complete, std::string& why) {
   int size = 1;
   MPI_Comm_size(comm, &size);
@@ -96,13 +101,13 @@ void* share_segment(MPI_Comm comm, int rank, std::size_t bytes,
     const std::string name =
         str_cat("/shardwise-", ::getpid(), "-", next_segment_id.fetch_add(1), "-", size);
     std::snprintf(offer.name, sizeof offer.name, "%s", name.c_str());
-    base = map_segment(name, true, bytes, rank, why);
+    base = map_segment(name, true, bytes, part, rank, why);
     offer.ok = base != nullptr;
   }
   complete("MPI_Ibcast (shared-memory segment)", [&](MPI_Request* r) {
     return MPI_Ibcast(&offer, static_cast<int>(sizeof offer), MPI_BYTE, 0, comm, r);
   });
-  if (rank != 0 && offer.ok) base = map_segment(offer.name, false, bytes, rank, why);
+  if (rank != 0 && offer.ok) base = map_segment(offer.name, false, bytes, part, rank, why);
   int all_mapped = base != nullptr;
   complete("MPI_Iallreduce (shared-memory segment)", [&](MPI_Request* r) {
     return MPI_Iallreduce(MPI_IN_PLACE, &all_mapped, 1, MPI_INT, MPI_MIN, comm, r);
@@ -141,7 +146,9 @@ std::unique_ptr<SharedMemoryCollectives> SharedMemoryCollectives::create(
 
   const std::size_t bytes = segment_bytes(size);
   std::string why;
-  void* base = share_segment(comm, rank, bytes, complete, why);
+  // Rank 0 reserves all of it: the counters and halves are small and touched by every rank.
+  const SegmentPart part = rank == 0 ? SegmentPart{0, bytes} : SegmentPart{};
+  void* base = share_segment(comm, rank, bytes, part, complete, why);
   if (!why.empty()) {
     log::warning("group ", group_name, ": shared-memory collectives unavailable (", why,
                  "); using the direct exchange");

@@ -168,9 +168,17 @@ struct SharedMemoryCollectives::RankFlags {
   alignas(128) std::atomic<std::uint64_t> done{0};
 };
 
-// Collective over `comm`: rank 0 creates a segment of `bytes`, every rank maps it. Returns the
-// mapping, or null on every rank unless all of them mapped it; `why` says what failed here.
-void* share_segment(MPI_Comm comm, int rank, std::size_t bytes,
+// Bytes of a segment one rank reserves (posix_fallocate) when it maps it. The pages are placed
+// by the reserving process, so on a NUMA node each rank reserving its own part gets it local.
+struct SegmentPart {
+  std::size_t offset = 0;
+  std::size_t bytes = 0;
+};
+
+// Collective over `comm`: rank 0 creates a segment of `bytes`, every rank maps it and reserves
+// its `part`. Returns the mapping, or null on every rank unless all of them mapped it; `why`
+// says what failed here.
+void* share_segment(MPI_Comm comm, int rank, std::size_t bytes, SegmentPart part,
                     const CollectiveCompletion& complete, std::string& why);
 
 // CollectiveAlgorithm::kSharedMemory: the group's segment, set up (collectively) here; null when

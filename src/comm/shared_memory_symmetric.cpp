@@ -23,7 +23,9 @@ SymmetricMemoryPtr SharedMemoryCollectives::allocate_symmetric(
   const std::size_t stride = (std::max<std::size_t>(bytes, 1) + kPage - 1) / kPage * kPage;
   const std::size_t length = stride * static_cast<std::size_t>(size_);
   std::string why;
-  void* base = share_segment(comm, rank_, length, complete, why);
+  // Each rank reserves its own allocation: its pages land where it runs (NUMA first touch).
+  const SegmentPart own{static_cast<std::size_t>(rank_) * stride, stride};
+  void* base = share_segment(comm, rank_, length, own, complete, why);
   if (!why.empty()) {
     log::warning("group ", group_name_, ": symmetric memory of ", bytes,
                  " bytes per rank unavailable (", why, "); using private memory");
