@@ -330,6 +330,7 @@ void bind_engine(py::module_& m) {
       .def_readwrite("overlap_grad_reduce", &EngineOptions::overlap_grad_reduce)
       .def_readwrite("overlap_param_gather", &EngineOptions::overlap_param_gather)
       .def_readwrite("reproducible_reduction", &EngineOptions::reproducible_reduction)
+      .def_readwrite("symmetric_buffers", &EngineOptions::symmetric_buffers)
       .def_readwrite("grad_reduce_in_fp32", &EngineOptions::grad_reduce_in_fp32)
       .def_readwrite("all_layer_wise", &EngineOptions::all_layer_wise)
       .def_readwrite("comm_timeout", &EngineOptions::comm_timeout);

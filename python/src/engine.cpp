@@ -30,6 +30,7 @@ Engine::Engine(ParamList params, const EngineOptions& options)
   config.overlap_grad_reduce = options.overlap_grad_reduce;
   config.grad_reduce_in_fp32 = options.grad_reduce_in_fp32;
   config.reproducible_reduction = options.reproducible_reduction;
+  config.symmetric_buffers = options.symmetric_buffers;
   // Param gathers only exist with the distributed optimizers; wrap_with_ddp turns the overlap
   // off for the all-reduce kinds and picks the grad sync.
   config.overlap_param_gather = options.overlap_param_gather;

@@ -32,6 +32,9 @@ struct EngineOptions {
   // ddp.reproducible_reduction: the grads are summed in one fixed tree over the global
   // micro-batches, so every power-of-two dp gives the same bits (docs/reproducible_reduction.md).
   bool reproducible_reduction = false;
+  // ddp.symmetric_buffers: the param and grad buffers in memory every rank of the node maps, so
+  // the buffer collectives read the peers' buckets in place (docs/collectives.md).
+  bool symmetric_buffers = true;
   // The collective watchdog (seconds): a collective or wait that has not completed by then names
   // the group and peer it waited for and aborts the job (exit 3), as `train --comm-timeout`.
   double comm_timeout = kDefaultCommTimeoutSeconds;

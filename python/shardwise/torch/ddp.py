@@ -82,6 +82,13 @@ class DistributedDataParallel(torch.nn.Module):
     ``no_sync()``). The micro-batch grads are averaged: do not divide the loss by the number of
     accumulated micro-batches. Needs ``grad_reduce_in_fp32``; nothing overlaps backward.
 
+    ``symmetric_buffers=True`` (``ddp.symmetric_buffers``, docs/collectives.md) allocates the
+    param and grad buffers in shared memory that every rank of the node maps, so the bucket
+    reduce-scatters, all-reduces and param all-gathers read the peers' buckets in place instead
+    of copying them through a staging segment (same results, bit for bit). It falls back to
+    private memory, with a warning, where that cannot be mapped (ranks on several nodes, a small
+    ``/dev/shm``); ``False`` always uses private memory.
+
     `comm_timeout` (seconds) is the collective watchdog of the job's groups, as ``shardwise train
     --comm-timeout``: a collective that has not completed by then (a rank stopped or gone)
     prints what it waited for and aborts every rank with exit code 3.
@@ -99,7 +106,7 @@ class DistributedDataParallel(torch.nn.Module):
                  bucket_size=None, overlap_grad_reduce=None, overlap_param_gather=None,
                  grad_reduce_in_fp32=True, optimizer=None, all_layer_wise=False,
                  comm_timeout=600.0, abort_job_on_error=True, expose_grads=True,
-                 reproducible_reduction=False):
+                 reproducible_reduction=False, symmetric_buffers=True):
         if not isinstance(module, torch.nn.Module):
             raise TypeError(f"DistributedDataParallel wraps a torch.nn.Module, got "
                             f"{type(module).__name__}")
@@ -130,7 +137,8 @@ class DistributedDataParallel(torch.nn.Module):
                              overlap_param_gather=overlap_param_gather,
                              grad_reduce_in_fp32=grad_reduce_in_fp32,
                              all_layer_wise=all_layer_wise, comm_timeout=float(comm_timeout),
-                             reproducible_reduction=bool(reproducible_reduction))
+                             reproducible_reduction=bool(reproducible_reduction),
+                             symmetric_buffers=bool(symmetric_buffers))
         self._params = [(n, p) for n, p in module.named_parameters() if p.requires_grad]
         if not self._params:
             raise ValueError("DistributedDataParallel: the module has no trainable parameters")
@@ -183,6 +191,7 @@ class DistributedDataParallel(torch.nn.Module):
         options.all_layer_wise = bool(self._options["all_layer_wise"])
         options.comm_timeout = self._options["comm_timeout"]
         options.reproducible_reduction = self._options["reproducible_reduction"]
+        options.symmetric_buffers = self._options["symmetric_buffers"]
         engine = _core.Engine(self._infos, options)
         self._ptrs = []
         with torch.no_grad():
