@@ -12,10 +12,8 @@ import sys
 import torch
 
 import shardwise.torch as sw
-from layer_models import EPS, STEPS, VOCAB, TransformerNet, fresh
-from models import batch
-
-GLOBAL_BATCH = 8
+from layer_models import TransformerNet, fresh
+from param_gather_worker import train_shardwise
 
 
 def in_shared_segment(address):
@@ -29,20 +27,11 @@ def in_shared_segment(address):
 
 
 def train(symmetric_buffers):
+    """(whether each param is a view of a shared segment, losses, final params) of one run."""
     model = fresh(TransformerNet)
-    ddp = sw.DistributedDataParallel(model, optimizer="distributed", bucket_size=1500,
-                                     symmetric_buffers=symmetric_buffers)
-    shared = [in_shared_segment(p.data_ptr()) for p in model.parameters()]
-    opt = sw.make_optimizer(ddp, lr=1e-2, weight_decay=0.1, eps=EPS, clip_grad=0)
-    dp = ddp.engine.dp_size
-    losses = []
-    for step in range(STEPS):
-        opt.zero_grad()
-        loss = model(*batch(step, GLOBAL_BATCH, sw.rank, dp, vocab=VOCAB))
-        loss.backward()
-        opt.step()
-        losses.append(loss.item())
-    return shared, losses, [p.detach().clone() for p in model.parameters()]
+    losses, params, _ = train_shardwise(model, optimizer="distributed", bucket_size=1500,
+                                        symmetric_buffers=symmetric_buffers)
+    return [in_shared_segment(p.data_ptr()) for p in model.parameters()], losses, params
 
 
 def main(out):
@@ -52,7 +41,7 @@ def main(out):
         "shared_on": all(on[0]),
         "shared_off": any(off[0]),
         "same_losses": on[1] == off[1],
-        "same_params": all(torch.equal(a, b) for a, b in zip(on[2], off[2])),
+        "same_params": all(torch.equal(p, off[2][n]) for n, p in on[2].items()),
         "losses_fell": on[1][-1] < on[1][0],
     }
     if sw.rank == 0:
