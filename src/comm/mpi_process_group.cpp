@@ -25,6 +25,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <mutex>
 
@@ -260,23 +261,15 @@ class MpiProcessGroup final : public ProcessGroup {
     return active;
   }
 
-  // Collective over this group, queued behind its pending operations: the shared-memory
-  // algorithm's symmetric memory when collectives may run through it, else null.
+  // Collective over this group, queued behind its pending operations: symmetric memory of the
+  // algorithm that large collectives run through (the shared-memory one), else null.
   SymmetricMemoryPtr allocate_symmetric(std::size_t bytes) {
     check_same_on_all_ranks(bytes, "allocate_symmetric_memory bytes");
     SymmetricMemoryPtr memory;
     worker_
         ->submit([&] {
           begin_op("allocate_symmetric_memory");
-          const auto configured = static_cast<CollectiveAlgorithm>(algorithm_.load());
-          if (configured != CollectiveAlgorithm::kAuto &&
-              configured != CollectiveAlgorithm::kSharedMemory) {
-            return;
-          }
-          if (CollectiveImplementation* segment =
-                  implementation(CollectiveAlgorithm::kSharedMemory)) {
-            memory = segment->allocate_symmetric(bytes);
-          }
+          memory = algorithm_for(std::numeric_limits<std::size_t>::max()).allocate_symmetric(bytes);
         })
         ->wait();
     return memory;

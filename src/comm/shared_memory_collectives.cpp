@@ -293,11 +293,7 @@ void SharedMemoryCollectives::reduce_scatter(const std::byte* input, std::byte* 
     }
     publish(2 * round_ + 2);
     wait_all(&RankFlags::ready, 2 * round_ + 1, watch);
-    if (offset == 0) {
-      for (int q = 0; q < p; ++q) {
-        if (q != r) require_same_placement(q, {}, "reduce_scatter");
-      }
-    }
+    if (offset == 0) require_peers_same_placement({}, "reduce_scatter");
     const std::uint64_t round = round_;
     reduce_in_rank_order(
         p, n, elem_size, combine, input_scale,
@@ -402,11 +398,7 @@ void SharedMemoryCollectives::all_reduce(std::byte* data, std::size_t numel, std
     std::memcpy(mine, chunk, count * elem_size);
     publish(2 * round_ + 1);
     wait_all(&RankFlags::ready, 2 * round_ + 1, watch);
-    if (first == 0) {
-      for (int q = 0; q < p; ++q) {
-        if (q != r) require_same_placement(q, {}, "all_reduce");
-      }
-    }
+    if (first == 0) require_peers_same_placement({}, "all_reduce");
     const std::uint64_t round = round_;
     const std::size_t lo = part(r) * elem_size;
     reduce_in_rank_order(

@@ -126,6 +126,8 @@ class SharedMemoryCollectives {
   // Throws CommError unless rank q's buffer of this collective lies where this rank's does (both
   // in ordinary memory, or both at one offset of one symmetric allocation).
   void require_same_placement(int q, const SymmetricPlacement& mine, const char* what) const;
+  // The same for every other rank (once all of them have published their ready counter).
+  void require_peers_same_placement(const SymmetricPlacement& mine, const char* what) const;
   // The in-place paths for buffers in symmetric memory: one round, returning once every peer
   // has read this rank's data.
   void reduce_scatter_in_place(const SymmetricPlacement& input, std::byte* output,

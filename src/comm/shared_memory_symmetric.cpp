@@ -14,13 +14,9 @@
 
 namespace shardwise {
 
-namespace {
-constexpr std::size_t kPage = 4096;  // each rank's allocation starts on a page of its own
-}  // namespace
-
 SymmetricMemoryPtr SharedMemoryCollectives::allocate_symmetric(
     MPI_Comm comm, std::size_t bytes, const CollectiveCompletion& complete) {
-  const std::size_t stride = (std::max<std::size_t>(bytes, 1) + kPage - 1) / kPage * kPage;
+  const std::size_t stride = symmetric_stride(bytes);
   const std::size_t length = stride * static_cast<std::size_t>(size_);
   std::string why;
   // Each rank reserves its own allocation: its pages land where it runs (NUMA first touch).
@@ -57,6 +53,13 @@ void SharedMemoryCollectives::require_same_placement(int q, const SymmetricPlace
                           "offset, or ordinary memory"));
 }
 
+void SharedMemoryCollectives::require_peers_same_placement(const SymmetricPlacement& mine,
+                                                           const char* what) const {
+  for (int q = 0; q < size_; ++q) {
+    if (q != rank_) require_same_placement(q, mine, what);
+  }
+}
+
 void SharedMemoryCollectives::reduce_scatter_in_place(const SymmetricPlacement& input,
                                                       std::byte* output, std::size_t shard_bytes,
                                                       std::size_t elem_size, ElementCombine combine,
@@ -67,9 +70,7 @@ void SharedMemoryCollectives::reduce_scatter_in_place(const SymmetricPlacement& 
   wait_all(&RankFlags::done, round_, watch);
   publish(2 * round_ + 2, input);
   wait_all(&RankFlags::ready, 2 * round_ + 1, watch);
-  for (int q = 0; q < size_; ++q) {
-    if (q != r) require_same_placement(q, input, "reduce_scatter");
-  }
+  require_peers_same_placement(input, "reduce_scatter");
   const std::size_t own_shard = static_cast<std::size_t>(r) * shard_bytes;
   reduce_in_rank_order(
       size_, shard_bytes, elem_size, combine, input_scale,
@@ -116,9 +117,7 @@ void SharedMemoryCollectives::all_reduce_in_place(const SymmetricPlacement& at, 
   wait_all(&RankFlags::done, round_, watch);
   publish(2 * round_ + 1, at);
   wait_all(&RankFlags::ready, 2 * round_ + 1, watch);
-  for (int q = 0; q < p; ++q) {
-    if (q != r) require_same_placement(q, at, "all_reduce");
-  }
+  require_peers_same_placement(at, "all_reduce");
   const std::size_t lo = part(r);
   reduce_in_rank_order(
       p, part(r + 1) - lo, elem_size, combine, 1.0f, [&](int q) { return at.on_rank(q) + lo; },

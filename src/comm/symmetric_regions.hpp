@@ -10,6 +10,15 @@
 
 namespace shardwise {
 
+// Every symmetric allocation (shared or the private fallback) starts on a page of its own.
+inline constexpr std::size_t kSymmetricPageBytes = 4096;
+
+// Bytes one rank's allocation of `bytes` takes: whole pages, at least one.
+inline std::size_t symmetric_stride(std::size_t bytes) {
+  return ((bytes == 0 ? 1 : bytes) + kSymmetricPageBytes - 1) / kSymmetricPageBytes *
+         kSymmetricPageBytes;
+}
+
 // Where a collective's buffer lies. allocation 0: ordinary memory. Allocation ids count the
 // group's successful symmetric allocations, so they agree across ranks (allocation is collective).
 struct SymmetricPlacement {
