@@ -37,6 +37,14 @@ inline double best(const std::vector<double>& seconds) {
   return *std::min_element(seconds.begin(), seconds.end());
 }
 
+// The middle value of `values` (the upper one of the two middle values for an even count): the
+// median every bench reports.
+inline double median(std::vector<double> values) {
+  SW_CHECK(!values.empty(), "the median of no values");
+  std::sort(values.begin(), values.end());
+  return values[values.size() / 2];
+}
+
 // Throws IoError naming the call, the path and errno's text when a syscall failed.
 inline void check_syscall(bool ok, const char* what, const std::filesystem::path& path) {
   if (!ok) throw IoError(str_cat(what, " '", path.string(), "': ", std::strerror(errno)));

@@ -74,8 +74,7 @@ double median_seconds(int iters, Fn&& fn) {
     MPI_Allreduce(MPI_IN_PLACE, &dt, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);  // slowest rank
     t.push_back(dt);
   }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
+  return bench::median(t);
 }
 
 ProcessGroupPtr group_with(const ProcessGroupPtr& world, CollectiveAlgorithm algorithm,
@@ -98,11 +97,9 @@ struct CollectiveRates {
   // Prints `reduce_scatter<suffix>` and `all_gather<suffix>` against the limit and the memory
   // bound (rank 0).
   void print(const std::string& suffix, const bench::ProbeSamples& limit,
-             const bench::ProbeSamples& memory_bound) {
-    std::sort(reduce_scatter.begin(), reduce_scatter.end());
-    std::sort(all_gather.begin(), all_gather.end());
-    const double rs = reduce_scatter[reduce_scatter.size() / 2];
-    const double ag = all_gather[all_gather.size() / 2];
+             const bench::ProbeSamples& memory_bound) const {
+    const double rs = bench::median(reduce_scatter);
+    const double ag = bench::median(all_gather);
     bench::print_figure(str_cat("reduce_scatter", suffix).c_str(), rs, limit, "GB/s");
     bench::print_figure(str_cat("all_gather", suffix).c_str(), ag, limit, "GB/s");
     bench::print_figure(str_cat("reduce_scatter", suffix, "_of_memory_bound").c_str(), rs,

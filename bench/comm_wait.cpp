@@ -20,6 +20,7 @@ namespace {
 
 using namespace shardwise;
 using bench::Clock;
+using bench::median;
 
 constexpr auto kWait = std::chrono::milliseconds(400);
 constexpr auto kReadyAfter = std::chrono::milliseconds(40);
@@ -55,11 +56,6 @@ double wake_up_seconds() {
       },
       std::chrono::seconds(10));
   return std::chrono::duration<double>(seen - ready_at).count();
-}
-
-double median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  return values[values.size() / 2];
 }
 
 }  // namespace

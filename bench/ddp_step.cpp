@@ -42,6 +42,7 @@ namespace {
 using namespace shardwise;
 using namespace shardwise::optim;
 using bench::Clock;
+using bench::median;
 using bench::seconds_since;
 
 struct Options {
@@ -166,11 +167,6 @@ std::vector<StepTimes> median_steps(std::vector<std::vector<StepTimes>> samples)
     medians.push_back(s[s.size() / 2]);
   }
   return medians;
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
 }
 
 // --- optimizer mode ---

@@ -285,8 +285,7 @@ inline double mpi_ping_pong_gbps(std::size_t bytes, int iters) {
     if (i > 0) t.push_back(seconds_since(t0) / 2);
   }
   idle_mpi_barrier();
-  std::sort(t.begin(), t.end());
-  double gbps = static_cast<double>(bytes) / t[t.size() / 2] / 1e9;
+  double gbps = static_cast<double>(bytes) / median(t) / 1e9;
   MPI_Bcast(&gbps, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
   return gbps;
 }

@@ -220,11 +220,6 @@ void add_kind_steps(const TrainingConfig& config, const ProcessGroupPtr& solo, i
   }
 }
 
-double median_of(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
 // "bench: muon_vs_adamw_step[_small_batch] ours=<ZeRO-1 AdamW step ms> limit=<layer-wise Muon
 // step ms>": the same model and tokens trained by optimizer kind distributed (AdamW, element-
 // sharded) and kind layer-wise (Muon on the matrices, AdamW on the rest), runs alternated
@@ -260,9 +255,10 @@ void print_muon_vs_adamw(const ProcessGroupPtr& world, const std::string& path) 
       std::printf(
           "%s: median step AdamW (distributed) %.2f ms, Muon (layer-wise) %.2f ms; exposed "
           "beyond compute: AdamW %.2f ms, Muon %.2f ms (%zu steps each)\n",
-          w.figure, median_of(adamw.step_ms), median_of(muon.step_ms), median_of(adamw.exposed_ms),
-          median_of(muon.exposed_ms), adamw.step_ms.size());
-      bench::print_figure(w.figure, median_of(adamw.step_ms), median_of(muon.step_ms), "ms");
+          w.figure, bench::median(adamw.step_ms), bench::median(muon.step_ms),
+          bench::median(adamw.exposed_ms), bench::median(muon.exposed_ms), adamw.step_ms.size());
+      bench::print_figure(w.figure, bench::median(adamw.step_ms), bench::median(muon.step_ms),
+                          "ms");
     }
     blas::set_num_threads(saved_blas);
     omp_set_num_threads(saved_omp);
