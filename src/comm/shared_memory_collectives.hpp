@@ -151,8 +151,9 @@ class SharedMemoryCollectives {
   std::size_t bytes_ = 0;
   int rank_ = 0;
   int size_ = 1;
-  std::uint64_t round_ = 0;     // rounds this group has run; the same on every rank
-  std::vector<int> peer_pids_;  // by group rank; empty without single copy
+  std::uint64_t round_ = 0;                   // rounds this group has run; the same on every rank
+  std::vector<int> peer_pids_;                // by group rank; empty without single copy
+  bool reported_symmetric_fallback_ = false;  // warned that an allocation fell back to private
   std::string group_name_;
   std::shared_ptr<SymmetricRegions> regions_ = std::make_shared<SymmetricRegions>();
 };

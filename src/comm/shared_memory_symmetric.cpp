@@ -22,9 +22,13 @@ SymmetricMemoryPtr SharedMemoryCollectives::allocate_symmetric(
   // Each rank reserves its own allocation: its pages land where it runs (NUMA first touch).
   const SegmentPart own{static_cast<std::size_t>(rank_) * stride, stride};
   void* base = share_segment(comm, rank_, length, own, complete, why);
-  if (!why.empty()) {
+  // Once per group: DDP allocates two buffers per buffer key, and the cause (a full /dev/shm,
+  // say) is the same for all of them.
+  if (!why.empty() && !reported_symmetric_fallback_) {
+    reported_symmetric_fallback_ = true;
     log::warning("group ", group_name_, ": symmetric memory of ", bytes,
-                 " bytes per rank unavailable (", why, "); using private memory");
+                 " bytes per rank unavailable (", why,
+                 "); using private memory (not reported again for this group)");
   }
   if (base == nullptr) return nullptr;
   auto* segment = static_cast<std::byte*>(base);

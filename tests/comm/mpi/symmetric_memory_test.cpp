@@ -1,9 +1,9 @@
 // Symmetric memory: allocation (shared under the shared-memory algorithm, private elsewhere or
-// when a rank cannot map it, zeroed, same size on every rank), the in-place reduce-scatter,
-// all-reduce and all-gather on it (the bits of the copying path and of the reference, at offsets
-// inside the allocation, in and out of place, fp32 pre-scaled), a rank whose input is not symmetric
-// (CommError on every rank), and a rank that overwrites its input as soon as the call returns (the
-// peers must have read it by then).
+// when a rank cannot map it, zeroed, same size on every rank; the rank that cannot map says why
+// once per group), the in-place reduce-scatter, all-reduce and all-gather on it (the bits of the
+// copying path and of the reference, at offsets inside the allocation, in and out of place, fp32
+// pre-scaled), a rank whose input is not symmetric (CommError on every rank), and a rank that
+// overwrites its input as soon as the call returns (the peers must have read it by then).
 #include "shardwise/comm/symmetric_memory.hpp"
 
 #include <gtest/gtest.h>
@@ -66,10 +66,21 @@ TEST(SymmetricMemory, ARankThatCannotMapTheSegmentGivesEveryRankPrivateMemory) {
   // The collectives' segment exists; now the last rank's shm_open fails.
   const std::string last = std::to_string(p - 1);
   ::setenv(kFailSharedMemoryEnvForTests, last.c_str(), 1);
+  testing::internal::CaptureStderr();
   SymmetricMemoryPtr memory =
       allocate_symmetric_memory(group, static_cast<std::size_t>(p * shard) * sizeof(float));
+  SymmetricMemoryPtr second = allocate_symmetric_memory(group, 4096);
+  const std::string warnings = testing::internal::GetCapturedStderr();
   ::unsetenv(kFailSharedMemoryEnvForTests);
   EXPECT_FALSE(memory->shared());
+  EXPECT_FALSE(second->shared());
+  // The failing rank says why, once for the group however many allocations fall back.
+  if (group->rank() == p - 1) {
+    const std::string what = "unavailable (shm_open";
+    const std::size_t first = warnings.find(what);
+    EXPECT_NE(first, std::string::npos) << warnings;
+    EXPECT_EQ(warnings.find(what, first + 1), std::string::npos) << warnings;
+  }
   auto* data = reinterpret_cast<float*>(memory->data());
   std::fill_n(data, p * shard, static_cast<float>(group->rank() + 1));
   std::vector<float> output(static_cast<std::size_t>(shard));
