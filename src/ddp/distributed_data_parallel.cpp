@@ -18,19 +18,26 @@ bool is_plain_float(DType d) {
 // Every rank must hold the same layout before any rank allocates or issues a collective on it.
 // A rank that fails the DP check still joins the expert-DP check (with a poisoned value), so
 // ranks of an expert group spanning several DP groups all throw instead of hanging.
+// The DP group's error is the one reported (the expert check then fails only because of it).
 void check_same_layout_on_all_ranks(const DataParallelGroups& pgs, bool separate_expert_group,
-                                    std::uint64_t hash) {
+                                    std::size_t num_params, std::uint64_t hash) {
   std::exception_ptr dp_error;
   try {
-    pgs.data_parallel->check_same_on_all_ranks(hash, "parameter layout");
+    // The count first: a model that differs in it says so plainly rather than by a hash.
+    pgs.data_parallel->check_same_on_all_ranks(num_params, "number of parameters");
+    pgs.data_parallel->check_same_on_all_ranks(hash, "parameter layout (shapes, dtypes, buckets)");
   } catch (const CommError&) {
     dp_error = std::current_exception();
   }
   if (separate_expert_group) {
     const std::uint64_t poisoned =
         hash ^ 0x9e3779b97f4a7c15ull ^ static_cast<std::uint64_t>(pgs.data_parallel->rank() + 1);
-    pgs.expert_data_parallel->check_same_on_all_ranks(dp_error ? poisoned : hash,
-                                                      "parameter layout (expert-DP group)");
+    try {
+      pgs.expert_data_parallel->check_same_on_all_ranks(dp_error ? poisoned : hash,
+                                                        "parameter layout (expert-DP group)");
+    } catch (const CommError&) {
+      if (!dp_error) throw;
+    }
   }
   if (dp_error) std::rethrow_exception(dp_error);
 }
@@ -143,7 +150,8 @@ DistributedDataParallel::DistributedDataParallel(ParamList params, FullParamLayo
   scaling_ =
       gradient_scaling(config_, pgs_.data_parallel->size(), pgs_.expert_data_parallel->size());
 
-  check_same_layout_on_all_ranks(pgs_, separate_expert_group, layout_hash(params_, layout_));
+  check_same_layout_on_all_ranks(pgs_, separate_expert_group, params_.size(),
+                                 layout_hash(params_, layout_));
   if (config_.reproducible_reduction) {
     // One tree over the DP group's micro-batches: expert buffers would need their own.
     for (const auto& entry : layout_.layouts) {

@@ -159,9 +159,13 @@ TEST(BucketGroups, BuffersInterleaveInBackpropOrder) {
   EXPECT_EQ(ddp.bucket_groups()[1]->group(), edp);
   EXPECT_EQ(ddp.bucket_groups()[0]->group(), dp);
   EXPECT_DOUBLE_EQ(ddp.buffer(kExpertKey).buckets()[0].gradient_scaling_factor, 0.5);
-  // Layout checked on both groups.
-  EXPECT_EQ(dp->checked_what, std::vector<std::string>{"parameter layout"});
-  EXPECT_EQ(edp->checked_values, dp->checked_values);
+  // Layout checked on both groups (the DP group checks the param count first).
+  EXPECT_EQ(dp->checked_what,
+            (std::vector<std::string>{"number of parameters",
+                                      "parameter layout (shapes, dtypes, buckets)"}));
+  ASSERT_EQ(dp->checked_values.size(), 2u);
+  EXPECT_EQ(dp->checked_values[0], params.size());
+  EXPECT_EQ(edp->checked_values, std::vector<std::uint64_t>{dp->checked_values[1]});
 }
 
 TEST(GradSync, DispatchOrderIsBucketOrderWhateverTheReadyOrder) {
@@ -428,7 +432,7 @@ TEST(Construction, LayoutMustCoverParamsAndMatchGroups) {
         [&] {
           DistributedDataParallel(params, four_bucket_layout(params, 2), {}, {dp, nullptr});
         },
-        {"parameter layout"});
+        {"number of parameters"});
     dp->fail_checks = false;
   }
 }

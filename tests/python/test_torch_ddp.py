@@ -213,6 +213,22 @@ def test_bad_params_raise_naming_the_param():
                                           b=torch.nn.Parameter(base[2:6])))
     with pytest.raises(TypeError):
         sw.DistributedDataParallel(torch.randn(3))
+    sparse = TinyNet(seed=0)
+    sparse.embed.sparse = True  # nn.Embedding(..., sparse=True): torch would make a sparse grad
+    with pytest.raises(ValueError, match="module 'embed' \\(Embedding\\) has sparse=True"):
+        sw.DistributedDataParallel(sparse)
+
+
+@pytest.mark.parametrize("kwargs, error, message", [
+    (dict(bucket_size="x"), TypeError, "bucket_size must be an int .* got str 'x'"),
+    (dict(bucket_size=1.5), TypeError, "bucket_size must be an int"),
+    (dict(bucket_cap_mb="25"), TypeError, "bucket_cap_mb must be a number"),
+    (dict(optimizer=3), ValueError, "optimizer=3 is not an optimizer kind; pass one of"),
+    (dict(optimizer="sgd"), ValueError, "optimizer='sgd' is not an optimizer kind"),
+])
+def test_argument_types_are_checked_naming_the_argument(kwargs, error, message):
+    with pytest.raises(error, match=message):
+        sw.DistributedDataParallel(TinyNet(seed=0), **kwargs)
 
 
 def test_misuse_raises():
@@ -254,8 +270,9 @@ def test_params_changed_after_wrapping_raise(change):
         model.norm.bias.requires_grad_(False)
         expected = "'norm.bias' was removed"
     opt.zero_grad()
-    model(*batch(0, 4)).backward()
+    # A replaced or frozen param gets no grad: backward already says so; the others at step().
     with pytest.raises(ValueError, match=expected):
+        model(*batch(0, 4)).backward()
         opt.step()
 
 

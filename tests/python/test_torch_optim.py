@@ -149,6 +149,34 @@ def test_state_dict_is_torch_layout_and_round_trips():
         opt2.load_state_dict(from_other_rank)
 
 
+@pytest.mark.parametrize("steps_before_saving", [0, 2])
+def test_torch_adamw_state_without_some_params_loads_as_in_torch(steps_before_saving):
+    """A torch.optim.AdamW state dict saved before its first step (empty state) or after steps
+    that skipped a param (.grad None: no state for it) loads, and a param without saved state
+    starts fresh, as torch's own load_state_dict leaves it."""
+    reference = TinyNet(seed=5)
+    torch_opt = torch.optim.AdamW(reference.parameters(), lr=1e-2)
+    for step in range(steps_before_saving):
+        reference(*batch(step, 8)).backward()
+        reference.head.bias.grad = None  # torch skips it: no state
+        torch_opt.step()
+        torch_opt.zero_grad()
+    saved = copy.deepcopy(torch_opt.state_dict())
+    params = len(list(reference.parameters()))
+    assert len(saved["state"]) == (0 if steps_before_saving == 0 else params - 1)
+    model = copy.deepcopy(reference)
+    sw.DistributedDataParallel(model, optimizer="distributed")
+    opt = sw.AdamW(model.parameters(), lr=1e-2)
+    opt.load_state_dict(saved)
+    for step in range(3):
+        for m, o in ((reference, torch_opt), (model, opt)):
+            m(*batch(10 + step, 8)).backward()
+            o.step()
+            o.zero_grad()
+    for (n, p), q in zip(model.named_parameters(), reference.parameters()):
+        torch.testing.assert_close(p.detach(), q.detach(), atol=1e-6, rtol=1e-5, msg=n)
+
+
 def test_muon_public_preset_values_and_param_split():
     model = TinyNet(seed=8)
     sw.DistributedDataParallel(model, optimizer="layer-wise")

@@ -122,6 +122,51 @@ def case_batchnorm_buffers(rank):
     report("batchnorm_buffers")
 
 
+class FrozenAndBuffersNet(torch.nn.Module):
+    """A frozen projection and buffers of several kinds (non-contiguous, int64, float64) whose
+    initial values differ per rank (seeded with the rank)."""
+
+    def __init__(self, seed):
+        super().__init__()
+        torch.manual_seed(seed)
+        self.embed = torch.nn.Embedding(VOCAB, HIDDEN)
+        self.frozen = torch.nn.Linear(HIDDEN, HIDDEN)
+        self.frozen.requires_grad_(False)
+        self.head = torch.nn.Linear(HIDDEN, VOCAB)
+        self.register_buffer("shift", torch.randn(HIDDEN, 3).t())  # non-contiguous
+        self.register_buffer("mask", (torch.rand(HIDDEN) > 0.5).long())  # gloo has no bool
+        self.register_buffer("scale", torch.rand(HIDDEN, dtype=torch.float64) + 0.5)
+
+    def forward(self, tokens, targets):
+        h = self.frozen(self.embed(tokens)) + self.shift[0]
+        h = h * self.scale.float() * self.mask
+        return F.cross_entropy(self.head(h).reshape(-1, VOCAB), targets.reshape(-1))
+
+
+def case_module_states_at_wrap(rank):
+    """As torch DDP's construction: rank 0's frozen params and buffers reach every rank, also
+    with broadcast_buffers=False; then training matches torch DDP + torch.optim.AdamW."""
+    model, ref = FrozenAndBuffersNet(seed=rank), FrozenAndBuffersNet(seed=rank)
+    ddp = sw.DistributedDataParallel(model, broadcast_buffers=False, optimizer="distributed")
+    torch_ddp = torch.nn.parallel.DistributedDataParallel(ref, broadcast_buffers=False)
+    for name, t in list(model.named_buffers()) + [("frozen.weight", model.frozen.weight),
+                                                  ("frozen.bias", model.frozen.bias)]:
+        assert_equal_across_ranks(t, name)
+    for (name, t), r in zip(model.state_dict().items(), ref.state_dict().values()):
+        torch.testing.assert_close(t, r, rtol=0, atol=0, msg=f"at wrap: {name}")
+    opt = sw.AdamW(ddp.parameters(), lr=0.01)
+    ref_opt = torch.optim.AdamW(torch_ddp.parameters(), lr=0.01)
+    for step in range(3):
+        for wrapper, optimizer in ((ddp, opt), (torch_ddp, ref_opt)):
+            optimizer.zero_grad()
+            wrapper(*batch(step, rank)).backward()
+            optimizer.step()
+    ddp.finish_param_sync()
+    for (name, t), r in zip(model.state_dict().items(), ref.state_dict().values()):
+        torch.testing.assert_close(t, r, atol=1e-6, rtol=1e-5, msg=f"after 3 steps: {name}")
+    report("module_states_at_wrap")
+
+
 def case_unused_parameters(rank, kind):
     model, ref = RoutedNet(seed=rank), RoutedNet(seed=rank)
     ddp = sw.DistributedDataParallel(model, optimizer=kind, find_unused_parameters=True,
@@ -225,6 +270,7 @@ def main(port):
                             world_size=world)
     case_module_behaviour(rank)
     case_batchnorm_buffers(rank)
+    case_module_states_at_wrap(rank)
     for kind in ("layer-wise", "ddp"):
         case_unused_parameters(rank, kind)
         case_repeated_backward(rank, kind)

@@ -33,6 +33,37 @@ def overlap_pays(world_size):
     return cores >= local_ranks * (torch.get_num_threads() + 1)
 
 
+def check_no_sparse_grads(module):
+    """ValueError naming the module whose trainable weight would get a sparse grad: the grad
+    buffer holds dense grads only."""
+    for name, m in module.named_modules():
+        weight = getattr(m, "weight", None)
+        if (getattr(m, "sparse", False) is True and isinstance(weight, torch.Tensor)
+                and weight.requires_grad):
+            raise ValueError(f"module '{name}' ({type(m).__name__}) has sparse=True: shardwise "
+                             f"reduces dense grads in its grad buffer; build it with sparse=False")
+
+
+def broadcast_from_rank0(engine, tensors):
+    """Rank 0's values of `tensors` (any dtype, contiguous or not; meta and empty ones skipped)
+    to every rank, packed into one float32 message over the engine's group."""
+    tensors = [t for t in tensors if t.numel() > 0 and t.device.type != "meta"]
+    if not tensors:
+        return
+    with torch.no_grad():
+        raw = [t.detach().contiguous().reshape(-1).view(torch.uint8) for t in tensors]
+        packed = torch.cat(raw)
+        padded = torch.zeros((packed.numel() + 3) // 4 * 4, dtype=torch.uint8)
+        padded[:packed.numel()] = packed
+        engine.broadcast_from_rank0(padded.view(torch.float32).numpy())
+        offset = 0
+        for t, r in zip(tensors, raw):
+            r.copy_(padded[offset:offset + r.numel()])  # r is t's memory when t is contiguous
+            if r.data_ptr() != t.data_ptr():
+                t.copy_(r.view(t.dtype).view(t.shape))
+            offset += r.numel()
+
+
 class DistributedDataParallel(torch.nn.Module):
     """Wraps `module` (any torch.nn.Module with CPU params) for data-parallel training.
 
@@ -119,6 +150,7 @@ class DistributedDataParallel(torch.nn.Module):
             raise ValueError("DistributedDataParallel: init_sync=False is not supported (rank "
                              "0's params are always broadcast)")
         bucket_size = _arguments.bucket_size_from(bucket_cap_mb, bucket_size)
+        _arguments.check_optimizer_kind(optimizer)
         rank, world_size = _core.init_mpi()
         _arguments.check_process_group(process_group, world_size, rank)
         super().__init__()
@@ -143,14 +175,15 @@ class DistributedDataParallel(torch.nn.Module):
         if not self._params:
             raise ValueError("DistributedDataParallel: the module has no trainable parameters")
         check_params(self._params)
+        check_no_sparse_grads(module)
         embedding_ids = {id(m.weight) for m in module.modules()
                          if isinstance(m, torch.nn.Embedding)}
         self._infos = [_layout.param_info(p, i, name=n, embedding_or_output=id(p) in embedding_ids)
                        for i, (n, p) in enumerate(self._params)]
         self._ready_count = 0
         self._ready = [False] * len(self._params)
-        # find_unused_parameters: which params this rank's backwards reached since the last
-        # sync, which had no .grad when the step began, and which no rank used in the last sync
+        # which params this rank's backwards reached since the last sync (every mode), which had
+        # no .grad when the step began, and which no rank used in the last sync
         self._used = [False] * len(self._params)
         self._grad_was_none = [True] * len(self._params)
         self._unused_everywhere = set()
@@ -169,6 +202,7 @@ class DistributedDataParallel(torch.nn.Module):
         # Without an explicit kind the first sw optimizer may re-lay the buffers for its own.
         self.kind_is_explicit = optimizer is not None
         self._build(_DEFAULT_KIND if optimizer is None else optimizer)
+        self._sync_module_states()
         self._register_grad_hooks()
         # 16-bit params: the optimizer steps fp32 copies taken when it was built, so it re-reads
         # the params before its first step (initialised after wrapping) and after every
@@ -333,8 +367,7 @@ class DistributedDataParallel(torch.nn.Module):
 
     def _end_backward(self):
         self._in_backward = False
-        if self.find_unused_parameters:
-            self._used = [u or r for u, r in zip(self._used, self._ready)]
+        self._used = [u or r for u, r in zip(self._used, self._ready)]
         if self._backward_error is not None:
             return
         if not self.engine.is_last_microbatch():
@@ -351,6 +384,26 @@ class DistributedDataParallel(torch.nn.Module):
             # After the sync: the buckets' collectives must be issued in the same order on
             # every rank, and this rank's unused params only completed their buckets above.
             self._find_unused_everywhere()
+        else:
+            self._refuse_unused_params()
+
+    def _refuse_unused_params(self):
+        """Without find_unused_parameters, a param that no backward since the last sync reached
+        is an error, as in torch DDP: the step would otherwise move it (weight decay, moments) with
+        a zero grad where torch's optimizers skip a param whose .grad is None. Raised after the
+        sync, so every rank has issued the same collectives whatever it used."""
+        unused = [name for (name, _), used in zip(self._params, self._used) if not used]
+        self._used = [False] * len(self._params)
+        if unused:
+            self.check_unchanged()  # a param replaced or frozen after wrapping: say that instead
+            shown = ", ".join(f"'{n}'" for n in unused[:8])
+            more = f" and {len(unused) - 8} more" if len(unused) > 8 else ""
+            raise RuntimeError(
+                f"DistributedDataParallel: {len(unused)} parameter(s) received no gradient in this "
+                f"iteration: {shown}{more}. As with torch DDP, every trainable param must take "
+                f"part in producing the loss unless the wrapper is built with "
+                f"find_unused_parameters=True (then a param no rank used keeps .grad None and the "
+                f"step skips it); or freeze it (requires_grad=False) before wrapping")
 
     def _find_unused_everywhere(self):
         """Params no rank's backward reached since the last sync (one small all-reduce). As in
@@ -411,20 +464,15 @@ class DistributedDataParallel(torch.nn.Module):
         return output
 
     def _broadcast_module_buffers(self):
-        """Rank 0's buffers to every rank, packed into one float32 message."""
-        buffers = [b for b in self.module.buffers() if b.numel() > 0]
-        if not buffers:
-            return
-        with torch.no_grad():
-            raw = [b.detach().reshape(-1).view(torch.uint8) for b in buffers]
-            packed = torch.cat(raw)
-            padded = torch.zeros((packed.numel() + 3) // 4 * 4, dtype=torch.uint8)
-            padded[:packed.numel()] = packed
-            self.engine.broadcast_from_rank0(padded.view(torch.float32).numpy())
-            offset = 0
-            for b, r in zip(buffers, raw):
-                b.view(-1).view(torch.uint8).copy_(padded[offset:offset + r.numel()])
-                offset += r.numel()
+        """Rank 0's buffers to every rank."""
+        broadcast_from_rank0(self.engine, list(self.module.buffers()))
+
+    def _sync_module_states(self):
+        """At construction, as torch DDP: rank 0's frozen params and buffers to every rank (the
+        trainable params were broadcast with the engine's buffer), whatever broadcast_buffers."""
+        if self.engine.dp_size > 1:
+            frozen = [p for p in self.module.parameters() if not p.requires_grad]
+            broadcast_from_rank0(self.engine, frozen + list(self.module.buffers()))
 
     @property
     def kind(self):
@@ -443,6 +491,7 @@ class DistributedDataParallel(torch.nn.Module):
                 p.grad = None
         self.engine.zero_grad_buffer()
         self._grad_copies = {}
+        self._used = [False] * len(self._params)
         self._ready_count = 0
         self._synced = False
         self._gathered = False

@@ -29,8 +29,19 @@ def check_devices(device_ids, output_device):
                          "trains CPU params; pass output_device=None")
 
 
+def _is_number(value):
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
 def bucket_size_from(bucket_cap_mb, bucket_size):
     """The engine's bucket size (fp32 grad elements) from torch's bucket_cap_mb (MiB)."""
+    if bucket_size is not None and not (isinstance(bucket_size, int)
+                                        and not isinstance(bucket_size, bool)):
+        raise TypeError(f"DistributedDataParallel: bucket_size must be an int (grad elements per "
+                        f"bucket) or None, got {type(bucket_size).__name__} {bucket_size!r}")
+    if bucket_cap_mb is not None and not _is_number(bucket_cap_mb):
+        raise TypeError(f"DistributedDataParallel: bucket_cap_mb must be a number (MiB) or None, "
+                        f"got {type(bucket_cap_mb).__name__} {bucket_cap_mb!r}")
     if bucket_cap_mb is None:
         return bucket_size
     if bucket_size is not None:
@@ -60,3 +71,14 @@ def check_process_group(process_group, world_size, rank):
         raise ValueError(f"DistributedDataParallel: process_group has "
                          f"{dist.get_world_size(process_group)} of the {world_size} ranks; "
                          f"shardwise reduces over the whole job: pass process_group=None")
+
+
+def check_optimizer_kind(optimizer):
+    """`optimizer` names a kind of the optimizer spec (or is None)."""
+    if optimizer is None:
+        return
+    from .. import _core
+    kinds = tuple(_core.optimizer_kinds())
+    if not isinstance(optimizer, str) or optimizer not in kinds:
+        raise ValueError(f"DistributedDataParallel: optimizer={optimizer!r} is not an optimizer "
+                         f"kind; pass one of {', '.join(kinds)} (or None)")

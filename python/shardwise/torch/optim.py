@@ -18,6 +18,7 @@ constructors do not clip gradients (torch does not; call ``torch.nn.utils.clip_g
 
 import weakref
 
+import numpy as np
 import torch
 
 from .ddp import SET_TO_NONE_DEFAULT, DistributedDataParallel
@@ -273,7 +274,8 @@ class _EngineOptimizer(torch.optim.Optimizer):
                 f"(which also load at another dp size)")
 
     def load_state_dict(self, state_dict):
-        """Loads a state_dict() of the same optimizer at the same dp (other dp: load_checkpoint)."""
+        """Loads a state_dict() of the same optimizer at the same dp (other dp: load_checkpoint),
+        or a torch.optim one of the same params; a param it has no state for starts fresh."""
         self._check_saved_by(state_dict.get("shardwise"))
         saved_groups = state_dict["param_groups"]
         if len(saved_groups) != len(self.param_groups):
@@ -289,6 +291,11 @@ class _EngineOptimizer(torch.optim.Optimizer):
             name = self._names[id(order[int(i)])]
             engine_state[name] = {f: t.detach().reshape(-1).to(torch.float32).numpy()
                                   for f, t in fields.items()}
+        # As torch: a param without saved state (the saved optimizer never stepped it) starts
+        # fresh: zero moments and momentum, step 0.
+        for name, fields in self.ddp.engine.state_dict().items():
+            if name not in engine_state:
+                engine_state[name] = {f: np.zeros_like(v) for f, v in fields.items()}
         self.ddp.engine.load_state_dict(engine_state)
         for g, saved in zip(self.param_groups, saved_groups):
             g.update({k: v for k, v in saved.items() if k != "params"})
