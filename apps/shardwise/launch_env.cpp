@@ -1,12 +1,14 @@
 #include "launch_env.hpp"
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <thread>
 
 #include "shardwise/core/error.hpp"
 #include "shardwise/core/logging.hpp"
+#include "shardwise/core/message_text.hpp"
 
 namespace shardwise::cli {
 namespace {
@@ -18,6 +20,16 @@ std::optional<int> env_int(const char* name) {
   const long parsed = std::strtol(value, &end, 10);
   if (*end != '\0' || parsed < 0) return std::nullopt;
   return static_cast<int>(parsed);
+}
+
+// A rank other than the reporting one failed a check that every rank runs on its own input.
+// mpirun tears the whole job down when the first rank exits non-zero: give rank 0, which most
+// likely fails the same way, time to print its line; still running after that, rank 0 passed
+// (the file differs on this rank's node, say), so this rank says what failed here.
+void report_if_the_reporting_rank_did_not(const Error& e) {
+  std::this_thread::sleep_for(std::chrono::seconds(2));
+  const int rank = launch_env() ? launch_env()->rank : 0;
+  std::fprintf(stderr, "shardwise: error: rank %d: %s\n", rank, one_line(e.what()).c_str());
 }
 
 }  // namespace
@@ -55,11 +67,9 @@ std::optional<TrainingConfig> load_config_once_per_job(const std::string& path,
       for (const std::string& warning : config_warnings(config)) log::warning(warning);
     }
     return config;
-  } catch (const Error&) {
+  } catch (const Error& e) {
     if (reports) throw;
-    // mpirun tears the whole job down when the first rank exits non-zero: give the reporting
-    // rank (which parses the same file) time to print its line before this rank exits.
-    std::this_thread::sleep_for(std::chrono::seconds(2));
+    report_if_the_reporting_rank_did_not(e);
     return std::nullopt;
   }
 }
@@ -68,10 +78,9 @@ bool check_once_per_job(const std::function<void()>& check) {
   try {
     check();
     return true;
-  } catch (const Error&) {
+  } catch (const Error& e) {
     if (reports_for_the_job()) throw;
-    // As load_config_once_per_job: the reporting rank runs the same check; give it time to print.
-    std::this_thread::sleep_for(std::chrono::seconds(2));
+    report_if_the_reporting_rank_did_not(e);
     return false;
   }
 }

@@ -59,11 +59,23 @@ void check_outputs_clear_of_checkpoint_entries(const std::vector<CommandPath>& p
 
 // A run that does not resume from --save DIR would mix its checkpoints with the ones already
 // there (another run's: `latest` moving back, --keep-last pruning them) unless --overwrite.
+// Entries under the saves' names that are not checkpoints (a step directory without a manifest,
+// a file named like one, a `latest` or `.lock` of something else) would be replaced, pruned or
+// truncated just the same.
 void check_save_root_is_this_runs(const TrainArgs& args) {
   if (args.overwrite) return;
-  const std::vector<std::int64_t> steps = list_checkpoint_steps(args.save_dir);
-  if (steps.empty()) return;
   if (!args.load_dir.empty() && path_within(args.load_dir, args.save_dir)) return;
+  const std::vector<std::int64_t> steps = list_checkpoint_steps(args.save_dir);
+  if (steps.empty()) {
+    const std::vector<std::string> entries = existing_checkpoint_root_entries(args.save_dir);
+    if (entries.empty()) return;
+    throw IoError(str_cat("--save ", shardwise::quoted(args.save_dir), " already holds '",
+                          printable(entries.front(), 256), "'",
+                          entries.size() > 1 ? str_cat(" (and ", entries.size() - 1, " more)") : "",
+                          ", which is not a checkpoint of this run but has a name the checkpoint "
+                          "saves write, replace or prune: move it, choose another --save "
+                          "directory, or pass --overwrite"));
+  }
   throw IoError(str_cat(
       "--save ", shardwise::quoted(args.save_dir), " already holds checkpoints (",
       steps.size() == 1 ? str_cat("step ", steps.front())

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <ctime>
@@ -68,6 +69,40 @@ bool is_checkpoint_root_entry(const std::string& name) {
   return name == kCheckpointLatestFile || name == kCheckpointLockFile ||
          checkpoint_detail::parse_step_directory_name(name).has_value() ||
          is_interrupted_save_leftover(name);
+}
+
+namespace {
+
+// An empty regular file, or one starting with the owner line write_owner writes.
+bool is_own_lock_file(const fs::path& file) {
+  std::error_code ec;
+  if (!fs::is_regular_file(fs::symlink_status(file, ec))) return false;
+  const std::uintmax_t size = fs::file_size(file, ec);
+  if (ec || size == 0) return !ec;
+  const int fd = ::open(file.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return false;
+  const std::string owner = read_owner(fd);
+  ::close(fd);
+  return owner.compare(0, 5, "host ") == 0 && owner.find(" pid ") != std::string::npos &&
+         owner.find(" since ") != std::string::npos;
+}
+
+}  // namespace
+
+std::vector<std::string> existing_checkpoint_root_entries(const fs::path& root) {
+  std::vector<std::string> found;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(root, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (!is_checkpoint_root_entry(name) || is_interrupted_save_leftover(name)) continue;
+    const bool pointer_or_lock = name == kCheckpointLatestFile || name == kCheckpointLockFile;
+    // A `latest` or `.lock` that is no regular file is refused later, by what it is.
+    if (pointer_or_lock && !fs::is_regular_file(fs::symlink_status(entry.path(), ec))) continue;
+    if (name == kCheckpointLockFile && is_own_lock_file(entry.path())) continue;
+    found.push_back(name);
+  }
+  std::sort(found.begin(), found.end());
+  return found;
 }
 
 int remove_interrupted_save_leftovers(const fs::path& root) {

@@ -233,6 +233,28 @@ refuses train_data_path_not_utf8 "data.path '$work/corpus\\xff' is not valid UTF
 refuses train_save_over_other_run "--save '$work/ckpt' already holds checkpoints (step 2)" \
   "$shardwise" train --config "$work/c.yaml" "${tiny[@]}" training.steps=3 --save "$work/ckpt" \
   --keep-last 1
+# Entries under the saves' names that are not checkpoints: a step directory without a manifest
+# lost its files, a user's `latest` and `.lock` were overwritten and truncated, and a file named
+# like a step failed the first save after training (a second adversarial sweep, 2026-11-27).
+mkdir -p "$work/notckpt/step-0000002" "$work/notlatest" "$work/notlock" "$work/stepfile"
+echo precious >"$work/notckpt/step-0000002/notes.txt"
+echo precious >"$work/notlatest/latest"
+echo precious >"$work/notlock/.lock"
+echo precious >"$work/stepfile/step-0000002"
+for root in notckpt:step-0000002 notlatest:latest notlock:.lock stepfile:step-0000002; do
+  refuses "train_save_over_${root%%:*}" "--save '$work/${root%%:*}' already holds '${root#*:}', which is not a checkpoint" \
+    "$shardwise" train --config "$work/c.yaml" "${tiny[@]}" training.steps=2 --save "$work/${root%%:*}"
+done
+[[ $(cat "$work/notckpt/step-0000002/notes.txt" "$work/notlatest/latest" "$work/notlock/.lock" \
+  "$work/stepfile/step-0000002") == $'precious\nprecious\nprecious\nprecious' ]] ||
+  fail "a refused run changed a user's file in --save"
+# The lock file a finished run leaves (empty) does not stand in the way of a fresh run.
+"$shardwise" train --config "$work/c.yaml" "${tiny[@]}" training.steps=1 --save "$work/ownlock" \
+  >/dev/null 2>&1 || fail "a fresh run into an empty --save failed"
+rm -rf "$work/ownlock/step-0000001" "$work/ownlock/latest"
+[[ -f $work/ownlock/.lock ]] || fail "the run left no lock file"
+"$shardwise" train --config "$work/c.yaml" "${tiny[@]}" training.steps=1 --save "$work/ownlock" \
+  >/dev/null 2>&1 || fail "a run was refused over the lock file an earlier run left"
 # Outputs on the saves' own entries: the log was overwritten by `latest`, truncated as the lock,
 # deleted with a pruned step.
 for entry in latest .lock "$step/m.jsonl"; do

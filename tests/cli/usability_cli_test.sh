@@ -44,6 +44,16 @@ run typo2 scripts/run.sh 2 -- "${train[@]}" optimizer.lrr=0.1
 [[ $(lines "shardwise: error" "$work/typo2.err") -eq 1 ]] ||
   fail "typo under 2 ranks printed $(lines "shardwise: error" "$work/typo2.err") times"
 
+# A typo on rank 1 alone (its node's copy of the config differs): rank 1 says so, naming itself;
+# it used to exit 2 without a word, leaving only mpirun's "returned a non-zero exit code".
+printf 'optimizer: {lrr: 1}\n' >"$work/typo_rank1.yaml"
+run typo_rank1 scripts/run.sh 2 -- bash -c 'c=examples/default.yaml
+  [[ $OMPI_COMM_WORLD_RANK == 1 ]] && c=$0; exec "$1" train --config "$c" training.steps=2' \
+  "$work/typo_rank1.yaml" "$shardwise"
+[[ $rc -ne 0 && $(lines "shardwise: error: rank 1: .*typo_rank1.yaml.*unknown key 'lrr'" \
+  "$work/typo_rank1.err") -eq 1 ]] ||
+  fail "a typo on rank 1 alone: exit $rc, $(cat "$work/typo_rank1.err")"
+
 run refit_typo scripts/run.sh 3 -- "$shardwise" refit --config examples/refit.yaml optimizer.lrr=1
 [[ $rc -eq 2 && $(lines "shardwise: error" "$work/refit_typo.err") -eq 1 ]] ||
   fail "refit config typo under 3 ranks: exit $rc, $(lines "shardwise: error" "$work/refit_typo.err") lines"

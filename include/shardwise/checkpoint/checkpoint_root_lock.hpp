@@ -11,6 +11,7 @@
 
 #include <filesystem>
 #include <string>
+#include <vector>
 
 namespace shardwise {
 
@@ -39,6 +40,15 @@ class CheckpointRootLock {
 // `latest` pointer, the lock file, step directories (--keep-last prunes them) and leftovers of
 // interrupted saves. No other output of a run may be one of them or lie inside one.
 bool is_checkpoint_root_entry(const std::string& name);
+
+// The entries of `root` that a save would replace, truncate or prune and that this job cannot
+// take as its own without --overwrite: complete checkpoints (step directories with a manifest),
+// entries named like steps that are not (a directory without checkpoint.json, a file), a regular
+// file `latest`, and a regular file `.lock` holding something other than the owner line a save
+// writes (an old lock file of ours is empty or names a host and pid). A `latest` or `.lock` of
+// another kind is left to the saves' own checks, which name what it is; leftovers of interrupted
+// saves are left out too (taking the lock removes them). Sorted by name.
+std::vector<std::string> existing_checkpoint_root_entries(const std::filesystem::path& root);
 
 // Removes leftovers of interrupted saves in `root` (see above); returns how many. Only safe while
 // holding the root's lock.
