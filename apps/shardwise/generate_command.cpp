@@ -14,6 +14,7 @@
 #include "cli_path.hpp"
 #include "comm_timeout_option.hpp"
 #include "command_registry.hpp"
+#include "job_agreement.hpp"
 #include "launch_env.hpp"
 #include "shardwise/comm/mpi_process_group.hpp"
 #include "shardwise/core/checked_size.hpp"
@@ -87,6 +88,16 @@ int run_generate(const GenerateArgs& args) {
     const ProcessGroupPtr world = init_mpi_world(ProcessGroupOptions{args.comm_timeout});
     SW_REQUIRE(world->size() == args.tp, InvalidArgument, "--tp ", args.tp,
                ": run under mpirun -np ", args.tp, " (this job has ", world->size(), " ranks)");
+    // Ranks that sample differently, or from another prompt, crash (MPI_ERR_TRUNCATE) or print
+    // rank 0's text as if all agreed.
+    check_settings_agree(*world, {{"--checkpoint", args.checkpoint},
+                                  {"--step", args.step},
+                                  {"--prompt", args.prompt},
+                                  {"--tokens", args.tokens},
+                                  {"--temperature", args.sampling.temperature},
+                                  {"--top-k", args.sampling.top_k},
+                                  {"--seed", args.sampling.seed},
+                                  {"--comm-timeout", args.comm_timeout}});
     ShardedGpt sharded(loaded, *world);
     generated = generate_tokens(*sharded.model, prompt, args.tokens, args.sampling);
     prints = world->rank() == 0;

@@ -13,6 +13,7 @@
 #include "cli_path.hpp"
 #include "comm_timeout_option.hpp"
 #include "command_registry.hpp"
+#include "job_agreement.hpp"
 #include "launch_env.hpp"
 #include "shardwise/checkpoint/checkpoint.hpp"
 #include "shardwise/checkpoint/checkpoint_root_lock.hpp"
@@ -118,6 +119,20 @@ void check_train_paths(const TrainArgs& args, const TrainingConfig& config) {
   }
 }
 
+// What every rank must agree on: the resolved config and the options that shape the job's
+// collectives and files (not rank 0's own outputs: --log-jsonl, --plot, --progress).
+nlohmann::ordered_json job_settings(const TrainArgs& args, const TrainingConfig& config) {
+  nlohmann::ordered_json settings = to_json(config);  // "training.steps", ...
+  settings["--save"] = args.save_dir;
+  settings["--save-interval"] = args.save_interval;
+  settings["--keep-last"] = args.keep_last;
+  settings["--overwrite"] = args.overwrite;
+  settings["--load"] = args.load_dir;
+  settings["--load-step"] = args.load_step;
+  settings["--comm-timeout"] = args.comm_timeout;
+  return settings;
+}
+
 ProgressMode parse_progress_mode(const std::string& value) {
   if (value == "auto") return ProgressMode::kAuto;
   if (value == "on") return ProgressMode::kOn;
@@ -187,7 +202,9 @@ const bool registered = register_command(
           options.load_dir = args->load_dir;
           if (args->load_step >= 0) options.load_step = args->load_step;
           // The trainer's groups are split from the world and inherit its timeout.
-          run_training(*config, init_mpi_world(ProcessGroupOptions{args->comm_timeout}), options);
+          const ProcessGroupPtr world = init_mpi_world(ProcessGroupOptions{args->comm_timeout});
+          check_settings_agree(*world, job_settings(*args, *config));
+          run_training(*config, world, options);
           return 0;
         });
       };

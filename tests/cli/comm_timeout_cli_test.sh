@@ -94,6 +94,20 @@ if expect_rc 0 text_train "$shardwise" train --config "$root/examples/text.yaml"
     logging.progress=false --save "$work/text"; then
   frozen_rank_job generate "$work/text" "" 3 "$mpiexec" -np 2 --oversubscribe "$shardwise" generate \
     --checkpoint "$work/text" --prompt "The " --tokens 100000 --tp 2 --comm-timeout 3
+  # Ranks given different prompts crashed in MPI (MPI_ERR_TRUNCATE); different seeds printed rank
+  # 0's text with exit 0. Now exit 2 at once, naming the option.
+  for differ in "--prompt:The :A longer prompt" "--seed:1:2"; do
+    IFS=: read -r option mine theirs <<<"$differ"
+    set +e
+    timeout 60 "$mpiexec" -np 2 --oversubscribe bash -c '[[ $OMPI_COMM_WORLD_RANK == 1 ]] && v=$3 || v=$2
+      p=(--prompt x); [[ $4 == --prompt ]] && p=()
+      exec "$0" generate --checkpoint "$1" --tp 2 --tokens 5 "${p[@]}" "$4" "$v"' \
+      "$shardwise" "$work/text" "$mine" "$theirs" "$option" >"$work/differ.out" 2>"$work/differ.err"
+    rc=$?
+    set -e
+    [[ $rc -ne 0 && $rc -ne 124 ]] && grep -q "runs with $option = .*, and not every rank does" \
+      "$work/differ.err" || fail "generate with $option differing per rank: rc $rc, $(head -c 400 "$work/differ.err")"
+  done
 fi
 
 cli_test_finish "--comm-timeout (refit, generate --tp): all checks passed"

@@ -54,6 +54,13 @@ run typo_rank1 scripts/run.sh 2 -- bash -c 'c=examples/default.yaml
   "$work/typo_rank1.err") -eq 1 ]] ||
   fail "a typo on rank 1 alone: exit $rc, $(cat "$work/typo_rank1.err")"
 
+# Ranks given different overrides (or options) crashed in MPI, waited out the watchdog or trained
+# with each rank's own settings and exited 0; now exit 2 naming the first setting that differs.
+run differ scripts/run.sh 2 -- bash -c '[[ $OMPI_COMM_WORLD_RANK == 1 ]] && x=training.grad_accumulation=2
+  exec "$@" $x' _ "${train[@]}" training.steps=2
+[[ $rc -ne 0 && $(lines "runs with training.grad_accumulation = .*, and not every rank does" \
+  "$work/differ.err") -ge 1 ]] || fail "ranks with different overrides: exit $rc, $(cat "$work/differ.err")"
+
 run refit_typo scripts/run.sh 3 -- "$shardwise" refit --config examples/refit.yaml optimizer.lrr=1
 [[ $rc -eq 2 && $(lines "shardwise: error" "$work/refit_typo.err") -eq 1 ]] ||
   fail "refit config typo under 3 ranks: exit $rc, $(lines "shardwise: error" "$work/refit_typo.err") lines"
