@@ -31,6 +31,7 @@
 #include "cli_path.hpp"
 #include "comm_timeout_option.hpp"
 #include "command_registry.hpp"
+#include "job_agreement.hpp"
 #include "launch_env.hpp"
 #include "refit_tp_forward.hpp"
 #include "shardwise/checkpoint/safetensors.hpp"
@@ -372,6 +373,14 @@ int run_refit(const RefitArgs& args, const TrainingConfig* config) {
   // Every group below (training, inference, the trainer's own) is split from the world and
   // inherits its watchdog timeout.
   const ProcessGroupPtr world = init_mpi_world(ProcessGroupOptions{args.comm_timeout});
+  nlohmann::ordered_json settings = config ? to_json(*config) : nlohmann::ordered_json::object();
+  settings["--repeat"] = args.repeat;
+  settings["--mxfp8"] = args.mxfp8;
+  settings["--checkpoint"] = args.checkpoint;
+  settings["--tp"] = args.tp;
+  settings["--tp-export"] = args.tp_export;
+  settings["--comm-timeout"] = args.comm_timeout;
+  check_settings_agree(*world, settings);
   const int size = world->size();
   const int me = world->rank();
   if (args.tp < 1 || size < args.tp + 1) {

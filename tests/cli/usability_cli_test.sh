@@ -61,6 +61,11 @@ run differ scripts/run.sh 2 -- bash -c '[[ $OMPI_COMM_WORLD_RANK == 1 ]] && x=tr
 [[ $rc -ne 0 && $(lines "runs with training.grad_accumulation = .*, and not every rank does" \
   "$work/differ.err") -ge 1 ]] || fail "ranks with different overrides: exit $rc, $(cat "$work/differ.err")"
 
+run refit_differ scripts/run.sh 3 -- bash -c '[[ $OMPI_COMM_WORLD_RANK == 2 ]] && x=--repeat=2
+  exec "$@" $x' _ "$shardwise" refit --config examples/refit.yaml training.steps=2 --tp 1
+[[ $rc -ne 0 && $(lines "runs with --repeat = ., and not every rank does" "$work/refit_differ.err") -ge 1 ]] ||
+  fail "refit ranks with different options: exit $rc, $(cat "$work/refit_differ.err")"
+
 run refit_typo scripts/run.sh 3 -- "$shardwise" refit --config examples/refit.yaml optimizer.lrr=1
 [[ $rc -eq 2 && $(lines "shardwise: error" "$work/refit_typo.err") -eq 1 ]] ||
   fail "refit config typo under 3 ranks: exit $rc, $(lines "shardwise: error" "$work/refit_typo.err") lines"
