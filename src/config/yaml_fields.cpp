@@ -205,6 +205,9 @@ void decode(const YAML::Node& node, double& out, const std::string& path) {
 void decode(const YAML::Node& node, std::string& out, const std::string& path) {
   if (!node.IsScalar()) type_error(path, "a string", node);
   out = node.Scalar();
+  // A path ends at a NUL for the OS: "log\0.jsonl" would write over "log" (YAML's "\0" escape).
+  SW_REQUIRE(out.find('\0') == std::string::npos, ConfigError, path, ": '", printable(out),
+             "' contains a NUL byte");
 }
 
 void decode(const YAML::Node& node, LayerWiseShardGroupSize& out, const std::string& path) {

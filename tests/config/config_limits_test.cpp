@@ -70,6 +70,14 @@ TEST(ConfigYamlSafety, SecondDocumentIsRefused) {
   EXPECT_EQ(limits_error("---\ntraining: {steps: 5}\n...\n"), "") << "one explicit document";
 }
 
+// YAML's "\0" escape put a NUL in a path: "victim.txt\0.jsonl" wrote the metrics over victim.txt.
+TEST(ConfigYamlSafety, StringsWithANulByteAreRefused) {
+  EXPECT_MESSAGE(limits_error("logging: {jsonl_path: \"/tmp/victim.txt\\0.jsonl\"}\n"),
+                 "logging.jsonl_path: '/tmp/victim.txt\\x00.jsonl' contains a NUL byte");
+  EXPECT_MESSAGE(limits_error("data: {path: \"corpus.txt\\0zzz\"}\n"), "contains a NUL byte");
+  EXPECT_EQ(limits_error("logging: {jsonl_path: \"/tmp/m.jsonl\"}\n"), "");
+}
+
 TEST(ConfigYamlSafety, OnlyPlainTrueAndFalseAreBooleans) {
   for (const char* word : {"yes", "no", "on", "off", "y", "n", "Yes", "ON"}) {
     EXPECT_MESSAGE(limits_error(str_cat("parallel: {sequence_parallel: ", word, "}")),
