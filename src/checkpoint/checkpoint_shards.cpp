@@ -305,6 +305,17 @@ const std::vector<const SavedShard*>& sources_of(const SavedShardsByParam& saved
   return it->second;
 }
 
+// AdamW's second moment is a running mean of squares: a negative value is damage (it would turn
+// the update's square root into NaN steps later, blamed on the learning rate).
+void require_non_negative(std::span<const float> values, const OptimizerShard& shard,
+                          const std::string& field, const std::string& what) {
+  const auto bad = std::find_if(values.begin(), values.end(), [](float v) { return v < 0.0f; });
+  SW_REQUIRE(bad == values.end(), FormatError, what, ": field '", field, "' of param '",
+             shard.param, "' holds a negative value (", *bad, ") at element ",
+             shard.start + (bad - values.begin()),
+             "; it is a running mean of squares: the checkpoint is damaged");
+}
+
 // Reads one param's main param and state fields. Shapes and coverage are checked per param
 // before its bytes are read.
 void load_param_shard(FileCache& files, const OptimizerShard& shard,
@@ -318,6 +329,7 @@ void load_param_shard(FileCache& files, const OptimizerShard& shard,
     SW_CHECK(static_cast<std::int64_t>(values.size()) == shard.count(), "param ", shard.param,
              " field ", field, " size");
     fill(field, values.data());
+    if (field == "exp_avg_sq") require_non_negative(values, shard, field, what);
   }
   for (const auto& [field, store] : sinks.scalars) {
     const SafetensorsFile& file = files.get(sources.front()->file);

@@ -229,6 +229,10 @@ std::int64_t step_from_float(float value, const std::string& param, std::string_
   SW_REQUIRE(std::isfinite(value) && value >= 0.0f && value == std::floor(value), FormatError, what,
              " state dict field 'step' of param ", param,
              " is not a non-negative integer: ", value);
+  // Saves store steps up to 2^24 only (step_to_float): a larger one is not a saved step.
+  SW_REQUIRE(value <= static_cast<float>(std::int64_t{1} << 24), FormatError, what,
+             " state dict field 'step' of param ", param, " is ", value,
+             ", beyond the 2^24 steps a checkpoint stores exactly");
   return static_cast<std::int64_t>(value);
 }
 

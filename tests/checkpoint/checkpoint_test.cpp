@@ -535,6 +535,20 @@ TEST_F(BadCheckpoint, InfinityInOptimizerState) {
                   "'layers.0.weight/exp_avg' holds a non-finite value (NaN or inf) at element 11");
 }
 
+// Finite but impossible values: the run used to fail steps later with "non-finite training
+// state ... try a lower optimizer.lr".
+TEST_F(BadCheckpoint, NegativeSecondMomentInOptimizerState) {
+  poison_tensor(dir_ / rank_file_, "layers.0.weight/exp_avg_sq", 3, -1.0f);
+  EXPECT_MENTIONS(load_error(),
+                  "field 'exp_avg_sq' of param 'layers.0.weight' holds a negative "
+                  "value (-1) at element 3");
+}
+
+TEST_F(BadCheckpoint, StepBeyondWhatASaveStores) {
+  poison_tensor(dir_ / rank_file_, "layers.0.weight/step", 0, 1e30f);
+  EXPECT_MENTIONS(load_error(), "field 'step' of param layers.0.weight is 1e+30, beyond the 2^24");
+}
+
 // A save killed by SIGKILL at any stage leaves `latest` naming a complete checkpoint: the
 // previous one unless the kill came after the new one was published. The child stops at a named
 // stage of the save (the fault hook) and the parent kills it there, so every trial hits the stage
