@@ -13,4 +13,13 @@ CLI::Validator non_empty_path() {
       "PATH");
 }
 
+CLI::Validator non_empty_value() {
+  return CLI::Validator(
+      [](std::string& value) {
+        return value.empty() ? std::string("an empty value (an unset shell variable?)")
+                             : std::string();
+      },
+      "TEXT");
+}
+
 }  // namespace shardwise::cli

@@ -8,5 +8,7 @@
 namespace shardwise::cli {
 
 CLI::Validator non_empty_path();
+// Refuses an empty value of any other option: given as "" it would read as "not given".
+CLI::Validator non_empty_value();
 
 }  // namespace shardwise::cli

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "cli_integer.hpp"
+#include "cli_path.hpp"
 #include "command_registry.hpp"
 #include "shardwise/config/comm_overlap_presets.hpp"
 #include "shardwise/config/training_config.hpp"
@@ -126,20 +127,24 @@ const bool registered = register_command(
 
       CLI::App* resolve =
           app.add_subcommand("resolve", "Print a training config with comm overlap resolved");
-      resolve->add_option("--config,-c", options->config_path, "Training config YAML file");
+      resolve->add_option("--config,-c", options->config_path, "Training config YAML file")
+          ->check(non_empty_path());
       resolve->add_option("overrides", options->overrides,
                           "Overrides as section.key=value (e.g. optimizer.lr=3e-4)");
       resolve->add_option("--format", options->format, "Output format")
           ->check(CLI::IsMember({"yaml", "json"}));
       resolve->add_option("--world-size", options->world_size, "Number of ranks")
           ->check(integer_in(1, kMaxParallelSize));
-      resolve->add_option("--gpu", options->gpu,
-                          "GPU architecture or product (none, volta, ampere, hopper, blackwell, "
-                          "h100, b200, ...)");
+      resolve
+          ->add_option("--gpu", options->gpu,
+                       "GPU architecture or product (none, volta, ampere, hopper, blackwell, "
+                       "h100, b200, ...)")
+          ->check(non_empty_value());
 
       CLI::App* presets =
           app.add_subcommand("presets", "List the userbuffers_* TP-overlap presets");
-      presets->add_option("--name", options->preset_name, "Print this preset's values");
+      presets->add_option("--name", options->preset_name, "Print this preset's values")
+          ->check(non_empty_value());
       presets->add_option("--format", options->format, "Output format")
           ->check(CLI::IsMember({"yaml", "json"}));
 

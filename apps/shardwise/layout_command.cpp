@@ -170,8 +170,10 @@ const bool registered = register_command(
                      "(default: max(40M, 1M*dp), as Megatron with overlapped grad reduce)");
       app.add_option("--shard-group-size", args->shard_group_size,
                      "Layer-wise shard group size S (a divisor of --dp; default --dp, one group) "
-                     "or 'auto' (least per-rank memory, then least comm; prints the table)");
-      app.add_option("--optimizer", args->optimizer, "layer-wise (default), distributed or none");
+                     "or 'auto' (least per-rank memory, then least comm; prints the table)")
+          ->check(non_empty_value());
+      app.add_option("--optimizer", args->optimizer, "layer-wise (default), distributed or none")
+          ->check(non_empty_value());
       app.add_flag("--all-layer-wise", args->all_layer_wise,
                    "Shard-align every buffer, not only the Muon-managed ones");
       app.add_flag("--overlap-aware-cuts", args->overlap_aware_cuts,

@@ -110,7 +110,8 @@ const bool registered = register_command(
       app.add_flag("--list", args->list, "List the presets with their sizes");
       app.add_option("--out,-o", args->out, "Output file (default: stdout); written atomically")
           ->check(non_empty_path());
-      app.add_option("--name", args->name, "Model name stored in the spec");
+      app.add_option("--name", args->name, "Model name stored in the spec")
+          ->check(non_empty_value());
       // Limits no real model reaches (core/checked_size.hpp); 2e9 layers would run for ever.
       const CLI::Validator dimension = integer_in(1, kMaxModelDimension);
       const CLI::Validator optional_dimension = integer_in(0, kMaxModelDimension);
@@ -134,10 +135,14 @@ const bool registered = register_command(
           ->check(integer_in(0, kMaxExperts));
       app.add_option("--dense-layers", args->dense_layers, "Leading layers with a dense MLP")
           ->check(integer_in(0, kMaxLayers));
-      app.add_option("--tied-embeddings", args->tied_embeddings, "true|false");
-      app.add_option("--gated-mlp", args->gated_mlp, "true|false (SwiGLU: fc1 has 2*ffn rows)");
-      app.add_option("--bias", args->bias, "true|false (biases on linear layers)");
-      app.add_option("--dtype", args->dtype, "Parameter dtype (default bf16)");
+      app.add_option("--tied-embeddings", args->tied_embeddings, "true|false")
+          ->check(non_empty_value());
+      app.add_option("--gated-mlp", args->gated_mlp, "true|false (SwiGLU: fc1 has 2*ffn rows)")
+          ->check(non_empty_value());
+      app.add_option("--bias", args->bias, "true|false (biases on linear layers)")
+          ->check(non_empty_value());
+      app.add_option("--dtype", args->dtype, "Parameter dtype (default bf16)")
+          ->check(non_empty_value());
       return [args] { return run_model_spec(*args); };
     });
 

@@ -464,12 +464,14 @@ const bool registered = register_command(
     "(run under mpirun)",
     [](CLI::App& app) {
       auto args = std::make_shared<RefitArgs>();
-      app.add_option("--config", args->config, "Training config (YAML) for the training ranks");
+      app.add_option("--config", args->config, "Training config (YAML) for the training ranks")
+          ->check(non_empty_path());
       app.add_option("overrides", args->overrides, "Config overrides: section.key=value ...");
       app.add_option("--repeat", args->repeat, "Refits per mode into the same buffers (default 3)")
           ->check(integer_in(1, 1000000));
       app.add_option("--mxfp8", args->mxfp8,
-                     "Modes: all (default: bf16, receiver, send), none (bf16), receiver, send");
+                     "Modes: all (default: bf16, receiver, send), none (bf16), receiver, send")
+          ->check(non_empty_value());
       app.add_option("--checkpoint", args->checkpoint,
                      "Take the weights from DIR/model.safetensors instead of training")
           ->check(non_empty_path());
@@ -479,7 +481,8 @@ const bool registered = register_command(
           ->check(non_empty_path());
       app.add_option("--tp-export", args->tp_export,
                      "Also run the TP forward on a `reshard --tp N` output DIR2 (needs "
-                     "--checkpoint, the weights it came from, and --config)");
+                     "--checkpoint, the weights it came from, and --config)")
+          ->check(non_empty_path());
       add_comm_timeout_option(app, args->comm_timeout);
       return [args] {
         // Everything checkable without MPI fails fast, with exit 2 on every rank.

@@ -225,6 +225,16 @@ refuses train_empty_load "--load: an empty path" \
   "$shardwise" train --config "$work/c.yaml" "${tiny[@]}" training.steps=2 --load ""
 refuses train_empty_save "--save: an empty path" \
   "$shardwise" train --config "$work/c.yaml" "${tiny[@]}" training.steps=2 --save ""
+# The same for the other subcommands' options: `config resolve --config ""` printed the defaults,
+# `refit --tp-export ""` skipped the export's forward, `model-spec --dtype ""` wrote the default.
+refuses config_resolve_empty_config "--config: an empty path" \
+  "$shardwise" config resolve --config ""
+refuses refit_empty_tp_export "--tp-export: an empty path" \
+  "$shardwise" refit --config "$work/c.yaml" --tp-export ""
+refuses model_spec_empty_dtype "--dtype: an empty value" \
+  "$shardwise" model-spec --arch gpt-tiny --dtype ""
+refuses layout_empty_shard_group_size "--shard-group-size: an empty value" \
+  "$shardwise" layout --model gpt-tiny --dp 2 --shard-group-size ""
 # Paths JSON records must be UTF-8: the run trained, then every save failed.
 refuses train_data_path_not_utf8 "data.path '$work/corpus\\xff' is not valid UTF-8" \
   "$shardwise" train --config "$work/c.yaml" "${tiny[@]}" training.steps=2 data.source=text \
