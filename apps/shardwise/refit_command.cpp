@@ -27,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "checkpoint_weights_path.hpp"
 #include "cli_integer.hpp"
 #include "cli_path.hpp"
 #include "comm_timeout_option.hpp"
@@ -92,7 +93,8 @@ std::vector<float> to_fp32(const void* data, std::int64_t n, DType dtype, const 
 }
 
 ModelWeights load_checkpoint_weights(const std::string& checkpoint) {
-  const SafetensorsFile file = SafetensorsFile::open(resolve_model_weights_file(checkpoint));
+  const SafetensorsFile file =
+      SafetensorsFile::open(checkpoint_weights_file(checkpoint, std::nullopt));
   ModelWeights w;
   for (const SafetensorsTensorInfo& info : file.tensors()) {
     w.params.push_back({info.name, info.shape});
@@ -505,7 +507,9 @@ const bool registered = register_command(
           config = std::make_unique<TrainingConfig>(std::move(*loaded));
         }
         const std::string weights =
-            args->checkpoint.empty() ? "" : resolve_model_weights_file(args->checkpoint).string();
+            args->checkpoint.empty()
+                ? ""
+                : checkpoint_weights_file(args->checkpoint, std::nullopt).string();
         // The measurements file is written last: find out now if that cannot work, or would
         // overwrite an input.
         if (!check_once_per_job([&] {

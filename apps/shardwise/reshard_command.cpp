@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "checkpoint_weights_path.hpp"
 #include "cli_integer.hpp"
 #include "cli_path.hpp"
 #include "command_registry.hpp"
@@ -48,24 +49,8 @@ struct ReshardArgs {
 // --checkpoint: a .safetensors file, a directory holding model.safetensors, or a checkpoint
 // root / step directory resolved as `train --load` does (--step choosing the step).
 std::filesystem::path weights_file(const ReshardArgs& args) {
-  namespace fs = std::filesystem;
-  const fs::path path = args.checkpoint;
-  const std::optional<std::int64_t> step =
-      args.step >= 0 ? std::optional<std::int64_t>(args.step) : std::nullopt;
-  std::error_code ec;
-  if (fs::exists(path, ec) && !fs::is_directory(path, ec)) {  // a file (the reader checks it)
-    SW_REQUIRE(!step, InvalidArgument, "--step needs a checkpoint directory, not the file ",
-               path.string());
-    return resolve_model_weights_file(path);
-  }
-  const bool plain_weights_dir = fs::exists(path / kCheckpointModelFile, ec) &&
-                                 !fs::exists(path / kCheckpointManifestFile, ec);
-  if (plain_weights_dir && !step) return resolve_model_weights_file(path);
-  // A step directory of `train --save`: its manifest is validated as `train --load` and
-  // `generate` do (a damaged or newer-format checkpoint is refused, not exported).
-  const fs::path directory = resolve_checkpoint_directory(path, step);
-  read_checkpoint_manifest(directory);
-  return resolve_model_weights_file(directory);
+  return checkpoint_weights_file(
+      args.checkpoint, args.step >= 0 ? std::optional<std::int64_t>(args.step) : std::nullopt);
 }
 
 // The rank file's metadata. The per-tensor table goes into the header when it fits the format's

@@ -182,9 +182,22 @@ void decode(const YAML::Node& node, bool& out, const std::string& path) {
   type_error(path, "a boolean (true or false)", node);
 }
 
+// As for booleans: a quoted "1" or a `!!str 1` is a string to every YAML 1.2 reader, so it is
+// not taken as a number (a config another tool reads must mean the same there).
+void require_untagged_number(const YAML::Node& node, const std::string& path,
+                             std::string_view expected) {
+  const std::string& tag = node.Tag();
+  if (tag == "?" || tag == "tag:yaml.org,2002:int" || tag == "tag:yaml.org,2002:float") return;
+  throw ConfigError(
+      str_cat(path, ": expected ", expected, ", got ",
+              tag == "!" ? "the quoted string " : str_cat("a value tagged ", tag, " "),
+              describe(node), " (numbers are written unquoted)"));
+}
+
 void decode(const YAML::Node& node, std::int64_t& out, const std::string& path) {
   const auto value = node.IsScalar() ? parse_integer(node.Scalar()) : std::nullopt;
   if (!value) type_error(path, "an integer", node);
+  require_untagged_number(node, path, "an integer");
   out = *value;
 }
 
@@ -199,6 +212,7 @@ void decode(const YAML::Node& node, int& out, const std::string& path) {
 void decode(const YAML::Node& node, double& out, const std::string& path) {
   const auto value = node.IsScalar() ? parse_real(node.Scalar()) : std::nullopt;
   if (!value || !std::isfinite(*value)) type_error(path, "a finite number", node);
+  require_untagged_number(node, path, "a finite number");
   out = *value;
 }
 

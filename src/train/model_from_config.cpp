@@ -1,6 +1,7 @@
 #include "shardwise/train/model_from_config.hpp"
 
 #include "shardwise/core/error.hpp"
+#include "shardwise/core/message_text.hpp"
 #include "shardwise/train/synthetic_task.hpp"
 #include "shardwise/train/token_file_dataset.hpp"
 
@@ -21,7 +22,13 @@ std::unique_ptr<TokenDataset> make_token_dataset(const TrainingConfig& c) {
         return text ? read_text_tokens(path) : read_bin_tokens(path);
       };
       std::vector<std::int32_t> val;
-      if (!c.data.val_path.empty()) val = read(c.data.val_path);
+      if (!c.data.val_path.empty()) {
+        val = read(c.data.val_path);
+        // An empty val file must not read as "no val file" (10% of the training data held out).
+        SW_REQUIRE(!val.empty(), InvalidArgument, "data.val_path '", printable(c.data.val_path),
+                   "' holds no tokens (an empty file); give a validation file with at least one "
+                   "sample, or leave data.val_path empty to hold out part of data.path");
+      }
       return std::make_unique<TokenFileDataset>(
           read(c.data.path), std::move(val), c.model.seq_len, text ? 256 : c.model.vocab, seed,
           c.data.eval_samples, str_cat(text ? "text file '" : "token file '", c.data.path, "'"));

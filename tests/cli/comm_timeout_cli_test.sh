@@ -13,7 +13,7 @@ export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 \
   OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 cli_test_init comm_timeout
 
-for bad in 0 -1 nan 2e9; do
+for bad in 0 -1 nan 2e9 1e-9; do
   expect_exit2 "refit --comm-timeout $bad" refit --config "$root/examples/refit.yaml" \
     --comm-timeout "$bad"
   expect_exit2 "generate --comm-timeout $bad" generate --checkpoint "$work/none" --prompt a \

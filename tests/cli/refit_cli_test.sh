@@ -72,7 +72,8 @@ PY
 fi
 # The same export with its tensor tables in side files (what reshard writes when a table would
 # pass the 100 MB header limit, i.e. above ~500k tensors): refit reads them from there, with the
-# same TP forward result.
+# same TP forward result. --checkpoint names the --save root here (its latest step, as generate
+# and reshard take it; refit said "has no model.safetensors").
 if [[ -f "$work/export.json" ]]; then
   cp -r "$work/export" "$work/export_side"
   "$python" - "$work/export_side" <<'PY' || fail "export_side: rewriting the export"
@@ -92,7 +93,7 @@ for name in sorted(os.listdir(d)):
     open(path, "wb").write(struct.pack("<Q", len(text)) + text + blob[8 + n:])
 PY
   if expect_rc 0 export_side "$mpiexec" -np 3 --oversubscribe "$shardwise" refit \
-      --config "$root/examples/refit.yaml" --checkpoint "$work/trained/step-0000003" \
+      --config "$root/examples/refit.yaml" --checkpoint "$work/trained" \
       --tp-export "$work/export_side" --mxfp8 none --repeat 1 --json "$work/export_side.json"; then
     "$python" - "$work/export.json" "$work/export_side.json" <<'PY' || fail "export_side: differs"
 import json, sys

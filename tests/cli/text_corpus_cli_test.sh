@@ -92,6 +92,14 @@ PY
   fail "metrics.jsonl lacks val_bits_per_byte / val_perplexity"
 fi
 
+# An empty validation text file held out 10% of the training data instead, without a word (an
+# empty .bin file is refused by its header check).
+: >"$work/empty_val.txt"
+expect_rc 2 train_empty_val "$shardwise" "${train_args[@]}" data.source=text \
+  "data.path=$root/examples/data/tiny_corpus.txt" "data.val_path=$work/empty_val.txt" || true
+grep -q "data.val_path '$work/empty_val.txt' holds no tokens" "$work/train_empty_val.err" ||
+  fail "an empty data.val_path: $(cat "$work/train_empty_val.err")"
+
 # --- generate --------------------------------------------------------------------------------
 gen() { "$shardwise" generate --checkpoint "$work/ckpt" --prompt "Fortune" --tokens 40 "$@"; }
 expect_rc 0 gen_a gen --seed 3 --temperature 1.0 || true

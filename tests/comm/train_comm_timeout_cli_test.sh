@@ -14,7 +14,7 @@ fail() {
   failures=$((failures + 1))
 }
 
-for bad in 0 -1 nan 2e9; do
+for bad in 0 -1 nan 2e9 1e-9; do
   rc=0
   "$shardwise" train --config "$examples/default.yaml" --comm-timeout "$bad" \
     >"$work/bad.out" 2>&1 || rc=$?

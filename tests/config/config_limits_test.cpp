@@ -78,6 +78,16 @@ TEST(ConfigYamlSafety, StringsWithANulByteAreRefused) {
   EXPECT_EQ(limits_error("logging: {jsonl_path: \"/tmp/m.jsonl\"}\n"), "");
 }
 
+TEST(ConfigYamlSafety, OnlyPlainNumbersAreNumbers) {
+  EXPECT_MESSAGE(limits_error("model: {layers: \"1\"}\n"),
+                 "model.layers: expected an integer, got the quoted string '1'");
+  EXPECT_MESSAGE(
+      limits_error("optimizer: {lr: !!str 1}\n"),
+      "optimizer.lr: expected a finite number, got a value tagged tag:yaml.org,2002:str");
+  EXPECT_EQ(limits_error("model: {layers: 1}\noptimizer: {lr: !!float 1e-3}\n"), "");
+  EXPECT_EQ(limits_error("{}", {"model.layers=2", "optimizer.lr=3e-4"}), "");
+}
+
 TEST(ConfigYamlSafety, OnlyPlainTrueAndFalseAreBooleans) {
   for (const char* word : {"yes", "no", "on", "off", "y", "n", "Yes", "ON"}) {
     EXPECT_MESSAGE(limits_error(str_cat("parallel: {sequence_parallel: ", word, "}")),

@@ -48,7 +48,7 @@ ProcessGroupPtr init_mpi_world(const ProcessGroupOptions& options);
 bool mpi_running();
 
 // Options of an MPI group (InvalidArgument for another kind of group, or a timeout that is not
-// a positive number of seconds up to 1e9). Applies to operations that start afterwards.
+// seconds from 0.1 to 1e9). Applies to operations that start afterwards.
 void set_process_group_options(const ProcessGroupPtr& group, const ProcessGroupOptions& options);
 ProcessGroupOptions process_group_options(const ProcessGroupPtr& group);
 
