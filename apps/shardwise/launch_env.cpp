@@ -28,8 +28,9 @@ std::optional<int> env_int(const char* name) {
 // (the file differs on this rank's node, say), so this rank says what failed here.
 void report_if_the_reporting_rank_did_not(const Error& e) {
   std::this_thread::sleep_for(std::chrono::seconds(2));
-  const int rank = launch_env() ? launch_env()->rank : 0;
-  std::fprintf(stderr, "shardwise: error: rank %d: %s\n", rank, one_line(e.what()).c_str());
+  const std::optional<LaunchEnv> env = launch_env();
+  std::fprintf(stderr, "shardwise: error: rank %d: %s\n", env ? env->rank : 0,
+               one_line(e.what()).c_str());
 }
 
 }  // namespace

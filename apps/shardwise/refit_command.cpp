@@ -61,7 +61,8 @@ struct RefitArgs {
   std::string checkpoint;
   int tp = 2;
   std::string json;
-  std::string tp_export;  // a `shardwise reshard --tp N` output to run through the TP forward
+  std::string tp_export;     // a `shardwise reshard --tp N` output to run through the TP forward
+  std::string weights_file;  // the weights file --checkpoint names, resolved once before MPI
   double comm_timeout = kDefaultCommTimeoutSeconds;
 };
 
@@ -92,9 +93,8 @@ std::vector<float> to_fp32(const void* data, std::int64_t n, DType dtype, const 
   return out;
 }
 
-ModelWeights load_checkpoint_weights(const std::string& checkpoint) {
-  const SafetensorsFile file =
-      SafetensorsFile::open(checkpoint_weights_file(checkpoint, std::nullopt));
+ModelWeights load_checkpoint_weights(const std::string& weights_file) {
+  const SafetensorsFile file = SafetensorsFile::open(weights_file);
   ModelWeights w;
   for (const SafetensorsTensorInfo& info : file.tensors()) {
     w.params.push_back({info.name, info.shape});
@@ -238,7 +238,7 @@ void gather_refit_inputs(const RefitArgs& args, const TrainingConfig* config, Pr
                          const ProcessGroupPtr& train_group, bool trains, RefitInputs& in) {
   if (trains) {
     in.weights = args.checkpoint.empty() ? train_weights(*config, train_group)
-                                         : load_checkpoint_weights(args.checkpoint);
+                                         : load_checkpoint_weights(args.weights_file);
   }
   in.params = broadcast_params(world, in.weights.params);
   for (auto& [name, v] : in.weights.values) {
@@ -506,15 +506,14 @@ const bool registered = register_command(
           if (!loaded) return 2;
           config = std::make_unique<TrainingConfig>(std::move(*loaded));
         }
-        const std::string weights =
-            args->checkpoint.empty()
-                ? ""
-                : checkpoint_weights_file(args->checkpoint, std::nullopt).string();
+        if (!args->checkpoint.empty()) {
+          args->weights_file = checkpoint_weights_file(args->checkpoint, std::nullopt).string();
+        }
         // The measurements file is written last: find out now if that cannot work, or would
         // overwrite an input.
         if (!check_once_per_job([&] {
               check_command_paths({{"--config", args->config, PathUse::kReadFile},
-                                   {"--checkpoint", weights, PathUse::kReadFile},
+                                   {"--checkpoint", args->weights_file, PathUse::kReadFile},
                                    {"--tp-export", args->tp_export, PathUse::kReadTree},
                                    {"--json", args->json, PathUse::kWriteFile}});
             })) {

@@ -23,11 +23,16 @@ void check_same_layout_on_all_ranks(const DataParallelGroups& pgs, bool separate
                                     std::size_t num_params, std::uint64_t hash) {
   std::exception_ptr dp_error;
   try {
-    // The count first: a model that differs in it says so plainly rather than by a hash.
-    pgs.data_parallel->check_same_on_all_ranks(num_params, "number of parameters");
     pgs.data_parallel->check_same_on_all_ranks(hash, "parameter layout (shapes, dtypes, buckets)");
   } catch (const CommError&) {
     dp_error = std::current_exception();
+    // Every DP rank saw the mismatch; a model that differs in its param count says so plainly
+    // rather than by a hash (one more collective, only on this path).
+    try {
+      pgs.data_parallel->check_same_on_all_ranks(num_params, "number of parameters");
+    } catch (const CommError&) {
+      dp_error = std::current_exception();
+    }
   }
   if (separate_expert_group) {
     const std::uint64_t poisoned =

@@ -159,13 +159,11 @@ TEST(BucketGroups, BuffersInterleaveInBackpropOrder) {
   EXPECT_EQ(ddp.bucket_groups()[1]->group(), edp);
   EXPECT_EQ(ddp.bucket_groups()[0]->group(), dp);
   EXPECT_DOUBLE_EQ(ddp.buffer(kExpertKey).buckets()[0].gradient_scaling_factor, 0.5);
-  // Layout checked on both groups (the DP group checks the param count first).
+  // Layout checked on both groups, once each when they agree (the DP group compares the param
+  // count only after a mismatch: see the failing check below).
   EXPECT_EQ(dp->checked_what,
-            (std::vector<std::string>{"number of parameters",
-                                      "parameter layout (shapes, dtypes, buckets)"}));
-  ASSERT_EQ(dp->checked_values.size(), 2u);
-  EXPECT_EQ(dp->checked_values[0], params.size());
-  EXPECT_EQ(edp->checked_values, std::vector<std::uint64_t>{dp->checked_values[1]});
+            std::vector<std::string>{"parameter layout (shapes, dtypes, buckets)"});
+  EXPECT_EQ(edp->checked_values, dp->checked_values);
 }
 
 TEST(GradSync, DispatchOrderIsBucketOrderWhateverTheReadyOrder) {
@@ -428,11 +426,18 @@ TEST(Construction, LayoutMustCoverParamsAndMatchGroups) {
   }
   {
     dp->fail_checks = true;
+    dp->checked_what.clear();
+    dp->checked_values.clear();
     expect_error<CommError>(
         [&] {
           DistributedDataParallel(params, four_bucket_layout(params, 2), {}, {dp, nullptr});
         },
         {"number of parameters"});
+    // The hash disagreed, then the count was compared (and disagreed too, in this fake).
+    EXPECT_EQ(dp->checked_what,
+              (std::vector<std::string>{"parameter layout (shapes, dtypes, buckets)",
+                                        "number of parameters"}));
+    EXPECT_EQ(dp->checked_values.back(), params.size());
     dp->fail_checks = false;
   }
 }
