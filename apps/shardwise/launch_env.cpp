@@ -22,18 +22,21 @@ std::optional<int> env_int(const char* name) {
   return static_cast<int>(parsed);
 }
 
-// A rank other than the reporting one failed a check that every rank runs on its own input.
-// mpirun tears the whole job down when the first rank exits non-zero: give rank 0, which most
-// likely fails the same way, time to print its line; still running after that, rank 0 passed
-// (the file differs on this rank's node, say), so this rank says what failed here.
 void report_if_the_reporting_rank_did_not(const Error& e) {
-  std::this_thread::sleep_for(std::chrono::seconds(2));
-  const std::optional<LaunchEnv> env = launch_env();
-  std::fprintf(stderr, "shardwise: error: rank %d: %s\n", env ? env->rank : 0,
-               one_line(e.what()).c_str());
+  report_unless_the_reporting_rank_did(e.what());
 }
 
 }  // namespace
+
+// mpirun tears the whole job down when the first rank exits non-zero: rank 0, which most likely
+// fails the same way, gets 2 s to print its line; still running after that, rank 0 passed (the
+// file differs on this rank's node, say), so this rank says what failed here.
+void report_unless_the_reporting_rank_did(const std::string& message) {
+  std::this_thread::sleep_for(std::chrono::seconds(2));
+  const std::optional<LaunchEnv> env = launch_env();
+  std::fprintf(stderr, "shardwise: error: rank %d: %s\n", env ? env->rank : 0,
+               one_line(message).c_str());
+}
 
 std::optional<LaunchEnv> launch_env() {
   struct Names {

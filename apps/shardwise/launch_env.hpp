@@ -23,6 +23,11 @@ std::optional<LaunchEnv> launch_env();
 // Whether this process reports job-wide messages: rank 0, or the only process.
 bool reports_for_the_job();
 
+// For a rank other than the reporting one whose own input failed a check that every rank runs:
+// prints "shardwise: error: rank N: <message>" unless the job ended within 2 s (rank 0 failed
+// the same way and reported it).
+void report_unless_the_reporting_rank_did(const std::string& message);
+
 // Prints "no MPI launcher detected: running 1 rank; use mpirun -np N" when no launcher is set.
 void note_missing_launcher();
 

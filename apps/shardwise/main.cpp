@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "command_registry.hpp"
+#include "launch_env.hpp"
 #include "shardwise/core/error.hpp"
 #include "shardwise/core/message_text.hpp"
 #ifdef SHARDWISE_CUDA_TRAINING
@@ -28,6 +29,19 @@ bool register_command(std::string name, std::string description, CommandSetup se
 
 }  // namespace shardwise::cli
 
+namespace {
+
+// A command-line mistake, printed once per job: under mpirun every rank has it, and rank 0 says so.
+void report_misuse(const std::string& message) {
+  if (shardwise::cli::reports_for_the_job()) {
+    std::fprintf(stderr, "shardwise: error: %s\n", message.c_str());
+  } else {
+    shardwise::cli::report_unless_the_reporting_rank_did(message);
+  }
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   using namespace shardwise;
 #ifdef SHARDWISE_CUDA_TRAINING
@@ -46,25 +60,22 @@ int main(int argc, char** argv) {
     runners.emplace_back(sub, command.setup(*sub));
   }
 
-  // Option errors as one line, like every other error (CLI11 adds a second "Run with --help").
-  app.failure_message([](const CLI::App*, const CLI::Error& e) {
-    return "shardwise: error: " + one_line(e.what()) + " (see --help)\n";
-  });
   // CLI11 answers a mistyped subcommand with "A subcommand is required": name it instead.
   if (argc >= 2 && argv[1][0] != '-' &&
       std::none_of(commands.begin(), commands.end(),
                    [&](const cli::Command& c) { return c.name == argv[1]; })) {
     std::string valid;
     for (const auto& command : commands) valid += (valid.empty() ? "" : ", ") + command.name;
-    std::fprintf(stderr, "shardwise: error: unknown subcommand '%s' (valid: %s)\n",
-                 printable(argv[1]).c_str(), valid.c_str());
+    report_misuse(str_cat("unknown subcommand '", printable(argv[1]), "' (valid: ", valid, ")"));
     return 2;
   }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    const int code = app.exit(e);
-    return code == 0 ? 0 : 2;
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version: every rank answers
+    // One line, like every other error (CLI11's own message adds "Run with --help").
+    report_misuse(one_line(e.what()) + " (see --help)");
+    return 2;
   }
   try {
     for (auto& [sub, run] : runners) {

@@ -44,6 +44,13 @@ run typo2 scripts/run.sh 2 -- "${train[@]}" optimizer.lrr=0.1
 [[ $(lines "shardwise: error" "$work/typo2.err") -eq 1 ]] ||
   fail "typo under 2 ranks printed $(lines "shardwise: error" "$work/typo2.err") times"
 
+# Option mistakes (a missing option, a mistyped subcommand) likewise once per job.
+for misuse in "train" "trian --config x"; do
+  run misuse scripts/run.sh 2 -- "$shardwise" $misuse
+  [[ $rc -eq 2 && $(lines "shardwise: error" "$work/misuse.err") -eq 1 ]] ||
+    fail "'shardwise $misuse' under 2 ranks: exit $rc, $(cat "$work/misuse.err")"
+done
+
 # A typo on rank 1 alone (its node's copy of the config differs): rank 1 says so, naming itself;
 # it used to exit 2 without a word, leaving only mpirun's "returned a non-zero exit code".
 printf 'optimizer: {lrr: 1}\n' >"$work/typo_rank1.yaml"
