@@ -149,6 +149,50 @@ def test_state_dict_is_torch_layout_and_round_trips():
         opt2.load_state_dict(from_other_rank)
 
 
+@pytest.mark.parametrize("kind", ["distributed", "ddp"])
+def test_state_is_torchs_by_param_and_read_only(kind):
+    """opt.state holds torch.optim.AdamW's state tensors by param (dp 1: every param whole)."""
+    reference = TinyNet(seed=11)
+    model = copy.deepcopy(reference)
+    torch_opt = torch.optim.AdamW(reference.parameters(), lr=1e-2)
+    sw.DistributedDataParallel(model, optimizer=kind)
+    opt = sw.AdamW(model.parameters(), lr=1e-2)
+    assert len(opt.state) == 0  # before the first step, as torch
+    for step in range(3):
+        for m, o in ((reference, torch_opt), (model, opt)):
+            m(*batch(step, 8)).backward()
+            o.step()
+            o.zero_grad()
+    assert len(opt.state) == len(list(model.parameters()))
+    for p, q in zip(model.parameters(), reference.parameters()):
+        got, expected = opt.state[p], torch_opt.state[q]
+        assert set(got) == {"exp_avg", "exp_avg_sq", "step"}
+        assert float(got["step"]) == float(expected["step"]) == 3.0
+        for field in ("exp_avg", "exp_avg_sq"):
+            torch.testing.assert_close(got[field], expected[field], atol=1e-7, rtol=1e-5)
+    p = next(model.parameters())
+    with pytest.raises(TypeError):
+        opt.state[p]["step"] = torch.tensor(0.0)
+    with pytest.raises(AttributeError, match="read-only.*load_state_dict"):
+        opt.state = {}
+
+
+def test_muon_state_has_momentum_for_matrices_after_the_first_step():
+    model = TinyNet(seed=12)
+    sw.DistributedDataParallel(model, optimizer="layer-wise")
+    opt = sw.Muon(model.parameters())
+    assert len(opt.state) == 0
+    model(*batch(0, 8)).backward()
+    opt.step()
+    assert len(opt.state) == len(list(model.parameters()))
+    muon_params = [p for p in model.parameters() if p.dim() == 2 and p in opt.state
+                   and "momentum_buffer" in opt.state[p]]
+    assert muon_params, "no param carries Muon's momentum"
+    for p in muon_params:
+        assert opt.state[p]["momentum_buffer"].shape == p.shape
+        assert opt.state[p]["momentum_buffer"].abs().sum() > 0
+
+
 @pytest.mark.parametrize("steps_before_saving", [0, 2])
 def test_torch_adamw_state_without_some_params_loads_as_in_torch(steps_before_saving):
     """A torch.optim.AdamW state dict saved before its first step (empty state) or after steps

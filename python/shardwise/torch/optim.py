@@ -17,6 +17,7 @@ constructors do not clip gradients (torch does not; call ``torch.nn.utils.clip_g
 """
 
 import weakref
+from types import MappingProxyType
 
 import numpy as np
 import torch
@@ -227,19 +228,13 @@ class _EngineOptimizer(torch.optim.Optimizer):
         order = [p for g in self.param_groups for p in g["params"]]
         return {id(p): i for i, p in enumerate(order)}, order
 
-    def state_dict(self):
-        """torch's layout: {"state": {param index: {field: tensor}}, "param_groups": [...]}.
-
-        Indices count the params of param_groups in order, as torch's. "state" holds what this
-        rank owns: whole params, or in the distributed kinds the flat slice of each param this
-        rank's shard holds (a param outside the shard is absent). "step" is a scalar tensor.
-        """
-        index, order = self._indices()
+    def _state_by_param(self, order):
+        """{param: {field: tensor}} of what this rank holds of the engine's state (copies)."""
         engine_state = self._bound_ddp().engine.state_dict()
         state = {}
         for p in order:
             fields = engine_state.get(self._names.get(id(p)))
-            if fields is None:
+            if fields is None or self._never_stepped(fields):
                 continue
             entry = {}
             for field, values in fields.items():
@@ -249,7 +244,44 @@ class _EngineOptimizer(torch.optim.Optimizer):
                 elif t.numel() == p.numel():
                     t = t.reshape(p.shape)
                 entry[field] = t
-            state[index[id(p)]] = entry
+            state[p] = entry
+        return state
+
+    def _never_stepped(self, fields):
+        """As torch, a param gets state at its first step (the engine's is zeros until then).
+        Muon's momentum has no step count: zeros before this optimizer's first step."""
+        if "step" in fields:
+            return not fields["step"].any()
+        return self.last_step is None and not any(v.any() for v in fields.values())
+
+    @property
+    def state(self):
+        """torch's ``opt.state`` ({param: {field: tensor}}), read-only: a snapshot of what this
+        rank holds, the values of state_dict()'s "state" keyed by param (as torch's
+        ZeroRedundancyOptimizer, a sharded kind holds its shard's slices only). The state lives
+        in the engine: change it through load_state_dict."""
+        if self.ddp is None:
+            return self._state_before_binding  # a plain torch optimizer until wrapped: empty
+        return MappingProxyType({p: MappingProxyType(entry) for p, entry in
+                                 self._state_by_param(self._all_params()).items()})
+
+    @state.setter
+    def state(self, value):
+        # torch.optim.Optimizer.__init__ sets self.state; nothing else may.
+        if getattr(self, "ddp", None) is not None:
+            raise AttributeError(f"{self._name}.state is read-only: its state lives in the "
+                                 "engine; change it with load_state_dict")
+        self._state_before_binding = value
+
+    def state_dict(self):
+        """torch's layout: {"state": {param index: {field: tensor}}, "param_groups": [...]}.
+
+        Indices count the params of param_groups in order, as torch's. "state" holds what this
+        rank owns: whole params, or in the distributed kinds the flat slice of each param this
+        rank's shard holds (a param outside the shard is absent). "step" is a scalar tensor.
+        """
+        index, order = self._indices()
+        state = {index[id(p)]: entry for p, entry in self._state_by_param(order).items()}
         groups = [dict({k: v for k, v in g.items() if k != "params"},
                        params=[index[id(p)] for p in g["params"]]) for g in self.param_groups]
         engine = self.ddp.engine
