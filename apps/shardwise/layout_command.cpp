@@ -5,6 +5,7 @@
 #include <memory>
 #include <string>
 
+#include "cli_bool.hpp"
 #include "cli_integer.hpp"
 #include "cli_path.hpp"
 #include "command_registry.hpp"
@@ -64,12 +65,6 @@ LayoutAlgorithm parse_optimizer(const std::string& name) {
                                 "' (valid: layer-wise, distributed, none)"));
 }
 
-bool parse_bool(const std::string& value, const char* option) {
-  if (value == "true" || value == "1" || value == "yes") return true;
-  if (value == "false" || value == "0" || value == "no") return false;
-  throw InvalidArgument(str_cat(option, ": expected true or false, got '", value, "'"));
-}
-
 // "none" = one bucket per buffer; "megatron" = Megatron's default with overlapped grad reduce,
 // max(40M, 1M * dp) elements; otherwise an element count.
 std::optional<std::int64_t> parse_bucket_size(const std::string& value, int dp) {
@@ -116,7 +111,7 @@ int run_layout(const LayoutArgs& args) {
   options.data_parallel_size = args.dp;
   options.expert_data_parallel_size = args.expert_dp;
   options.bucket_size = parse_bucket_size(args.bucket_size, args.dp);
-  options.grad_reduce_in_fp32 = parse_bool(args.grad_reduce_fp32, "--grad-reduce-fp32");
+  options.grad_reduce_in_fp32 = parse_bool_option(args.grad_reduce_fp32, "--grad-reduce-fp32");
   options.pad_buckets_for_high_nccl_busbw = args.high_nccl_busbw;
   options.all_layer_wise = args.all_layer_wise;
   SW_REQUIRE(!(args.plain_cuts && args.overlap_aware_cuts), InvalidArgument,

@@ -5,6 +5,7 @@
 #include <optional>
 #include <string>
 
+#include "cli_bool.hpp"
 #include "cli_integer.hpp"
 #include "cli_path.hpp"
 #include "command_registry.hpp"
@@ -39,12 +40,6 @@ struct ModelSpecArgs {
   std::string bias;
   std::string dtype;
 };
-
-bool parse_bool_option(const std::string& value, const char* option) {
-  if (value == "true" || value == "1" || value == "yes") return true;
-  if (value == "false" || value == "0" || value == "no") return false;
-  throw InvalidArgument(str_cat(option, ": expected true or false, got '", value, "'"));
-}
 
 template <typename T, typename U>
 void override_if_set(const std::optional<T>& value, U& field) {

@@ -1,0 +1,12 @@
+// Boolean option values given as text (--grad-reduce-fp32 true, --bias no): one spelling rule for
+// every subcommand.
+#pragma once
+
+#include <string>
+
+namespace shardwise::cli {
+
+// true / 1 / yes and false / 0 / no; anything else is an InvalidArgument naming the option.
+bool parse_bool_option(const std::string& value, const char* option);
+
+}  // namespace shardwise::cli
