@@ -6,6 +6,7 @@
 #include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/parser.h>
 
+#include <algorithm>
 #include <sstream>
 #include <unordered_map>
 #include <vector>
@@ -134,6 +135,13 @@ class SecondDocumentCheck final : public YAML::EventHandler {
 YAML::Node load_yaml_document(const std::string& text, std::string_view what,
                               std::string_view invalid) {
   const std::string prefix = what.empty() ? std::string() : str_cat(what, ": ");
+  // yaml-cpp reads a NUL byte as an escape and blames the line after it.
+  if (const std::size_t nul = text.find('\0'); nul != std::string::npos) {
+    const auto line =
+        1 + std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(nul), '\n');
+    throw ConfigError(str_cat(prefix, invalid, ": a NUL byte on line ", line,
+                              " (YAML is text; is this a binary file?)"));
+  }
   std::istringstream in(text);
   YAML::Parser parser(in);
   AliasCheck check(prefix);

@@ -78,6 +78,15 @@ TEST(ConfigYamlSafety, StringsWithANulByteAreRefused) {
   EXPECT_EQ(limits_error("logging: {jsonl_path: \"/tmp/m.jsonl\"}\n"), "");
 }
 
+// A raw NUL byte in the file (a binary file, a bad copy): yaml-cpp blamed "unknown escape
+// character" on the next line.
+TEST(ConfigYamlSafety, RawNulByteIsNamedWithItsLine) {
+  using namespace std::string_literals;  // "..."s keeps the NUL
+  EXPECT_MESSAGE(limits_error("model:\n  layers: 2\0\n"s),
+                 "c.yaml: invalid YAML: a NUL byte on line 2");
+  EXPECT_MESSAGE(limits_error("{}", {"training.steps=5\0"s}), "a NUL byte");
+}
+
 TEST(ConfigYamlSafety, OnlyPlainNumbersAreNumbers) {
   EXPECT_MESSAGE(limits_error("model: {layers: \"1\"}\n"),
                  "model.layers: expected an integer, got the quoted string '1'");
