@@ -347,10 +347,12 @@ def test_bf16_params_step_from_fp32_main_params():
 
 
 @pytest.mark.parametrize("kind", ["distributed", "layer-wise"])
-def test_bf16_params_written_after_the_optimizer_reach_its_fp32_copies(kind):
+@pytest.mark.parametrize("write", ["torch_op", "data_and_reload"])
+def test_bf16_params_written_after_the_optimizer_reach_its_fp32_copies(kind, write):
     # The optimizer steps fp32 copies of bf16 params. Weights loaded into the module after it was
-    # built (load_state_dict), or written in place and announced with reload_model_params(), must
-    # be what the next step updates, not be overwritten by the copies taken at construction.
+    # built (load_state_dict), written in place by a torch op (seen by the version counter, as
+    # torch.optim sees the param itself) or written through .data and announced with
+    # reload_model_params(), must be what the next step updates, not be overwritten by the copies.
     model = TinyNet(seed=3).to(torch.bfloat16)
     ddp = sw.DistributedDataParallel(model, optimizer=kind, bucket_size=500)
     opt = sw.make_optimizer(ddp, kind=kind, lr=0.0, muon_lr=0.0, weight_decay=0.0, clip_grad=0)
@@ -361,11 +363,15 @@ def test_bf16_params_written_after_the_optimizer_reach_its_fp32_copies(kind):
     opt.step()  # lr 0: the params must stay what was loaded
     for name, p in model.named_parameters():
         assert torch.equal(p.detach(), loaded[name]), name
-    with torch.no_grad():
+    if write == "torch_op":
+        with torch.no_grad():
+            for p in model.parameters():
+                p.mul_(0.5)
+    else:
         for p in model.parameters():
-            p.mul_(0.5)
+            p.data.mul_(0.5)  # .data has a version counter of its own: torch cannot tell
+        opt.reload_model_params()
     written = {name: p.detach().clone() for name, p in model.named_parameters()}
-    opt.reload_model_params()
     opt.zero_grad()
     model(*batch(1, 8)).backward()
     opt.step()

@@ -39,5 +39,6 @@ def load_checkpoint(directory, ddp, optimizer, step=None):
     path, loaded_step, consumed, manifest = ddp.engine.load_checkpoint(
         str(directory), None if step is None else int(step))
     ddp._params_written = False  # the checkpoint's fp32 main params are loaded too
+    ddp.note_params_in_sync()
     return {"directory": path, "step": loaded_step, "consumed_samples": consumed,
             "manifest": json.loads(manifest)}

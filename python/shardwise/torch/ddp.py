@@ -208,6 +208,7 @@ class DistributedDataParallel(torch.nn.Module):
         # the params before its first step (initialised after wrapping) and after every
         # load_state_dict of the module (a write it cannot see otherwise: reload_model_params).
         self._params_written = True
+        self._param_versions = None  # the params' version counters when last in sync
         self.module.register_load_state_dict_post_hook(self._note_params_loaded)
         # Lets sw.AdamW / sw.Muon find the DDP from module.parameters() (weakly: no cycle).
         for _, p in self._params:
@@ -246,6 +247,21 @@ class DistributedDataParallel(torch.nn.Module):
     def _note_params_loaded(self, module, incompatible_keys):
         del module, incompatible_keys
         self._params_written = True
+
+    def _versions(self):
+        return [p._version for _, p in self._params]
+
+    def note_params_in_sync(self):
+        """Called when the engine's fp32 copies and the params agree (after a step, a checkpoint
+        load): the engine writes params without torch seeing it, so the version counters now
+        are the baseline for params_edited_since_step."""
+        self._param_versions = self._versions()
+
+    def params_edited_since_step(self):
+        """Whether a torch op wrote into a param since the last step (``p.mul_()``,
+        ``p.copy_()`` under no_grad: its version counter moved). A write through ``p.data``
+        keeps the counter: announce those with the optimizer's reload_model_params()."""
+        return self._param_versions is not None and self._versions() != self._param_versions
 
     def training_started(self):
         """Whether a backward or an optimizer step has run (the buffers hold grads or state)."""

@@ -31,10 +31,12 @@ def step_engine(ddp):
     if ddp.find_unused_parameters:
         ddp.engine.set_params_without_grad(ddp.params_without_grad())
     ddp.write_back_edited_grads()
-    if ddp._params_written:
+    # 16-bit params: the engine steps fp32 copies; written since, the params are re-read.
+    if ddp._params_written or ddp.params_edited_since_step():
         ddp.engine.reload_model_params()
         ddp._params_written = False
     result = ddp.engine.step()
+    ddp.note_params_in_sync()
     ddp._stepped = True
     ddp._ready_count = 0
     ddp._params_gathering()
