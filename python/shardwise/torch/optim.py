@@ -209,8 +209,9 @@ class _EngineOptimizer(torch.optim.Optimizer):
         return loss
 
     def reload_model_params(self):
-        """Call after writing the params in place (outside load_state_dict): with 16-bit params
-        the next step re-reads them into its fp32 copies instead of overwriting them."""
+        """Call after writing params through ``.data`` (torch ops on the params and
+        load_state_dict are seen without it): with 16-bit params the next step re-reads them
+        into its fp32 copies instead of overwriting them."""
         if self.ddp is not None:
             self.ddp._params_written = True
 
