@@ -2,6 +2,8 @@
 there exactly as autograd computes them, the optimizers match independent torch references, and
 bad input raises naming the param."""
 
+import copy
+
 import pytest
 import torch
 
@@ -200,9 +202,41 @@ class Holder(torch.nn.Module):
         return sum((p.float() * 0 + 1).sum() for p in self.parameters()) * x
 
 
+class StridedNet(torch.nn.Module):
+    """A channels_last conv and a param made from a transposed view: non-contiguous params."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(21)
+        self.conv = torch.nn.Conv2d(3, 4, 3).to(memory_format=torch.channels_last)
+        self.proj = torch.nn.Parameter(torch.randn(5, 16).t() * 0.1)  # (16, 5), strides (1, 16)
+
+    def forward(self, x):
+        return (self.conv(x).flatten(2).mean(-1) @ torch.ones(4, 16) @ self.proj).pow(2).mean()
+
+
+def test_non_contiguous_params_train_as_with_torch():
+    reference = StridedNet()
+    assert not reference.conv.weight.is_contiguous() and not reference.proj.is_contiguous()
+    model = copy.deepcopy(reference)
+    torch_opt = torch.optim.AdamW(reference.parameters(), lr=1e-2)
+    sw.DistributedDataParallel(model, optimizer="distributed")
+    opt = sw.AdamW(model.parameters(), lr=1e-2)
+    for (n, p), q in zip(model.named_parameters(), reference.parameters()):
+        assert torch.equal(p.detach(), q.detach()), n  # the values survive the move
+    for step in range(4):
+        x = torch.randn(2, 3, 6, 6, generator=torch.Generator().manual_seed(step))
+        for m, o in ((reference, torch_opt), (model, opt)):
+            m(x).backward()
+            o.step()
+            o.zero_grad()
+    for (n, p), q in zip(model.named_parameters(), reference.parameters()):
+        torch.testing.assert_close(p.detach(), q.detach(), atol=1e-6, rtol=1e-5, msg=n)
+
+
 def test_bad_params_raise_naming_the_param():
-    with pytest.raises(ValueError, match="'w' is not contiguous"):
-        sw.DistributedDataParallel(Holder(w=torch.nn.Parameter(torch.randn(4, 6).t())))
+    with pytest.raises(ValueError, match="'w' has overlapping elements.*expanded"):
+        sw.DistributedDataParallel(Holder(w=torch.nn.Parameter(torch.randn(4, 1).expand(4, 6))))
     with pytest.raises(ValueError, match="'w' has unsupported dtype torch.float64"):
         sw.DistributedDataParallel(Holder(w=torch.nn.Parameter(torch.randn(4, dtype=torch.float64))))
     with pytest.raises(ValueError, match="'w' is on cuda:0"):

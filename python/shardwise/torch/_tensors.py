@@ -41,12 +41,17 @@ def check_params(named):
         if p.dtype not in SUPPORTED_DTYPES:
             raise ValueError(f"param '{name}' has unsupported dtype {p.dtype} (supported: "
                              f"float32, bfloat16, float16)")
-        if not p.is_contiguous():
-            raise ValueError(f"param '{name}' is not contiguous (shape {tuple(p.shape)}, strides "
-                             f"{p.stride()}): make it contiguous before wrapping")
+        # A non-contiguous param (channels_last, a transposed view) is copied into the buffer
+        # contiguous, as the engine and checkpoints read params row-major; one whose elements
+        # overlap (an expanded tensor) has no values of its own to train.
+        if any(stride == 0 and size > 1 for size, stride in zip(p.shape, p.stride())):
+            raise ValueError(f"param '{name}' has overlapping elements (shape {tuple(p.shape)}, "
+                             f"strides {p.stride()}: an expanded tensor?); give it storage of "
+                             f"its own (.clone())")
         if p.numel() > 0 and p.device.type == "cpu":
             start = p.data_ptr()
-            spans.append((start, start + p.numel() * p.element_size(), name))
+            last = sum((size - 1) * abs(stride) for size, stride in zip(p.shape, p.stride()))
+            spans.append((start, start + (last + 1) * p.element_size(), name))
     # Two distinct params over the same memory (one a view of the other) cannot both become
     # views of separate buffer ranges; tie them as one nn.Parameter instead.
     spans.sort()
