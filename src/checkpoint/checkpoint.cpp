@@ -19,6 +19,7 @@
 #include "shardwise/core/input_file.hpp"
 #include "shardwise/core/logging.hpp"
 #include "shardwise/core/message_text.hpp"
+#include "shardwise/core/shape.hpp"
 
 namespace shardwise {
 
@@ -86,7 +87,10 @@ std::string broadcast_string(ProcessGroup& group, const std::string& value, int 
 void write_model_file(const fs::path& path, const std::vector<ModelTensor>& model,
                       std::int64_t step) {
   SafetensorsWriter writer;
-  for (const ModelTensor& t : model) writer.add(t.name, t.shape, t.values);
+  for (const ModelTensor& t : model) {
+    require_host_view(t.values, "save_checkpoint: a model tensor");
+    writer.add(t.name, t.shape, t.values);
+  }
   writer.set_metadata("format", "pt");  // what Hugging Face loaders expect; plain tensors
   writer.set_metadata("shardwise.step", std::to_string(step));
   writer.write_atomic(path, RenameSync::kByCommit);
@@ -97,6 +101,10 @@ void load_model_file(const fs::path& path, const std::vector<ModelTensor>& model
   std::set<std::string> expected;
   for (const ModelTensor& t : model) {
     expected.insert(t.name);
+    require_host_view(t.values, "load_checkpoint: a model tensor");
+    SW_REQUIRE(t.values.numel == shape_numel(t.shape), ShapeError,
+               "load_checkpoint: model tensor '", t.name, "' is a view of ", t.values.numel,
+               " elements but its shape ", json(t.shape).dump(), " has ", shape_numel(t.shape));
     SW_REQUIRE(file.contains(t.name), FormatError, "checkpoint file ", quoted(path),
                " has no tensor '", t.name, "': the checkpoint is of a different model");
     const SafetensorsTensorInfo& info = file.info(t.name);

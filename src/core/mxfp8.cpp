@@ -6,8 +6,10 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 
 #include "mxfp8_kernels.hpp"
+#include "shardwise/core/checked_size.hpp"
 #include "shardwise/core/error.hpp"
 
 namespace shardwise {
@@ -151,15 +153,27 @@ void check_storage(std::int64_t rows, std::int64_t cols, Mxfp8ScaleLayout layout
 Mxfp8Geometry mxfp8_geometry(std::int64_t rows, std::int64_t cols, Mxfp8ScaleLayout layout) {
   SW_REQUIRE(rows >= 0 && cols >= 0, ShapeError, "mxfp8 shape [", rows, ", ", cols,
              "] has a negative dimension");
+  // Byte counts of a shape no memory holds would wrap (to 0, say, and pass every size check);
+  // an empty tensor may still have one huge dimension.
+  constexpr std::int64_t kMaxBytes = std::int64_t{1} << 56;
+  constexpr std::int64_t kMaxDimension = std::numeric_limits<std::int64_t>::max() - 1024;
+  const auto bytes = [&](std::int64_t a, std::int64_t b) {
+    const std::optional<std::int64_t> product = checked_mul(a, b);
+    SW_REQUIRE(product && *product <= kMaxBytes, ShapeError, "mxfp8 shape [", rows, ", ", cols,
+               "] is too large (over 2^56 bytes)");
+    return *product;
+  };
+  SW_REQUIRE(rows <= kMaxDimension && cols <= kMaxDimension, ShapeError, "mxfp8 shape [", rows,
+             ", ", cols, "] is too large");
   Mxfp8Geometry g;
   g.rows = rows;
   g.cols = cols;
   g.blocks_per_row = ceil_div(cols, kBlock);
   g.last_block_size = cols == 0 ? 0 : cols - (g.blocks_per_row - 1) * kBlock;
-  g.data_bytes = rows * cols;
+  g.data_bytes = bytes(rows, cols);
   g.scale_bytes = layout == Mxfp8ScaleLayout::kRowMajor
-                      ? rows * g.blocks_per_row
-                      : round_up(rows, 128) * round_up(g.blocks_per_row, 4);
+                      ? bytes(rows, g.blocks_per_row)
+                      : bytes(round_up(rows, 128), round_up(g.blocks_per_row, 4));
   return g;
 }
 
@@ -196,8 +210,10 @@ void quantize_mxfp8_into(TensorView input, std::int64_t rows, std::int64_t cols,
                          std::int64_t row_offset, std::int64_t col_offset,
                          const Mxfp8Options& options) {
   check_input_dtype(input.dtype, "quantize_mxfp8 input");
+  require_host_view(input, "quantize_mxfp8 input");
   SW_REQUIRE(rows >= 0 && cols >= 0, ShapeError, "quantize_mxfp8: negative shape [", rows, ", ",
              cols, "]");
+  mxfp8_geometry(rows, cols, dst.layout);  // refuses a shape whose size overflows
   SW_REQUIRE(input.numel == rows * cols, ShapeError, "quantize_mxfp8: input has ", input.numel,
              " elements, shape [", rows, ", ", cols, "] needs ", rows * cols);
   check_storage(dst.rows, dst.cols, dst.layout, dst.data.size(), dst.scale.size(),
@@ -235,6 +251,7 @@ void quantize_mxfp8_into(TensorView input, std::int64_t rows, std::int64_t cols,
 
 void dequantize_mxfp8_into(const Mxfp8ConstView& src, TensorView out, int num_threads) {
   check_input_dtype(out.dtype, "dequantize_mxfp8 output");
+  require_host_view(out, "dequantize_mxfp8 output");
   check_storage(src.rows, src.cols, src.layout, src.data.size(), src.scale.size(),
                 "dequantize_mxfp8 source");
   SW_REQUIRE(out.numel == src.rows * src.cols, ShapeError, "dequantize_mxfp8: output has ",

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "adamw_kernels.hpp"
+#include "shardwise/config/optimizer_hyperparameters.hpp"
 #include "shardwise/core/error.hpp"
 #include "shardwise/core/tensor_view.hpp"
 
@@ -39,6 +40,13 @@ void adamw_update(const AdamWStepScalars& s, std::span<float> param, std::span<c
 
 AdamW::AdamW(std::vector<ParamGroup> groups, AdamWOptions defaults, ShardMathPtr math)
     : Optimizer(std::move(groups), std::move(math)), defaults_(defaults) {
+  OptimizerHyperparameters values;
+  values.lr = defaults.lr;
+  values.weight_decay = defaults.weight_decay;
+  values.beta1 = defaults.beta1;
+  values.beta2 = defaults.beta2;
+  values.eps = defaults.eps;
+  validate(values, optimizer_field_names("AdamWOptions"));
   validate_params("AdamW");
   for (const ParamGroup& group : groups_) {
     for (const OptimParam& p : group.params) state_for(p);

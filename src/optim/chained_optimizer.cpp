@@ -84,7 +84,19 @@ std::optional<StateLoadTargets> ChainedOptimizer::state_load_targets() {
   return merged_state_load_targets(children_);
 }
 
+void ChainedOptimizer::check_state_dict(const OptimizerState& state) const {
+  const std::vector<OptimizerState> parts = route_state(state);
+  for (std::size_t ci = 0; ci < children_.size(); ++ci) children_[ci]->check_state_dict(parts[ci]);
+}
+
 void ChainedOptimizer::load_state_dict(const OptimizerState& state) {
+  const std::vector<OptimizerState> parts = route_state(state);
+  // Every child checks its part before any loads: a bad entry leaves all of them as they were.
+  for (std::size_t ci = 0; ci < children_.size(); ++ci) children_[ci]->check_state_dict(parts[ci]);
+  for (std::size_t ci = 0; ci < children_.size(); ++ci) children_[ci]->load_state_dict(parts[ci]);
+}
+
+std::vector<OptimizerState> ChainedOptimizer::route_state(const OptimizerState& state) const {
   std::vector<OptimizerState> parts(children_.size());
   std::map<std::string, std::size_t> owner;
   for (std::size_t ci = 0; ci < children_.size(); ++ci) {
@@ -99,7 +111,7 @@ void ChainedOptimizer::load_state_dict(const OptimizerState& state) {
                ", which no child optimizer owns");
     parts[it->second].emplace(name, entry);
   }
-  for (std::size_t ci = 0; ci < children_.size(); ++ci) children_[ci]->load_state_dict(parts[ci]);
+  return parts;
 }
 
 void ChainedOptimizer::set_param_overrides(const ParamOverrides& overrides) {

@@ -240,7 +240,20 @@ std::optional<StateLoadTargets> LayerWiseDistributedOptimizer::state_load_target
   return merged_state_load_targets(children_);
 }
 
+void LayerWiseDistributedOptimizer::check_state_dict(const OptimizerState& state) const {
+  const std::vector<OptimizerState> per_child = route_state(state);
+  for (std::size_t c = 0; c < children_.size(); ++c) children_[c]->check_state_dict(per_child[c]);
+}
+
 void LayerWiseDistributedOptimizer::load_state_dict(const OptimizerState& state) {
+  const std::vector<OptimizerState> per_child = route_state(state);
+  // Every child checks its part before any loads: a bad entry leaves all of them as they were.
+  for (std::size_t c = 0; c < children_.size(); ++c) children_[c]->check_state_dict(per_child[c]);
+  for (std::size_t c = 0; c < children_.size(); ++c) children_[c]->load_state_dict(per_child[c]);
+}
+
+std::vector<OptimizerState> LayerWiseDistributedOptimizer::route_state(
+    const OptimizerState& state) const {
   std::vector<OptimizerState> per_child(children_.size());
   std::size_t routed = 0;
   for (const OwnedSlice& s : slices_) {
@@ -252,7 +265,7 @@ void LayerWiseDistributedOptimizer::load_state_dict(const OptimizerState& state)
   }
   SW_REQUIRE(state.size() == routed, InvalidArgument, "layer-wise optimizer state has ",
              state.size(), " entries but this rank owns ", routed, " params");
-  for (std::size_t c = 0; c < children_.size(); ++c) children_[c]->load_state_dict(per_child[c]);
+  return per_child;
 }
 
 void LayerWiseDistributedOptimizer::set_param_overrides(const ParamOverrides& overrides) {

@@ -6,6 +6,7 @@
 #include <span>
 #include <utility>
 
+#include "shardwise/config/optimizer_hyperparameters.hpp"
 #include "shardwise/core/error.hpp"
 #include "shardwise/core/tensor_view.hpp"
 
@@ -40,6 +41,17 @@ Muon::Muon(std::vector<ParamGroup> groups, MuonOptions defaults, ShardMathPtr ma
     : Optimizer(std::move(groups), std::move(math)),
       defaults_(std::move(defaults)),
       step_(math_->make_muon_step(defaults_)) {
+  OptimizerHyperparameters values;
+  values.muon_lr = defaults_.lr;
+  values.weight_decay = defaults_.weight_decay;
+  values.momentum = defaults_.momentum;
+  values.ns_steps = defaults_.newton_schulz.steps;
+  values.extra_scale_factor = defaults_.extra_scale_factor;
+  validate(values, optimizer_field_names("MuonOptions"));
+  // A zero grad matrix is normalised by its norm + eps: eps 0 would divide by zero.
+  SW_REQUIRE(defaults_.newton_schulz.eps > 0 && std::isfinite(defaults_.newton_schulz.eps),
+             InvalidArgument, "MuonOptions.newton_schulz.eps must be finite and > 0 (got ",
+             defaults_.newton_schulz.eps, ")");
   validate_params("Muon");
   for (const ParamGroup& group : groups_) {
     for (const OptimParam& p : group.params) {
@@ -222,13 +234,17 @@ OptimizerStateView Muon::state_view() const {
   return view;
 }
 
-void Muon::load_state_dict(const OptimizerState& state) {
+void Muon::check_state_dict(const OptimizerState& state) const {
   check_no_unknown_params(*this, state, "Muon");
   for (const ParamGroup& group : groups_) {
     for (const OptimParam& p : group.params) {
       state_field(param_entry(state, p.name, "Muon"), p.name, "momentum_buffer", p.numel(), "Muon");
     }
   }
+}
+
+void Muon::load_state_dict(const OptimizerState& state) {
+  check_state_dict(state);
   for (const ParamGroup& group : groups_) {
     for (const OptimParam& p : group.params) {
       momentum_[p.name] = math_->adopt(std::vector<float>(state.at(p.name).at("momentum_buffer")));

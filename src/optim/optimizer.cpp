@@ -5,6 +5,7 @@
 #include <span>
 #include <utility>
 
+#include "shardwise/config/optimizer_hyperparameters.hpp"
 #include "shardwise/core/error.hpp"
 
 namespace shardwise::optim {
@@ -15,11 +16,39 @@ std::int64_t OptimParam::numel() const {
   return n;
 }
 
+OptimizerFieldNames optimizer_field_names(std::string_view where) {
+  const auto field = [&](const char* name) { return str_cat(where, ".", name); };
+  return {field("lr"),
+          field("lr"),
+          field("weight_decay"),
+          field("beta1"),
+          field("beta2"),
+          field("eps"),
+          field("momentum"),
+          field("newton_schulz.steps"),
+          field("extra_scale_factor"),
+          field("clip_grad")};
+}
+
+void validate_overrides(const GroupOverrides& overrides, std::string_view where) {
+  OptimizerHyperparameters values;  // the defaults, which pass
+  values.lr = overrides.lr.value_or(values.lr);
+  values.weight_decay = overrides.weight_decay.value_or(values.weight_decay);
+  values.beta1 = overrides.beta1.value_or(values.beta1);
+  values.beta2 = overrides.beta2.value_or(values.beta2);
+  values.eps = overrides.eps.value_or(values.eps);
+  values.momentum = overrides.momentum.value_or(values.momentum);
+  validate(values, optimizer_field_names(where));
+}
+
 Optimizer::Optimizer(std::vector<ParamGroup> groups, ShardMathPtr math)
     : groups_(std::move(groups)),
       math_(std::move(math)),
       world_reduce_([](double local) { return local; }) {
   SW_REQUIRE(math_ != nullptr, InvalidArgument, "optimizer built without its shard math");
+  for (const ParamGroup& group : groups_) {
+    validate_overrides(group.overrides, str_cat("param group '", group.name, "' overrides"));
+  }
 }
 
 std::optional<StateLoadTargets> merged_state_load_targets(
@@ -130,11 +159,21 @@ std::int64_t Optimizer::count_zeros() const {
       std::llround(world_reduce_(static_cast<double>(local_grad_zero_count()))));
 }
 
+void Optimizer::set_step_options(const StepOptions& options) {
+  SW_REQUIRE(!std::isnan(options.clip_grad), InvalidArgument,
+             "StepOptions.clip_grad is NaN (<= 0 disables clipping)");
+  step_options_ = options;
+}
+
 void Optimizer::set_lr(double lr) {
+  validate_learning_rate(lr, "Optimizer::set_lr(lr)");
   for (ParamGroup& group : groups_) group.overrides.lr = lr;
 }
 
 void Optimizer::set_param_overrides(const ParamOverrides& overrides) {
+  for (const auto& [name, values] : overrides) {
+    validate_overrides(values, str_cat("param '", name, "' overrides"));
+  }
   param_overrides_ = overrides;
 }
 
@@ -205,6 +244,10 @@ const std::vector<float>& state_field(const ParamState& entry, const std::string
              " state dict field '", field, "' of param ", param, " has ", it->second.size(),
              " values, expected ", expected_size);
   return it->second;
+}
+
+void Optimizer::check_state_dict(const OptimizerState& state) const {
+  check_no_unknown_params(*this, state, kind());
 }
 
 void check_no_unknown_params(const Optimizer& optimizer, const OptimizerState& state,

@@ -55,6 +55,11 @@ std::vector<OptimParam> all_params(const DistributedDataParallel& ddp) {
 // ddp: AdamW on every rank over all-reduced grads.
 void build_ddp(DistributedDataParallel& ddp, const ChunkOptimizerOptions& o,
                std::vector<std::unique_ptr<Optimizer>>& out) {
+  // Over reduce-scattered grads each rank would step whole params from its own shard's sums.
+  SW_REQUIRE(!ddp.config().reduce_scatter_grads(), InvalidArgument,
+             "optimizer 'ddp' steps whole params from all-reduced grads, but this "
+             "DistributedDataParallel reduce-scatters them (use_distributed_optimizer): wrap the "
+             "params for kind 'ddp', or use kind 'distributed'");
   out.push_back(std::make_unique<AdamW>(single_group(all_params(ddp)), o.adamw));
 }
 

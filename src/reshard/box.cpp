@@ -122,7 +122,24 @@ bool is_contiguous_in(const Box& slice, const std::vector<std::int64_t>& extents
   return true;
 }
 
+namespace {
+
+// ShapeError unless every range of `slice` lies in [0, extent) of its dimension.
+void require_inside(const Box& slice, const std::vector<std::int64_t>& extents, const char* what) {
+  SW_REQUIRE(extents.size() == slice.ndim(), ShapeError, what, " ", to_string(slice), " has ",
+             slice.ndim(), " dimensions, its tensor ", extents.size());
+  for (std::size_t d = 0; d < slice.ndim(); ++d) {
+    const IndexRange& r = slice.ranges[d];
+    SW_REQUIRE(0 <= r.start && r.start <= r.stop && r.stop <= extents[d], ShapeError, what, " ",
+               to_string(slice), " does not lie inside its tensor's extents (dimension ", d, " is ",
+               extents[d], ")");
+  }
+}
+
+}  // namespace
+
 std::int64_t flat_offset(const Box& slice, const std::vector<std::int64_t>& extents) {
+  require_inside(slice, extents, "flat_offset: slice");
   std::int64_t offset = 0;
   for (std::size_t d = 0; d < slice.ndim(); ++d)
     offset = offset * extents[d] + slice.ranges[d].start;
@@ -138,6 +155,8 @@ void copy_box(const void* src, const std::vector<std::int64_t>& src_extents, con
   const std::vector<std::int64_t> ext = src_slice.extents();
   SW_CHECK(ext == dst_slice.extents(), "copy_box: ", to_string(src_slice), " vs ",
            to_string(dst_slice));
+  require_inside(src_slice, src_extents, "copy_box: source slice");
+  require_inside(dst_slice, dst_extents, "copy_box: destination slice");
   if (src_slice.numel() == 0) return;
   // Merge inner dimensions while both slices span them fully: one memcpy per run.
   std::size_t inner = n;  // dims [inner, n) form the run

@@ -18,6 +18,7 @@ int reshard_tag(std::int64_t task_id, int sub_id) {
 TensorView ensure_sendable(const SourceShard& shard, DType wire_dtype, std::int64_t numel,
                            std::vector<std::uint64_t>& scratch, const std::string& what) {
   if (!shard.mxfp8) {
+    require_host_view(shard.values, what.c_str());
     SW_REQUIRE(shard.values.dtype == wire_dtype && shard.values.numel == numel &&
                    (numel == 0 || shard.values.data != nullptr),
                InvalidArgument, what, ": source is ", shard.values.numel, " ",
@@ -162,6 +163,9 @@ class Execution {
                InvalidArgument, "reshard: param ", op.param, " destination box ", op.my_box, " ",
                to_string(box), " on rank ", plan_.my_rank, ": no local destination given");
     const TensorView v = it->second[static_cast<std::size_t>(op.my_box)];
+    SW_REQUIRE(!v.on_device(), InvalidArgument, "reshard: param ", op.param, " destination box ",
+               op.my_box, " on rank ", plan_.my_rank, " is in the memory of CUDA device ", v.device,
+               "; the executor copies host memory");
     SW_REQUIRE(v.dtype == req.dtype && v.numel == box.numel() && v.data != nullptr, InvalidArgument,
                "reshard: param ", op.param, " destination box ", op.my_box, " ", to_string(box),
                " on rank ", plan_.my_rank, " is ", v.numel, " ", dtype_name(v.dtype),

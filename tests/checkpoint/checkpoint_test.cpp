@@ -366,6 +366,25 @@ TEST_F(BadCheckpoint, ShapeMismatchWithModel) {
   EXPECT_MENTIONS(m, "[8,6]");
 }
 
+// A model tensor whose view holds fewer elements than its shape loaded only part of the tensor.
+TEST_F(BadCheckpoint, ModelViewShorterThanItsShape) {
+  TinyModel b(kSpec, 5);
+  std::vector<ModelTensor> tensors = b.tensors();
+  tensors[0].values.numel -= 8;
+  const std::string m = error_of([&] {
+    load_checkpoint(resolve_checkpoint_directory(root_), tensors, *b.optimizer, group_, "ddp");
+  });
+  EXPECT_MENTIONS(m, tensors[0].name);
+  EXPECT_MENTIONS(m, "view of 40 elements");
+  tensors[0].values.numel += 8;
+  tensors[0].values.device = 0;
+  EXPECT_MENTIONS(error_of([&] {
+                    load_checkpoint(resolve_checkpoint_directory(root_), tensors, *b.optimizer,
+                                    group_, "ddp");
+                  }),
+                  "CUDA device 0");
+}
+
 TEST_F(BadCheckpoint, DifferentModelParamNames) {
   const std::string m =
       load_error({{"layers.0.weight", {8, 6}}, {"layers.0.bias", {6}}, {"lm_head.weight", {5, 8}}});

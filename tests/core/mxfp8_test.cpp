@@ -474,6 +474,21 @@ TEST(Mxfp8QuantizeInto, RejectsBadArguments) {
   std::vector<std::int32_t> out(400);
   EXPECT_THROW(dequantize_mxfp8_into(dst.view(), {out.data(), 400, DType::kInt32}),
                InvalidArgument);
+  // A shape whose byte count wraps (2^69 to 0) passed every size check and crashed.
+  const std::int64_t huge_rows = std::int64_t{1} << 40, huge_cols = std::int64_t{1} << 29;
+  EXPECT_THROW(mxfp8_geometry(huge_rows, huge_cols, Mxfp8ScaleLayout::kRowMajor), ShapeError);
+  EXPECT_THROW(quantize_mxfp8_into({x.data(), 0, DType::kFloat32}, huge_rows, huge_cols,
+                                   Mxfp8View{{}, {}, huge_rows, huge_cols}),
+               ShapeError);
+  // Views of GPU memory are refused by the host codec (it read them as host memory).
+  const TensorView on_gpu{x.data(), 64 * 4, DType::kFloat32, /*device=*/0};
+  EXPECT_NE(error_of<InvalidArgument>([&] {
+              quantize_mxfp8_into(on_gpu, 4, 64, dst.view(), 0, 0);
+            }).find("CUDA device 0"),
+            std::string::npos);
+  std::vector<float> back(400);
+  EXPECT_THROW(dequantize_mxfp8_into(dst.view(), {back.data(), 400, DType::kFloat32, 0}),
+               InvalidArgument);
 }
 
 TEST(Mxfp8ScaleSlice, MapsAlignedDataSlicesToScaleSlices) {

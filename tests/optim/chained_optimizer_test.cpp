@@ -246,6 +246,22 @@ TEST(ChainedOptimizer, StateDictRoutesToChildrenAndContinuesIdentically) {
   EXPECT_THROW(opt_b->load_state_dict(unknown), FormatError);
 }
 
+// A dict whose last child's entry is bad loaded the first child's part before the error: the
+// optimizer was left half-loaded. Every child checks its part first now.
+TEST(ChainedOptimizer, BadStateDictLeavesEveryChildAsItWas) {
+  MuonAdamwModel m;
+  auto opt = m.chained();
+  opt->step();
+  const OptimizerState before = opt->state_dict();
+  OptimizerState bad = before;
+  for (auto& [param, fields] : bad) {
+    for (auto& [field, values] : fields) std::fill(values.begin(), values.end(), 7.0f);
+  }
+  bad["n"]["exp_avg"].resize(3);  // AdamW's part (the second child) is bad
+  EXPECT_THROW(opt->load_state_dict(bad), ShapeError);
+  EXPECT_EQ(opt->state_dict(), before) << "Muon's momentum was loaded before AdamW's error";
+}
+
 TEST(ChainedOptimizer, RejectsAParamOwnedTwice) {
   MuonAdamwModel m;
   std::vector<std::unique_ptr<Optimizer>> children;

@@ -177,6 +177,31 @@ def test_state_is_torchs_by_param_and_read_only(kind):
         opt.state = {}
 
 
+@pytest.mark.parametrize("kind", ["distributed", "ddp"])
+def test_grads_replaced_or_dropped_after_backward_are_what_the_step_reads(kind):
+    """As torch.optim reads .grad: a .grad set to None skips its param (value and state stay),
+    a .grad replaced by another tensor is the grad the step uses."""
+    reference = TinyNet(seed=13)
+    model = copy.deepcopy(reference)
+    torch_opt = torch.optim.AdamW(reference.parameters(), lr=1e-2)
+    sw.DistributedDataParallel(model, optimizer=kind)
+    opt = sw.AdamW(model.parameters(), lr=1e-2)
+    for step in range(3):
+        for m, o in ((reference, torch_opt), (model, opt)):
+            m(*batch(step, 8)).backward()
+            params = list(m.parameters())
+            params[0].grad = None if step != 1 else params[0].grad * 0.5
+            params[1].grad = params[1].grad * 0 if step == 0 else params[1].grad
+            o.step()
+            o.zero_grad()
+        for (n, p), q in zip(model.named_parameters(), reference.parameters()):
+            torch.testing.assert_close(p.detach(), q.detach(), atol=1e-6, rtol=1e-5,
+                                       msg=f"{n}, step {step}")
+    ours = opt.state[next(model.parameters())]["step"]
+    theirs = torch_opt.state[next(reference.parameters())]["step"]
+    assert float(ours) == float(theirs) == 1.0  # stepped once: only step 1 gave it a grad
+
+
 def test_muon_state_has_momentum_for_matrices_after_the_first_step():
     model = TinyNet(seed=12)
     sw.DistributedDataParallel(model, optimizer="layer-wise")

@@ -9,6 +9,7 @@
 #include <set>
 
 #include "sanitizer_budget.hpp"
+#include "shardwise/core/error.hpp"
 #include "shardwise/reshard/reshard_plan.hpp"
 
 namespace shardwise {
@@ -383,6 +384,21 @@ TEST(ReshardBox, CopyBoxMatchesElementLoop) {
     EXPECT_EQ(is_contiguous_in(slice, src_shape), consecutive) << to_string(slice);
     EXPECT_EQ(flat_offset(slice, src_shape), from.front());
   }
+}
+
+// A slice given in global coordinates where box-local ones were meant overflowed the heap.
+TEST(ReshardBox, CopyBoxRefusesSlicesOutsideTheirTensor) {
+  std::vector<float> src(32), dst(16);
+  const Box global = box2(0, 4, 4, 8);  // columns 4..8 of a [4, 8] tensor
+  EXPECT_NO_THROW(copy_box(src.data(), {4, 8}, global, dst.data(), {4, 4}, box2(0, 4, 0, 4), 4));
+  try {
+    copy_box(src.data(), {4, 8}, global, dst.data(), {4, 4}, global, 4);
+    ADD_FAILURE() << "no error";
+  } catch (const ShapeError& e) {
+    EXPECT_NE(std::string(e.what()).find("destination slice [0:4, 4:8]"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(flat_offset(global, {4}), ShapeError);  // fewer extents than dimensions
 }
 
 TEST(ReshardBox, SubtractLeavesDisjointComplement) {

@@ -36,4 +36,11 @@ struct TensorView {
   }
 };
 
+// InvalidArgument naming `what` when `view` lies in CUDA device memory: for host code that reads
+// or writes the elements itself.
+inline void require_host_view(const TensorView& view, const char* what) {
+  SW_REQUIRE(!view.on_device(), InvalidArgument, what, " is in the memory of CUDA device ",
+             view.device, "; this call reads and writes host memory");
+}
+
 }  // namespace shardwise

@@ -130,7 +130,10 @@ class DistributedDataParallel {
   // holds the reduced, scaled gradient. With reproducible_reduction it instead sums the closed
   // micro-batches and the one in the buffers in the fixed tree order (ReproducibleGradReduction)
   // into every rank's whole buffers, scaled by 1/(dp * micro-batches) (none with
-  // per_token_loss); every shard, owned or not, then holds the reduced gradient.
+  // per_token_loss); every shard, owned or not, then holds the reduced gradient. Each call
+  // reduces what the buffers hold (an iteration may write its grads without registering them),
+  // so a second call over grads already reduced averages them again: zero_grad_buffer() (or
+  // new grads) comes between.
   void finish_grad_sync();
   // reproducible_reduction only: the micro-batch whose grads are in the buffers is complete;
   // moves them aside and zeros the buffers (the caller's backward scales each micro-batch by 1,

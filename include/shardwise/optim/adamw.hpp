@@ -60,6 +60,8 @@ class AdamW : public Optimizer {
   OptimizerState state_dict() const override;
   OptimizerStateView state_view() const override;
   void load_state_dict(const OptimizerState& state) override;
+  // Complete and well-sized for every param, or throws naming the param and field.
+  void check_state_dict(const OptimizerState& state) const override;
   void take_state_dict(OptimizerState&& state) override;
   std::optional<StateLoadTargets> state_load_targets() override;
 
@@ -73,8 +75,6 @@ class AdamW : public Optimizer {
   };
   // Zero state for params seen for the first time (e.g. added to a group after construction).
   State& state_for(const OptimParam& p);
-  // Throws naming the param and field unless `state` is complete and well-sized for every param.
-  void check_state_dict(const OptimizerState& state) const;
 
   AdamWOptions defaults_;
   // Keyed by param name, so a wrapper may narrow or regroup param_groups() between steps.

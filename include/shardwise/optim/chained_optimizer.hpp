@@ -33,6 +33,7 @@ class ChainedOptimizer : public Optimizer {
   OptimizerState state_dict() const override;
   OptimizerStateView state_view() const override;
   void load_state_dict(const OptimizerState& state) override;
+  void check_state_dict(const OptimizerState& state) const override;
   std::optional<StateLoadTargets> state_load_targets() override;
   void set_lr(double lr) override;
   void reload_model_params() override;
@@ -42,6 +43,9 @@ class ChainedOptimizer : public Optimizer {
   const std::vector<std::unique_ptr<Optimizer>>& children() const { return children_; }
 
  private:
+  // `state`'s entries split by the child owning each param.
+  std::vector<OptimizerState> route_state(const OptimizerState& state) const;
+
   std::vector<std::unique_ptr<Optimizer>> children_;
 };
 

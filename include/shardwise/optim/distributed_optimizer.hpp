@@ -63,6 +63,9 @@ class DistributedOptimizer : public Optimizer {
   OptimizerState state_dict() const override { return adamw_->state_dict(); }
   OptimizerStateView state_view() const override { return adamw_->state_view(); }
   void load_state_dict(const OptimizerState& state) override;
+  void check_state_dict(const OptimizerState& state) const override {
+    adamw_->check_state_dict(state);
+  }
   void take_state_dict(OptimizerState&& state) override;
   std::optional<StateLoadTargets> state_load_targets() override {
     return adamw_->state_load_targets();

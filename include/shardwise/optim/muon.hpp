@@ -65,6 +65,7 @@ class Muon : public Optimizer {
   OptimizerState state_dict() const override;
   OptimizerStateView state_view() const override;
   void load_state_dict(const OptimizerState& state) override;
+  void check_state_dict(const OptimizerState& state) const override;
   std::optional<StateLoadTargets> state_load_targets() override;
 
   const MuonOptions& defaults() const { return defaults_; }

@@ -18,6 +18,7 @@
 #include <string_view>
 #include <vector>
 
+#include "shardwise/config/optimizer_hyperparameters.hpp"
 #include "shardwise/optim/optimizer_state_view.hpp"
 #include "shardwise/optim/shard_math.hpp"
 
@@ -54,6 +55,12 @@ struct GroupOverrides {
 using ParamOverrides = std::map<std::string, GroupOverrides>;
 
 inline const GroupOverrides kNoParamOverrides{};
+
+// The spec's range checks (config/optimizer_hyperparameters.hpp) on the values `overrides` sets:
+// ConfigError naming "<where>.<field>" (a NaN lr or a beta of 1 would turn every param into NaN).
+void validate_overrides(const GroupOverrides& overrides, std::string_view where);
+// What validate_overrides and the optimizers' constructors call the fields ("<where>.lr", ...).
+OptimizerFieldNames optimizer_field_names(std::string_view where);
 
 // `param`'s value when set, else `fallback` (the group's or the default).
 inline double override_or(const std::optional<double>& param, double fallback) {
@@ -142,6 +149,10 @@ class Optimizer {
   // Restores state for every param this optimizer owns (each must be present with the right
   // sizes); entries for unknown params are an error. Throws naming the param and field.
   virtual void load_state_dict(const OptimizerState& state) = 0;
+  // Throws where load_state_dict(state) would, changing nothing: a composite checks every child
+  // before it loads any, so a bad dict leaves the whole optimizer as it was. Default: no entry
+  // for a param this optimizer does not own.
+  virtual void check_state_dict(const OptimizerState& state) const;
   // Same checks and result, but may move the vectors out of `state` instead of copying them
   // (a checkpoint load hands over the state it has just read). Default: load_state_dict.
   virtual void take_state_dict(OptimizerState&& state) { load_state_dict(state); }
@@ -187,7 +198,7 @@ class Optimizer {
   // Where the params, grads and state live and the element-wise math over them.
   const ShardMath& math() const { return *math_; }
   const ShardMathPtr& math_ptr() const { return math_; }
-  void set_step_options(const StepOptions& options) { step_options_ = options; }
+  void set_step_options(const StepOptions& options);
 
  protected:
   explicit Optimizer(std::vector<ParamGroup> groups, ShardMathPtr math = host_shard_math());

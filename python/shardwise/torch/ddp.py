@@ -373,13 +373,24 @@ class DistributedDataParallel(torch.nn.Module):
             if p is not first:
                 p.grad = None
 
-    def write_back_edited_grads(self):
-        """Before a step: 16-bit params' .grad copies that were edited in place (scaled by
-        clip_grad_norm_, say) become the grads the engine reads."""
-        for i, (copy, value_then) in self._grad_copies.items():
-            p = self._params[i][1]
-            if p.grad is copy and not torch.equal(copy, value_then):
-                p.main_grad.copy_(copy)
+    def take_grads_set_since_sync(self):
+        """Before a step, once the sync exposed .grad: the engine steps what torch.optim would
+        read. A .grad replaced by another tensor (``p.grad = p.grad * 0``) is copied into the
+        buffer, as is a 16-bit param's .grad copy edited in place (clip_grad_norm_); a .grad
+        set to None skips its param this step. Returns the names of the skipped params."""
+        if not (self.expose_grads and self._gathered):
+            return []
+        dropped = []
+        for i, (name, p) in enumerate(self._params):
+            grad, copy = p.grad, self._grad_copies.get(i)
+            if grad is None:
+                dropped.append(name)
+            elif copy is not None and grad is copy[0]:
+                if not torch.equal(grad, copy[1]):
+                    p.main_grad.copy_(grad)
+            elif grad.data_ptr() != p.main_grad.data_ptr():
+                p.main_grad.copy_(grad)
+        return dropped
 
     def _end_backward(self):
         self._in_backward = False

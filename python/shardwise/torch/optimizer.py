@@ -28,9 +28,10 @@ def step_engine(ddp):
     if ddp._ready_count == 0:
         raise RuntimeError("step() called before any backward(): no gradient reached the "
                            "shardwise grad buffer since the last step() / zero_grad()")
+    skipped = set(ddp.take_grads_set_since_sync())
     if ddp.find_unused_parameters:
-        ddp.engine.set_params_without_grad(ddp.params_without_grad())
-    ddp.write_back_edited_grads()
+        skipped.update(ddp.params_without_grad())
+    ddp.engine.set_params_without_grad(sorted(skipped))  # replaces the last step's set
     # 16-bit params: the engine steps fp32 copies; written since, the params are re-read.
     if ddp._params_written or ddp.params_edited_since_step():
         ddp.engine.reload_model_params()
