@@ -86,6 +86,9 @@ void bind_layout(py::module_& m) {
              p.embedding_or_output = embedding_or_output;
              p.use_muon = use_muon;
              p.qkv_split = std::move(qkv_split);
+             if (const std::optional<std::string> problem = qkv_split_problem(p)) {
+               throw ShapeError(str_cat("param '", p.name, "': qkv_split ", *problem));
+             }
              return p;
            }),
            py::arg("name"), py::arg("shape"), py::arg("dtype") = "fp32",

@@ -164,7 +164,8 @@ ordered_json build_manifest(const CheckpointSaveRequest& request, const fs::path
   m["index"] = index;
   if (request.extra.is_object()) {
     for (const auto& [key, value] : request.extra.items()) {
-      SW_CHECK(!m.contains(key), "checkpoint manifest key ", key, " given twice");
+      SW_REQUIRE(!m.contains(key), InvalidArgument, "checkpoint save: extra manifest key '", key,
+                 "' is one the manifest writes itself; choose another name");
       m[key] = value;
     }
   } else {

@@ -2,16 +2,20 @@
 
 #include <numeric>
 
+#include "shardwise/core/checked_size.hpp"
 #include "shardwise/core/error.hpp"
 
 namespace shardwise {
 
 void LayoutOptions::validate() const {
-  SW_REQUIRE(data_parallel_size >= 1, InvalidArgument,
-             "layout options: data_parallel_size must be >= 1, got ", data_parallel_size);
-  SW_REQUIRE(!expert_data_parallel_size || *expert_data_parallel_size >= 1, InvalidArgument,
-             "layout options: expert_data_parallel_size must be >= 1, got ",
-             expert_data_parallel_size.value_or(0));
+  // Above kMaxParallelSize a size is a typo: the layout's work and memory grow with it.
+  SW_REQUIRE(data_parallel_size >= 1 && data_parallel_size <= kMaxParallelSize, InvalidArgument,
+             "layout options: data_parallel_size must be in [1, ", kMaxParallelSize, "], got ",
+             data_parallel_size);
+  SW_REQUIRE(!expert_data_parallel_size || (*expert_data_parallel_size >= 1 &&
+                                            *expert_data_parallel_size <= kMaxParallelSize),
+             InvalidArgument, "layout options: expert_data_parallel_size must be in [1, ",
+             kMaxParallelSize, "], got ", expert_data_parallel_size.value_or(0));
   SW_REQUIRE(!bucket_size || *bucket_size >= 1, InvalidArgument,
              "layout options: bucket_size must be >= 1 (or unset for one bucket), got ",
              bucket_size.value_or(0));

@@ -123,16 +123,8 @@ ParamInfo parse_param(const json& entry, std::size_t index, std::string_view sou
                ": field \"shape\" has more elements than fit in 64 bits");
     numel *= dim;
   }
-  if (param.is_qkv()) {
-    SW_REQUIRE(param.qkv_split.size() == 3, FormatError, where,
-               ": field \"qkv_split\" must have 3 entries [q, k, v], got ", param.qkv_split.size());
-    SW_REQUIRE(param.is_2d(), FormatError, where, ": field \"qkv_split\" needs a 2-D shape, got ",
-               param.shape.size(), " dims");
-    const auto qk = checked_add(param.qkv_split[0], param.qkv_split[1]);
-    const auto rows = qk ? checked_add(*qk, param.qkv_split[2]) : std::nullopt;
-    SW_REQUIRE(rows == param.shape[0], FormatError, where, ": field \"qkv_split\" sums to ",
-               rows ? std::to_string(*rows) : std::string("more than 2^63"), " but shape[0] is ",
-               param.shape[0]);
+  if (const std::optional<std::string> problem = qkv_split_problem(param)) {
+    throw FormatError(str_cat(where, ": field \"qkv_split\" ", *problem));
   }
   return param;
 }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "shardwise/core/checked_size.hpp"
 #include "shardwise/core/error.hpp"
 #include "shardwise/layout/param_sizes.hpp"
 
@@ -31,6 +32,23 @@ std::int64_t ParamInfo::numel() const {
                " elements (2^50, the most shardwise lays out)");
   }
   return n;
+}
+
+std::optional<std::string> qkv_split_problem(const ParamInfo& param) {
+  if (!param.is_qkv()) return std::nullopt;
+  const std::vector<std::int64_t>& split = param.qkv_split;
+  if (split.size() != 3) return str_cat("must have 3 entries [q, k, v], got ", split.size());
+  if (!param.is_2d()) return str_cat("needs a 2-D shape, got ", param.shape.size(), " dims");
+  for (const std::int64_t rows : split) {
+    if (rows <= 0) return str_cat("entries must be > 0, got ", rows);
+  }
+  const auto qk = checked_add(split[0], split[1]);
+  const auto rows = qk ? checked_add(*qk, split[2]) : std::nullopt;
+  if (rows != param.shape[0]) {
+    return str_cat("sums to ", rows ? std::to_string(*rows) : std::string("more than 2^63"),
+                   " but shape[0] is ", param.shape[0]);
+  }
+  return std::nullopt;
 }
 
 void validate_param_sizes(const ParamList& params) {

@@ -52,6 +52,8 @@ std::vector<std::unique_ptr<DistributedDataParallel>> wrap_with_ddp(
     config.align_param_gather = false;
   }
   if (recipe.legacy_param_sync) config.use_legacy_param_sync = true;
+  SW_REQUIRE(groups.data_parallel != nullptr, InvalidArgument,
+             "wrap_with_ddp: DataParallelGroups has no data_parallel group");
   const int dp = groups.data_parallel->size();
   const int expert_dp =
       (groups.expert_data_parallel ? groups.expert_data_parallel : groups.data_parallel)->size();
@@ -169,6 +171,11 @@ std::unique_ptr<Optimizer> make_optimizer(OptimizerKind kind,
                                           const MuonOptions& muon, const AdamWOptions& adamw,
                                           const ProcessGroupPtr& world,
                                           bool overlap_param_gather_with_optimizer_step) {
+  SW_REQUIRE(world != nullptr, InvalidArgument, "make_optimizer: the world process group is null");
+  for (std::size_t i = 0; i < chunks.size(); ++i) {
+    SW_REQUIRE(chunks[i] != nullptr, InvalidArgument, "make_optimizer: chunk ", i,
+               "'s DistributedDataParallel is null");
+  }
   const OptimizerKindRecipe& recipe = recipe_of(kind);
   const ChunkOptimizerOptions options{muon, adamw, overlap_param_gather_with_optimizer_step};
   std::vector<std::unique_ptr<Optimizer>> children;

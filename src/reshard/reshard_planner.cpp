@@ -154,6 +154,7 @@ GlobalReshardPlan compute_global_reshard_plan(std::vector<ParamReshardRequest> r
 }
 
 ReshardPlan plan_for_rank(std::shared_ptr<const GlobalReshardPlan> global, int my_rank) {
+  SW_REQUIRE(global != nullptr, InvalidArgument, "plan_for_rank: the global plan is null");
   ReshardPlan plan;
   plan.my_rank = my_rank;
   for (const ReshardTask& t : global->tasks) {

@@ -129,6 +129,17 @@ def test_bad_input_names_the_param():
         compute_full_param_layout([q], dp=0)
     with pytest.raises(shardwise.Error, match="unknown layout"):
         compute_full_param_layout([q], dp=1, optimizer="adam")
+    # dp 2^30 ran out of memory (work and memory grow with dp); the CLI's limit holds here too.
+    with pytest.raises(shardwise.Error, match=r"data_parallel_size must be in \[1, 1048576\]"):
+        compute_full_param_layout([q], dp=2 ** 30)
+    # A qkv_split that is not 3 positive row counts summing to shape[0] changed the layout.
+    for split, problem in (((1, 1, 1), "sums to 3 but shape\\[0\\] is 768"),
+                           ((-10 ** 6, 10 ** 6 + 384, 384), "entries must be > 0"),
+                           ((256, 512), "must have 3 entries")):
+        qkv = ShapedParam("qkv", (768, 256))
+        qkv.qkv_split = split
+        with pytest.raises(shardwise.Error, match=f"'qkv': qkv_split {problem}"):
+            compute_full_param_layout([qkv], dp=2)
 
 
 class ShapedParam:

@@ -3,6 +3,8 @@ there exactly as autograd computes them, the optimizers match independent torch 
 bad input raises naming the param."""
 
 import copy
+import json
+import pathlib
 
 import pytest
 import torch
@@ -466,3 +468,22 @@ def test_save_checkpoint_refuses_weights_that_are_not_finite(tmp_path):
         model.fc1.weight[1, 2] = 0.0
     saved = sw.save_checkpoint(tmp_path / "ckpt", ddp, opt, step=1)
     assert (tmp_path / "ckpt" / "step-0000001").samefile(saved)
+
+
+def test_save_checkpoint_extra_keys_that_the_manifest_owns_are_refused(tmp_path):
+    # extra={"world_size": 99} silently replaced the real value; {"step": 1} failed an internal
+    # invariant; NaN reached the C++ JSON parser.
+    model = TinyNet(seed=7)
+    ddp = sw.DistributedDataParallel(model)
+    opt = sw.make_optimizer(ddp, lr=1e-2)
+    model(*batch(0, 4)).backward()
+    opt.step()
+    with pytest.raises(ValueError, match="extra key 'world_size' is one the checkpoint writes"):
+        sw.save_checkpoint(tmp_path / "ckpt", ddp, opt, step=1, extra={"world_size": 99})
+    with pytest.raises(ValueError, match="extra manifest key 'step' is one the manifest writes"):
+        sw.save_checkpoint(tmp_path / "ckpt", ddp, opt, step=1, extra={"step": 1})
+    with pytest.raises(ValueError, match="extra is not JSON-serialisable"):
+        sw.save_checkpoint(tmp_path / "ckpt", ddp, opt, step=1, extra={"a": float("nan")})
+    saved = sw.save_checkpoint(tmp_path / "ckpt", ddp, opt, step=1, extra={"note": "ok"})
+    manifest = json.loads((pathlib.Path(saved) / "checkpoint.json").read_text())
+    assert manifest["note"] == "ok" and manifest["world_size"] == 1

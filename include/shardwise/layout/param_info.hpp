@@ -66,6 +66,10 @@ bool is_managed_by_layer_wise_optimizer(const ParamInfo& param);
 // weight (per QKV part when split), numel otherwise (an elementwise AdamW update).
 double newton_schulz_cost(const ParamInfo& param);
 
+// What is wrong with `param.qkv_split` as a split of its rows ("must have 3 entries ...": three
+// positive entries summing to shape[0] of a 2-D param), or nullopt when it is fine or empty.
+std::optional<std::string> qkv_split_problem(const ParamInfo& param);
+
 // "param 'NAME' (id N)" for error messages; "param id N" when id is outside params.
 std::string param_label(const ParamList& params, ParamId id);
 

@@ -20,11 +20,20 @@ def save_checkpoint(directory, ddp, optimizer, step, consumed_samples=0, keep_la
         raise ValueError("save_checkpoint: the optimizer does not belong to this "
                          "DistributedDataParallel")
     ddp.check_unchanged()
-    ddp.finish_param_sync()
     entries = {"world_size": ddp.engine.world_size, "saved_by": "shardwise.torch"}
+    for key in extra or {}:
+        # The manifest's own fields (step, format, ...) are the engine's; these two are ours.
+        if key in entries:
+            raise ValueError(f"save_checkpoint: extra key '{key}' is one the checkpoint writes "
+                             f"itself; choose another name")
     entries.update(extra or {})
+    try:
+        text = json.dumps(entries, allow_nan=False)  # the manifest is strict JSON
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"save_checkpoint: extra is not JSON-serialisable: {error}") from None
+    ddp.finish_param_sync()
     return ddp.engine.save_checkpoint(str(directory), int(step), int(consumed_samples),
-                                      int(keep_last), json.dumps(entries))
+                                      int(keep_last), text)
 
 
 def load_checkpoint(directory, ddp, optimizer, step=None):

@@ -47,8 +47,7 @@ TEST(KindDdpMismatch, DdpKindOverReduceScatteredGradsIsRefused) {
 }
 
 TEST(KindDdpMismatch, DistributedKindOverAllReducedGradsIsRefused) {
-  EXPECT_NE(mismatch_error(OptimizerKind::kDdp, OptimizerKind::kDistributed),
-            "");
+  EXPECT_NE(mismatch_error(OptimizerKind::kDdp, OptimizerKind::kDistributed), "");
 }
 
 }  // namespace
