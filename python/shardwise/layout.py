@@ -18,6 +18,7 @@ from typing import Any, Dict, List, Tuple
 
 from . import _core
 from ._dtypes import dtype_name, public_dtype
+from ._numbers import whole_number
 
 
 @dataclass(frozen=True, order=False)
@@ -98,7 +99,7 @@ def param_info(param, index, name=None, embedding_or_output=False):
     if not isinstance(name, str) or not name:
         name = f"params[{index}]"
     try:
-        shape = [int(d) for d in param.shape]
+        shape = [whole_number(d, f"param '{name}': a dimension of its shape") for d in param.shape]
     except (AttributeError, TypeError):
         raise ValueError(f"param '{name}' has no usable .shape") from None
     for d in shape:
@@ -116,7 +117,8 @@ def param_info(param, index, name=None, embedding_or_output=False):
         embedding_or_output=bool(getattr(param, "is_embedding_or_output_parameter",
                                          embedding_or_output)),
         use_muon=None if use_muon is None else bool(use_muon),
-        qkv_split=[int(r) for r in getattr(param, "qkv_split", None) or []],
+        qkv_split=[whole_number(r, f"param '{name}': a qkv_split entry")
+                   for r in getattr(param, "qkv_split", None) or []],
     )
 
 
@@ -165,8 +167,10 @@ def compute_full_param_layout(params, dp, bucket_size=None, optimizer="layer-wis
     params = list(params)
     infos = param_infos(params)
     buffers = _core.compute_full_param_layout(
-        infos, optimizer, int(dp), None if expert_dp is None else int(expert_dp),
-        None if bucket_size is None else int(bucket_size), bool(grad_reduce_in_fp32),
+        infos, optimizer, whole_number(dp, "dp"),
+        None if expert_dp is None else whole_number(expert_dp, "expert_dp"),
+        None if bucket_size is None else whole_number(bucket_size, "bucket_size"),
+        bool(grad_reduce_in_fp32),
         bool(high_nccl_busbw), bool(all_layer_wise))
     return from_engine(buffers, params)
 

@@ -146,8 +146,10 @@ ordered_json build_manifest(const CheckpointSaveRequest& request, const fs::path
   // the first replica); loading does not depend on it.
   m["layer_wise_replicas"] = replicas;
   ordered_json params = ordered_json::array();
+  std::set<std::string> model_names;
   for (const ModelTensor& t : model) {
     params.push_back({{"name", t.name}, {"shape", t.shape}, {"dtype", dtype_name(t.values.dtype)}});
+    model_names.insert(t.name);
   }
   m["model"] = {{"file", kCheckpointModelFile}, {"params", params}};
   ordered_json files = ordered_json::array();
@@ -156,6 +158,11 @@ ordered_json build_manifest(const CheckpointSaveRequest& request, const fs::path
     const std::string name = optimizer_rank_file_name(r, size);
     files.push_back(name);
     for (const SavedShard& s : read_shard_file_index(staged / name)) {
+      // Published, such a checkpoint would be refused by every load ("a different model").
+      SW_REQUIRE(model_names.count(s.param) != 0, InvalidArgument, "rank ", r,
+                 "'s optimizer steps param '", s.param,
+                 "', which the model tensors given to "
+                 "save_checkpoint do not include");
       index[s.param].push_back(
           {{"file", name}, {"rank", r}, {"start", s.start}, {"end", s.end}, {"fields", s.fields}});
     }

@@ -261,6 +261,23 @@ TEST(Checkpoint, KeepLastPrunesOlderStepDirectories) {
   fs::remove_all(root);
 }
 
+// A model list without a param the optimizer steps was published, then refused by every load.
+TEST(Checkpoint, SaveRefusesModelTensorsThatMissAnOptimizerParam) {
+  const fs::path root = fresh_dir("missing-model-tensor");
+  FakeProcessGroup group(0, 1);
+  TinyModel a(kSpec, 1);
+  a.step(1);
+  std::vector<ModelTensor> tensors = a.tensors();
+  tensors.pop_back();  // head.weight
+  const std::string message =
+      error_of([&] { save_checkpoint(request(root, 1), tensors, *a.optimizer, group); });
+  EXPECT_NE(message.find("'head.weight', which the model tensors given to save_checkpoint do not"),
+            std::string::npos)
+      << message;
+  EXPECT_FALSE(fs::exists(root / "step-0000001"));
+  fs::remove_all(root);
+}
+
 TEST(Checkpoint, FailingSaveLeavesPreviousCheckpointAndNoStagingDirectory) {
   const fs::path root = fresh_dir("failing-save");
   FakeProcessGroup group(0, 1);

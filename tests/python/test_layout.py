@@ -129,6 +129,13 @@ def test_bad_input_names_the_param():
         compute_full_param_layout([q], dp=0)
     with pytest.raises(shardwise.Error, match="unknown layout"):
         compute_full_param_layout([q], dp=1, optimizer="adam")
+    # int() truncated these: dp 1.5 laid out for dp 1, a shape (4.7, 4) became [4, 4].
+    with pytest.raises(ValueError, match="dp must be an integer, got 1.5"):
+        compute_full_param_layout([q], dp=1.5)
+    with pytest.raises(ValueError, match="'odd': a dimension of its shape must be an integer"):
+        compute_full_param_layout([ShapedParam("odd", (4.7, 4))], dp=2)
+    with pytest.raises(ValueError, match="steps must be an integer, got 1.7"):
+        shardwise.newton_schulz(torch.eye(4), steps=1.7)
     # dp 2^30 ran out of memory (work and memory grow with dp); the CLI's limit holds here too.
     with pytest.raises(shardwise.Error, match=r"data_parallel_size must be in \[1, 1048576\]"):
         compute_full_param_layout([q], dp=2 ** 30)

@@ -484,6 +484,13 @@ def test_save_checkpoint_extra_keys_that_the_manifest_owns_are_refused(tmp_path)
         sw.save_checkpoint(tmp_path / "ckpt", ddp, opt, step=1, extra={"step": 1})
     with pytest.raises(ValueError, match="extra is not JSON-serialisable"):
         sw.save_checkpoint(tmp_path / "ckpt", ddp, opt, step=1, extra={"a": float("nan")})
+    for bad, match in (({"keep_last": -3}, "keep_last must be >= 0"),
+                       ({"consumed_samples": -5}, "consumed_samples must be >= 0"),
+                       ({"step": 1.5}, "step must be an int")):
+        with pytest.raises(ValueError, match=match):
+            sw.save_checkpoint(tmp_path / "ckpt", ddp, opt, **dict({"step": 1}, **bad))
+    with pytest.raises(ValueError, match="contains a NUL byte"):
+        sw.save_checkpoint(str(tmp_path / "ck\0pt"), ddp, opt, step=1)
     saved = sw.save_checkpoint(tmp_path / "ckpt", ddp, opt, step=1, extra={"note": "ok"})
     manifest = json.loads((pathlib.Path(saved) / "checkpoint.json").read_text())
     assert manifest["note"] == "ok" and manifest["world_size"] == 1

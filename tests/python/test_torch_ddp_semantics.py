@@ -11,7 +11,7 @@ import socket
 from conftest import run_mpi
 
 HERE = pathlib.Path(__file__).resolve().parent
-CASES = ["module_behaviour", "batchnorm_buffers", "module_states_at_wrap",
+CASES = ["module_behaviour", "batchnorm_buffers", "module_states_at_wrap", "buffers_differ",
          "unused_parameters_layer-wise",
          "repeated_backward_layer-wise", "unused_parameters_ddp", "repeated_backward_ddp",
          "clip_grad_norm_distributed", "unused_parameters_adamw_distributed",

@@ -167,6 +167,23 @@ def case_module_states_at_wrap(rank):
     report("module_states_at_wrap")
 
 
+def case_buffers_that_differ_between_ranks(rank):
+    """A buffer of another dtype or size on rank 1 was silently corrupted by the broadcast (or
+    aborted in MPI); now every rank raises a ValueError at wrap, and the job goes on."""
+    other_dtype = torch.float32 if rank == 0 else torch.float64
+    for make in (lambda: torch.full((4,), 7.0, dtype=other_dtype),
+                 lambda: torch.zeros(4 if rank == 0 else 6)):
+        model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Linear(4, 1))
+        model[0].register_buffer("extra", make())
+        try:
+            sw.DistributedDataParallel(model, optimizer="ddp")
+        except ValueError as error:
+            assert "buffers and frozen params differ between ranks" in str(error), error
+        else:
+            raise AssertionError("buffers that differ between ranks were accepted")
+    report("buffers_differ")
+
+
 def case_unused_parameters(rank, kind):
     model, ref = RoutedNet(seed=rank), RoutedNet(seed=rank)
     ddp = sw.DistributedDataParallel(model, optimizer=kind, find_unused_parameters=True,
@@ -271,6 +288,7 @@ def main(port):
     case_module_behaviour(rank)
     case_batchnorm_buffers(rank)
     case_module_states_at_wrap(rank)
+    case_buffers_that_differ_between_ranks(rank)
     for kind in ("layer-wise", "ddp"):
         case_unused_parameters(rank, kind)
         case_repeated_backward(rank, kind)

@@ -7,6 +7,16 @@ GPT in examples/torch/train_gpt.py uses the CLI model's names) and the optimizer
 """
 
 import json
+import os
+
+from .._numbers import whole_number
+
+
+def _path_text(directory, name):
+    text = os.fsdecode(directory)  # str, bytes or os.PathLike
+    if "\0" in text:
+        raise ValueError(f"{name} {text!r} contains a NUL byte")
+    return text
 
 
 def save_checkpoint(directory, ddp, optimizer, step, consumed_samples=0, keep_last=0,
@@ -31,9 +41,11 @@ def save_checkpoint(directory, ddp, optimizer, step, consumed_samples=0, keep_la
         text = json.dumps(entries, allow_nan=False)  # the manifest is strict JSON
     except (TypeError, ValueError) as error:
         raise ValueError(f"save_checkpoint: extra is not JSON-serialisable: {error}") from None
+    path = _path_text(directory, "save_checkpoint: directory")
+    counts = [whole_number(v, f"save_checkpoint: {n}", minimum=0) for n, v in
+              (("step", step), ("consumed_samples", consumed_samples), ("keep_last", keep_last))]
     ddp.finish_param_sync()
-    return ddp.engine.save_checkpoint(str(directory), int(step), int(consumed_samples),
-                                      int(keep_last), text)
+    return ddp.engine.save_checkpoint(path, *counts, text)
 
 
 def load_checkpoint(directory, ddp, optimizer, step=None):
@@ -46,7 +58,8 @@ def load_checkpoint(directory, ddp, optimizer, step=None):
     ddp.check_unchanged()
     ddp.finish_param_sync()
     path, loaded_step, consumed, manifest = ddp.engine.load_checkpoint(
-        str(directory), None if step is None else int(step))
+        _path_text(directory, "load_checkpoint: directory"),
+        None if step is None else whole_number(step, "load_checkpoint: step", minimum=0))
     ddp._params_written = False  # the checkpoint's fp32 main params are loaded too
     ddp.note_params_in_sync()
     return {"directory": path, "step": loaded_step, "consumed_samples": consumed,

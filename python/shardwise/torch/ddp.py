@@ -3,6 +3,7 @@ contiguous param buffer, its grads accumulated into the grad buffer, buckets red
 """
 
 import contextlib
+import hashlib
 import inspect
 import os
 import weakref
@@ -42,6 +43,22 @@ def check_no_sparse_grads(module):
                 and weight.requires_grad):
             raise ValueError(f"module '{name}' ({type(m).__name__}) has sparse=True: shardwise "
                              f"reduces dense grads in its grad buffer; build it with sparse=False")
+
+
+def check_same_tensors_on_all_ranks(engine, tensors, what):
+    """ValueError on every rank unless every rank holds as many `tensors` with the same shapes
+    and dtypes as rank 0 (a broadcast of different ones would corrupt them or abort in MPI)."""
+    signature = repr([(str(t.dtype), tuple(t.shape), t.device.type) for t in tensors])
+    ours = torch.frombuffer(bytearray(hashlib.sha256(signature.encode()).digest()),
+                            dtype=torch.uint8)
+    rank0s = ours.clone()
+    engine.broadcast_from_rank0(rank0s.view(torch.float32).numpy())
+    differs = not torch.equal(ours, rank0s)
+    disagreeing = engine.ranks_using([differs])[0]
+    if disagreeing:
+        raise ValueError(f"DistributedDataParallel: {what} differ between ranks ({disagreeing} "
+                         f"rank(s) have other counts, shapes or dtypes than rank 0); every rank "
+                         f"must build the same module")
 
 
 def broadcast_from_rank0(engine, tensors):
@@ -499,7 +516,10 @@ class DistributedDataParallel(torch.nn.Module):
         trainable params were broadcast with the engine's buffer), whatever broadcast_buffers."""
         if self.engine.dp_size > 1:
             frozen = [p for p in self.module.parameters() if not p.requires_grad]
-            broadcast_from_rank0(self.engine, frozen + list(self.module.buffers()))
+            states = frozen + list(self.module.buffers())
+            check_same_tensors_on_all_ranks(self.engine, states, "the module's buffers and "
+                                            "frozen params")
+            broadcast_from_rank0(self.engine, states)
 
     @property
     def kind(self):
