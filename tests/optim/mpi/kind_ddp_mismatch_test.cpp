@@ -15,7 +15,7 @@
 namespace shardwise::optim {
 namespace {
 
-ParamList small_model() {
+ParamList kind_mismatch_model() {
   TransformerConfig c;
   c.name = "kind-mismatch";
   c.num_layers = 1;
@@ -28,7 +28,7 @@ ParamList small_model() {
 
 std::string mismatch_error(OptimizerKind wrapped_for, OptimizerKind optimizer) {
   const ProcessGroupPtr world = init_mpi_world();
-  auto ddps = wrap_with_ddp({small_model()}, wrapped_for, DistributedDataParallelConfig{},
+  auto ddps = wrap_with_ddp({kind_mismatch_model()}, wrapped_for, DistributedDataParallelConfig{},
                             DataParallelGroups{world, nullptr});
   try {
     make_optimizer(optimizer, {ddps.front().get()}, {}, {}, world);
