@@ -22,10 +22,6 @@ std::optional<int> env_int(const char* name) {
   return static_cast<int>(parsed);
 }
 
-void report_if_the_reporting_rank_did_not(const Error& e) {
-  report_unless_the_reporting_rank_did(e.what());
-}
-
 }  // namespace
 
 // mpirun tears the whole job down when the first rank exits non-zero: rank 0, which most likely
@@ -73,7 +69,7 @@ std::optional<TrainingConfig> load_config_once_per_job(const std::string& path,
     return config;
   } catch (const Error& e) {
     if (reports) throw;
-    report_if_the_reporting_rank_did_not(e);
+    report_unless_the_reporting_rank_did(e.what());
     return std::nullopt;
   }
 }
@@ -84,7 +80,7 @@ bool check_once_per_job(const std::function<void()>& check) {
     return true;
   } catch (const Error& e) {
     if (reports_for_the_job()) throw;
-    report_if_the_reporting_rank_did_not(e);
+    report_unless_the_reporting_rank_did(e.what());
     return false;
   }
 }

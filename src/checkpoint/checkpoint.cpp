@@ -161,8 +161,7 @@ ordered_json build_manifest(const CheckpointSaveRequest& request, const fs::path
       // Published, such a checkpoint would be refused by every load ("a different model").
       SW_REQUIRE(model_names.count(s.param) != 0, InvalidArgument, "rank ", r,
                  "'s optimizer steps param '", s.param,
-                 "', which the model tensors given to "
-                 "save_checkpoint do not include");
+                 "', which the model tensors given to save_checkpoint do not include");
       index[s.param].push_back(
           {{"file", name}, {"rank", r}, {"start", s.start}, {"end", s.end}, {"fields", s.fields}});
     }

@@ -213,9 +213,10 @@ void quantize_mxfp8_into(TensorView input, std::int64_t rows, std::int64_t cols,
   require_host_view(input, "quantize_mxfp8 input");
   SW_REQUIRE(rows >= 0 && cols >= 0, ShapeError, "quantize_mxfp8: negative shape [", rows, ", ",
              cols, "]");
-  mxfp8_geometry(rows, cols, dst.layout);  // refuses a shape whose size overflows
-  SW_REQUIRE(input.numel == rows * cols, ShapeError, "quantize_mxfp8: input has ", input.numel,
-             " elements, shape [", rows, ", ", cols, "] needs ", rows * cols);
+  // The geometry refuses a shape whose element count overflows.
+  const std::int64_t elements = mxfp8_geometry(rows, cols, dst.layout).data_bytes;
+  SW_REQUIRE(input.numel == elements, ShapeError, "quantize_mxfp8: input has ", input.numel,
+             " elements, shape [", rows, ", ", cols, "] needs ", elements);
   check_storage(dst.rows, dst.cols, dst.layout, dst.data.size(), dst.scale.size(),
                 "quantize_mxfp8 destination");
   SW_REQUIRE(row_offset >= 0 && col_offset >= 0 && row_offset + rows <= dst.rows &&
