@@ -115,7 +115,14 @@ std::vector<OptimizerState> ChainedOptimizer::route_state(const OptimizerState& 
 }
 
 void ChainedOptimizer::set_param_overrides(const ParamOverrides& overrides) {
-  for (const auto& child : children_) child->set_param_overrides(overrides);
+  check_param_overrides(overrides);
+  for (const auto& child : children_) child->set_param_overrides(overrides_for(*child, overrides));
+}
+
+std::set<std::string> ChainedOptimizer::param_names() const {
+  std::set<std::string> names;
+  for (const auto& child : children_) names.merge(child->param_names());
+  return names;
 }
 
 void ChainedOptimizer::set_params_without_grad(const std::set<std::string>& names) {

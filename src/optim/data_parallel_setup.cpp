@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <bit>
+#include <set>
+#include <string>
 
 #include "shardwise/core/error.hpp"
 #include "shardwise/core/logging.hpp"
@@ -164,6 +166,16 @@ void use_reproducible_grad_norm(Optimizer& chain,
   chain.set_global_grad_sq_sum([chunks] { return whole_param_grad_sq_sum(chunks); });
 }
 
+// A misspelt name in MuonOptions::tensor_parallel would leave its TP shard orthogonalised alone.
+void require_tensor_parallel_names_are_params(const MuonOptions& muon, const Optimizer& chain) {
+  if (muon.tensor_parallel.empty()) return;
+  const std::set<std::string> params = chain.param_names();
+  for (const auto& [name, split] : muon.tensor_parallel) {
+    SW_REQUIRE(params.contains(name), InvalidArgument, "MuonOptions::tensor_parallel names '",
+               name, "', which is not a param of the model chunks");
+  }
+}
+
 }  // namespace
 
 std::unique_ptr<Optimizer> make_optimizer(OptimizerKind kind,
@@ -181,6 +193,7 @@ std::unique_ptr<Optimizer> make_optimizer(OptimizerKind kind,
   std::vector<std::unique_ptr<Optimizer>> children;
   for (DistributedDataParallel* ddp : chunks) recipe.build(*ddp, options, children);
   auto chain = std::make_unique<ChainedOptimizer>(std::move(children));
+  require_tensor_parallel_names_are_params(muon, *chain);
   // In 'ddp' every rank holds every grad: the local figures are already global.
   if (shards_optimizer_state(kind)) {
     chain->set_world_reduce([world](double local) { return all_reduce_sum_exact(*world, local); });

@@ -163,7 +163,19 @@ void DistributedOptimizer::take_state_dict(OptimizerState&& state) {
 }
 
 void DistributedOptimizer::set_param_overrides(const ParamOverrides& overrides) {
-  adamw_->set_param_overrides(overrides);
+  check_param_overrides(overrides);
+  adamw_->set_param_overrides(overrides_for(*adamw_, overrides));
+}
+
+std::set<std::string> DistributedOptimizer::param_names() const {
+  std::set<std::string> names;
+  for (const auto& buffer : ddp_.buffers()) {
+    if (!manages_(buffer->key())) continue;
+    for (const ParamRange& range : buffer->layout().param_index_map) {
+      names.insert(ddp_.params()[range.param].name);
+    }
+  }
+  return names;
 }
 
 void DistributedOptimizer::set_params_without_grad(const std::set<std::string>& names) {

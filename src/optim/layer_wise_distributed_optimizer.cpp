@@ -269,7 +269,14 @@ std::vector<OptimizerState> LayerWiseDistributedOptimizer::route_state(
 }
 
 void LayerWiseDistributedOptimizer::set_param_overrides(const ParamOverrides& overrides) {
-  for (auto& child : children_) child->set_param_overrides(overrides);
+  check_param_overrides(overrides);
+  for (auto& child : children_) child->set_param_overrides(overrides_for(*child, overrides));
+}
+
+std::set<std::string> LayerWiseDistributedOptimizer::param_names() const {
+  std::set<std::string> names;
+  for (const auto& [id, owner] : owners_) names.insert(ddp_.params()[id].name);
+  return names;
 }
 
 void LayerWiseDistributedOptimizer::set_params_without_grad(const std::set<std::string>& names) {

@@ -171,10 +171,36 @@ void Optimizer::set_lr(double lr) {
 }
 
 void Optimizer::set_param_overrides(const ParamOverrides& overrides) {
+  check_param_overrides(overrides);
+  param_overrides_ = overrides;
+}
+
+std::set<std::string> Optimizer::param_names() const {
+  std::set<std::string> names;
+  for (const ParamGroup& group : groups_) {
+    for (const OptimParam& p : group.params) names.insert(p.name);
+  }
+  return names;
+}
+
+void Optimizer::check_param_overrides(const ParamOverrides& overrides) const {
+  if (overrides.empty()) return;
+  const std::set<std::string> known = param_names();
   for (const auto& [name, values] : overrides) {
+    SW_REQUIRE(known.contains(name), InvalidArgument, "per-param overrides name '", name,
+               "', which is not a param of this ", kind(), " optimizer");
     validate_overrides(values, str_cat("param '", name, "' overrides"));
   }
-  param_overrides_ = overrides;
+}
+
+ParamOverrides Optimizer::overrides_for(const Optimizer& child, const ParamOverrides& overrides) {
+  if (overrides.empty()) return {};
+  const std::set<std::string> names = child.param_names();
+  ParamOverrides out;
+  for (const auto& [name, values] : overrides) {
+    if (names.contains(name)) out.emplace(name, values);
+  }
+  return out;
 }
 
 void Optimizer::set_params_without_grad(const std::set<std::string>& names) {

@@ -6,6 +6,8 @@
 #pragma once
 
 #include <memory>
+#include <set>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -38,6 +40,7 @@ class ChainedOptimizer : public Optimizer {
   void set_lr(double lr) override;
   void reload_model_params() override;
   void set_param_overrides(const ParamOverrides& overrides) override;
+  std::set<std::string> param_names() const override;
   void set_params_without_grad(const std::set<std::string>& names) override;
 
   const std::vector<std::unique_ptr<Optimizer>>& children() const { return children_; }

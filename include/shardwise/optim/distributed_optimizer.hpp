@@ -12,6 +12,8 @@
 
 #include <functional>
 #include <memory>
+#include <set>
+#include <string>
 #include <vector>
 
 #include "shardwise/ddp/distributed_data_parallel.hpp"
@@ -73,6 +75,7 @@ class DistributedOptimizer : public Optimizer {
   void set_lr(double lr) override;
   void reload_model_params() override;
   void set_param_overrides(const ParamOverrides& overrides) override;
+  std::set<std::string> param_names() const override;
   void set_params_without_grad(const std::set<std::string>& names) override;
 
   // The element slices this rank owns (for checkpoints: name, offset, count).

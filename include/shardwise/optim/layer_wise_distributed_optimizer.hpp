@@ -74,6 +74,7 @@ class LayerWiseDistributedOptimizer : public Optimizer {
   void set_lr(double lr) override;
   void reload_model_params() override;
   void set_param_overrides(const ParamOverrides& overrides) override;
+  std::set<std::string> param_names() const override;
   void set_params_without_grad(const std::set<std::string>& names) override;
 
   bool uses_legacy_sync() const { return legacy_; }

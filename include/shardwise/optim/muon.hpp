@@ -43,6 +43,7 @@ struct MuonOptions {
   // Tensor parallelism, by param name: these params are TP shards of a larger matrix; Muon
   // orthogonalises (and scales by the shape of) the full matrix, gathered over the TP group, so
   // the update equals the unsharded one. Every rank of the TP group steps such a param together.
+  // make_optimizer refuses a name that is no param of its chunks.
   std::map<std::string, TensorParallelSplit> tensor_parallel;
 };
 

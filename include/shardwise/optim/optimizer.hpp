@@ -173,8 +173,13 @@ class Optimizer {
   // No-op where the main params are the buffer itself (fp32) or the optimizer keeps no copies.
   virtual void reload_model_params() {}
   // Replaces every per-param override (an empty map: all params follow their groups again).
-  // Wrappers pass them on to the optimizers that step the params.
+  // Every name must be one of param_names() (InvalidArgument naming the first that is not: a
+  // misspelt name would otherwise leave its param on the group's values). Wrappers pass each
+  // child the entries of the params it steps.
   virtual void set_param_overrides(const ParamOverrides& overrides);
+  // Every param this optimizer steps on some rank, by name: a sharded wrapper lists every param
+  // of the buffers it manages, also those other ranks own. Default: the params of param_groups().
+  virtual std::set<std::string> param_names() const;
   // The overrides of the param named `name`, or null when it has none.
   const GroupOverrides* param_overrides(const std::string& name) const;
   // Params (by name) that got no gradient in the coming step (unused by every rank's backward):
@@ -209,6 +214,11 @@ class Optimizer {
   virtual bool counts_in_grad_statistics(const OptimParam& /*param*/) const { return true; }
   // Checks names are unique and views are non-null; `what` names the optimizer in errors.
   void validate_params(std::string_view what) const;
+  // set_param_overrides' checks, made before anything changes: every value in the spec's range,
+  // every name one of param_names().
+  void check_param_overrides(const ParamOverrides& overrides) const;
+  // The entries of `overrides` for the params `child` steps (what a wrapper hands that child).
+  static ParamOverrides overrides_for(const Optimizer& child, const ParamOverrides& overrides);
   // Whether p's grad enters the local statistics: it has a grad, is not excluded (a TP
   // duplicate) and this rank counts it (counts_in_grad_statistics).
   bool counts_in_grad_stats(const OptimParam& p) const;
