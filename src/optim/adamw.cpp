@@ -166,8 +166,7 @@ std::optional<StateLoadTargets> AdamW::state_load_targets() {
   return out;
 }
 
-void AdamW::check_state_dict(const OptimizerState& state) const {
-  check_no_unknown_params(*this, state, "AdamW");
+void AdamW::check_owned_state(const OptimizerState& state) const {
   // Validate everything before touching any state, so a bad dict leaves the optimizer as it was.
   for (const ParamGroup& group : groups_) {
     for (const OptimParam& p : group.params) {

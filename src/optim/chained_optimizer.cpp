@@ -85,33 +85,23 @@ std::optional<StateLoadTargets> ChainedOptimizer::state_load_targets() {
 }
 
 void ChainedOptimizer::check_state_dict(const OptimizerState& state) const {
-  const std::vector<OptimizerState> parts = route_state(state);
-  for (std::size_t ci = 0; ci < children_.size(); ++ci) children_[ci]->check_state_dict(parts[ci]);
+  check_composite_state(children_, state, "ChainedOptimizer");
 }
 
+void ChainedOptimizer::check_owned_state(const OptimizerState& state) const {
+  for (const auto& child : children_) child->check_owned_state(state);
+}
+
+// Every child's part is checked before any child loads: a bad entry leaves all of them as they
+// were.
 void ChainedOptimizer::load_state_dict(const OptimizerState& state) {
-  const std::vector<OptimizerState> parts = route_state(state);
-  // Every child checks its part before any loads: a bad entry leaves all of them as they were.
-  for (std::size_t ci = 0; ci < children_.size(); ++ci) children_[ci]->check_state_dict(parts[ci]);
-  for (std::size_t ci = 0; ci < children_.size(); ++ci) children_[ci]->load_state_dict(parts[ci]);
+  check_state_dict(state);
+  load_composite_state(children_, state);
 }
 
-std::vector<OptimizerState> ChainedOptimizer::route_state(const OptimizerState& state) const {
-  std::vector<OptimizerState> parts(children_.size());
-  std::map<std::string, std::size_t> owner;
-  for (std::size_t ci = 0; ci < children_.size(); ++ci) {
-    for (const ParamGroup& group : children_[ci]->param_groups()) {
-      for (const OptimParam& p : group.params) owner.emplace(p.name, ci);
-    }
-  }
-  for (const auto& [name, entry] : state) {
-    const auto it = owner.find(name);
-    SW_REQUIRE(it != owner.end(), FormatError,
-               "ChainedOptimizer state dict has an entry for param ", name,
-               ", which no child optimizer owns");
-    parts[it->second].emplace(name, entry);
-  }
-  return parts;
+void ChainedOptimizer::take_state_dict(OptimizerState&& state) {
+  check_state_dict(state);
+  take_composite_state(children_, std::move(state));
 }
 
 void ChainedOptimizer::set_param_overrides(const ParamOverrides& overrides) {

@@ -171,8 +171,8 @@ void require_tensor_parallel_names_are_params(const MuonOptions& muon, const Opt
   if (muon.tensor_parallel.empty()) return;
   const std::set<std::string> params = chain.param_names();
   for (const auto& [name, split] : muon.tensor_parallel) {
-    SW_REQUIRE(params.contains(name), InvalidArgument, "MuonOptions::tensor_parallel names '",
-               name, "', which is not a param of the model chunks");
+    SW_REQUIRE(params.contains(name), InvalidArgument, "MuonOptions::tensor_parallel names '", name,
+               "', which is not a param of the model chunks");
   }
 }
 

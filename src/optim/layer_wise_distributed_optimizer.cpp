@@ -241,31 +241,23 @@ std::optional<StateLoadTargets> LayerWiseDistributedOptimizer::state_load_target
 }
 
 void LayerWiseDistributedOptimizer::check_state_dict(const OptimizerState& state) const {
-  const std::vector<OptimizerState> per_child = route_state(state);
-  for (std::size_t c = 0; c < children_.size(); ++c) children_[c]->check_state_dict(per_child[c]);
+  check_composite_state(children_, state, "layer-wise optimizer");
 }
 
+void LayerWiseDistributedOptimizer::check_owned_state(const OptimizerState& state) const {
+  for (const auto& child : children_) child->check_owned_state(state);
+}
+
+// Every child's part is checked before any child loads: a bad entry leaves all of them as they
+// were.
 void LayerWiseDistributedOptimizer::load_state_dict(const OptimizerState& state) {
-  const std::vector<OptimizerState> per_child = route_state(state);
-  // Every child checks its part before any loads: a bad entry leaves all of them as they were.
-  for (std::size_t c = 0; c < children_.size(); ++c) children_[c]->check_state_dict(per_child[c]);
-  for (std::size_t c = 0; c < children_.size(); ++c) children_[c]->load_state_dict(per_child[c]);
+  check_state_dict(state);
+  load_composite_state(children_, state);
 }
 
-std::vector<OptimizerState> LayerWiseDistributedOptimizer::route_state(
-    const OptimizerState& state) const {
-  std::vector<OptimizerState> per_child(children_.size());
-  std::size_t routed = 0;
-  for (const OwnedSlice& s : slices_) {
-    auto it = state.find(s.name);
-    SW_REQUIRE(it != state.end(), InvalidArgument,
-               "layer-wise optimizer state has no entry for owned param '", s.name, "'");
-    per_child[child_of(s.param)][s.name] = it->second;
-    ++routed;
-  }
-  SW_REQUIRE(state.size() == routed, InvalidArgument, "layer-wise optimizer state has ",
-             state.size(), " entries but this rank owns ", routed, " params");
-  return per_child;
+void LayerWiseDistributedOptimizer::take_state_dict(OptimizerState&& state) {
+  check_state_dict(state);
+  take_composite_state(children_, std::move(state));
 }
 
 void LayerWiseDistributedOptimizer::set_param_overrides(const ParamOverrides& overrides) {

@@ -234,8 +234,7 @@ OptimizerStateView Muon::state_view() const {
   return view;
 }
 
-void Muon::check_state_dict(const OptimizerState& state) const {
-  check_no_unknown_params(*this, state, "Muon");
+void Muon::check_owned_state(const OptimizerState& state) const {
   for (const ParamGroup& group : groups_) {
     for (const OptimParam& p : group.params) {
       state_field(param_entry(state, p.name, "Muon"), p.name, "momentum_buffer", p.numel(), "Muon");
@@ -248,6 +247,15 @@ void Muon::load_state_dict(const OptimizerState& state) {
   for (const ParamGroup& group : groups_) {
     for (const OptimParam& p : group.params) {
       momentum_[p.name] = math_->adopt(std::vector<float>(state.at(p.name).at("momentum_buffer")));
+    }
+  }
+}
+
+void Muon::take_state_dict(OptimizerState&& state) {
+  check_state_dict(state);
+  for (const ParamGroup& group : groups_) {
+    for (const OptimParam& p : group.params) {
+      momentum_[p.name] = math_->adopt(std::move(state.at(p.name).at("momentum_buffer")));
     }
   }
 }

@@ -10,6 +10,18 @@
 
 namespace shardwise::optim {
 
+namespace {
+
+std::set<std::string> owned_param_names(const Optimizer& optimizer) {
+  std::set<std::string> names;
+  for (const ParamGroup& group : optimizer.param_groups()) {
+    for (const OptimParam& p : group.params) names.insert(p.name);
+  }
+  return names;
+}
+
+}  // namespace
+
 std::int64_t OptimParam::numel() const {
   std::int64_t n = 1;
   for (std::int64_t d : shape) n *= d;
@@ -175,13 +187,7 @@ void Optimizer::set_param_overrides(const ParamOverrides& overrides) {
   param_overrides_ = overrides;
 }
 
-std::set<std::string> Optimizer::param_names() const {
-  std::set<std::string> names;
-  for (const ParamGroup& group : groups_) {
-    for (const OptimParam& p : group.params) names.insert(p.name);
-  }
-  return names;
-}
+std::set<std::string> Optimizer::param_names() const { return owned_param_names(*this); }
 
 void Optimizer::check_param_overrides(const ParamOverrides& overrides) const {
   if (overrides.empty()) return;
@@ -274,14 +280,45 @@ const std::vector<float>& state_field(const ParamState& entry, const std::string
 
 void Optimizer::check_state_dict(const OptimizerState& state) const {
   check_no_unknown_params(*this, state, kind());
+  check_owned_state(state);
+}
+
+void check_composite_state(const std::vector<std::unique_ptr<Optimizer>>& children,
+                           const OptimizerState& state, std::string_view what) {
+  std::set<std::string> owned;
+  for (const auto& child : children) owned.merge(owned_param_names(*child));
+  for (const auto& [name, entry] : state) {
+    SW_REQUIRE(owned.contains(name), FormatError, what, " state dict has an entry for param ", name,
+               ", which no child optimizer owns on this rank");
+  }
+  for (const auto& child : children) child->check_owned_state(state);
+}
+
+void load_composite_state(const std::vector<std::unique_ptr<Optimizer>>& children,
+                          const OptimizerState& state) {
+  for (const auto& child : children) {
+    OptimizerState part;
+    for (const std::string& name : owned_param_names(*child)) {
+      if (const auto it = state.find(name); it != state.end()) part.emplace(name, it->second);
+    }
+    child->take_state_dict(std::move(part));
+  }
+}
+
+void take_composite_state(const std::vector<std::unique_ptr<Optimizer>>& children,
+                          OptimizerState&& state) {
+  for (const auto& child : children) {
+    OptimizerState part;
+    for (const std::string& name : owned_param_names(*child)) {
+      if (auto node = state.extract(name)) part.insert(std::move(node));
+    }
+    child->take_state_dict(std::move(part));
+  }
 }
 
 void check_no_unknown_params(const Optimizer& optimizer, const OptimizerState& state,
                              std::string_view what) {
-  std::set<std::string> known;
-  for (const ParamGroup& group : optimizer.param_groups()) {
-    for (const OptimParam& p : group.params) known.insert(p.name);
-  }
+  const std::set<std::string> known = owned_param_names(optimizer);
   for (const auto& [name, entry] : state) {
     SW_REQUIRE(known.count(name) == 1, FormatError, what, " state dict has an entry for param ",
                name, ", which this optimizer does not own");

@@ -4,8 +4,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "optim/optim_test_data.hpp"
@@ -260,6 +262,33 @@ TEST(ChainedOptimizer, BadStateDictLeavesEveryChildAsItWas) {
   bad["n"]["exp_avg"].resize(3);  // AdamW's part (the second child) is bad
   EXPECT_THROW(opt->load_state_dict(bad), ShapeError);
   EXPECT_EQ(opt->state_dict(), before) << "Muon's momentum was loaded before AdamW's error";
+}
+
+// take_state_dict hands every child its entries' vectors, not copies of them: the state a load
+// hands over becomes the optimizer's own (a chained optimizer used to copy the whole dict into
+// per-child parts, and Muon to copy its part again).
+TEST(ChainedOptimizer, TakeStateDictMovesTheVectorsIntoTheChildren) {
+  MuonAdamwModel m;
+  auto opt = m.chained();
+  opt->step();
+  OptimizerState state = opt->state_dict();
+  const OptimizerState expected = state;
+  std::map<std::string, const float*> handed_over;
+  for (const auto& [param, fields] : state) {
+    for (const auto& [field, values] : fields) {
+      if (field != "step") handed_over[param + "/" + field] = values.data();
+    }
+  }
+  opt->take_state_dict(std::move(state));
+  EXPECT_EQ(opt->state_dict(), expected);
+  std::optional<StateLoadTargets> targets = opt->state_load_targets();
+  ASSERT_TRUE(targets.has_value());
+  for (const auto& [key, data] : handed_over) {
+    const std::string param = key.substr(0, key.find('/'));
+    const std::string field = key.substr(key.find('/') + 1);
+    EXPECT_EQ(targets->at(param).arrays.at(field).data(), data) << key << " was copied";
+  }
+  EXPECT_EQ(handed_over.size(), 5u);  // w's momentum; b's and n's two moments
 }
 
 TEST(ChainedOptimizer, RejectsAParamOwnedTwice) {

@@ -61,7 +61,7 @@ class AdamW : public Optimizer {
   OptimizerStateView state_view() const override;
   void load_state_dict(const OptimizerState& state) override;
   // Complete and well-sized for every param, or throws naming the param and field.
-  void check_state_dict(const OptimizerState& state) const override;
+  void check_owned_state(const OptimizerState& state) const override;
   void take_state_dict(OptimizerState&& state) override;
   std::optional<StateLoadTargets> state_load_targets() override;
 

@@ -36,6 +36,8 @@ class ChainedOptimizer : public Optimizer {
   OptimizerStateView state_view() const override;
   void load_state_dict(const OptimizerState& state) override;
   void check_state_dict(const OptimizerState& state) const override;
+  void check_owned_state(const OptimizerState& state) const override;
+  void take_state_dict(OptimizerState&& state) override;
   std::optional<StateLoadTargets> state_load_targets() override;
   void set_lr(double lr) override;
   void reload_model_params() override;
@@ -46,9 +48,6 @@ class ChainedOptimizer : public Optimizer {
   const std::vector<std::unique_ptr<Optimizer>>& children() const { return children_; }
 
  private:
-  // `state`'s entries split by the child owning each param.
-  std::vector<OptimizerState> route_state(const OptimizerState& state) const;
-
   std::vector<std::unique_ptr<Optimizer>> children_;
 };
 

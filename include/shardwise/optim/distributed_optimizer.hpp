@@ -68,6 +68,9 @@ class DistributedOptimizer : public Optimizer {
   void check_state_dict(const OptimizerState& state) const override {
     adamw_->check_state_dict(state);
   }
+  void check_owned_state(const OptimizerState& state) const override {
+    adamw_->check_owned_state(state);
+  }
   void take_state_dict(OptimizerState&& state) override;
   std::optional<StateLoadTargets> state_load_targets() override {
     return adamw_->state_load_targets();

@@ -71,6 +71,8 @@ class LayerWiseDistributedOptimizer : public Optimizer {
   std::optional<StateLoadTargets> state_load_targets() override;
   void load_state_dict(const OptimizerState& state) override;
   void check_state_dict(const OptimizerState& state) const override;
+  void check_owned_state(const OptimizerState& state) const override;
+  void take_state_dict(OptimizerState&& state) override;
   void set_lr(double lr) override;
   void reload_model_params() override;
   void set_param_overrides(const ParamOverrides& overrides) override;
@@ -110,9 +112,6 @@ class LayerWiseDistributedOptimizer : public Optimizer {
   static std::map<ParamId, int> compute_owners(const DistributedDataParallel& ddp,
                                                const BufferSelector& manages, bool legacy);
   std::vector<OwnedSlice> local_params() const;
-  // `state`'s entries split by the child stepping each owned param; every owned param must
-  // have one and nothing else may be there.
-  std::vector<OptimizerState> route_state(const OptimizerState& state) const;
   bool counts_in_grad_statistics(const OptimParam& param) const override;
   void build_children(std::vector<LayerWiseChild> children,
                       const std::vector<InitStateFn>& init_state_fn_list);

@@ -66,7 +66,8 @@ class Muon : public Optimizer {
   OptimizerState state_dict() const override;
   OptimizerStateView state_view() const override;
   void load_state_dict(const OptimizerState& state) override;
-  void check_state_dict(const OptimizerState& state) const override;
+  void check_owned_state(const OptimizerState& state) const override;
+  void take_state_dict(OptimizerState&& state) override;
   std::optional<StateLoadTargets> state_load_targets() override;
 
   const MuonOptions& defaults() const { return defaults_; }

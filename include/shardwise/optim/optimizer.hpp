@@ -151,8 +151,12 @@ class Optimizer {
   virtual void load_state_dict(const OptimizerState& state) = 0;
   // Throws where load_state_dict(state) would, changing nothing: a composite checks every child
   // before it loads any, so a bad dict leaves the whole optimizer as it was. Default: no entry
-  // for a param this optimizer does not own.
+  // for a param this optimizer does not own, and check_owned_state.
   virtual void check_state_dict(const OptimizerState& state) const;
+  // The entries of the params this optimizer owns must be present and well-formed; entries of
+  // other params are not looked at. A composite runs it on each child over the whole dict, so no
+  // child's part is copied out just to be checked. Default: nothing to check.
+  virtual void check_owned_state(const OptimizerState& /*state*/) const {}
   // Same checks and result, but may move the vectors out of `state` instead of copying them
   // (a checkpoint load hands over the state it has just read). Default: load_state_dict.
   virtual void take_state_dict(OptimizerState&& state) { load_state_dict(state); }
@@ -248,6 +252,18 @@ const std::vector<float>& state_field(const ParamState& entry, const std::string
                                       std::string_view what);
 void check_no_unknown_params(const Optimizer& optimizer, const OptimizerState& state,
                              std::string_view what);
+// A composite's check_state_dict: every entry belongs to a param one of `children` owns
+// (FormatError naming it otherwise), and each child's check_owned_state passes, over `state` as it
+// is.
+void check_composite_state(const std::vector<std::unique_ptr<Optimizer>>& children,
+                           const OptimizerState& state, std::string_view what);
+// A composite's load: hands each child the entries of the params it owns (take_state_dict), one
+// child at a time, copied out of `state` or, with take_composite_state, moved out of it; so at
+// most one child's part is ever held twice. Check the whole dict first.
+void load_composite_state(const std::vector<std::unique_ptr<Optimizer>>& children,
+                          const OptimizerState& state);
+void take_composite_state(const std::vector<std::unique_ptr<Optimizer>>& children,
+                          OptimizerState&& state);
 // The state_load_targets of `children` merged (their params are disjoint), or nullopt when any
 // child has none.
 std::optional<StateLoadTargets> merged_state_load_targets(
