@@ -202,6 +202,41 @@ def test_grads_replaced_or_dropped_after_backward_are_what_the_step_reads(kind):
     assert float(ours) == float(theirs) == 1.0  # stepped once: only step 1 gave it a grad
 
 
+@pytest.mark.parametrize("kind", ["distributed", "ddp", "layer-wise"])
+def test_step_without_any_grad_does_nothing_as_in_torch(kind):
+    """torch.optim's step() skips every param whose .grad is None: before the first backward and
+    after zero_grad(set_to_none=True) it changes nothing (values, state, step counts); it used to
+    raise. After zero_grad(set_to_none=False) torch would step on zero grads: that still raises
+    (the engine cannot tell zeros from grads written without a backward)."""
+    model = TinyNet(seed=14)
+    sw.DistributedDataParallel(model, optimizer=kind)
+    opt = (sw.Muon(model.parameters(), lr=1e-2, adamw_lr=1e-2) if kind == "layer-wise"
+           else sw.AdamW(model.parameters(), lr=1e-2))
+
+    def unchanged_by_a_step_without_grads():
+        values = [p.detach().clone() for p in model.parameters()]
+        state = copy.deepcopy(opt.state_dict()["state"])
+        opt.step()
+        assert all(torch.equal(p, v) for p, v in zip(model.parameters(), values))
+        torch.testing.assert_close(opt.state_dict()["state"], state, rtol=0, atol=0)
+
+    unchanged_by_a_step_without_grads()
+    assert opt.state == {} and opt.last_step is None
+    for step in range(2):
+        model(*batch(step, 8)).backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        unchanged_by_a_step_without_grads()
+    if kind != "layer-wise":  # AdamW counts its steps: two, as torch's would
+        assert float(opt.state[next(model.parameters())]["step"]) == 2.0
+    model(*batch(2, 8)).backward()
+    opt.step()
+    opt.zero_grad(set_to_none=False)
+    assert all(p.grad is not None for p in model.parameters())
+    with pytest.raises(RuntimeError, match="before any backward"):
+        opt.step()
+
+
 def test_muon_state_has_momentum_for_matrices_after_the_first_step():
     model = TinyNet(seed=12)
     sw.DistributedDataParallel(model, optimizer="layer-wise")

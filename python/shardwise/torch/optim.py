@@ -204,6 +204,10 @@ class _EngineOptimizer(torch.optim.Optimizer):
             with torch.enable_grad():
                 loss = closure()
         ddp = self._bound_ddp()
+        if ddp._ready_count == 0 and all(p.grad is None for _, p in ddp._params):
+            # As torch.optim: no param has a grad (no backward yet, or zero_grad() since the last
+            # step), so there is nothing to update. Every rank must agree, as under torch DDP.
+            return loss
         self._sync_hyperparameters()
         self.last_step = step_engine(ddp)
         return loss
