@@ -139,7 +139,14 @@ void bind_buffers(py::class_<Engine>& c) {
            py::call_guard<py::gil_scoped_release>())
       .def(
           "broadcast_from_rank0",
-          [](Engine& e, py::array_t<float, py::array::c_style> values) {
+          [](Engine& e, py::array values) {
+            // Converting would overwrite a temporary copy: the caller's array must be the buffer.
+            SW_REQUIRE(values.dtype().is(py::dtype::of<float>()) &&
+                           (values.flags() & py::array::c_style) && values.writeable(),
+                       InvalidArgument,
+                       "broadcast_from_rank0: values must be a writeable C-contiguous float32 "
+                       "array (it is overwritten in place); got dtype ",
+                       py::str(values.dtype()).cast<std::string>());
             TensorView view{values.mutable_data(), static_cast<std::int64_t>(values.size()),
                             DType::kFloat32};
             py::gil_scoped_release released;

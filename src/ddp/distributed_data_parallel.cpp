@@ -275,7 +275,13 @@ BucketRange DistributedDataParallel::local_shard_range(const BufferKey& key, int
   const ParamAndGradBuffer& b = buffer(key);
   SW_REQUIRE(bucket >= 0 && static_cast<std::size_t>(bucket) < b.buckets().size(), InvalidArgument,
              "buffer ", key.to_string(), " has no bucket ", bucket);
-  return b.buckets()[static_cast<std::size_t>(bucket)].shard_range(group_for(key)->rank());
+  const Bucket& chosen = b.buckets()[static_cast<std::size_t>(bucket)];
+  const ProcessGroup& group = *group_for(key);
+  SW_REQUIRE(chosen.num_shards == group.size(), InvalidArgument, "bucket ", bucket, " of buffer ",
+             key.to_string(), " is not sharded over its group of ", group.size(),
+             " ranks: its grads are all-reduced (buckets are sharded for the distributed "
+             "optimizer kinds)");
+  return chosen.shard_range(group.rank());
 }
 
 TensorView DistributedDataParallel::param(ParamId id) const { return buffer_of(id).param_view(id); }

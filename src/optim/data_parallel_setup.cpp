@@ -176,6 +176,19 @@ void require_tensor_parallel_names_are_params(const MuonOptions& muon, const Opt
   }
 }
 
+// Checked over every param of every chunk, which all ranks hold, so all ranks refuse together
+// (the main-param copy that would fail holds only this rank's shard).
+void require_steppable_dtypes(const std::vector<DistributedDataParallel*>& chunks) {
+  for (const DistributedDataParallel* ddp : chunks) {
+    for (const ParamInfo& p : ddp->params()) {
+      SW_REQUIRE(
+          p.dtype == DType::kFloat32 || p.dtype == DType::kBFloat16 || p.dtype == DType::kFloat16,
+          InvalidArgument, "param '", p.name, "' is ", dtype_name(p.dtype),
+          ": the optimizers step fp32, bf16 and fp16 params");
+    }
+  }
+}
+
 }  // namespace
 
 std::unique_ptr<Optimizer> make_optimizer(OptimizerKind kind,
@@ -188,6 +201,7 @@ std::unique_ptr<Optimizer> make_optimizer(OptimizerKind kind,
     SW_REQUIRE(chunks[i] != nullptr, InvalidArgument, "make_optimizer: chunk ", i,
                "'s DistributedDataParallel is null");
   }
+  require_steppable_dtypes(chunks);
   const OptimizerKindRecipe& recipe = recipe_of(kind);
   const ChunkOptimizerOptions options{muon, adamw, overlap_param_gather_with_optimizer_step};
   std::vector<std::unique_ptr<Optimizer>> children;

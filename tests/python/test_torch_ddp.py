@@ -6,6 +6,7 @@ import copy
 import json
 import pathlib
 
+import numpy as np
 import pytest
 import torch
 
@@ -494,3 +495,19 @@ def test_save_checkpoint_extra_keys_that_the_manifest_owns_are_refused(tmp_path)
     saved = sw.save_checkpoint(tmp_path / "ckpt", ddp, opt, step=1, extra={"note": "ok"})
     manifest = json.loads((pathlib.Path(saved) / "checkpoint.json").read_text())
     assert manifest["note"] == "ok" and manifest["world_size"] == 1
+
+
+def test_engine_broadcast_refuses_an_array_it_would_have_to_convert():
+    """broadcast_from_rank0 overwrites its array in place: an int16 or non-contiguous array used
+    to be converted first, so rank 0's values landed in a temporary and the caller's kept its own."""
+    ddp = sw.DistributedDataParallel(TinyNet(seed=21))
+    ok = np.arange(6, dtype=np.float32)
+    ddp.engine.broadcast_from_rank0(ok)  # one rank: nothing to receive
+    for bad in (np.arange(6, dtype=np.int16), np.arange(12, dtype=np.float32)[::2],
+                np.arange(6, dtype=np.float64)):
+        with pytest.raises(ValueError, match="writeable C-contiguous float32"):
+            ddp.engine.broadcast_from_rank0(bad)
+    frozen = np.arange(6, dtype=np.float32)
+    frozen.flags.writeable = False
+    with pytest.raises(ValueError, match="writeable C-contiguous float32"):
+        ddp.engine.broadcast_from_rank0(frozen)

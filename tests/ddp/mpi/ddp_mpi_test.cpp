@@ -221,6 +221,27 @@ TEST(GradSync, AllReduceWithoutDistributedOptimizer) {
   });
 }
 
+// An all-reduced buffer has no per-rank shards: asking for this rank's shard was an internal
+// invariant failure; it is an InvalidArgument saying why.
+TEST(GradSync, AllReducedBucketsHaveNoLocalShard) {
+  ProcessGroupPtr world = init_mpi_world();
+  if (world->size() == 1) GTEST_SKIP() << "at dp 1 the one shard is the whole bucket";
+  DistributedDataParallelConfig config;
+  const ParamList params = tiny_model(DType::kFloat32);
+  DistributedDataParallel ddp(
+      params,
+      compute_full_param_layout(params,
+                                config.layout_options(LayoutAlgorithm::kDefault, world->size())),
+      config, {world, nullptr});
+  const BufferKey key = ddp.buffers().front()->key();
+  try {
+    ddp.local_shard_range(key, 0);
+    ADD_FAILURE() << "an all-reduced bucket gave a local shard";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("all-reduced"), std::string::npos) << e.what();
+  }
+}
+
 TEST(GradSync, AccumulationOverThreeMicrobatchesSyncsOnlyTheLast) {
   ProcessGroupPtr world = init_mpi_world();
   const int dp = world->size();

@@ -1,4 +1,6 @@
-// Per-param overrides through the optimizers make_optimizer builds: a wrapper hands each child the
+// Arguments of the optimizers make_optimizer builds, checked through the public API.
+//
+// Per-param overrides: a wrapper hands each child the
 // entries of the params it steps, so an override reaches whichever rank owns its param, and a
 // name that is no param of the model is refused (it used to be dropped without a word, leaving
 // the param on its group's values). MuonOptions::tensor_parallel names are checked the same way.
@@ -136,6 +138,28 @@ TEST(ParamOverridesRouting, ATensorParallelNameThatIsNoParamIsRefused) {
   } catch (const InvalidArgument& e) {
     EXPECT_NE(std::string(e.what()).find("'layers.0.attention.qkv.wieght'"), std::string::npos)
         << e.what();
+  }
+}
+
+// An fp8 param under the sharded kinds failed deep in the copy to its fp32 main params, naming
+// no param, and only on the ranks owning part of it; fp64 ones the same (both are storage dtypes
+// nothing computes with). Every rank refuses now.
+TEST(OptimizerParamDtype, AParamOfADtypeNoOptimizerStepsIsNamed) {
+  const ProcessGroupPtr world = init_mpi_world();
+  for (DType dtype : {DType::kFloat8E4M3, DType::kFloat64}) {
+    for (OptimizerKind kind : kEveryKind) {
+      ParamList params = overrides_routing_model();
+      params.back().dtype = dtype;
+      auto ddps = wrap_with_ddp({params}, kind, DistributedDataParallelConfig{},
+                                DataParallelGroups{world, nullptr});
+      try {
+        make_optimizer(kind, {ddps.front().get()}, {}, {}, world);
+        ADD_FAILURE() << "a " << dtype_name(dtype) << " param was accepted";
+      } catch (const InvalidArgument& e) {
+        const std::string m = e.what();
+        EXPECT_NE(m.find(str_cat("param '", params.back().name, "' is ")), std::string::npos) << m;
+      }
+    }
   }
 }
 
