@@ -102,9 +102,6 @@ def param_info(param, index, name=None, embedding_or_output=False):
         shape = [whole_number(d, f"param '{name}': a dimension of its shape") for d in param.shape]
     except (AttributeError, TypeError):
         raise ValueError(f"param '{name}' has no usable .shape") from None
-    for d in shape:
-        if not -2 ** 63 <= d < 2 ** 63:
-            raise ValueError(f"param '{name}': dimension {d} of its shape does not fit in 64 bits")
     if not hasattr(param, "dtype"):
         raise ValueError(f"param '{name}' has no .dtype")
     use_muon = getattr(param, "use_muon", None)
@@ -167,8 +164,8 @@ def compute_full_param_layout(params, dp, bucket_size=None, optimizer="layer-wis
     params = list(params)
     infos = param_infos(params)
     buffers = _core.compute_full_param_layout(
-        infos, optimizer, whole_number(dp, "dp"),
-        None if expert_dp is None else whole_number(expert_dp, "expert_dp"),
+        infos, optimizer, whole_number(dp, "dp", bits=32),
+        None if expert_dp is None else whole_number(expert_dp, "expert_dp", bits=32),
         None if bucket_size is None else whole_number(bucket_size, "bucket_size"),
         bool(grad_reduce_in_fp32),
         bool(high_nccl_busbw), bool(all_layer_wise))

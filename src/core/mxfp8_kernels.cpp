@@ -167,8 +167,10 @@ SW_KERNEL_INLINE void quantize_f16_body(const std::uint16_t* src, std::uint8_t* 
   }
 }
 
-// e4m3 * scale is exact in fp32 (4 significant bits, exponent within range) except when the
-// product is an fp32 subnormal, where the multiply rounds it RNE.
+// e4m3 * scale is exact in fp32 (4 significant bits) except when the product is an fp32
+// subnormal, where the multiply rounds it RNE, or past fp32's range: the ceil rule can round a
+// block's largest element (up to fp32 max) to 256 * 2^k = 2^128, which is inf (OCP's floor rule
+// saturates to 448 * 2^k instead).
 SW_KERNEL_INLINE void dequantize_f32_body(const std::uint8_t* __restrict data,
                                           const std::uint8_t* scales, float* __restrict out,
                                           std::int64_t nblocks) {

@@ -164,8 +164,20 @@ def test_a_shape_past_the_element_limit_is_refused(shape):
 
 
 def test_a_dimension_past_64_bits_is_refused():
-    with pytest.raises(ValueError, match="'huge': dimension 36893488147419103232 .* 64 bits"):
+    with pytest.raises(ValueError, match="'huge': a dimension of its shape = "
+                                         "36893488147419103232 does not fit in a 64-bit integer"):
         compute_full_param_layout([ShapedParam("huge", (2 ** 65,))], dp=2)
+
+
+@pytest.mark.parametrize("arguments, message", [
+    (dict(dp=2 ** 31), "dp = 2147483648 does not fit in a 32-bit integer"),
+    (dict(dp=2, expert_dp=-2 ** 40), "expert_dp = -1099511627776 does not fit in a 32-bit"),
+    (dict(dp=2, bucket_size=2 ** 63), "bucket_size = 9223372036854775808 does not fit in a 64"),
+])
+def test_integers_past_the_engines_width_are_named(arguments, message):
+    """They reached the binding as pybind11's "incompatible function arguments"."""
+    with pytest.raises(ValueError, match=message):
+        compute_full_param_layout([ShapedParam("w", (4, 4))], **arguments)
 
 
 def test_params_past_the_element_limit_together_are_refused():

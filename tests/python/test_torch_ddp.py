@@ -259,6 +259,7 @@ def test_bad_params_raise_naming_the_param():
 @pytest.mark.parametrize("kwargs, error, message", [
     (dict(bucket_size="x"), TypeError, "bucket_size must be an int .* got str 'x'"),
     (dict(bucket_size=1.5), TypeError, "bucket_size must be an int"),
+    (dict(bucket_size=2 ** 63), ValueError, "bucket_size = 9223372036854775808 does not fit"),
     (dict(bucket_cap_mb="25"), TypeError, "bucket_cap_mb must be a number"),
     (dict(optimizer=3), ValueError, "optimizer=3 is not an optimizer kind; pass one of"),
     (dict(optimizer="sgd"), ValueError, "optimizer='sgd' is not an optimizer kind"),
@@ -487,7 +488,9 @@ def test_save_checkpoint_extra_keys_that_the_manifest_owns_are_refused(tmp_path)
         sw.save_checkpoint(tmp_path / "ckpt", ddp, opt, step=1, extra={"a": float("nan")})
     for bad, match in (({"keep_last": -3}, "keep_last must be >= 0"),
                        ({"consumed_samples": -5}, "consumed_samples must be >= 0"),
-                       ({"step": 1.5}, "step must be an int")):
+                       ({"step": 1.5}, "step must be an int"),
+                       ({"step": 2 ** 63}, "step = 9223372036854775808 does not fit in a 64-bit"),
+                       ({"keep_last": 2 ** 31}, "keep_last = 2147483648 does not fit in a 32")):
         with pytest.raises(ValueError, match=match):
             sw.save_checkpoint(tmp_path / "ckpt", ddp, opt, **dict({"step": 1}, **bad))
     with pytest.raises(ValueError, match="contains a NUL byte"):

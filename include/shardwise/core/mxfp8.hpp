@@ -10,6 +10,10 @@
 //    NaN / Inf: handled per element. amax is taken over the finite elements only, so finite
 //    neighbours keep full precision; a NaN or +-Inf element is stored as E4M3 NaN (0x7F, or 0xFF
 //    when negative) - E4M3FN has no infinity, and saturating an Inf to 448 would hide it.
+//    At the very top of the range the element rounding can still overflow on the way back: a
+//    block whose amax is within 2^-8 of 2^128 (fp32 / bf16 max) gets scale 2^120 and an element
+//    of 255.9.. that rounds to 256, which dequantizes to 2^128 = inf. Kept: those bytes are what
+//    the rule gives (any codec following it stores the same); kFloor saturates there instead.
 //  - kFloor (OCP Microscaling v1.0): shared exponent = floor(log2(amax)) - 8 (8 = emax of
 //    E4M3), elements x / 2^exp rounded to E4M3 (RNE) with saturation to +-448 (the top of the
 //    block, in [448, 512) after scaling, may saturate). An all-zero block gets byte 0.

@@ -42,8 +42,9 @@ def save_checkpoint(directory, ddp, optimizer, step, consumed_samples=0, keep_la
     except (TypeError, ValueError) as error:
         raise ValueError(f"save_checkpoint: extra is not JSON-serialisable: {error}") from None
     path = _path_text(directory, "save_checkpoint: directory")
-    counts = [whole_number(v, f"save_checkpoint: {n}", minimum=0) for n, v in
-              (("step", step), ("consumed_samples", consumed_samples), ("keep_last", keep_last))]
+    counts = [whole_number(v, f"save_checkpoint: {n}", minimum=0, bits=bits) for n, v, bits in
+              (("step", step, 64), ("consumed_samples", consumed_samples, 64),
+               ("keep_last", keep_last, 32))]
     ddp.finish_param_sync()
     return ddp.engine.save_checkpoint(path, *counts, text)
 

@@ -6,6 +6,8 @@ accepted, values shardwise cannot honour are a ValueError naming the argument an
 
 import torch
 
+from .._numbers import whole_number
+
 # torch DDP's default bucket is 25 MiB; shardwise's default is its own (set by the engine).
 _BYTES_PER_GRAD_ELEMENT = 4  # grads are reduced in fp32 (grad_reduce_in_fp32)
 
@@ -43,7 +45,8 @@ def bucket_size_from(bucket_cap_mb, bucket_size):
         raise TypeError(f"DistributedDataParallel: bucket_cap_mb must be a number (MiB) or None, "
                         f"got {type(bucket_cap_mb).__name__} {bucket_cap_mb!r}")
     if bucket_cap_mb is None:
-        return bucket_size
+        return None if bucket_size is None else whole_number(
+            bucket_size, "DistributedDataParallel: bucket_size")
     if bucket_size is not None:
         raise ValueError("DistributedDataParallel: pass bucket_cap_mb (torch's, MiB) or "
                          "bucket_size (elements), not both")
