@@ -104,11 +104,15 @@ def param_info(param, index, name=None, embedding_or_output=False):
         raise ValueError(f"param '{name}' has no usable .shape") from None
     if not hasattr(param, "dtype"):
         raise ValueError(f"param '{name}' has no .dtype")
+    dtype = dtype_name(param.dtype, f"param '{name}'")
+    if dtype in ("int32", "int64"):  # no gradient, so nothing for a grad buffer to hold
+        raise ValueError(f"param '{name}' is {dtype}: layouts hold trainable params (fp32, bf16, "
+                         f"fp16, and fp8 stored as uint8)")
     use_muon = getattr(param, "use_muon", None)
     return _core.ParamInfo(
         name=name,
         shape=shape,
-        dtype=dtype_name(param.dtype, f"param '{name}'"),
+        dtype=dtype,
         shared_embedding=bool(getattr(param, "shared_embedding", False)),
         expert_parallel=not bool(getattr(param, "allreduce", True)),
         embedding_or_output=bool(getattr(param, "is_embedding_or_output_parameter",

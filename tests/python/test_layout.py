@@ -169,6 +169,14 @@ def test_a_dimension_past_64_bits_is_refused():
         compute_full_param_layout([ShapedParam("huge", (2 ** 65,))], dp=2)
 
 
+@pytest.mark.parametrize("dtype", ["int32", "int64"])
+def test_integer_params_are_refused(dtype):
+    """An integer tensor has no gradient: a layout with a grad buffer for it was computed."""
+    with pytest.raises(ValueError, match=f"param 'ids' is {dtype}: layouts hold trainable"):
+        compute_full_param_layout([ShapedParam("w", (4, 4)), ShapedParam("ids", (8,), dtype)],
+                                  dp=2)
+
+
 @pytest.mark.parametrize("arguments, message", [
     (dict(dp=2 ** 31), "dp = 2147483648 does not fit in a 32-bit integer"),
     (dict(dp=2, expert_dp=-2 ** 40), "expert_dp = -1099511627776 does not fit in a 32-bit"),
