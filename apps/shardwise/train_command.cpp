@@ -15,6 +15,7 @@
 #include "command_registry.hpp"
 #include "job_agreement.hpp"
 #include "launch_env.hpp"
+#include "new_directories.hpp"
 #include "shardwise/checkpoint/checkpoint.hpp"
 #include "shardwise/checkpoint/checkpoint_root_lock.hpp"
 #include "shardwise/comm/mpi_process_group.hpp"
@@ -58,6 +59,33 @@ void check_outputs_clear_of_checkpoint_entries(const std::vector<CommandPath>& p
   }
 }
 
+// Resuming from step S of --save DIR where steps after S are saved: those belong to the run that
+// went on from S, and this one's would mix with them (`latest` and --keep-last go by step number,
+// so the newer ones would be kept and the one resumed from pruned).
+void check_no_steps_after_the_resumed_one(const TrainArgs& args,
+                                          const std::vector<std::int64_t>& steps) {
+  const std::optional<std::int64_t> requested =
+      args.load_step >= 0 ? std::optional<std::int64_t>(args.load_step) : std::nullopt;
+  std::filesystem::path directory =
+      resolve_checkpoint_directory(args.load_dir, requested).lexically_normal();
+  if (!directory.has_filename()) directory = directory.parent_path();  // "DIR/step-0000002/"
+  const std::string resumed = directory.filename().string();
+  std::vector<std::int64_t> later;
+  for (auto it = steps.rbegin(); it != steps.rend() && step_directory_name(*it) != resumed; ++it) {
+    later.insert(later.begin(), *it);
+  }
+  if (later.size() == steps.size()) return;  // not one of this root's steps
+  if (later.empty()) return;
+  throw IoError(str_cat(
+      "--save ", shardwise::quoted(args.save_dir), " holds ",
+      later.size() == 1 ? str_cat("step ", later.front())
+                        : str_cat(later.size(), " steps, ", later.front(), "..", later.back()),
+      " after '", resumed,
+      "', the checkpoint this run resumes from: its saves would mix with that run's (`latest` and "
+      "--keep-last go by step number). Move them away, resume from the newest, choose another "
+      "--save directory, or pass --overwrite"));
+}
+
 // A run that does not resume from --save DIR would mix its checkpoints with the ones already
 // there (another run's: `latest` moving back, --keep-last pruning them) unless --overwrite.
 // Entries under the saves' names that are not checkpoints (a step directory without a manifest,
@@ -65,8 +93,11 @@ void check_outputs_clear_of_checkpoint_entries(const std::vector<CommandPath>& p
 // truncated just the same.
 void check_save_root_is_this_runs(const TrainArgs& args) {
   if (args.overwrite) return;
-  if (!args.load_dir.empty() && path_within(args.load_dir, args.save_dir)) return;
   const std::vector<std::int64_t> steps = list_checkpoint_steps(args.save_dir);
+  if (!args.load_dir.empty() && path_within(args.load_dir, args.save_dir)) {
+    check_no_steps_after_the_resumed_one(args, steps);
+    return;
+  }
   if (steps.empty()) {
     const std::vector<std::string> entries = existing_checkpoint_root_entries(args.save_dir);
     if (entries.empty()) return;
@@ -189,7 +220,11 @@ const bool registered = register_command(
         const std::optional<TrainingConfig> config =
             load_config_once_per_job(args->config, args->overrides);
         if (!config) return 2;
-        if (!check_once_per_job([&] { check_train_paths(*args, *config); })) return 2;
+        const NewDirectories new_save_dirs(args->save_dir);
+        if (!check_once_per_job([&] { check_train_paths(*args, *config); })) {
+          new_save_dirs.remove_while_empty();
+          return 2;
+        }
         note_missing_launcher();
         return run_rank_main([&] {
           TrainerOptions options;
@@ -204,7 +239,12 @@ const bool registered = register_command(
           // The trainer's groups are split from the world and inherit its timeout.
           const ProcessGroupPtr world = init_mpi_world(ProcessGroupOptions{args->comm_timeout});
           check_settings_agree(*world, job_settings(*args, *config));
-          run_training(*config, world, options);
+          try {
+            run_training(*config, world, options);
+          } catch (...) {  // before run_rank_main reports it (and, at several ranks, aborts)
+            new_save_dirs.remove_while_empty();
+            throw;
+          }
           return 0;
         });
       };

@@ -25,6 +25,7 @@ namespace shardwise {
 
 namespace fs = std::filesystem;
 using checkpoint_detail::manifest_get;
+using checkpoint_detail::manifest_integer;
 using checkpoint_detail::parse_step_directory_name;
 using nlohmann::json;
 using nlohmann::ordered_json;
@@ -225,6 +226,47 @@ fs::path file_in(const fs::path& dir, const std::string& name, const fs::path& m
   return dir / name;
 }
 
+// Above any element index a saved param reaches (shapes are capped at 2^50 elements).
+constexpr std::int64_t kMaxShardElement = std::int64_t{1} << 62;
+
+// The element count of a shape the manifest's "model" lists, refused past 2^50 elements (where
+// a damaged shape would overflow the product).
+std::int64_t manifest_shape_numel(const std::vector<std::int64_t>& shape, const std::string& param,
+                                  const fs::path& file) {
+  constexpr std::int64_t kLimit = std::int64_t{1} << 50;
+  std::int64_t n = 1;
+  for (const std::int64_t d : shape) {
+    SW_REQUIRE(d >= 0 && (d == 0 || n <= kLimit / d), FormatError, "checkpoint manifest ",
+               quoted(file), ": \"model\" gives param '", printable(param), "' the shape ",
+               json(shape).dump(), ", negative or past 2^50 elements");
+    n *= d;
+  }
+  return n;
+}
+
+// Each param's entries must cover [0, numel) exactly once: overlapping or shifted ranges would
+// load values at the wrong elements (the coverage check at load counts elements, not places).
+void require_index_tiles_each_param(const std::vector<SavedShard>& shards, const fs::path& file) {
+  std::map<std::string, std::vector<const SavedShard*>> by_param;
+  for (const SavedShard& s : shards) by_param[s.param].push_back(&s);
+  for (auto& [param, entries] : by_param) {
+    std::sort(entries.begin(), entries.end(),
+              [](const SavedShard* a, const SavedShard* b) { return a->start < b->start; });
+    std::int64_t next = 0;
+    for (const SavedShard* s : entries) {
+      SW_REQUIRE(s->start == next && s->end > s->start, FormatError, "checkpoint manifest ",
+                 quoted(file), ": the \"index\" entries of param '", printable(param),
+                 "' do not cover its elements once each, in order: [", s->start, ", ", s->end,
+                 ") where element ", next, " should start a range");
+      next = s->end;
+    }
+    const std::int64_t numel = manifest_shape_numel(entries.front()->shape, param, file);
+    SW_REQUIRE(next == numel, FormatError, "checkpoint manifest ", quoted(file),
+               ": the \"index\" entries of param '", printable(param), "' end at element ", next,
+               " but it has ", numel);
+  }
+}
+
 std::vector<SavedShard> saved_shards_from_index(const json& manifest, const fs::path& dir,
                                                 const fs::path& file) {
   const json index = manifest_get<json>(manifest, "index", file);
@@ -233,12 +275,14 @@ std::vector<SavedShard> saved_shards_from_index(const json& manifest, const fs::
   std::vector<SavedShard> out;
   try {
     for (const auto& [param, entries] : index.items()) {
-      for (const json& e : entries) {
+      for (std::size_t i = 0; i < entries.size(); ++i) {
+        const json& e = entries.at(i);
         SavedShard s;
         s.param = param;
         s.file = file_in(dir, e.at("file").get<std::string>(), file);
-        s.start = e.at("start").get<std::int64_t>();
-        s.end = e.at("end").get<std::int64_t>();
+        const std::string where = str_cat("index.", printable(param), "[", i, "]");
+        s.start = manifest_integer(e.at("start"), where + ".start", 0, kMaxShardElement, file);
+        s.end = manifest_integer(e.at("end"), where + ".end", 0, kMaxShardElement, file);
         s.fields = e.at("fields").get<std::vector<std::string>>();
         out.push_back(std::move(s));
       }
@@ -263,6 +307,7 @@ std::vector<SavedShard> saved_shards_from_index(const json& manifest, const fs::
                ": index entry for param '", printable(s.param), "', which \"model\" does not list");
     s.shape = it->second;
   }
+  require_index_tiles_each_param(out, file);
   return out;
 }
 

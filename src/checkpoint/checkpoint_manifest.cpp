@@ -20,19 +20,6 @@ constexpr std::int64_t kMaxCheckpointStep = 1'000'000'000'000;
 constexpr std::int64_t kMaxConsumedSamples = std::int64_t{1} << 53;
 constexpr std::int64_t kMaxDataParallelSize = 1 << 20;
 
-// A JSON integer in [low, high], read strictly: 2^63 does not wrap to a negative, 5.5 is no step.
-std::int64_t manifest_integer(const json& value, const std::string& field, std::int64_t low,
-                              std::int64_t high, const fs::path& file) {
-  const bool in_range =
-      value.is_number_integer() &&
-      (value.is_number_unsigned()
-           ? value.get<std::uint64_t>() <= static_cast<std::uint64_t>(high)
-           : value.get<std::int64_t>() >= low && value.get<std::int64_t>() <= high);
-  SW_REQUIRE(in_range, FormatError, "checkpoint manifest ", quoted(file), ": \"", field, "\" is ",
-             json_excerpt(value), "; expected an integer in [", low, ", ", high, "]");
-  return value.get<std::int64_t>();
-}
-
 // The step directory's own name, when it is one ("DIR/step-0000100/" gives 100).
 std::optional<std::int64_t> step_of_directory_name(const fs::path& directory) {
   fs::path dir = directory.lexically_normal();
@@ -81,6 +68,18 @@ void validate_manifest_fields(const json& m, const fs::path& directory, const fs
 
 }  // namespace
 
+std::int64_t manifest_integer(const json& value, const std::string& field, std::int64_t low,
+                              std::int64_t high, const fs::path& file) {
+  const bool in_range =
+      value.is_number_integer() &&
+      (value.is_number_unsigned()
+           ? value.get<std::uint64_t>() <= static_cast<std::uint64_t>(high)
+           : value.get<std::int64_t>() >= low && value.get<std::int64_t>() <= high);
+  SW_REQUIRE(in_range, FormatError, "checkpoint manifest ", quoted(file), ": \"", field, "\" is ",
+             json_excerpt(value), "; expected an integer in [", low, ", ", high, "]");
+  return value.get<std::int64_t>();
+}
+
 std::optional<std::int64_t> parse_step_directory_name(const std::string& name) {
   constexpr std::string_view prefix = "step-";
   if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) return {};
@@ -101,7 +100,10 @@ json parse_checkpoint_manifest(std::string_view text, const fs::path& directory,
   SW_REQUIRE(manifest_get<std::string>(m, "format", file) == kCheckpointFormat, FormatError,
              "checkpoint manifest ", quoted(file), ": \"format\" is not \"", kCheckpointFormat,
              "\"");
-  const int version = manifest_get<int>(m, "format_version", file);
+  SW_REQUIRE(m.contains("format_version"), FormatError, "checkpoint manifest ", quoted(file),
+             " has no \"format_version\"");
+  const std::int64_t version =
+      manifest_integer(m.at("format_version"), "format_version", 0, 1 << 30, file);
   SW_REQUIRE(version == kCheckpointFormatVersion, FormatError, "checkpoint manifest ", quoted(file),
              " has format_version ", version, "; this build reads version ",
              kCheckpointFormatVersion);

@@ -26,6 +26,12 @@ nlohmann::json parse_checkpoint_manifest(std::string_view text,
                                          const std::filesystem::path& directory,
                                          const std::filesystem::path& file);
 
+// A JSON integer in [low, high], read strictly (2^63 does not wrap to a negative, 5.5 is no
+// step); FormatError naming `file` and `field` otherwise.
+std::int64_t manifest_integer(const nlohmann::json& value, const std::string& field,
+                              std::int64_t low, std::int64_t high,
+                              const std::filesystem::path& file);
+
 // Field `key` of the manifest `m` (read from `file`) as a T; FormatError when absent or mistyped.
 template <typename T>
 T manifest_get(const nlohmann::json& m, const char* key, const std::filesystem::path& file) {

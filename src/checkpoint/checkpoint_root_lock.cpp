@@ -123,39 +123,81 @@ int remove_interrupted_save_leftovers(const fs::path& root) {
   return removed;
 }
 
-CheckpointRootLock::CheckpointRootLock(const fs::path& root) : root_(root) {
-  std::error_code ec;
-  fs::create_directories(root, ec);
-  SW_REQUIRE(fs::is_directory(root), IoError, "checkpoint directory ", quoted(root),
-             " cannot be created", ec ? str_cat(": ", ec.message()) : std::string());
-  const fs::path file = root / kCheckpointLockFile;
-  // Our own regular file only: the owner line is written to it and truncated at exit, which must
-  // never reach a FIFO, a device or, through a symlink, some other file.
-  fd_ = ::open(file.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0666);
-  SW_REQUIRE(fd_ >= 0, IoError, "cannot open checkpoint lock file ", quoted(file), ": ",
+namespace {
+
+// Opens (creating it when missing, `created` says so) the lock file: our own regular file only,
+// since the owner line is written to it and truncated at exit, which must never reach a FIFO, a
+// device or, through a symlink, some other file.
+int open_lock_file(const fs::path& file, bool& created) {
+  constexpr int kFlags = O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC;
+  int fd = ::open(file.c_str(), kFlags | O_CREAT | O_EXCL, 0666);
+  created = fd >= 0;
+  if (fd < 0 && errno == EEXIST) fd = ::open(file.c_str(), kFlags);
+  SW_REQUIRE(fd >= 0, IoError, "cannot open checkpoint lock file ", quoted(file), ": ",
              std::strerror(errno));
   struct stat st {};
-  if (::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd_);
-    fd_ = -1;
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
     throw IoError(str_cat("checkpoint lock file ", quoted(file), " is ", file_kind_name(st.st_mode),
                           ", not a regular file; remove it"));
   }
+  return fd;
+}
+
+// flock on `fd` without waiting; IoError naming the owner when another job holds it.
+void take_flock(int fd, const fs::path& root, const fs::path& file) {
   int rc;
   do {
-    rc = ::flock(fd_, LOCK_EX | LOCK_NB);
+    rc = ::flock(fd, LOCK_EX | LOCK_NB);
   } while (rc != 0 && errno == EINTR);
-  if (rc != 0) {
-    const int error = errno;
-    const std::string owner = read_owner(fd_);
-    ::close(fd_);
-    fd_ = -1;
-    SW_REQUIRE(error != EWOULDBLOCK, IoError, "checkpoint directory ", quoted(root),
-               " is in use by another job (", owner, ", holding ", quoted(file),
-               "); two jobs saving into one directory would interleave their checkpoints: use "
-               "another --save directory or wait for that job to end");
-    throw IoError(str_cat("cannot lock checkpoint directory ", quoted(root), " (", quoted(file),
-                          "): ", std::strerror(error)));
+  if (rc == 0) return;
+  const int error = errno;
+  const std::string owner = read_owner(fd);
+  ::close(fd);
+  SW_REQUIRE(error != EWOULDBLOCK, IoError, "checkpoint directory ", quoted(root),
+             " is in use by another job (", owner, ", holding ", quoted(file),
+             "); two jobs saving into one directory would interleave their checkpoints: use "
+             "another --save directory or wait for that job to end");
+  throw IoError(str_cat("cannot lock checkpoint directory ", quoted(root), " (", quoted(file),
+                        "): ", std::strerror(error)));
+}
+
+// Whether `fd` is still the file at `file`: a job that removed the lock file as it released it
+// (one that saved nothing) may have done so after we opened it, leaving us a lock nobody sees.
+bool is_the_file_at(int fd, const fs::path& file) {
+  struct stat held {
+  }, named{};
+  return ::fstat(fd, &held) == 0 && ::lstat(file.c_str(), &named) == 0 &&
+         held.st_dev == named.st_dev && held.st_ino == named.st_ino;
+}
+
+// Whether `root` holds nothing but the lock file: the job saved nothing there.
+bool holds_only_the_lock_file(const fs::path& root) {
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(root, ec)) {
+    if (entry.path().filename() != kCheckpointLockFile) return false;
+  }
+  return !ec;
+}
+
+}  // namespace
+
+CheckpointRootLock::CheckpointRootLock(const fs::path& root) : root_(root) {
+  std::error_code ec;
+  created_root_ = fs::create_directories(root, ec);
+  SW_REQUIRE(fs::is_directory(root), IoError, "checkpoint directory ", quoted(root),
+             " cannot be created", ec ? str_cat(": ", ec.message()) : std::string());
+  const fs::path file = root / kCheckpointLockFile;
+  for (int attempt = 0; fd_ < 0; ++attempt) {
+    const int fd = open_lock_file(file, created_file_);
+    take_flock(fd, root, file);
+    if (is_the_file_at(fd, file)) {
+      fd_ = fd;
+    } else {
+      ::close(fd);  // removed under us: lock the file that is there now
+      SW_REQUIRE(attempt < 100, IoError, "cannot lock checkpoint directory ", quoted(root), " (",
+                 quoted(file), " keeps being replaced)");
+    }
   }
   write_owner(fd_);
   removed_ = remove_interrupted_save_leftovers(root);
@@ -163,7 +205,16 @@ CheckpointRootLock::CheckpointRootLock(const fs::path& root) : root_(root) {
 
 CheckpointRootLock::~CheckpointRootLock() {
   if (fd_ < 0) return;
-  // The file stays (removing it would race with a job opening it); the lock goes with the fd.
+  // A job that saved nothing leaves nothing: the lock file (and the root) it created go, removed
+  // while still locked (a job that opened the file meanwhile sees it gone and retries).
+  if (created_file_ && holds_only_the_lock_file(root_)) {
+    std::error_code ec;
+    fs::remove(root_ / kCheckpointLockFile, ec);
+    ::close(fd_);
+    if (created_root_) fs::remove(root_, ec);  // only when empty
+    return;
+  }
+  // Otherwise the file stays, emptied; the lock goes with the fd.
   if (::ftruncate(fd_, 0) != 0) {
     // Best effort: a stale owner line is harmless, flock is what counts.
   }

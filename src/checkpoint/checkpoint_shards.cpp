@@ -86,19 +86,42 @@ std::vector<std::int64_t> stored_shape(const OptimizerShard& shard) {
   return {shard.count()};
 }
 
-// Opens each file once, on first use.
+// Opens each file once, on first use, and reads the shard index it carries in its __metadata__.
 class FileCache {
  public:
-  const SafetensorsFile& get(const fs::path& path) {
+  // `shard` as the manifest describes it, checked against the index of the file it names: a
+  // manifest edited to move a range would otherwise place the file's values at other elements.
+  const SafetensorsFile& get(const SavedShard& shard) {
+    const OpenFile& open = open_file(shard.file);
+    const auto it = open.index.find(shard.param);
+    SW_REQUIRE(
+        it != open.index.end() && it->second.start == shard.start && it->second.end == shard.end,
+        FormatError, "checkpoint manifest and file ", quoted(shard.file),
+        " disagree: the manifest's \"index\" puts elements [", shard.start, ", ", shard.end,
+        ") of param '", shard.param, "' there, the file's own index ",
+        it == open.index.end() ? std::string("has no such param")
+                               : str_cat("says [", it->second.start, ", ", it->second.end, ")"));
+    return open.file;
+  }
+
+ private:
+  struct OpenFile {
+    SafetensorsFile file;
+    std::map<std::string, SavedShard> index;
+  };
+  const OpenFile& open_file(const fs::path& path) {
     auto it = files_.find(path.string());
     if (it == files_.end()) {
-      it = files_.emplace(path.string(), SafetensorsFile::open(path)).first;
+      OpenFile opened{SafetensorsFile::open(path), {}};
+      for (SavedShard& s : read_shard_file_index(opened.file)) {
+        opened.index.emplace(s.param, std::move(s));
+      }
+      it = files_.emplace(path.string(), std::move(opened)).first;
     }
     return it->second;
   }
 
- private:
-  std::map<std::string, SafetensorsFile> files_;
+  std::map<std::string, OpenFile> files_;
 };
 
 // Checks that `file` holds tensor `name` as fp32 with `numel` elements.
@@ -196,7 +219,11 @@ OptimizerShardFile optimizer_shard_file(const optim::Optimizer& optimizer,
 }
 
 std::vector<SavedShard> read_shard_file_index(const fs::path& path) {
-  const SafetensorsFile file = SafetensorsFile::open(path);
+  return read_shard_file_index(SafetensorsFile::open(path));
+}
+
+std::vector<SavedShard> read_shard_file_index(const SafetensorsFile& file) {
+  const fs::path& path = file.path();
   const auto& meta = file.metadata();
   const auto format = meta.find("format");
   SW_REQUIRE(format != meta.end() && format->second == kShardFileFormat, FormatError,
@@ -266,7 +293,7 @@ void fill_from_saved_shards(FileCache& files, const OptimizerShard& shard,
     const std::int64_t lo = std::max(shard.start, src->start);
     const std::int64_t hi = std::min(shard.end, src->end);
     if (lo >= hi) continue;
-    const SafetensorsFile& file = files.get(src->file);
+    const SafetensorsFile& file = files.get(*src);
     const std::string name = shard_tensor_name(shard.param, field);
     check_tensor(file, name, src->end - src->start,
                  str_cat("needed for elements [", lo, ", ", hi, ") of param '", shard.param, "'"));
@@ -332,7 +359,7 @@ void load_param_shard(FileCache& files, const OptimizerShard& shard,
     if (field == "exp_avg_sq") require_non_negative(values, shard, field, what);
   }
   for (const auto& [field, store] : sinks.scalars) {
-    const SafetensorsFile& file = files.get(sources.front()->file);
+    const SafetensorsFile& file = files.get(*sources.front());
     const std::string name = shard_tensor_name(shard.param, field);
     check_tensor(file, name, 1, str_cat("the per-param field '", field, "'"));
     float value = 0.0f;

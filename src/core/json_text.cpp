@@ -1,5 +1,9 @@
 #include "shardwise/core/json_text.hpp"
 
+#include <set>
+#include <string>
+#include <vector>
+
 #include "shardwise/core/error.hpp"
 #include "shardwise/core/message_text.hpp"
 
@@ -31,8 +35,28 @@ nlohmann::json parse_json_text(std::string_view text, std::string_view where, in
   const int depth = json_nesting_depth(text, max_depth);
   SW_REQUIRE(depth <= max_depth, FormatError, where, ": JSON nests deeper than ", max_depth,
              " levels; no file of this kind does");
+  // The parser stops at a NUL byte as at the end of the text: what follows would go unread.
+  const std::size_t nul = text.find('\0');
+  SW_REQUIRE(nul == std::string_view::npos, FormatError, where, ": a NUL byte at offset ", nul,
+             "; JSON text has none");
+  // A repeated key would silently keep its last value (the safetensors header refuses them too).
+  std::vector<std::set<std::string>> keys_of_open_objects;
+  const auto refuse_repeated_keys = [&](int, nlohmann::json::parse_event_t event,
+                                        nlohmann::json& parsed) {
+    using Event = nlohmann::json::parse_event_t;
+    if (event == Event::object_start) {
+      keys_of_open_objects.emplace_back();
+    } else if (event == Event::object_end) {
+      keys_of_open_objects.pop_back();
+    } else if (event == Event::key) {
+      const auto& key = parsed.get_ref<const std::string&>();
+      SW_REQUIRE(keys_of_open_objects.back().insert(key).second, FormatError, where, ": the key \"",
+                 printable(key, 200), "\" appears twice in one object");
+    }
+    return true;
+  };
   try {
-    return nlohmann::json::parse(text);
+    return nlohmann::json::parse(text, refuse_repeated_keys);
   } catch (const nlohmann::json::exception& e) {  // parse errors, numbers too large for a double
     throw FormatError(str_cat(where, ": malformed JSON: ", printable(e.what(), 200)));
   }

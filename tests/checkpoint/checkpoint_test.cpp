@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <iterator>
 #include <map>
 #include <random>
 #include <thread>
@@ -528,6 +529,56 @@ TEST_F(BadManifest, ControlCharactersInNamesAreEscapedInTheMessage) {
   const std::string m = load_error();
   EXPECT_MENTIONS(m, "is 'x\\n\\x1b[2Jy'");
   EXPECT_EQ(m.find('\x1b'), std::string::npos) << m;
+}
+
+// The index says which elements each rank file holds. Ranges moved by an edit used to load the
+// file's values at other elements (only the element count was checked), and a fractional start
+// was truncated.
+TEST_F(BadManifest, IndexRangesThatDoNotTileTheParamAreRefused) {
+  edit_manifest([](nlohmann::json& m) {
+    m["index"]["head.weight"][0]["start"] = 8;
+    m["index"]["head.weight"][0]["end"] = 48;
+  });
+  const std::string m = load_error();
+  EXPECT_MENTIONS(m, "\"index\" entries of param 'head.weight' do not cover its elements");
+  EXPECT_MENTIONS(m, "checkpoint.json");
+}
+
+TEST_F(BadManifest, IndexRangesTheRankFileDoesNotHoldAreRefused) {
+  // Two entries that tile the param, but the file's own index holds it as one range [0, 40).
+  edit_manifest([](nlohmann::json& m) {
+    nlohmann::json first = m["index"]["head.weight"][0], second = first;
+    first["end"] = 20;
+    second["start"] = 20;
+    m["index"]["head.weight"] = nlohmann::json::array({first, second});
+  });
+  const std::string m = load_error();
+  EXPECT_MENTIONS(m, "disagree");
+  EXPECT_MENTIONS(m, "elements [0, 20) of param 'head.weight'");
+  EXPECT_MENTIONS(m, "says [0, 40)");
+}
+
+TEST_F(BadManifest, FractionalIndexBoundIsRefused) {
+  edit_manifest([](nlohmann::json& m) { m["index"]["head.weight"][0]["start"] = 0.5; });
+  EXPECT_MENTIONS(load_error(), "\"index.head.weight[0].start\" is 0.5; expected an integer");
+}
+
+TEST_F(BadManifest, FractionalFormatVersionIsRefused) {
+  edit_manifest([](nlohmann::json& m) { m["format_version"] = 1.9; });
+  EXPECT_MENTIONS(load_error(), "\"format_version\" is 1.9; expected an integer");
+}
+
+TEST_F(BadManifest, TextAfterANulByteOrARepeatedKeyIsRefused) {
+  const fs::path file = dir_ / "checkpoint.json";
+  std::ifstream in(file);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  in.close();
+  std::ofstream(file, std::ios::trunc | std::ios::binary) << text << std::string(1, '\0') << "{{";
+  EXPECT_MENTIONS(load_error(), "a NUL byte at offset");
+  const std::size_t brace = text.find('{');
+  std::ofstream(file, std::ios::trunc | std::ios::binary)
+      << text.substr(0, brace + 1) << "\"step\": 0, " << text.substr(brace + 1);
+  EXPECT_MENTIONS(load_error(), "the key \"step\" appears twice in one object");
 }
 
 TEST_F(BadManifest, ValidManifestStillLoads) {

@@ -310,4 +310,29 @@ expect_rc 0 resume_in_place "$shardwise" train --config "$work/c.yaml" "${tiny[@
 expect_rc 0 save_overwrite "$shardwise" train --config "$work/c.yaml" "${tiny[@]}" training.steps=1 \
   --save "$work/ckpt_resume" --overwrite || true
 
+# Resuming from an older step of --save DIR with newer ones there: `latest` and --keep-last go by
+# step number, so --keep-last 1 kept the abandoned run's newer step and pruned the one resumed
+# from. Refused (the checkpoint root unchanged) unless --overwrite.
+expect_rc 0 make_steps_1_to_3 "$shardwise" train --config "$work/c.yaml" "${tiny[@]}" \
+  training.steps=3 --save "$work/ckpt_older" --save-interval 1 || true
+before=$(cd "$work/ckpt_older" && find . -type f -exec md5sum {} + | sort)
+refuses resume_older_step "holds 2 steps, 2..3 after 'step-0000001', the checkpoint this run" \
+  "$shardwise" train --config "$work/c.yaml" "${tiny[@]}" training.steps=2 \
+  --load "$work/ckpt_older" --load-step 1 --save "$work/ckpt_older" --keep-last 1
+[[ "$(cd "$work/ckpt_older" && find . -type f -exec md5sum {} + | sort)" == "$before" ]] ||
+  fail "resume_older_step changed the checkpoint root"
+
+# A resume that fails (another model shape) creates nothing: not the --save directories it
+# needed, not their lock file.
+refuses failed_resume_leaves_nothing "has shape" \
+  "$shardwise" train --config "$work/c.yaml" "${tiny[@]}" model.hidden=32 training.steps=3 \
+  --load "$work/ckpt" --save "$work/new_root/sub"
+[[ ! -e "$work/new_root" ]] || fail "failed_resume_leaves_nothing left $(find "$work/new_root")"
+mkdir "$work/existing_root"
+refuses failed_resume_keeps_an_existing_root "has shape" \
+  "$shardwise" train --config "$work/c.yaml" "${tiny[@]}" model.hidden=32 training.steps=3 \
+  --load "$work/ckpt" --save "$work/existing_root"
+[[ -d "$work/existing_root" && -z "$(ls -A "$work/existing_root")" ]] ||
+  fail "failed_resume_keeps_an_existing_root: $(ls -A "$work/existing_root" 2>&1)"
+
 cli_test_finish "all file fault cases passed"

@@ -4,9 +4,12 @@
 //
 // The lock is flock(2) on DIR/.lock (released by the kernel when the holder exits, however it
 // exits, so a crash never leaves a stale lock); the file's content - "host pid start-time" - is
-// only there to name the owner in the message. Taking the lock also removes what a killed save
-// left behind (hidden .step-N.staging.* and .step-N.pruned directories, .latest.tmp.* files):
-// no other writer can be using them while we hold the lock.
+// only there to name the owner in the message. A job that saved nothing removes the lock file
+// (and DIR) it created when it releases the lock, so a run that failed before its first save
+// leaves nothing behind; taking the lock checks that the file locked is still the one at DIR/.lock.
+// Taking the lock also removes what a killed save left behind (hidden .step-N.staging.* and
+// .step-N.pruned directories, .latest.tmp.* files): no other writer can be using them while we hold
+// the lock.
 #pragma once
 
 #include <filesystem>
@@ -34,6 +37,8 @@ class CheckpointRootLock {
   std::filesystem::path root_;
   int fd_ = -1;
   int removed_ = 0;
+  bool created_root_ = false;  // this lock made the directory
+  bool created_file_ = false;  // ... and the lock file
 };
 
 // Whether `name`, an entry of a checkpoint root, is one the saves write, replace or delete: the

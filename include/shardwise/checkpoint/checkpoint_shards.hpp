@@ -89,6 +89,7 @@ OptimizerShardFile optimizer_shard_file(const optim::Optimizer& optimizer,
 // (each named tensor present, fp32, of the declared size). Throws FormatError naming the file and
 // the tensor or param.
 std::vector<SavedShard> read_shard_file_index(const std::filesystem::path& path);
+std::vector<SavedShard> read_shard_file_index(const SafetensorsFile& file);
 
 // Fills the main params and the state of every shard `optimizer` holds from the saved shards
 // (any split: each element is copied from the saved shard that covers it): in place where the

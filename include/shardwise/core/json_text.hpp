@@ -16,7 +16,8 @@ inline constexpr int kMaxJsonDepth = 64;
 
 // Parses `text` as one JSON value. Throws FormatError starting with `where` (e.g. "checkpoint
 // manifest 'x'") when it nests arrays/objects more than `max_depth` levels (checked in one linear
-// pass before parsing) or is not valid JSON; the parser's message is cut to a bounded length.
+// pass before parsing), holds a NUL byte or a key twice in one object, or is not valid JSON; the
+// parser's message is cut to a bounded length.
 nlohmann::json parse_json_text(std::string_view text, std::string_view where,
                                int max_depth = kMaxJsonDepth);
 
