@@ -7,6 +7,7 @@
 #include "shardwise/checkpoint/safetensors.hpp"
 #include "shardwise/core/error.hpp"
 #include "shardwise/core/finite_values.hpp"
+#include "shardwise/core/json_text.hpp"
 
 namespace shardwise {
 
@@ -34,14 +35,30 @@ T model_field(const json& model, const char* key, const fs::path& dir) {
   }
 }
 
+// A size, read strictly: get<int>() took 4294967300 heads as 4 and 4.5 as 4.
+int model_size(const json& model, const char* key, const fs::path& dir) {
+  constexpr std::int64_t kMaxSize = std::int64_t{1} << 24;  // the config's own bound on widths
+  const json& value = model_field<json>(model, key, dir);
+  const bool in_range =
+      value.is_number_integer() &&
+      (value.is_number_unsigned()
+           ? value.get<std::uint64_t>() >= 1 &&
+                 value.get<std::uint64_t>() <= static_cast<std::uint64_t>(kMaxSize)
+           : value.get<std::int64_t>() >= 1 && value.get<std::int64_t>() <= kMaxSize);
+  SW_REQUIRE(in_range, FormatError, "checkpoint manifest '",
+             (dir / kCheckpointManifestFile).string(), "': config.model.", key, " is ",
+             json_excerpt(value), "; expected an integer in [1, ", kMaxSize, "]");
+  return static_cast<int>(value.get<std::int64_t>());
+}
+
 // Sizes the weights determine (vocabulary, learned context length) come from the weights;
 // the rest from the config the run was trained with.
 GptConfig config_from(const json& model, const SafetensorsFile& weights, const fs::path& dir) {
   GptConfig g;
-  g.num_layers = model_field<int>(model, "layers", dir);
-  g.hidden = model_field<int>(model, "hidden", dir);
-  g.num_heads = model_field<int>(model, "heads", dir);
-  g.ffn_hidden = model_field<int>(model, "ffn", dir);
+  g.num_layers = model_size(model, "layers", dir);
+  g.hidden = model_size(model, "hidden", dir);
+  g.num_heads = model_size(model, "heads", dir);
+  g.ffn_hidden = model_size(model, "ffn", dir);
   g.rope = model_field<std::string>(model, "position", dir) == "rope";
   g.tied_embeddings = model_field<bool>(model, "tied_embeddings", dir);
   const auto& embedding = weights.info("embedding.word_embeddings.weight");
@@ -49,9 +66,14 @@ GptConfig config_from(const json& model, const SafetensorsFile& weights, const f
              "': embedding.word_embeddings.weight is not a matrix");
   g.vocab_size = static_cast<int>(embedding.shape[0]);
   g.seq_len = g.rope
-                  ? model_field<int>(model, "seq_len", dir)
+                  ? model_size(model, "seq_len", dir)
                   : static_cast<int>(weights.info("embedding.position_embeddings.weight").shape[0]);
-  g.validate();
+  try {
+    g.validate();
+  } catch (const Error& e) {  // the values came from the checkpoint, not the user's config
+    throw FormatError(str_cat("checkpoint manifest '", (dir / kCheckpointManifestFile).string(),
+                              "': config.", e.what()));
+  }
   return g;
 }
 

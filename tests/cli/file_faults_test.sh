@@ -296,6 +296,13 @@ open(path, "wb").write(data)
 PY
 refuses generate_nan_weights "element 0 is nan: a checkpoint's weights must be finite" \
   "$shardwise" generate --checkpoint "$work/ckpt_nan" --prompt 1 --tokens 4
+# generate read the manifest's model sizes through get<int>: 4294967300 heads became 4.
+cp -r "$work/ckpt" "$work/ckpt_heads"
+"$python" -c 'import json, sys; p = sys.argv[1]; m = json.load(open(p))
+m["config"]["model"]["heads"] = 4294967300; json.dump(m, open(p, "w"))' \
+  "$work/ckpt_heads/$step/checkpoint.json"
+refuses generate_manifest_heads "config.model.heads is 4294967300; expected an integer in [1," \
+  "$shardwise" generate --checkpoint "$work/ckpt_heads" --prompt 1 --tokens 4
 # reshard exported a checkpoint whose manifest train --load and generate refuse.
 cp -r "$work/ckpt" "$work/ckpt_v2"
 "$python" -c 'import json, sys; p = sys.argv[1]; m = json.load(open(p)); m["format_version"] = 2
