@@ -16,6 +16,7 @@
 #include "shardwise/checkpoint/safetensors.hpp"
 #include "shardwise/core/atomic_file.hpp"
 #include "shardwise/core/error.hpp"
+#include "shardwise/core/fnv1a.hpp"
 #include "shardwise/core/input_file.hpp"
 #include "shardwise/core/logging.hpp"
 #include "shardwise/core/message_text.hpp"
@@ -83,6 +84,40 @@ std::string broadcast_string(ProcessGroup& group, const std::string& value, int 
   std::string out = group.rank() == root ? value : std::string(static_cast<std::size_t>(size), ' ');
   if (size > 0) group.broadcast(TensorView{out.data(), size, DType::kUInt8}, root)->wait();
   return out;
+}
+
+// What a load read, to compare across ranks: the manifest, and of each model tensor its name,
+// shape and up to 4096 evenly spaced 8-byte words (two runs' weights differ everywhere; hashing
+// every byte of a large model would add seconds to each load).
+std::uint64_t loaded_checkpoint_fingerprint(const json& manifest,
+                                            const std::vector<ModelTensor>& model) {
+  Fnv1a h;
+  h.text(manifest.dump());
+  for (const ModelTensor& t : model) {
+    h.text(t.name);
+    for (const std::int64_t d : t.shape) h.integer(d);
+    const auto* bytes = static_cast<const unsigned char*>(t.values.data);
+    const std::int64_t size =
+        t.values.numel * static_cast<std::int64_t>(dtype_size(t.values.dtype));
+    const std::int64_t words = size / 8, stride = std::max<std::int64_t>(1, words / 4096);
+    for (std::int64_t w = 0; w < words; w += stride) h.bytes(bytes + w * 8, 8);
+    h.bytes(bytes + words * 8, static_cast<std::size_t>(size - words * 8));
+  }
+  return h.value();
+}
+
+// Ranks that loaded another checkpoint under the same path (node-local storage holding another
+// run's, or a `latest` naming another step) would train on a mix of it and rank 0's.
+void require_same_checkpoint_as_rank0(ProcessGroup& group, std::uint64_t fingerprint,
+                                      const fs::path& directory) {
+  std::int64_t rank0 = static_cast<std::int64_t>(fingerprint);
+  group.broadcast(TensorView{&rank0, 1, DType::kInt64}, 0)->wait();
+  const std::vector<int> differ =
+      ranks_with_flag(group, rank0 != static_cast<std::int64_t>(fingerprint));
+  SW_REQUIRE(differ.empty(), FormatError, "checkpoint ", quoted(directory),
+             " is not the same on every rank: rank(s) ", rank_list(differ),
+             " read a manifest or weights other than rank 0's (storage each node has its own "
+             "copy of?); every rank must load the same checkpoint");
 }
 
 void write_model_file(const fs::path& path, const std::vector<ModelTensor>& model,
@@ -608,6 +643,8 @@ LoadedCheckpoint load_checkpoint(const fs::path& directory, const std::vector<Mo
   if (failure) std::rethrow_exception(failure);
   SW_REQUIRE(failed.empty(), FormatError, "loading checkpoint ", quoted(directory),
              " failed on rank(s) ", rank_list(failed), " (see their errors)");
+  require_same_checkpoint_as_rank0(group, loaded_checkpoint_fingerprint(out.manifest, model),
+                                   directory);
   return out;
 }
 

@@ -1,40 +1,10 @@
 #include <cstdint>
 #include <string>
 
+#include "shardwise/core/fnv1a.hpp"
 #include "shardwise/ddp/distributed_data_parallel.hpp"
 
 namespace shardwise {
-
-namespace {
-
-// FNV-1a over the bytes of each value, fed in a fixed order.
-class Fnv1a {
- public:
-  void bytes(const void* data, std::size_t n) {
-    const auto* p = static_cast<const unsigned char*>(data);
-    for (std::size_t i = 0; i < n; ++i) {
-      hash_ ^= p[i];
-      hash_ *= 1099511628211ull;
-    }
-  }
-  void integer(std::int64_t v) {
-    // Fixed little-endian encoding so the hash does not depend on the host.
-    unsigned char b[8];
-    for (int i = 0; i < 8; ++i)
-      b[i] = static_cast<unsigned char>(static_cast<std::uint64_t>(v) >> (8 * i));
-    bytes(b, 8);
-  }
-  void text(const std::string& s) {
-    integer(static_cast<std::int64_t>(s.size()));
-    bytes(s.data(), s.size());
-  }
-  std::uint64_t value() const { return hash_; }
-
- private:
-  std::uint64_t hash_ = 14695981039346656037ull;
-};
-
-}  // namespace
 
 std::uint64_t layout_hash(const ParamList& params, const FullParamLayout& layout) {
   Fnv1a h;

@@ -3,6 +3,8 @@
 #include <cmath>
 #include <numbers>
 
+#include "shardwise/core/fnv1a.hpp"
+
 namespace shardwise {
 
 namespace {
@@ -22,12 +24,7 @@ double uniform_open(std::uint64_t& state) {
 }  // namespace
 
 std::uint64_t param_stream_seed(std::uint64_t seed, std::string_view name) {
-  std::uint64_t h = 0xcbf29ce484222325ull;
-  for (unsigned char c : name) {
-    h ^= c;
-    h *= 0x100000001b3ull;
-  }
-  std::uint64_t state = seed ^ h;
+  std::uint64_t state = seed ^ fnv1a(name);
   return splitmix64(state);
 }
 

@@ -3,19 +3,11 @@
 #include <sstream>
 
 #include "shardwise/core/error.hpp"
+#include "shardwise/core/fnv1a.hpp"
 #include "shardwise/reshard/reshard_plan.hpp"
 
 namespace shardwise {
 namespace {
-
-std::uint64_t fnv1a(const std::string& text) {
-  std::uint64_t h = 0xcbf29ce484222325ull;
-  for (unsigned char c : text) {
-    h ^= c;
-    h *= 0x100000001b3ull;
-  }
-  return h;
-}
 
 // A distinct source box with every (rank, box index) that holds it.
 struct SourceBox {

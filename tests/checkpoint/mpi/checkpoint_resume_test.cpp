@@ -247,5 +247,33 @@ TEST(BadCheckpointMpi, MissingRankFileFailsOnEveryRankNamingTheFile) {
   remove_shared_dir(*world, dir);
 }
 
+// The same --load path holding another run's checkpoint on some ranks (node-local storage): the
+// ranks used to resume each from its own copy and train on the mix. Every rank refuses now.
+TEST(BadCheckpointMpi, ACheckpointThatDiffersOnOneRankIsRefusedOnEveryRank) {
+  const ProcessGroupPtr world = init_mpi_world();
+  if (world->size() == 1) GTEST_SKIP() << "needs a second rank to differ";
+  const fs::path dir = shared_temp_dir(*world);
+  TrainerOptions saving = quiet();
+  saving.save_dir = (dir / "ours").string();
+  run_training(small_config("distributed", 1, 3), world, saving);
+  saving.save_dir = (dir / "theirs").string();
+  TrainingConfig other = small_config("distributed", 1, 3);
+  other.training.seed += 1;
+  run_training(other, world, saving);
+  TrainerOptions resuming = quiet();
+  resuming.load_dir = (dir / (world->rank() == world->size() - 1 ? "theirs" : "ours")).string();
+  std::string message;
+  try {
+    run_training(small_config("distributed", 1, 6), world, resuming);
+  } catch (const Error& e) {
+    message = e.what();
+  }
+  EXPECT_NE(
+      message.find("is not the same on every rank: rank(s) " + std::to_string(world->size() - 1)),
+      std::string::npos)
+      << message;
+  remove_shared_dir(*world, dir);
+}
+
 }  // namespace
 }  // namespace shardwise
