@@ -11,6 +11,7 @@
 #include "layout_dict.hpp"
 #include "optimizer_spec_keywords.hpp"
 #include "shardwise/comm/mpi_process_group.hpp"
+#include "shardwise/comm/settings_agreement.hpp"
 #include "shardwise/config/optimizer_hyperparameters.hpp"
 #include "shardwise/core/error.hpp"
 #include "shardwise/layout/param_info.hpp"
@@ -379,6 +380,17 @@ void bind_engine(py::module_& m) {
         return py::make_tuple(world->rank(), world->size());
       },
       "Initialises MPI (MPI_THREAD_MULTIPLE) unless already done; returns (rank, size)");
+  m.def(
+      "check_settings_agree",
+      [](const std::string& settings_json) {
+        const auto settings = nlohmann::ordered_json::parse(settings_json);
+        const ProcessGroupPtr world = init_mpi_world();
+        py::gil_scoped_release released;
+        check_settings_agree(*world, settings);
+      },
+      py::arg("settings_json"),
+      "Collective over the job: ConfigError (a ValueError) on every rank naming the first setting "
+      "of the JSON object that differs between ranks");
   m.def("mpi_running", &mpi_running,
         "Whether MPI is initialised (and not finalised) in this process");
   m.def(

@@ -5,6 +5,7 @@ contiguous param buffer, its grads accumulated into the grad buffer, buckets red
 import contextlib
 import hashlib
 import inspect
+import json
 import os
 import weakref
 
@@ -234,6 +235,13 @@ class DistributedDataParallel(torch.nn.Module):
 
     # --- construction -------------------------------------------------------------------
     def _build(self, kind):
+        # Before the engine's own collectives: ranks wrapping with other arguments would pair
+        # mismatched collectives (MPI_ERR_TRUNCATE) or wait out the watchdog.
+        settings = dict(self._options, optimizer=kind, broadcast_buffers=self.broadcast_buffers,
+                        find_unused_parameters=self.find_unused_parameters,
+                        expose_grads=self.expose_grads)
+        _core.check_settings_agree(json.dumps(  # floats as text: JSON has no NaN (refused later)
+            {k: repr(v) if isinstance(v, float) else v for k, v in settings.items()}))
         options = _core.EngineOptions()
         options.kind = kind
         options.bucket_size = self._options["bucket_size"]

@@ -1,4 +1,4 @@
-#include "job_agreement.hpp"
+#include "shardwise/comm/settings_agreement.hpp"
 
 #include <cstdint>
 #include <string>
@@ -6,21 +6,13 @@
 #include <vector>
 
 #include "shardwise/core/error.hpp"
+#include "shardwise/core/fnv1a.hpp"
 #include "shardwise/core/message_text.hpp"
 
-namespace shardwise::cli {
+namespace shardwise {
 namespace {
 
 using Setting = std::pair<std::string, std::string>;  // "section.key", its value as JSON
-
-// FNV-1a: the same value on every rank and every build (std::hash need not be).
-std::uint64_t fnv1a(const std::string& text, std::uint64_t h = 1469598103934665603ull) {
-  for (const unsigned char c : text) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
-  return h;
-}
 
 void flatten(const nlohmann::ordered_json& value, const std::string& at,
              std::vector<Setting>& out) {
@@ -53,10 +45,13 @@ std::string which_ranks(const std::string& message) {
 void check_settings_agree(ProcessGroup& group, const nlohmann::ordered_json& settings) {
   std::vector<Setting> flat;
   flatten(settings, "", flat);
-  std::uint64_t all = 0;
-  for (const auto& [key, value] : flat) all = fnv1a(key + '\0' + value + '\0', all ^ 0x5eed);
+  Fnv1a all;  // the same value on every rank and every build (std::hash need not be)
+  for (const auto& [key, value] : flat) {
+    all.text(key);
+    all.text(value);
+  }
   try {
-    group.check_same_on_all_ranks(all, "settings");
+    group.check_same_on_all_ranks(all.value(), "settings");
     return;
   } catch (const CommError&) {
     // Every rank saw the difference: find the first setting where it lies, together.
@@ -65,7 +60,10 @@ void check_settings_agree(ProcessGroup& group, const nlohmann::ordered_json& set
     group.check_same_on_all_ranks(flat.size(), "number of settings");
     for (const auto& [key, value] : flat) {
       try {
-        group.check_same_on_all_ranks(fnv1a(key + '\0' + value), key);
+        Fnv1a one;
+        one.text(key);
+        one.text(value);
+        group.check_same_on_all_ranks(one.value(), key);
       } catch (const CommError& e) {
         throw ConfigError(str_cat("rank ", group.rank(), " runs with ", key, " = ",
                                   printable(value, 200), ", and not every rank does (",
@@ -78,4 +76,4 @@ void check_settings_agree(ProcessGroup& group, const nlohmann::ordered_json& set
   }
 }
 
-}  // namespace shardwise::cli
+}  // namespace shardwise

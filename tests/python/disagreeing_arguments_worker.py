@@ -1,0 +1,42 @@
+"""Multi-rank worker of test_torch_disagreeing_arguments.py: the last rank wraps the same module
+with one DistributedDataParallel argument changed; every rank must raise a ValueError naming it
+(they crashed in MPI with MPI_ERR_TRUNCATE or waited out the comm watchdog). Rank 0 prints
+"ok <argument>" per case. Usage: mpirun -np N python3 THIS."""
+
+import torch
+
+import shardwise.torch as sw
+from shardwise import _core
+
+CASES = {
+    "find_unused_parameters": True,
+    "expose_grads": False,
+    "reproducible_reduction": True,
+    "broadcast_buffers": False,
+    "symmetric_buffers": False,
+    "bucket_size": 100,
+    "optimizer": "ddp",
+}
+
+
+def main():
+    rank, size = _core.init_mpi()
+    for argument, value in CASES.items():
+        torch.manual_seed(0)
+        module = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.BatchNorm1d(16),
+                                     torch.nn.Linear(16, 4))
+        changed = {argument: value} if rank == size - 1 else {}
+        try:
+            sw.DistributedDataParallel(module, comm_timeout=60, abort_job_on_error=False,
+                                       **changed)
+        except ValueError as error:
+            assert f"runs with {argument} = " in str(error), str(error)
+            assert f"disagreeing rank(s) {size - 1}" in str(error), str(error)
+        else:
+            raise AssertionError(f"{argument} differing on rank {size - 1} was accepted")
+        if rank == 0:
+            print("ok", argument, flush=True)
+
+
+if __name__ == "__main__":
+    main()
