@@ -36,6 +36,37 @@ def main():
             raise AssertionError(f"{argument} differing on rank {size - 1} was accepted")
         if rank == 0:
             print("ok", argument, flush=True)
+    check_optimizer_and_checkpoint_arguments(rank, size)
+
+
+def expect_named(text, action, rank, size):
+    try:
+        action()
+    except ValueError as error:
+        assert text in str(error) and f"disagreeing rank(s) {size - 1}" in str(error), str(error)
+    else:
+        raise AssertionError(f"'{text}' differing on rank {size - 1} was accepted")
+    if rank == 0:
+        print("ok", text.split(" = ")[0].replace(" ", "_"), flush=True)
+
+
+def check_optimizer_and_checkpoint_arguments(rank, size):
+    """Another lr on one rank trained the replicas apart without a word (kind ddp); another
+    save step or directory on one rank was silently ignored (rank 0's won)."""
+    import tempfile
+    last = rank == size - 1
+    torch.manual_seed(0)
+    module = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Linear(16, 4))
+    ddp = sw.DistributedDataParallel(module, optimizer="ddp", comm_timeout=60,
+                                     abort_job_on_error=False)
+    expect_named("sw.AdamW lr = ", lambda: sw.AdamW(module.parameters(),
+                                                     lr=0.1 if last else 1e-3), rank, size)
+    opt = sw.AdamW(module.parameters(), lr=1e-3)
+    module(torch.ones(2, 8)).sum().backward()
+    opt.step()
+    directory = tempfile.gettempdir() + "/shardwise_disagreeing_save"
+    expect_named("step = ", lambda: sw.save_checkpoint(directory, ddp, opt, step=2 if last else 1),
+                 rank, size)
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ import json
 import os
 
 from .._numbers import whole_number
+from .ddp import check_same_settings_on_all_ranks
 
 
 def _path_text(directory, name):
@@ -45,6 +46,9 @@ def save_checkpoint(directory, ddp, optimizer, step, consumed_samples=0, keep_la
     counts = [whole_number(v, f"save_checkpoint: {n}", minimum=0, bits=bits) for n, v, bits in
               (("step", step, 64), ("consumed_samples", consumed_samples, 64),
                ("keep_last", keep_last, 32))]
+    check_same_settings_on_all_ranks({"save_checkpoint directory": path, "step": counts[0],
+                                      "consumed_samples": counts[1], "keep_last": counts[2],
+                                      "extra": text})
     ddp.finish_param_sync()
     return ddp.engine.save_checkpoint(path, *counts, text)
 
@@ -57,10 +61,11 @@ def load_checkpoint(directory, ddp, optimizer, step=None):
         raise ValueError("load_checkpoint: the optimizer does not belong to this "
                          "DistributedDataParallel")
     ddp.check_unchanged()
+    path = _path_text(directory, "load_checkpoint: directory")
+    step = None if step is None else whole_number(step, "load_checkpoint: step", minimum=0)
+    check_same_settings_on_all_ranks({"load_checkpoint directory": path, "step": step})
     ddp.finish_param_sync()
-    path, loaded_step, consumed, manifest = ddp.engine.load_checkpoint(
-        _path_text(directory, "load_checkpoint: directory"),
-        None if step is None else whole_number(step, "load_checkpoint: step", minimum=0))
+    path, loaded_step, consumed, manifest = ddp.engine.load_checkpoint(path, step)
     ddp._params_written = False  # the checkpoint's fp32 main params are loaded too
     ddp.note_params_in_sync()
     return {"directory": path, "step": loaded_step, "consumed_samples": consumed,

@@ -46,6 +46,27 @@ def check_no_sparse_grads(module):
                              f"reduces dense grads in its grad buffer; build it with sparse=False")
 
 
+def _as_json_value(value):
+    """Floats as their repr (JSON has no NaN; a bad value is refused later, by its own check),
+    sequences as lists, anything else unknown as its repr."""
+    if isinstance(value, float):
+        return repr(value)
+    if isinstance(value, (list, tuple)):
+        return [_as_json_value(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _as_json_value(v) for k, v in value.items()}
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    return repr(value)
+
+
+def check_same_settings_on_all_ranks(settings):
+    """Collective over the job: a ValueError on every rank naming the first of `settings` (a
+    dict) that differs between ranks. Ranks with other arguments would pair mismatched
+    collectives (MPI_ERR_TRUNCATE), wait out the watchdog, or train apart without a word."""
+    _core.check_settings_agree(json.dumps(_as_json_value(settings)))
+
+
 def check_same_tensors_on_all_ranks(engine, tensors, what):
     """ValueError on every rank unless every rank holds as many `tensors` with the same shapes
     and dtypes as rank 0 (a broadcast of different ones would corrupt them or abort in MPI)."""
@@ -237,11 +258,9 @@ class DistributedDataParallel(torch.nn.Module):
     def _build(self, kind):
         # Before the engine's own collectives: ranks wrapping with other arguments would pair
         # mismatched collectives (MPI_ERR_TRUNCATE) or wait out the watchdog.
-        settings = dict(self._options, optimizer=kind, broadcast_buffers=self.broadcast_buffers,
-                        find_unused_parameters=self.find_unused_parameters,
-                        expose_grads=self.expose_grads)
-        _core.check_settings_agree(json.dumps(  # floats as text: JSON has no NaN (refused later)
-            {k: repr(v) if isinstance(v, float) else v for k, v in settings.items()}))
+        check_same_settings_on_all_ranks(dict(
+            self._options, optimizer=kind, broadcast_buffers=self.broadcast_buffers,
+            find_unused_parameters=self.find_unused_parameters, expose_grads=self.expose_grads))
         options = _core.EngineOptions()
         options.kind = kind
         options.bucket_size = self._options["bucket_size"]

@@ -22,7 +22,7 @@ from types import MappingProxyType
 import numpy as np
 import torch
 
-from .ddp import SET_TO_NONE_DEFAULT, DistributedDataParallel
+from .ddp import SET_TO_NONE_DEFAULT, DistributedDataParallel, check_same_settings_on_all_ranks
 from .optimizer import step_engine
 
 # The engine's per-param hyperparameters, by group key (betas split in two).
@@ -139,6 +139,7 @@ class _EngineOptimizer(torch.optim.Optimizer):
         self._check_coverage(ddp)
         lay_out_for(ddp, self._kinds, self._name)
         # Every engine keyword's value (the spec's defaults for those not given).
+        check_same_settings_on_all_ranks({f"{self._name} {k}": v for k, v in self._spec.items()})
         self.options = ddp.engine.make_optimizer(ddp.kind, self._spec)
         self.ddp = ddp
         self._engine_ready = True

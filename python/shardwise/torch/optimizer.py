@@ -15,7 +15,7 @@ YAML config's optimizer section), read from the extension: nothing here declares
 import inspect
 
 from .. import _core
-from .ddp import SET_TO_NONE_DEFAULT, DistributedDataParallel
+from .ddp import SET_TO_NONE_DEFAULT, DistributedDataParallel, check_same_settings_on_all_ranks
 
 KINDS = tuple(_core.optimizer_kinds())
 # make_optimizer's keywords with their defaults (the spec's; "kind" is an argument of its own).
@@ -55,6 +55,8 @@ class Optimizer:
     def __init__(self, ddp, kind, options):
         self.ddp = ddp
         # Every keyword's value: those given, the spec's defaults for the rest.
+        check_same_settings_on_all_ranks({f"make_optimizer {k}": v
+                                          for k, v in dict(options, kind=kind).items()})
         self.options = ddp.engine.make_optimizer(kind, dict(options))
         self._lr = self.options["lr"]
 
