@@ -18,9 +18,7 @@ std::filesystem::path checkpoint_weights_file(const std::filesystem::path& path,
   const bool plain_weights_dir = fs::exists(path / kCheckpointModelFile, ec) &&
                                  !fs::exists(path / kCheckpointManifestFile, ec);
   if (plain_weights_dir && !step) return resolve_model_weights_file(path);
-  const fs::path directory = resolve_checkpoint_directory(path, step);
-  read_checkpoint_manifest(directory);
-  return resolve_model_weights_file(directory);
+  return checked_checkpoint_model_file(resolve_checkpoint_directory(path, step));
 }
 
 }  // namespace shardwise::cli

@@ -18,6 +18,7 @@
 #include "shardwise/core/error.hpp"
 #include "shardwise/core/fnv1a.hpp"
 #include "shardwise/core/input_file.hpp"
+#include "shardwise/core/json_text.hpp"
 #include "shardwise/core/logging.hpp"
 #include "shardwise/core/message_text.hpp"
 #include "shardwise/core/shape.hpp"
@@ -105,6 +106,45 @@ std::uint64_t loaded_checkpoint_fingerprint(const json& manifest,
   }
   return h.value();
 }
+
+}  // namespace
+
+fs::path checked_checkpoint_model_file(const fs::path& directory) {
+  const json m = read_checkpoint_manifest(directory);
+  const fs::path manifest_file = directory / kCheckpointManifestFile;
+  const fs::path path = directory / kCheckpointModelFile;
+  std::map<std::string, std::pair<std::vector<std::int64_t>, std::string>> listed;
+  try {
+    SW_REQUIRE(m.at("model").at("file").get<std::string>() == kCheckpointModelFile, FormatError,
+               "checkpoint manifest ", quoted(manifest_file), ": \"model.file\" is ",
+               json_excerpt(m.at("model").at("file")), ", not '", kCheckpointModelFile, "'");
+    for (const json& p : m.at("model").at("params")) {
+      listed[p.at("name").get<std::string>()] = {p.at("shape").get<std::vector<std::int64_t>>(),
+                                                 p.at("dtype").get<std::string>()};
+    }
+  } catch (const json::exception& e) {
+    throw FormatError(str_cat("checkpoint manifest ", quoted(manifest_file),
+                              ": malformed \"model\": ", printable(e.what(), 200)));
+  }
+  const SafetensorsFile file = SafetensorsFile::open(path);
+  for (const auto& info : file.tensors()) {
+    const auto it = listed.find(info.name);
+    SW_REQUIRE(it != listed.end(), FormatError, "checkpoint file ", quoted(path), " has tensor '",
+               printable(info.name), "', which its manifest's \"model\" does not list");
+    SW_REQUIRE(info.shape == it->second.first && dtype_name(info.dtype) == it->second.second,
+               FormatError, "checkpoint file ", quoted(path), ": tensor '", printable(info.name),
+               "' is ", dtype_name(info.dtype), " ", json(info.shape).dump(),
+               " but its manifest lists ", printable(it->second.second), " ",
+               json(it->second.first).dump());
+    listed.erase(it);
+  }
+  SW_REQUIRE(listed.empty(), FormatError, "checkpoint file ", quoted(path), " has no tensor '",
+             listed.empty() ? std::string() : printable(listed.begin()->first),
+             "', which its manifest's \"model\" lists");
+  return path;
+}
+
+namespace {
 
 // Ranks that loaded another checkpoint under the same path (node-local storage holding another
 // run's, or a `latest` naming another step) would train on a mix of it and rank 0's.

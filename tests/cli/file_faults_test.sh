@@ -296,6 +296,24 @@ open(path, "wb").write(data)
 PY
 refuses generate_nan_weights "element 0 is nan: a checkpoint's weights must be finite" \
   "$shardwise" generate --checkpoint "$work/ckpt_nan" --prompt 1 --tokens 4
+# reshard read model.safetensors alone: a tensor retyped (or removed, reshaped, added) after the
+# save was exported as it was. It must match the manifest's model list.
+cp -r "$work/ckpt" "$work/ckpt_retyped"
+"$python" - "$work/ckpt_retyped/$step/model.safetensors" <<'PY'
+import json, struct, sys
+path = sys.argv[1]
+data = open(path, "rb").read()
+n = struct.unpack("<Q", data[:8])[0]
+header = json.loads(data[8:8 + n])
+name = next(k for k in header if k != "__metadata__")
+header[name]["dtype"] = "I32"
+text = json.dumps(header).encode()
+text += b" " * (-len(text) % 8)
+open(path, "wb").write(struct.pack("<Q", len(text)) + text + data[8 + n:])
+PY
+refuses reshard_weights_unlike_manifest "is int32" \
+  "$shardwise" reshard --checkpoint "$work/ckpt_retyped" --tp 1 --out "$work/never_retyped"
+[[ ! -e "$work/never_retyped" ]] || fail "reshard exported weights its manifest does not list"
 # generate read the manifest's model sizes through get<int>: 4294967300 heads became 4.
 cp -r "$work/ckpt" "$work/ckpt_heads"
 "$python" -c 'import json, sys; p = sys.argv[1]; m = json.load(open(p))

@@ -108,6 +108,12 @@ std::vector<std::int64_t> list_checkpoint_steps(const std::filesystem::path& roo
 // Reads and validates a step directory's checkpoint.json.
 nlohmann::json read_checkpoint_manifest(const std::filesystem::path& directory);
 
+// The weights file of step directory `directory`, checked against its manifest: the file the
+// manifest names, holding exactly the tensors of its "model" list with their shapes and dtypes
+// (a reader of the weights alone would export a file edited after the save). FormatError naming
+// the tensor otherwise.
+std::filesystem::path checked_checkpoint_model_file(const std::filesystem::path& directory);
+
 // Test hook: called at named stages of save_checkpoint, in this order: "staged" (every rank;
 // staging directory known, before writing), "model_file_written" (rank 0), "rank_file_written"
 // (every rank), then on rank 0 only "before_commit" (manifest written), "committed" (step
