@@ -1,6 +1,7 @@
 #include "shardwise/checkpoint/checkpoint_shards.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -364,6 +365,10 @@ void load_param_shard(FileCache& files, const OptimizerShard& shard,
     check_tensor(file, name, 1, str_cat("the per-param field '", field, "'"));
     float value = 0.0f;
     file.read_range(name, 0, 1, &value);
+    // The only per-param field is a step count: the optimizer's own check would not name the file.
+    SW_REQUIRE(std::isfinite(value) && value >= 0.0f && value == std::floor(value), FormatError,
+               "checkpoint file ", quoted(file.path()), ": tensor '", name, "' holds ", value,
+               ", not a step count (a non-negative integer); the checkpoint is damaged");
     store(value);
   }
 }

@@ -636,6 +636,16 @@ TEST_F(BadCheckpoint, StepBeyondWhatASaveStores) {
   EXPECT_MENTIONS(load_error(), "field 'step' of param layers.0.weight is 1e+30, beyond the 2^24");
 }
 
+// A damaged step count named no file ("chained state dict field 'step'"); the file is named now.
+TEST_F(BadCheckpoint, StepThatIsNoCountNamesTheFile) {
+  for (const float bad : {std::nanf(""), -3.0f, 2.5f}) {
+    poison_tensor(dir_ / rank_file_, "layers.0.weight/step", 0, bad);
+    const std::string m = load_error();
+    EXPECT_MENTIONS(m, rank_file_);
+    EXPECT_MENTIONS(m, "tensor 'layers.0.weight/step' holds");
+  }
+}
+
 // A save killed by SIGKILL at any stage leaves `latest` naming a complete checkpoint: the
 // previous one unless the kill came after the new one was published. The child stops at a named
 // stage of the save (the fault hook) and the parent kills it there, so every trial hits the stage
