@@ -15,6 +15,7 @@
 #include "shardwise/checkpoint/checkpoint_shards.hpp"
 #include "shardwise/checkpoint/safetensors.hpp"
 #include "shardwise/core/atomic_file.hpp"
+#include "shardwise/core/checked_size.hpp"
 #include "shardwise/core/error.hpp"
 #include "shardwise/core/fnv1a.hpp"
 #include "shardwise/core/input_file.hpp"
@@ -107,35 +108,49 @@ std::uint64_t loaded_checkpoint_fingerprint(const json& manifest,
   return h.value();
 }
 
+// One entry of the manifest's "model" list (the dtype is the engine's name, "fp32").
+struct ListedParam {
+  std::vector<std::int64_t> shape;
+  std::string dtype;
+};
+
+// The manifest's "model" list by param name; FormatError naming `file` when it is malformed.
+std::map<std::string, ListedParam> listed_model_params(const json& manifest, const fs::path& file) {
+  std::map<std::string, ListedParam> listed;
+  try {
+    for (const json& p : manifest.at("model").at("params")) {
+      listed[p.at("name").get<std::string>()] = {p.at("shape").get<std::vector<std::int64_t>>(),
+                                                 p.value("dtype", std::string())};
+    }
+  } catch (const json::exception& e) {
+    throw FormatError(str_cat("checkpoint manifest ", quoted(file),
+                              ": malformed \"model\": ", printable(e.what(), 200)));
+  }
+  return listed;
+}
+
 }  // namespace
 
 fs::path checked_checkpoint_model_file(const fs::path& directory) {
   const json m = read_checkpoint_manifest(directory);
   const fs::path manifest_file = directory / kCheckpointManifestFile;
   const fs::path path = directory / kCheckpointModelFile;
-  std::map<std::string, std::pair<std::vector<std::int64_t>, std::string>> listed;
-  try {
-    SW_REQUIRE(m.at("model").at("file").get<std::string>() == kCheckpointModelFile, FormatError,
-               "checkpoint manifest ", quoted(manifest_file), ": \"model.file\" is ",
-               json_excerpt(m.at("model").at("file")), ", not '", kCheckpointModelFile, "'");
-    for (const json& p : m.at("model").at("params")) {
-      listed[p.at("name").get<std::string>()] = {p.at("shape").get<std::vector<std::int64_t>>(),
-                                                 p.at("dtype").get<std::string>()};
-    }
-  } catch (const json::exception& e) {
-    throw FormatError(str_cat("checkpoint manifest ", quoted(manifest_file),
-                              ": malformed \"model\": ", printable(e.what(), 200)));
-  }
+  std::map<std::string, ListedParam> listed = listed_model_params(m, manifest_file);
+  const json& model = m.at("model");  // an object: listed_model_params read its "params"
+  const json named = model.contains("file") ? model.at("file") : json();
+  SW_REQUIRE(named.is_string() && named.get_ref<const std::string&>() == kCheckpointModelFile,
+             FormatError, "checkpoint manifest ", quoted(manifest_file), ": \"model.file\" is ",
+             json_excerpt(named), ", not '", kCheckpointModelFile, "'");
   const SafetensorsFile file = SafetensorsFile::open(path);
   for (const auto& info : file.tensors()) {
     const auto it = listed.find(info.name);
     SW_REQUIRE(it != listed.end(), FormatError, "checkpoint file ", quoted(path), " has tensor '",
                printable(info.name), "', which its manifest's \"model\" does not list");
-    SW_REQUIRE(info.shape == it->second.first && dtype_name(info.dtype) == it->second.second,
+    SW_REQUIRE(info.shape == it->second.shape && dtype_name(info.dtype) == it->second.dtype,
                FormatError, "checkpoint file ", quoted(path), ": tensor '", printable(info.name),
                "' is ", dtype_name(info.dtype), " ", json(info.shape).dump(),
-               " but its manifest lists ", printable(it->second.second), " ",
-               json(it->second.first).dump());
+               " but its manifest lists ", printable(it->second.dtype), " ",
+               json(it->second.shape).dump());
     listed.erase(it);
   }
   SW_REQUIRE(listed.empty(), FormatError, "checkpoint file ", quoted(path), " has no tensor '",
@@ -311,10 +326,11 @@ std::int64_t manifest_shape_numel(const std::vector<std::int64_t>& shape, const 
   constexpr std::int64_t kLimit = std::int64_t{1} << 50;
   std::int64_t n = 1;
   for (const std::int64_t d : shape) {
-    SW_REQUIRE(d >= 0 && (d == 0 || n <= kLimit / d), FormatError, "checkpoint manifest ",
+    const std::optional<std::int64_t> product = checked_mul(n, d);
+    SW_REQUIRE(d >= 0 && product && *product <= kLimit, FormatError, "checkpoint manifest ",
                quoted(file), ": \"model\" gives param '", printable(param), "' the shape ",
                json(shape).dump(), ", negative or past 2^50 elements");
-    n *= d;
+    n = *product;
   }
   return n;
 }
@@ -367,20 +383,12 @@ std::vector<SavedShard> saved_shards_from_index(const json& manifest, const fs::
                               ": malformed \"index\": ", printable(e.what(), 200)));
   }
   // The saved shapes come from the model list (validated against model.safetensors as well).
-  std::map<std::string, std::vector<std::int64_t>> shape_of;
-  try {
-    for (const json& p : manifest.at("model").at("params")) {
-      shape_of[p.at("name").get<std::string>()] = p.at("shape").get<std::vector<std::int64_t>>();
-    }
-  } catch (const json::exception& e) {
-    throw FormatError(str_cat("checkpoint manifest ", quoted(file),
-                              ": malformed \"model\": ", printable(e.what(), 200)));
-  }
+  const std::map<std::string, ListedParam> listed = listed_model_params(manifest, file);
   for (SavedShard& s : out) {
-    const auto it = shape_of.find(s.param);
-    SW_REQUIRE(it != shape_of.end(), FormatError, "checkpoint manifest ", quoted(file),
+    const auto it = listed.find(s.param);
+    SW_REQUIRE(it != listed.end(), FormatError, "checkpoint manifest ", quoted(file),
                ": index entry for param '", printable(s.param), "', which \"model\" does not list");
-    s.shape = it->second;
+    s.shape = it->second.shape;
   }
   require_index_tiles_each_param(out, file);
   return out;

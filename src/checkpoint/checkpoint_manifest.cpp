@@ -70,14 +70,10 @@ void validate_manifest_fields(const json& m, const fs::path& directory, const fs
 
 std::int64_t manifest_integer(const json& value, const std::string& field, std::int64_t low,
                               std::int64_t high, const fs::path& file) {
-  const bool in_range =
-      value.is_number_integer() &&
-      (value.is_number_unsigned()
-           ? value.get<std::uint64_t>() <= static_cast<std::uint64_t>(high)
-           : value.get<std::int64_t>() >= low && value.get<std::int64_t>() <= high);
-  SW_REQUIRE(in_range, FormatError, "checkpoint manifest ", quoted(file), ": \"", field, "\" is ",
-             json_excerpt(value), "; expected an integer in [", low, ", ", high, "]");
-  return value.get<std::int64_t>();
+  const std::optional<std::int64_t> integer = json_integer_within(value, low, high);
+  SW_REQUIRE(integer.has_value(), FormatError, "checkpoint manifest ", quoted(file), ": \"", field,
+             "\" is ", json_excerpt(value), "; expected an integer in [", low, ", ", high, "]");
+  return *integer;
 }
 
 std::optional<std::int64_t> parse_step_directory_name(const std::string& name) {

@@ -62,6 +62,20 @@ nlohmann::json parse_json_text(std::string_view text, std::string_view where, in
   }
 }
 
+std::optional<std::int64_t> json_integer_within(const nlohmann::json& value, std::int64_t low,
+                                                std::int64_t high) {
+  if (!value.is_number_integer()) return std::nullopt;
+  if (value.is_number_unsigned()) {  // above int64's range, or a non-negative that fits
+    const std::uint64_t u = value.get<std::uint64_t>();
+    if (high < 0 || u > static_cast<std::uint64_t>(high)) return std::nullopt;
+    if (low > 0 && u < static_cast<std::uint64_t>(low)) return std::nullopt;
+    return static_cast<std::int64_t>(u);
+  }
+  const std::int64_t v = value.get<std::int64_t>();
+  if (v < low || v > high) return std::nullopt;
+  return v;
+}
+
 std::string json_excerpt(const nlohmann::json& value, std::size_t max_bytes) {
   // dump() of a value from parse_json_text is bounded in depth; its length is cut here.
   return printable(value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), max_bytes);

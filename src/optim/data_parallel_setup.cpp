@@ -11,6 +11,7 @@
 #include "shardwise/layout/shard_group_choice.hpp"
 #include "shardwise/optim/chained_optimizer.hpp"
 #include "shardwise/optim/grad_stats.hpp"
+#include "shardwise/optim/mixed_precision.hpp"
 #include "shardwise/optim/optimizer_kinds.hpp"
 
 namespace shardwise::optim {
@@ -181,10 +182,8 @@ void require_tensor_parallel_names_are_params(const MuonOptions& muon, const Opt
 void require_steppable_dtypes(const std::vector<DistributedDataParallel*>& chunks) {
   for (const DistributedDataParallel* ddp : chunks) {
     for (const ParamInfo& p : ddp->params()) {
-      SW_REQUIRE(
-          p.dtype == DType::kFloat32 || p.dtype == DType::kBFloat16 || p.dtype == DType::kFloat16,
-          InvalidArgument, "param '", p.name, "' is ", dtype_name(p.dtype),
-          ": the optimizers step fp32, bf16 and fp16 params");
+      SW_REQUIRE(is_steppable_param_dtype(p.dtype), InvalidArgument, "param '", p.name, "' is ",
+                 dtype_name(p.dtype), ": the optimizers step fp32, bf16 and fp16 params");
     }
   }
 }

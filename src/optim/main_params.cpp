@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "shardwise/core/error.hpp"
+#include "shardwise/optim/mixed_precision.hpp"
 
 namespace shardwise::optim {
 
@@ -25,9 +26,8 @@ MainParams::MainParams(std::vector<OwnedSlice> slices, ShardMathPtr math)
                "param '", s.name, "': owned slice of ", s.count, " elements but views of ",
                s.model_param.numel, " / ", s.grad.numel);
     math_->require_same_memory(s.model_param.device, str_cat("param '", s.name, "'"));
-    const DType dtype = s.model_param.dtype;
-    SW_REQUIRE(dtype == DType::kFloat32 || dtype == DType::kBFloat16 || dtype == DType::kFloat16,
-               InvalidArgument, "param '", s.name, "' is ", dtype_name(dtype),
+    SW_REQUIRE(is_steppable_param_dtype(s.model_param.dtype), InvalidArgument, "param '", s.name,
+               "' is ", dtype_name(s.model_param.dtype),
                ": the optimizers step fp32, bf16 and fp16 params (fp32 main copies of 16-bit "
                "ones)");
     if (s.model_param.dtype != DType::kFloat32) {

@@ -5,6 +5,7 @@
 
 #include "shardwise/checkpoint/checkpoint.hpp"
 #include "shardwise/checkpoint/safetensors.hpp"
+#include "shardwise/core/checked_size.hpp"
 #include "shardwise/core/error.hpp"
 #include "shardwise/core/finite_values.hpp"
 #include "shardwise/core/json_text.hpp"
@@ -37,18 +38,12 @@ T model_field(const json& model, const char* key, const fs::path& dir) {
 
 // A size, read strictly: get<int>() took 4294967300 heads as 4 and 4.5 as 4.
 int model_size(const json& model, const char* key, const fs::path& dir) {
-  constexpr std::int64_t kMaxSize = std::int64_t{1} << 24;  // the config's own bound on widths
   const json& value = model_field<json>(model, key, dir);
-  const bool in_range =
-      value.is_number_integer() &&
-      (value.is_number_unsigned()
-           ? value.get<std::uint64_t>() >= 1 &&
-                 value.get<std::uint64_t>() <= static_cast<std::uint64_t>(kMaxSize)
-           : value.get<std::int64_t>() >= 1 && value.get<std::int64_t>() <= kMaxSize);
-  SW_REQUIRE(in_range, FormatError, "checkpoint manifest '",
+  const std::optional<std::int64_t> size = json_integer_within(value, 1, kMaxModelDimension);
+  SW_REQUIRE(size.has_value(), FormatError, "checkpoint manifest '",
              (dir / kCheckpointManifestFile).string(), "': config.model.", key, " is ",
-             json_excerpt(value), "; expected an integer in [1, ", kMaxSize, "]");
-  return static_cast<int>(value.get<std::int64_t>());
+             json_excerpt(value), "; expected an integer in [1, ", kMaxModelDimension, "]");
+  return static_cast<int>(*size);
 }
 
 // Sizes the weights determine (vocabulary, learned context length) come from the weights;

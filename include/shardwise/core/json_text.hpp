@@ -5,7 +5,9 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -25,6 +27,11 @@ nlohmann::json parse_json_text(std::string_view text, std::string_view where,
 // early and returns a value > `limit` as soon as the nesting passes `limit`. Exact for valid
 // JSON (and never below the parser's view of an invalid one, which the parser then refuses).
 int json_nesting_depth(std::string_view text, int limit);
+
+// `value` when it is a JSON integer in [low, high], read strictly: 2^63 does not wrap to a
+// negative and 5.5 is no integer (get<std::int64_t>() would truncate it). Nothing otherwise.
+std::optional<std::int64_t> json_integer_within(const nlohmann::json& value, std::int64_t low,
+                                                std::int64_t high);
 
 // A JSON value for an error message: compact, escaped and cut to at most `max_bytes` of its text.
 std::string json_excerpt(const nlohmann::json& value, std::size_t max_bytes = 64);

@@ -10,6 +10,11 @@
 
 namespace shardwise::optim {
 
+// The param dtypes the optimizers step: fp32 in place, bf16 and fp16 through fp32 main copies.
+inline bool is_steppable_param_dtype(DType dtype) {
+  return dtype == DType::kFloat32 || dtype == DType::kBFloat16 || dtype == DType::kFloat16;
+}
+
 // model[i] = bf16(main[i]), round-to-nearest-even. Sizes must match.
 void copy_main_to_model(std::span<const float> main, std::span<bf16_bits> model);
 // main[i] = model[i] (exact).
