@@ -1,5 +1,6 @@
 #include "shardwise/comm/comm_deadline.hpp"
 
+#include <sched.h>
 #include <sys/prctl.h>
 
 #include <algorithm>
@@ -56,19 +57,27 @@ const PollClock& real_poll_clock() {
                                [](std::chrono::nanoseconds sleep) {
                                  tighten_timer_slack();
                                  std::this_thread::sleep_for(sleep);
-                               }};
+                               },
+                               [] { ::sched_yield(); }};
   return clock;
 }
 
 bool poll_until(const std::function<bool()>& done, std::chrono::duration<double> timeout,
-                const PollClock& clock) {
+                PollMode mode, const PollClock& clock) {
   const auto start = clock.now();
   const auto limit = std::chrono::duration_cast<Clock::duration>(timeout);
   for (int polls = 0;; ++polls) {
     if (done()) return true;
     const auto waited = clock.now() - start;
     if (waited >= limit) return false;
-    const auto sleep = PollBackoff::sleep_after(polls, waited);
+    if (mode == PollMode::kDrivesProgress && polls >= PollBackoff::kSpinPolls &&
+        waited < PollBackoff::kDriveProgressFor) {
+      clock.yield();
+      continue;
+    }
+    auto sleep = PollBackoff::sleep_after(polls, waited);
+    if (mode == PollMode::kDrivesProgress)
+      sleep = std::min(sleep, PollBackoff::kDriveProgressMaxSleep);
     if (sleep.count() > 0) {
       clock.sleep(std::chrono::duration_cast<std::chrono::nanoseconds>(
           std::min<Clock::duration>(sleep, limit - waited)));

@@ -43,7 +43,7 @@ void P2PWork::wait() {
   }
   const auto start = std::chrono::steady_clock::now();
   if (!poll_until([this] { return is_completed(); },
-                  std::chrono::duration<double>(timeout_seconds_))) {
+                  std::chrono::duration<double>(timeout_seconds_), PollMode::kDrivesProgress)) {
     const double waited =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     CommWaitDescription wait;

@@ -46,7 +46,7 @@ int wait_all_or_abort(int count, MPI_Request* requests, MPI_Status* statuses,
         rc = MPI_Testall(count, requests, &flag, statuses);
         return rc != MPI_SUCCESS || flag != 0;
       },
-      std::chrono::duration<double>(timeout_seconds));
+      std::chrono::duration<double>(timeout_seconds), PollMode::kDrivesProgress);
   if (!finished) {
     const double waited =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -17,10 +17,11 @@ std::string mpi_error_text(int rc);
 // The MPI type buffers of `dtype` travel as (16-bit floats as raw bits).
 MPI_Datatype mpi_type(DType dtype);
 
-// Completes `count` requests by polling MPI_Testall with PollBackoff (no core spent spinning in
-// MPI_Wait). Returns MPI's code. When they have not all completed after `timeout_seconds`,
-// prints comm_timeout_message(describe(), ...) and aborts the whole job with
-// kCommTimeoutExitCode: a peer that never arrives must not hang the job.
+// Completes `count` requests by polling MPI_Testall (PollMode::kDrivesProgress: the polls move
+// the data; a hung wait still ends at the deadline, which MPI_Wait cannot). Returns MPI's code.
+// When they have not all completed after `timeout_seconds`, prints comm_timeout_message(describe(),
+// ...) and aborts the whole job with kCommTimeoutExitCode: a peer that never arrives must not hang
+// the job.
 int wait_all_or_abort(int count, MPI_Request* requests, MPI_Status* statuses,
                       double timeout_seconds, const std::function<CommWaitDescription()>& describe);
 

@@ -36,17 +36,24 @@ TEST(PollBackoff, SpinsFirstThenSleepsAGrowingSliceCappedAtOneMillisecond) {
   }
 }
 
-// A clock that moves only when poll_until sleeps: what poll_until does is checked poll by poll,
-// with no wall-clock threshold that a loaded machine could break.
+// A clock that moves only when poll_until sleeps or yields (a yield takes kYieldTakes): what
+// poll_until does is checked poll by poll, with no wall-clock threshold that a loaded machine could
+// break.
 struct SimulatedPollClock {
+  static constexpr nanoseconds kYieldTakes = microseconds(50);
   Clock::time_point now{};
   std::vector<nanoseconds> sleeps;
+  std::vector<Clock::time_point> yields;  // when each yield began
 
   PollClock clock() {
     return PollClock{[this] { return now; },
                      [this](nanoseconds sleep) {
                        sleeps.push_back(sleep);
                        now += sleep;
+                     },
+                     [this] {
+                       yields.push_back(now);
+                       now += kYieldTakes;
                      }};
   }
   nanoseconds slept() const {
@@ -59,8 +66,8 @@ struct SimulatedPollClock {
 TEST(PollUntil, ReturnsTrueAsSoonAsDoneWithoutSleepingForQuickOperations) {
   SimulatedPollClock simulated;
   int calls = 0;
-  EXPECT_TRUE(
-      poll_until([&] { return ++calls == 10; }, std::chrono::seconds(5), simulated.clock()));
+  EXPECT_TRUE(poll_until([&] { return ++calls == 10; }, std::chrono::seconds(5),
+                         PollMode::kCompletesAlone, simulated.clock()));
   EXPECT_EQ(calls, 10);
   EXPECT_TRUE(simulated.sleeps.empty()) << "within the spin phase: no sleep at all";
 }
@@ -74,7 +81,7 @@ TEST(PollUntil, NoticesCompletionWithinOneSleepOfAtMostAMillisecond) {
         ++calls;
         return simulated.now >= ready_at;
       },
-      std::chrono::seconds(10), simulated.clock()));
+      std::chrono::seconds(10), PollMode::kCompletesAlone, simulated.clock()));
   ASSERT_FALSE(simulated.sleeps.empty());
   // Completion is seen at the first poll after it: late by less than the last sleep, which is
   // at most PollBackoff::kMaxSleep.
@@ -87,7 +94,9 @@ TEST(PollUntil, NoticesCompletionWithinOneSleepOfAtMostAMillisecond) {
 TEST(PollUntil, GivesUpAtTheDeadlineSleepingThroughTheWait) {
   SimulatedPollClock simulated;
   int calls = 0;
-  EXPECT_FALSE(poll_until([&] { return ++calls < 0; }, milliseconds(400), simulated.clock()));
+  EXPECT_FALSE(poll_until([&] { return ++calls < 0; }, milliseconds(400), PollMode::kCompletesAlone,
+                          simulated.clock()));
+  EXPECT_TRUE(simulated.yields.empty());
   // The last sleep is cut at the deadline: the wait ends exactly there.
   EXPECT_EQ(simulated.now - Clock::time_point{}, milliseconds(400));
   // Every poll after the spin phase is followed by a sleep (no busy loop), none longer than
@@ -102,6 +111,43 @@ TEST(PollUntil, GivesUpAtTheDeadlineSleepingThroughTheWait) {
   // kMinSleep to kMaxSleep takes a few dozen polls, then one per kMaxSleep.
   EXPECT_LT(calls, PollBackoff::kSpinPolls + 100 + 400) << "polls in 0.4 s";
   EXPECT_GE(calls, PollBackoff::kSpinPolls + 400 - 10);
+}
+
+// An MPI request moves its data only while it is polled: the wait yields the core between polls
+// (never sleeping) for PollBackoff::kDriveProgressFor, then sleeps at most kDriveProgressMaxSleep.
+TEST(PollUntil, AWaitThatDrivesProgressYieldsFirstThenSleepsBriefly) {
+  SimulatedPollClock simulated;
+  int calls = 0;
+  const auto timeout = std::chrono::seconds(3);
+  EXPECT_FALSE(poll_until([&] { return ++calls < 0; }, timeout, PollMode::kDrivesProgress,
+                          simulated.clock()));
+  EXPECT_EQ(simulated.now - Clock::time_point{}, nanoseconds(timeout));
+  ASSERT_FALSE(simulated.yields.empty());
+  // Spin, then yield until kDriveProgressFor has passed: every poll in that second is followed by a
+  // yield, none by a sleep.
+  const auto yielding_ends = Clock::time_point{} + PollBackoff::kDriveProgressFor;
+  EXPECT_LT(simulated.yields.back(), yielding_ends);
+  EXPECT_GE(simulated.yields.back() + SimulatedPollClock::kYieldTakes, yielding_ends);
+  EXPECT_EQ(simulated.yields.size(), static_cast<std::size_t>(PollBackoff::kDriveProgressFor /
+                                                              SimulatedPollClock::kYieldTakes));
+  // The rest of the wait sleeps, each sleep the back-off's but at most kDriveProgressMaxSleep:
+  // one poll per 100 us.
+  const nanoseconds sleeping = nanoseconds(timeout) - PollBackoff::kDriveProgressFor;
+  EXPECT_EQ(simulated.slept(), sleeping);
+  for (nanoseconds sleep : simulated.sleeps) EXPECT_EQ(sleep, PollBackoff::kDriveProgressMaxSleep);
+  EXPECT_EQ(simulated.sleeps.size(),
+            static_cast<std::size_t>(sleeping / PollBackoff::kDriveProgressMaxSleep));
+  EXPECT_EQ(calls, PollBackoff::kSpinPolls + static_cast<int>(simulated.yields.size()) +
+                       static_cast<int>(simulated.sleeps.size()) + 1);
+}
+
+TEST(PollUntil, AWaitThatDrivesProgressNoticesCompletionAtTheNextPoll) {
+  SimulatedPollClock simulated;
+  const auto ready_at = simulated.now + milliseconds(40);
+  EXPECT_TRUE(poll_until([&] { return simulated.now >= ready_at; }, std::chrono::seconds(10),
+                         PollMode::kDrivesProgress, simulated.clock()));
+  EXPECT_TRUE(simulated.sleeps.empty());
+  EXPECT_LE(simulated.now - ready_at, SimulatedPollClock::kYieldTakes);
 }
 
 TEST(PollUntil, ATimeoutOfZeroStillPollsOnce) {

@@ -2,6 +2,8 @@
 // instead of blocking in MPI: blocking MPI calls spin a core for as long as a peer is missing and
 // can never give up. Polling spins only briefly, then sleeps a growing slice so a long or hung wait
 // costs almost no CPU, and stops at the deadline so the caller can report who it waited for.
+// A wait whose polls themselves move the data (an MPI request: see PollMode) yields instead of
+// sleeping for its first 100 ms and sleeps at most 100 us after that.
 #pragma once
 
 #include <chrono>
@@ -28,23 +30,44 @@ class PollBackoff {
   static constexpr int kSpinPolls = 64;
   static constexpr std::chrono::nanoseconds kMinSleep{2000};
   static constexpr std::chrono::nanoseconds kMaxSleep{1000000};
+  // PollMode::kDrivesProgress: how long a wait yields the core between polls before it sleeps,
+  // and its longest sleep after that (each poll still moves some data; ~9% of a core).
+  static constexpr std::chrono::nanoseconds kDriveProgressFor{100000000};
+  static constexpr std::chrono::nanoseconds kDriveProgressMaxSleep{100000};
 
   // Sleep after poll number `polls` (0-based) when `waited` has passed since the wait began.
   static std::chrono::nanoseconds sleep_after(int polls, std::chrono::nanoseconds waited);
 };
 
-// The clock and the sleep poll_until runs on. The real one is the steady clock and the thread's
-// sleep; tests substitute a simulated clock, so the schedule is checked without timing anything.
+// The clock, the sleep and the yield poll_until runs on. The real one is the steady clock, the
+// thread's sleep and sched_yield; tests substitute a simulated clock, so the schedule is checked
+// without timing anything.
 struct PollClock {
   std::function<std::chrono::steady_clock::time_point()> now;
   std::function<void(std::chrono::nanoseconds)> sleep;
+  std::function<void()> yield;
 };
 const PollClock& real_poll_clock();
 
+// Whether the operation a wait polls completes without the polls.
+enum class PollMode {
+  // It finishes on its own (a GPU stream, a peer's store into shared memory): after the spin
+  // phase the wait sleeps per PollBackoff.
+  kCompletesAlone,
+  // Each poll is what moves its data: MPI progresses only inside MPI calls, and without a
+  // single-copy mechanism (no CMA in most containers, any network) a large message moves a few
+  // fragments per call, so a wait that sleeps between its MPI_Tests stalls the transfer (a 16 MiB
+  // message ran 12x slower than MPI_Waitall). After the spin phase the wait yields the core
+  // between polls (a rank sharing its core lets the others run) for kDriveProgressFor, then
+  // sleeps per PollBackoff but never longer than kDriveProgressMaxSleep.
+  kDrivesProgress,
+};
+
 // Calls `done` until it returns true (returns true) or `timeout` has passed since the call began
-// (returns false), sleeping per PollBackoff in between; the last sleep is cut at the deadline.
-// `done` runs at least once.
+// (returns false), spinning, yielding and sleeping in between per `mode`; the last sleep is cut at
+// the deadline. `done` runs at least once.
 bool poll_until(const std::function<bool()>& done, std::chrono::duration<double> timeout,
+                PollMode mode = PollMode::kCompletesAlone,
                 const PollClock& clock = real_poll_clock());
 
 // What the watchdog says about a wait that passed its deadline.
