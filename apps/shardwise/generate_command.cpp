@@ -98,6 +98,9 @@ int run_generate(const GenerateArgs& args) {
                                   {"--top-k", args.sampling.top_k},
                                   {"--seed", args.sampling.seed},
                                   {"--comm-timeout", args.comm_timeout}});
+    // The same path may hold another run's checkpoint on another node: the ranks would shard
+    // two models into one and sample from the mix.
+    require_same_gpt_checkpoint_on_every_rank(*world, loaded);
     ShardedGpt sharded(loaded, *world);
     generated = generate_tokens(*sharded.model, prompt, args.tokens, args.sampling);
     prints = world->rank() == 0;

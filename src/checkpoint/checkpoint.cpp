@@ -691,9 +691,15 @@ LoadedCheckpoint load_checkpoint(const fs::path& directory, const std::vector<Mo
   if (failure) std::rethrow_exception(failure);
   SW_REQUIRE(failed.empty(), FormatError, "loading checkpoint ", quoted(directory),
              " failed on rank(s) ", rank_list(failed), " (see their errors)");
-  require_same_checkpoint_as_rank0(group, loaded_checkpoint_fingerprint(out.manifest, model),
-                                   directory);
+  require_same_checkpoint_on_every_rank(group, directory, out.manifest, model);
   return out;
+}
+
+void require_same_checkpoint_on_every_rank(ProcessGroup& group, const fs::path& directory,
+                                           const json& manifest,
+                                           const std::vector<ModelTensor>& model) {
+  require_same_checkpoint_as_rank0(group, loaded_checkpoint_fingerprint(manifest, model),
+                                   directory);
 }
 
 }  // namespace shardwise

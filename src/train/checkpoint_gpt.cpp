@@ -83,7 +83,8 @@ std::string shape_string(const std::vector<std::int64_t>& shape) {
 CheckpointGpt load_gpt_checkpoint(const fs::path& path, std::optional<std::int64_t> step) {
   CheckpointGpt out;
   out.directory = resolve_checkpoint_directory(path, step);
-  const json manifest = read_checkpoint_manifest(out.directory);
+  out.manifest = read_checkpoint_manifest(out.directory);
+  const json& manifest = out.manifest;
   out.step = manifest.at("step").get<std::int64_t>();
   const SafetensorsFile weights = SafetensorsFile::open(out.directory / kCheckpointModelFile);
   out.config = config_from(model_section(manifest, out.directory), weights, out.directory);
@@ -103,6 +104,17 @@ CheckpointGpt load_gpt_checkpoint(const fs::path& path, std::optional<std::int64
   }
   out.model->bind(std::move(values), std::move(grads));
   return out;
+}
+
+void require_same_gpt_checkpoint_on_every_rank(ProcessGroup& group, const CheckpointGpt& loaded) {
+  std::vector<ModelTensor> tensors;
+  const auto& params = loaded.model->params();
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    tensors.push_back({params[i].name, params[i].shape,
+                       TensorView{const_cast<float*>(loaded.values[i].data()), params[i].numel(),
+                                  DType::kFloat32}});
+  }
+  require_same_checkpoint_on_every_rank(group, loaded.directory, loaded.manifest, tensors);
 }
 
 }  // namespace shardwise

@@ -2,8 +2,9 @@
 # CLI test of tensor-parallel training: examples/tp.yaml (tp = 2 x dp = 2, sequence parallel, TP
 # comm overlap asked for) resolves and trains under mpirun -np 4 (a short run: the loss falls and
 # the metrics log is complete), a checkpoint it saves resumes at tp = 1 with the same next-step
-# loss (and a tp = 1 checkpoint at tp = 2), `generate --tp 2` samples what tp = 1 samples, and
-# impossible TP sizes exit 2 naming parallel.tp.
+# loss (and a tp = 1 checkpoint at tp = 2), `generate --tp 2` samples what tp = 1 samples (and
+# refuses ranks that read different checkpoints), and impossible TP sizes exit 2 naming
+# parallel.tp.
 # Usage: tp_cli_test.sh PATH/TO/shardwise REPO_ROOT [MPIEXEC]
 set -euo pipefail
 
@@ -104,6 +105,23 @@ if expect_rc 0 text_train "$shardwise" train --config "$root/examples/text.yaml"
   expect_rc 0 gen2 "$mpiexec" -np 2 --oversubscribe "$shardwise" generate --checkpoint \
     "$work/text" --prompt "The " --tokens 40 --temperature 1 --seed 3 --tp 2; then
   cmp -s "$work/gen1.out" "$work/gen2.out" || fail "generate --tp 2 differs from tp = 1"
+fi
+
+# --- generate --tp 2 where the same path holds another run's checkpoint on one rank (storage each
+# node has its own copy of): refused on every rank, naming the rank, instead of sampling from a
+# mix of two models. The ranks run in two directories, each with its own "text".
+mkdir -p "$work/other"
+if [[ -d "$work/text" ]] &&
+  expect_rc 0 text_train_other "$shardwise" train --config "$root/examples/text.yaml" \
+    data.source=text data.path="$root/examples/data/tiny_corpus.txt" 'data.val_path=""' \
+    'logging.jsonl_path=""' 'logging.plot_path=""' model.layers=1 model.hidden=32 model.heads=2 \
+    model.ffn=64 model.seq_len=32 training.steps=30 training.eval_interval=0 data.eval_samples=8 \
+    model.seed=7 logging.progress=false --save "$work/other/text" &&
+  expect_rc 2 gen_mixed "$mpiexec" --oversubscribe -np 1 -wdir "$work" "$shardwise" generate \
+    --checkpoint text --prompt "The " --tokens 8 --tp 2 : -np 1 -wdir "$work/other" \
+    "$shardwise" generate --checkpoint text --prompt "The " --tokens 8 --tp 2; then
+  grep -q "is not the same on every rank: rank(s) 1 " "$work/gen_mixed.err" ||
+    fail "gen_mixed: the error does not name rank 1"
 fi
 
 # --- impossible TP sizes: exit 2 naming the field ------------------------------------------------

@@ -114,6 +114,16 @@ nlohmann::json read_checkpoint_manifest(const std::filesystem::path& directory);
 // the tensor otherwise.
 std::filesystem::path checked_checkpoint_model_file(const std::filesystem::path& directory);
 
+// For readers of a checkpoint's weights on several ranks (load_checkpoint does this itself):
+// FormatError on every rank of `group`, naming the ranks, unless each read the same checkpoint as
+// rank 0: `manifest` (of step directory `directory`) and `model`, the tensors it read (names,
+// shapes and a sample of their values). Ranks whose storage holds another run's checkpoint under
+// the same path would otherwise compute with a mix of two models.
+void require_same_checkpoint_on_every_rank(ProcessGroup& group,
+                                           const std::filesystem::path& directory,
+                                           const nlohmann::json& manifest,
+                                           const std::vector<ModelTensor>& model);
+
 // Test hook: called at named stages of save_checkpoint, in this order: "staged" (every rank;
 // staging directory known, before writing), "model_file_written" (rank 0), "rank_file_written"
 // (every rank), then on rank 0 only "before_commit" (manifest written), "committed" (step

@@ -6,9 +6,11 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <vector>
 
+#include "shardwise/comm/process_group.hpp"
 #include "shardwise/model/gpt_model.hpp"
 
 namespace shardwise {
@@ -16,6 +18,7 @@ namespace shardwise {
 struct CheckpointGpt {
   std::filesystem::path directory;  // the step directory read
   std::int64_t step = 0;
+  nlohmann::json manifest;  // its checkpoint.json
   GptConfig config;
   std::vector<std::vector<float>> values, grads;  // per parameter, bound to the model
   std::unique_ptr<GptModel<float>> model;
@@ -27,5 +30,10 @@ struct CheckpointGpt {
 // the tensor when the checkpoint does not hold the model its config describes.
 CheckpointGpt load_gpt_checkpoint(const std::filesystem::path& path,
                                   std::optional<std::int64_t> step = {});
+
+// Ranks that each loaded a checkpoint to compute together (`generate --tp`): FormatError on every
+// rank of `group`, naming the ranks, unless each loaded the same manifest and weights as rank 0
+// (require_same_checkpoint_on_every_rank).
+void require_same_gpt_checkpoint_on_every_rank(ProcessGroup& group, const CheckpointGpt& loaded);
 
 }  // namespace shardwise
