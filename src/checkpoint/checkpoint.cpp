@@ -14,6 +14,7 @@
 #include "checkpoint_manifest.hpp"
 #include "shardwise/checkpoint/checkpoint_shards.hpp"
 #include "shardwise/checkpoint/safetensors.hpp"
+#include "shardwise/comm/rank_flags.hpp"
 #include "shardwise/core/atomic_file.hpp"
 #include "shardwise/core/checked_size.hpp"
 #include "shardwise/core/error.hpp"
@@ -60,24 +61,6 @@ std::string describe(const std::exception_ptr& error) {
   } catch (...) {
     return "unknown exception";
   }
-}
-
-// Ranks of `group` whose flag is set (every rank gets the same answer).
-std::vector<int> ranks_with_flag(ProcessGroup& group, bool flag) {
-  std::vector<float> flags(static_cast<std::size_t>(group.size()), 0.0f);
-  flags[static_cast<std::size_t>(group.rank())] = flag ? 1.0f : 0.0f;
-  group.all_reduce(TensorView{flags.data(), group.size(), DType::kFloat32}, ReduceOp::kSum)->wait();
-  std::vector<int> out;
-  for (int r = 0; r < group.size(); ++r) {
-    if (flags[static_cast<std::size_t>(r)] != 0.0f) out.push_back(r);
-  }
-  return out;
-}
-
-std::string rank_list(const std::vector<int>& ranks) {
-  std::string s;
-  for (int r : ranks) s += (s.empty() ? "" : ", ") + std::to_string(r);
-  return s;
 }
 
 std::string broadcast_string(ProcessGroup& group, const std::string& value, int root) {
@@ -395,6 +378,11 @@ std::vector<SavedShard> saved_shards_from_index(const json& manifest, const fs::
 }
 
 }  // namespace
+
+std::vector<SavedShard> read_checkpoint_index(const fs::path& directory) {
+  return saved_shards_from_index(read_checkpoint_manifest(directory), directory,
+                                 directory / kCheckpointManifestFile);
+}
 
 void set_checkpoint_fault_hook(CheckpointFaultHook hook) {
   std::lock_guard<std::mutex> lock(hook_mutex());

@@ -25,7 +25,7 @@ void tighten_timer_slack() {
   ::prctl(PR_SET_TIMERSLACK, 1000UL, 0UL, 0UL, 0UL);
 }
 
-std::string rank_list(const std::vector<int>& ranks) {
+std::string compact_rank_list(const std::vector<int>& ranks) {
   std::string out;
   for (int r : ranks) out += str_cat(out.empty() ? "" : ",", r);
   return out;
@@ -94,7 +94,7 @@ std::string comm_timeout_message(const CommWaitDescription& wait, double waited_
   };
   std::string head =
       str_cat("comm watchdog: rank ", wait.rank, " of group ", wait.group, " (world ranks ",
-              rank_list(wait.world_ranks), "): ", wait.op, " #", wait.sequence);
+              compact_rank_list(wait.world_ranks), "): ", wait.op, " #", wait.sequence);
   std::string waiting_for;
   const bool point_to_point = wait.op == "send" || wait.op == "recv";
   if (wait.peer >= 0) {
@@ -110,8 +110,8 @@ std::string comm_timeout_message(const CommWaitDescription& wait, double waited_
       others.push_back(r);
       others_world.push_back(world_of(r));
     }
-    waiting_for = str_cat("waiting for one or more of group ranks ", rank_list(others),
-                          " (world ranks ", rank_list(others_world),
+    waiting_for = str_cat("waiting for one or more of group ranks ", compact_rank_list(others),
+                          " (world ranks ", compact_rank_list(others_world),
                           "); a collective cannot tell which: the ranks that print no message for ",
                           wait.op, " #", wait.sequence, " of this group did not arrive");
   }

@@ -3,11 +3,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <memory>
 
 #include "shardwise/checkpoint/checkpoint_shards.hpp"
+#include "shardwise/comm/rank_flags.hpp"
 #include "shardwise/core/error.hpp"
+#include "shardwise/core/message_text.hpp"
 #include "shardwise/model/tensor_parallel.hpp"
 
 namespace shardwise::train_detail {
@@ -145,29 +148,40 @@ std::unique_ptr<HeldState> gather_full_state(const TrainingModel& m, const RunCo
   return held;
 }
 
-// The fields each param carries in a saved checkpoint, from its manifest's index.
-std::vector<std::vector<std::string>> saved_fields(const nlohmann::json& manifest,
+// The fields each param carries in checkpoint `directory` (main_param aside), from its manifest's
+// index, checked as load_checkpoint checks it (this runs before that load).
+std::vector<std::vector<std::string>> saved_fields(const fs::path& directory,
                                                    const ParamList& full) {
+  std::map<std::string, const std::vector<std::string>*> by_param;
+  const std::vector<SavedShard> index = read_checkpoint_index(directory);
+  for (const SavedShard& s : index) by_param.emplace(s.param, &s.fields);
   std::vector<std::vector<std::string>> out(full.size());
   for (std::size_t i = 0; i < full.size(); ++i) {
-    const auto& index = manifest.at("index");
-    if (!index.contains(full[i].name)) continue;
-    for (const auto& f : index.at(full[i].name).at(0).at("fields")) {
-      const auto name = f.get<std::string>();
+    const auto it = by_param.find(full[i].name);
+    if (it == by_param.end()) continue;
+    for (const std::string& name : *it->second) {
       if (name != kMainParamField) out[i].push_back(name);
     }
   }
   return out;
 }
 
+// `text` with every `from` replaced by `to`.
+std::string replaced(std::string text, const std::string& from, const std::string& to) {
+  for (std::size_t at = text.find(from); at != std::string::npos;
+       at = text.find(from, at + to.size())) {
+    text.replace(at, from.size(), to);
+  }
+  return text;
+}
+
 // This TP rank's slice of the loaded full tensors: the weights into the model, the optimizer
 // state (a whole-param local state in shard shapes) through the checkpoint layer's resharding
 // reader, which picks out the element ranges this rank owns under its layout.
 void take_tensor_parallel_slice(TrainingModel& m, const RunContext& run, const fs::path& directory,
-                                const LoadedCheckpoint& loaded, HeldState& held,
-                                FullWeights& weights, const ParamList& full) {
+                                const std::vector<std::vector<std::string>>& fields,
+                                HeldState& held, FullWeights& weights, const ParamList& full) {
   const ParamList& shards = m.model->params();
-  const std::vector<std::vector<std::string>> fields = saved_fields(loaded.manifest, full);
   HeldState sliced(shards, fields);
   for (std::size_t i = 0; i < shards.size(); ++i) {
     auto slice = [&](const std::vector<float>& src, std::vector<float>& dst) {
@@ -192,11 +206,30 @@ void take_tensor_parallel_slice(TrainingModel& m, const RunContext& run, const f
     save_state_dict_to_file(sliced, scratch);
     load_optimizer_shards(*m.optimizer, read_shard_file_index(scratch),
                           str_cat("checkpoint '", directory.string(), "'"));
-  } catch (...) {
+  } catch (const std::exception& e) {
     fs::remove(scratch);
-    throw;
+    // The scratch file is ours, not the user's: name the checkpoint it was sliced from.
+    throw FormatError(
+        replaced(e.what(), quoted(scratch),
+                 str_cat(quoted(directory), " (this rank's tensor-parallel slice of its state)")));
   }
   fs::remove(scratch);
+}
+
+// Runs `step` on every rank of `world`; a failure on any rank fails all of them (none is left
+// waiting in the next collective): the failing rank with its own error, the others naming it.
+void fail_together(ProcessGroup& world, const fs::path& directory,
+                   const std::function<void()>& step) {
+  std::string error;
+  try {
+    step();
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  const std::vector<int> failed = ranks_with_flag(world, !error.empty());
+  if (!error.empty()) throw FormatError(error);
+  SW_REQUIRE(failed.empty(), FormatError, "loading checkpoint '", directory.string(),
+             "' failed on rank(s) ", rank_list(failed), " (see their errors)");
 }
 
 }  // namespace
@@ -248,23 +281,16 @@ std::string save_tensor_parallel_checkpoint(TrainingModel& m, const RunContext& 
 LoadedCheckpoint load_tensor_parallel_checkpoint(TrainingModel& m, const RunContext& run,
                                                  const fs::path& directory) {
   const ParamList full = full_params(m);
-  HeldState held(full, saved_fields(read_checkpoint_manifest(directory), full));
+  std::vector<std::vector<std::string>> fields;
+  fail_together(*run.groups.world, directory, [&] { fields = saved_fields(directory, full); });
+  HeldState held(full, fields);
   FullWeights weights{full, {}};
   for (const ParamInfo& p : full) weights.values.emplace_back(static_cast<std::size_t>(p.numel()));
   LoadedCheckpoint loaded =
       load_checkpoint(directory, weights.tensors(), held, *run.groups.world, to_string(m.kind));
-  // Every rank takes its slice; a failure on any rank fails all (none is left waiting).
-  std::string error;
-  try {
-    take_tensor_parallel_slice(m, run, directory, loaded, held, weights, full);
-  } catch (const std::exception& e) {
-    error = e.what();
-  }
-  float failed = error.empty() ? 0.0f : 1.0f;
-  run.groups.world->all_reduce(TensorView{&failed, 1}, ReduceOp::kMax)->wait();
-  if (!error.empty()) throw FormatError(error);
-  SW_REQUIRE(failed == 0.0f, FormatError, "loading checkpoint '", directory.string(),
-             "' failed on another rank (see its error)");
+  fail_together(*run.groups.world, directory, [&] {
+    take_tensor_parallel_slice(m, run, directory, fields, held, weights, full);
+  });
   return loaded;
 }
 

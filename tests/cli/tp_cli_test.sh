@@ -79,6 +79,33 @@ else
   fail "train4 saved no checkpoint at step 30"
 fi
 
+# --- a damaged index in a tp = 2 checkpoint: exit 2 naming the checkpoint (it gave raw JSON-library
+# messages, or named the loader's own scratch file in /tmp) ----------------------------------------
+if [[ -d "$work/ckpt/step-0000030" ]]; then
+  for damage in no_index drop_field; do
+    cp -r "$work/ckpt/step-0000030" "$work/$damage"
+    "$python" - "$work/$damage/checkpoint.json" "$damage" <<'PY'
+import json, sys
+path, damage = sys.argv[1], sys.argv[2]
+m = json.load(open(path))
+if damage == "no_index":
+    del m["index"]
+else:  # the first param's entries no longer list its second moment
+    first = next(iter(m["index"].values()))
+    for entry in first:
+        entry["fields"] = [f for f in entry["fields"] if f != "exp_avg_sq"]
+json.dump(m, open(path, "w"))
+PY
+    if expect_rc 2 "load_$damage" "$mpiexec" -np 4 --oversubscribe "$shardwise" train \
+        --config "$config" training.steps=32 logging.progress=false --load "$work/$damage"; then
+      grep -q "$work/$damage" "$work/load_$damage.err" ||
+        fail "load_$damage: the error does not name the checkpoint"
+      ! grep -qE "json.exception.out_of_range|shardwise-tp-load" "$work/load_$damage.err" ||
+        fail "load_$damage: a raw JSON message or the scratch file in the error"
+    fi
+  done
+fi
+
 # --- and the reverse: a tp = 1 checkpoint (dp = 2) resumes at tp = 2 x dp = 2 --------------------
 if expect_rc 0 save_tp1 "$mpiexec" -np 2 --oversubscribe "$shardwise" train --config "$config"     parallel.tp=1 parallel.sequence_parallel=false training.steps=12 logging.progress=false     --save "$work/ckpt1" --save-interval 10 --log-jsonl "$work/s1.jsonl" &&
   expect_rc 0 load_tp2 "$mpiexec" -np 4 --oversubscribe "$shardwise" train --config "$config"     training.steps=12 logging.progress=false --load "$work/ckpt1" --load-step 10     --log-jsonl "$work/l2.jsonl"; then

@@ -36,6 +36,7 @@
 #include <string_view>
 #include <vector>
 
+#include "shardwise/checkpoint/checkpoint_shards.hpp"
 #include "shardwise/comm/process_group.hpp"
 #include "shardwise/core/tensor_view.hpp"
 #include "shardwise/optim/optimizer.hpp"
@@ -107,6 +108,11 @@ std::vector<std::int64_t> list_checkpoint_steps(const std::filesystem::path& roo
 
 // Reads and validates a step directory's checkpoint.json.
 nlohmann::json read_checkpoint_manifest(const std::filesystem::path& directory);
+
+// The optimizer shards step directory `directory`'s manifest indexes (which rank file holds which
+// elements and fields of which param), checked as a load checks them: FormatError naming the
+// manifest when its "index" is malformed or does not cover each param's elements once.
+std::vector<SavedShard> read_checkpoint_index(const std::filesystem::path& directory);
 
 // The weights file of step directory `directory`, checked against its manifest: the file the
 // manifest names, holding exactly the tensors of its "model" list with their shapes and dtypes

@@ -1,0 +1,19 @@
+// Which ranks of a group raised a flag, for errors that every rank must raise together (one rank
+// failing alone would leave the others waiting in the next collective).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "shardwise/comm/process_group.hpp"
+
+namespace shardwise {
+
+// The ranks of `group` whose `flag` is set, in order; every rank gets the same answer (one
+// all-reduce, so every rank must call it).
+std::vector<int> ranks_with_flag(ProcessGroup& group, bool flag);
+
+// "0, 2, 5": ranks for a message.
+std::string rank_list(const std::vector<int>& ranks);
+
+}  // namespace shardwise
