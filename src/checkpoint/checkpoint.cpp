@@ -112,6 +112,18 @@ std::map<std::string, ListedParam> listed_model_params(const json& manifest, con
   return listed;
 }
 
+// The manifest's "model.file" must be the one name the writer uses (readers of the weights alone,
+// such as reshard, look for that file).
+void require_standard_model_file(const json& manifest, const fs::path& manifest_file) {
+  const json* model = manifest.contains("model") ? &manifest.at("model") : nullptr;
+  const json named = model != nullptr && model->is_object() && model->contains("file")
+                         ? model->at("file")
+                         : json();
+  SW_REQUIRE(named.is_string() && named.get_ref<const std::string&>() == kCheckpointModelFile,
+             FormatError, "checkpoint manifest ", quoted(manifest_file), ": \"model.file\" is ",
+             json_excerpt(named), ", not '", kCheckpointModelFile, "'");
+}
+
 }  // namespace
 
 fs::path checked_checkpoint_model_file(const fs::path& directory) {
@@ -119,11 +131,7 @@ fs::path checked_checkpoint_model_file(const fs::path& directory) {
   const fs::path manifest_file = directory / kCheckpointManifestFile;
   const fs::path path = directory / kCheckpointModelFile;
   std::map<std::string, ListedParam> listed = listed_model_params(m, manifest_file);
-  const json& model = m.at("model");  // an object: listed_model_params read its "params"
-  const json named = model.contains("file") ? model.at("file") : json();
-  SW_REQUIRE(named.is_string() && named.get_ref<const std::string&>() == kCheckpointModelFile,
-             FormatError, "checkpoint manifest ", quoted(manifest_file), ": \"model.file\" is ",
-             json_excerpt(named), ", not '", kCheckpointModelFile, "'");
+  require_standard_model_file(m, manifest_file);
   const SafetensorsFile file = SafetensorsFile::open(path);
   for (const auto& info : file.tensors()) {
     const auto it = listed.find(info.name);
@@ -648,13 +656,7 @@ LoadedCheckpoint load_checkpoint(const fs::path& directory, const std::vector<Mo
                                 {"data_parallel_size", std::to_string(files.size())},
                                 {"step", std::to_string(out.step)}});
     }
-    std::string model_name;
-    try {
-      model_name = m.at("model").at("file").get<std::string>();
-    } catch (const json::exception& e) {
-      throw FormatError(str_cat("checkpoint manifest ", quoted(manifest_file),
-                                ": malformed \"model\": ", printable(e.what(), 200)));
-    }
+    require_standard_model_file(m, manifest_file);
     // State in host memory is read in place. Otherwise the state dict the shards are read into
     // is built on a second thread while the model file is read: allocating and filling it is
     // memory work the read can hide. (The future of std::async joins the thread when destroyed,
@@ -664,7 +666,7 @@ LoadedCheckpoint load_checkpoint(const fs::path& directory, const std::vector<Mo
     if (!targets) {
       state = std::async(std::launch::async, [&optimizer] { return optimizer.state_dict(); });
     }
-    load_model_file(file_in(directory, model_name, manifest_file), model);
+    load_model_file(directory / kCheckpointModelFile, model);
     const std::vector<SavedShard> saved = saved_shards_from_index(m, directory, manifest_file);
     const std::string what = str_cat("checkpoint ", quoted(directory));
     if (targets) {

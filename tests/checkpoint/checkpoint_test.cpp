@@ -509,6 +509,17 @@ TEST_F(BadManifest, RankFileNamedForAnotherSize) {
   EXPECT_MENTIONS(load_error(), "expected 'optimizer-rank-00000-of-00001.safetensors'");
 }
 
+// The writer names its weights file one way; reshard and refit look for that name, so a load
+// must not follow a manifest to another file (it did: one field, two rules).
+TEST_F(BadManifest, ModelFileOtherThanTheWritersNameIsRefused) {
+  fs::copy_file(dir_ / "model.safetensors", dir_ / "weights.safetensors");
+  edit_manifest([](nlohmann::json& m) { m["model"]["file"] = "weights.safetensors"; });
+  EXPECT_MENTIONS(load_error(),
+                  "\"model.file\" is \"weights.safetensors\", not 'model.safetensors'");
+  edit_manifest([](nlohmann::json& m) { m["model"].erase("file"); });
+  EXPECT_MENTIONS(load_error(), "\"model.file\" is");
+}
+
 TEST_F(BadManifest, RankFileFromAnotherSaveIsRefused) {
   // Another save's rank file (step 2) copied over this checkpoint's (step 1).
   TinyModel other(kSpec, 3);

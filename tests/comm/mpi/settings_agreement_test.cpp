@@ -1,12 +1,13 @@
 // check_settings_agree: ranks whose settings differ all raise ConfigError naming the first setting
 // that differs, also when the difference changes how many settings there are (a list longer on
 // one rank, a key only one rank has), which named no setting before.
+#include "shardwise/comm/settings_agreement.hpp"
+
 #include <gtest/gtest.h>
 
 #include <string>
 
 #include "shardwise/comm/mpi_process_group.hpp"
-#include "shardwise/comm/settings_agreement.hpp"
 #include "shardwise/core/error.hpp"
 
 namespace shardwise {
@@ -75,8 +76,8 @@ TEST(SettingsAgreement, AKeyOnlyOneRankHasIsNamed) {
   const std::string msg = settings_error(*world, mine);
   ASSERT_FALSE(msg.empty()) << "rank " << world->rank() << " did not raise";
   // Rank odd_one's second setting is training.warmup where the others have training.lr.
-  const std::string expected = world->rank() == odd_one ? "has the setting training.warmup"
-                                                        : "has the setting training.lr";
+  const std::string expected =
+      world->rank() == odd_one ? "has the setting training.warmup" : "has the setting training.lr";
   EXPECT_NE(msg.find(expected + " where not every rank has it (disagreeing rank(s) " +
                      std::to_string(odd_one)),
             std::string::npos)
