@@ -61,6 +61,10 @@ def check_optimizer_and_checkpoint_arguments(rank, size):
                                      abort_job_on_error=False)
     expect_named("sw.AdamW lr = ", lambda: sw.AdamW(module.parameters(),
                                                      lr=0.1 if last else 1e-3), rank, size)
+    # Another optimizer class on one rank: sw.Muon refused this DDP's kind on that rank alone and
+    # the others waited out the watchdog.
+    expect_named("optimizer = ", lambda: (sw.Muon if last else sw.AdamW)(module.parameters()),
+                 rank, size)
     opt = sw.AdamW(module.parameters(), lr=1e-3)
     module(torch.ones(2, 8)).sum().backward()
     opt.step()

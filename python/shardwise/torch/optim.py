@@ -133,19 +133,38 @@ class _EngineOptimizer(torch.optim.Optimizer):
         if ddp.engine.has_optimizer():
             raise ValueError(f"{self._name}: this DistributedDataParallel already has an "
                              f"optimizer")
-        self._names = {id(p): n for n, p in _wrapped_params(ddp)}
-        for p in self._all_params():
-            self._check_param(p)
-        self._check_coverage(ddp)
-        lay_out_for(ddp, self._kinds, self._name)
-        # Every engine keyword's value (the spec's defaults for those not given).
+        # The class, then every engine keyword's value (the spec's defaults for those not
+        # given), first: a rank with another optimizer would fail a check below alone.
+        self._agree_on_class()
         check_same_settings_on_all_ranks({f"{self._name} {k}": v for k, v in self._spec.items()})
+        self._names = {id(p): n for n, p in _wrapped_params(ddp)}
+        # Checks of this rank's params: a failure on any rank fails all (none is left waiting).
+        error = None
+        try:
+            for p in self._all_params():
+                self._check_param(p)
+            self._check_coverage(ddp)
+        except ValueError as e:
+            error = e
+        failed = ddp.engine.ranks_using([error is not None])[0]
+        if error is not None:
+            raise error
+        if failed:
+            raise ValueError(f"{self._name}: its params were refused on {failed} other rank(s) "
+                             f"(see their errors)")
+        lay_out_for(ddp, self._kinds, self._name)
         self.options = ddp.engine.make_optimizer(ddp.kind, self._spec)
         self.ddp = ddp
         self._engine_ready = True
         for p in self._all_params():
             if getattr(p, "_shardwise_pending_optimizer", None) is not None:
                 del p._shardwise_pending_optimizer
+
+    @classmethod
+    def _agree_on_class(cls):
+        """Collective: a ValueError on every rank unless every rank builds this optimizer class
+        (sw.Muon on one rank and sw.AdamW on another raised on one and hung the other)."""
+        check_same_settings_on_all_ranks({"optimizer": cls._name})
 
     def _check_param(self, p):
         # A frozen param (requires_grad=False) may sit in a group, as in torch: it never moves.
@@ -417,6 +436,7 @@ class Muon(_EngineOptimizer):
         _check_adamw_values(adamw_lr, adamw_betas, adamw_eps, adamw_weight_decay)
         groups = _as_groups(params)
         ddp = _find_ddp(groups, ddp)
+        self._agree_on_class()  # before lay_out_for, which refuses a kind on this rank alone
         lay_out_for(ddp, self._kinds, self._name)  # which params Muon steps depends on it
         muon_wide = dict(nesterov=nesterov, ns_steps=ns_steps, coefficients=coefficients,
                          scale_mode=scale_mode, extra_scale_factor=extra_scale_factor,
