@@ -47,26 +47,45 @@ std::pair<std::int64_t, std::int64_t> setting_counts(ProcessGroup& group, std::s
   return {-extremes[0], extremes[1]};
 }
 
-// Every rank lists its settings in the same order, but some have more (a list longer on one rank)
-// or others (a key only some ranks have): the first position where the names part, together.
-std::string where_settings_differ_in_shape(ProcessGroup& group, const std::vector<Setting>& flat,
-                                           std::int64_t fewest) {
+constexpr const char* kAdvice = "; every rank must get the same config, overrides and options";
+
+// The same value on every rank and every build (std::hash need not be).
+std::uint64_t setting_hash(const Setting& setting, bool with_value) {
+  Fnv1a hash;
+  hash.text(setting.first);
+  if (with_value) hash.text(setting.second);
+  return hash.value();
+}
+
+// Every rank lists its settings in the same order: the first position where the names or the
+// values part, found together. `fewest` settings are common to all ranks; past them some ranks
+// have more (a list longer on one rank) or others (a key only some ranks have).
+std::string first_difference(ProcessGroup& group, const std::vector<Setting>& flat,
+                             std::int64_t fewest) {
+  const std::string rank = str_cat("rank ", group.rank());
   for (std::int64_t i = 0; i < fewest; ++i) {
-    const std::string& key = flat[static_cast<std::size_t>(i)].first;
-    Fnv1a name;
-    name.text(key);
+    const Setting& setting = flat[static_cast<std::size_t>(i)];
     try {
-      group.check_same_on_all_ranks(name.value(), "setting name");
+      group.check_same_on_all_ranks(setting_hash(setting, true), setting.first);
+      continue;
     } catch (const CommError& e) {
-      return str_cat("rank ", group.rank(), " has the setting ", key,
-                     " where not every rank has it (", which_ranks(e.what()), ")");
+      // Together again: does the name differ, or only the value?
+      const std::string ranks = which_ranks(e.what());
+      try {
+        group.check_same_on_all_ranks(setting_hash(setting, false), "setting name");
+      } catch (const CommError&) {
+        return str_cat(rank, " has the setting ", setting.first, " where not every rank has it (",
+                       ranks, ")");
+      }
+      return str_cat(rank, " runs with ", setting.first, " = ", printable(setting.second, 200),
+                     ", and not every rank does (", ranks, ")");
     }
   }
   if (flat.size() > static_cast<std::size_t>(fewest)) {
-    return str_cat("rank ", group.rank(), " has settings other ranks lack, from ",
+    return str_cat(rank, " has settings other ranks lack, from ",
                    flat[static_cast<std::size_t>(fewest)].first, " on");
   }
-  return str_cat("rank ", group.rank(), " lacks settings other ranks have, after its last, ",
+  return str_cat(rank, " lacks settings other ranks have, after its last, ",
                  flat.empty() ? std::string("(none)") : flat.back().first);
 }
 
@@ -75,10 +94,10 @@ std::string where_settings_differ_in_shape(ProcessGroup& group, const std::vecto
 void check_settings_agree(ProcessGroup& group, const nlohmann::ordered_json& settings) {
   std::vector<Setting> flat;
   flatten(settings, "", flat);
-  Fnv1a all;  // the same value on every rank and every build (std::hash need not be)
-  for (const auto& [key, value] : flat) {
-    all.text(key);
-    all.text(value);
+  Fnv1a all;
+  for (const Setting& setting : flat) {
+    all.text(setting.first);
+    all.text(setting.second);
   }
   try {
     group.check_same_on_all_ranks(all.value(), "settings");
@@ -86,24 +105,8 @@ void check_settings_agree(ProcessGroup& group, const nlohmann::ordered_json& set
   } catch (const CommError&) {
     // Every rank saw the difference: find the first setting where it lies, together.
   }
-  const auto [fewest, most] = setting_counts(group, flat.size());
-  if (fewest != most) {
-    throw ConfigError(str_cat(where_settings_differ_in_shape(group, flat, fewest),
-                              "; every rank must get the same config, overrides and options"));
-  }
-  for (const auto& [key, value] : flat) {
-    Fnv1a one;
-    one.text(key);
-    one.text(value);
-    try {
-      group.check_same_on_all_ranks(one.value(), key);
-    } catch (const CommError& e) {
-      throw ConfigError(str_cat("rank ", group.rank(), " runs with ", key, " = ",
-                                printable(value, 200), ", and not every rank does (",
-                                which_ranks(e.what()),
-                                "); every rank must get the same config, overrides and options"));
-    }
-  }
+  const std::int64_t fewest = setting_counts(group, flat.size()).first;
+  throw ConfigError(str_cat(first_difference(group, flat, fewest), kAdvice));
 }
 
 }  // namespace shardwise

@@ -106,15 +106,21 @@ CheckpointGpt load_gpt_checkpoint(const fs::path& path, std::optional<std::int64
   return out;
 }
 
-void require_same_gpt_checkpoint_on_every_rank(ProcessGroup& group, const CheckpointGpt& loaded) {
-  std::vector<ModelTensor> tensors;
-  const auto& params = loaded.model->params();
+std::vector<ModelTensor> fp32_model_tensors(const ParamList& params,
+                                            std::vector<std::vector<float>>& values) {
+  std::vector<ModelTensor> out;
   for (std::size_t i = 0; i < params.size(); ++i) {
-    tensors.push_back({params[i].name, params[i].shape,
-                       TensorView{const_cast<float*>(loaded.values[i].data()), params[i].numel(),
-                                  DType::kFloat32}});
+    out.push_back({params[i].name, params[i].shape,
+                   TensorView{values[i].data(), params[i].numel(), DType::kFloat32}});
   }
-  require_same_checkpoint_on_every_rank(group, loaded.directory, loaded.manifest, tensors);
+  return out;
+}
+
+void require_same_gpt_checkpoint_on_every_rank(ProcessGroup& group, const CheckpointGpt& loaded) {
+  // Only read: the views are non-const because ModelTensor also serves loads.
+  auto& values = const_cast<std::vector<std::vector<float>>&>(loaded.values);
+  require_same_checkpoint_on_every_rank(group, loaded.directory, loaded.manifest,
+                                        fp32_model_tensors(loaded.model->params(), values));
 }
 
 }  // namespace shardwise

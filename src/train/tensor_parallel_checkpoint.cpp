@@ -12,6 +12,7 @@
 #include "shardwise/core/error.hpp"
 #include "shardwise/core/message_text.hpp"
 #include "shardwise/model/tensor_parallel.hpp"
+#include "shardwise/train/checkpoint_gpt.hpp"
 
 namespace shardwise::train_detail {
 namespace {
@@ -234,14 +235,7 @@ void fail_together(ProcessGroup& world, const fs::path& directory,
 
 }  // namespace
 
-std::vector<ModelTensor> FullWeights::tensors() {
-  std::vector<ModelTensor> out;
-  for (std::size_t i = 0; i < params.size(); ++i) {
-    out.push_back({params[i].name, params[i].shape,
-                   TensorView{values[i].data(), params[i].numel(), DType::kFloat32}});
-  }
-  return out;
-}
+std::vector<ModelTensor> FullWeights::tensors() { return fp32_model_tensors(params, values); }
 
 FullWeights gather_full_weights(const TrainingModel& m, const RunContext& run) {
   FullWeights out;

@@ -10,6 +10,7 @@
 #include <optional>
 #include <vector>
 
+#include "shardwise/checkpoint/checkpoint.hpp"
 #include "shardwise/comm/process_group.hpp"
 #include "shardwise/model/gpt_model.hpp"
 
@@ -30,6 +31,10 @@ struct CheckpointGpt {
 // the tensor when the checkpoint does not hold the model its config describes.
 CheckpointGpt load_gpt_checkpoint(const std::filesystem::path& path,
                                   std::optional<std::int64_t> step = {});
+
+// Checkpoint views of fp32 weights held one vector per param (values[i] has params[i].numel()).
+std::vector<ModelTensor> fp32_model_tensors(const ParamList& params,
+                                            std::vector<std::vector<float>>& values);
 
 // Ranks that each loaded a checkpoint to compute together (`generate --tp`): FormatError on every
 // rank of `group`, naming the ranks, unless each loaded the same manifest and weights as rank 0

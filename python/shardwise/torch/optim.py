@@ -134,9 +134,10 @@ class _EngineOptimizer(torch.optim.Optimizer):
             raise ValueError(f"{self._name}: this DistributedDataParallel already has an "
                              f"optimizer")
         # The class, then every engine keyword's value (the spec's defaults for those not
-        # given), first: a rank with another optimizer would fail a check below alone.
-        self._agree_on_class()
-        check_same_settings_on_all_ranks({f"{self._name} {k}": v for k, v in self._spec.items()})
+        # given), first: a rank with another optimizer would fail a check below alone. One
+        # collective; a differing class is the first setting it names.
+        check_same_settings_on_all_ranks(
+            {"optimizer": self._name, **{f"{self._name} {k}": v for k, v in self._spec.items()}})
         self._names = {id(p): n for n, p in _wrapped_params(ddp)}
         # Checks of this rank's params: a failure on any rank fails all (none is left waiting).
         error = None

@@ -64,6 +64,25 @@ TEST(SettingsAgreement, ALongerListOnOneRankNamesItsFirstExtraElement) {
   EXPECT_EQ(msg.find("differ in shape"), std::string::npos) << msg;
 }
 
+// sw.Muon on one rank and sw.AdamW on another: {"optimizer", then each class's own keywords}. The
+// first difference is a value, before the counts part.
+TEST(SettingsAgreement, AValueBeforeTheCountsPartIsNamedWithItsKey) {
+  ProcessGroupPtr world = init_mpi_world();
+  if (world->size() < 2) GTEST_SKIP() << "needs two ranks";
+  const int odd_one = world->size() - 1;
+  Json mine = base_settings();
+  if (world->rank() == odd_one) {
+    mine["training"]["steps"] = 11;
+    mine["model"]["dims"].push_back(16);
+  }
+  const std::string msg = settings_error(*world, mine);
+  const std::string value = world->rank() == odd_one ? "11" : "10";
+  EXPECT_NE(msg.find("runs with training.steps = " + value + ", and not every rank does "
+                     "(disagreeing rank(s) " + std::to_string(odd_one)),
+            std::string::npos)
+      << msg;
+}
+
 TEST(SettingsAgreement, AKeyOnlyOneRankHasIsNamed) {
   ProcessGroupPtr world = init_mpi_world();
   if (world->size() < 2) GTEST_SKIP() << "needs two ranks";
