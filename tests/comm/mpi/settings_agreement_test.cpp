@@ -77,8 +77,10 @@ TEST(SettingsAgreement, AValueBeforeTheCountsPartIsNamedWithItsKey) {
   }
   const std::string msg = settings_error(*world, mine);
   const std::string value = world->rank() == odd_one ? "11" : "10";
-  EXPECT_NE(msg.find("runs with training.steps = " + value + ", and not every rank does "
-                     "(disagreeing rank(s) " + std::to_string(odd_one)),
+  EXPECT_NE(msg.find("runs with training.steps = " + value +
+                     ", and not every rank does "
+                     "(disagreeing rank(s) " +
+                     std::to_string(odd_one)),
             std::string::npos)
       << msg;
 }
