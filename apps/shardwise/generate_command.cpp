@@ -3,8 +3,9 @@
 // what it learnt. DIR is a checkpoint root (its latest step; --step S for another) or a step
 // directory. Prints the prompt followed by the sampled bytes. One process, no MPI; with --tp N
 // (under `mpirun -np N`) the model runs tensor-parallel over the N ranks, each holding its shard of
-// the checkpoint's full tensors, and rank 0 prints.
+// the checkpoint's full tensors, and rank 0 prints. A job of N > 1 ranks needs --tp N on each.
 #include <cstdio>
+#include <exception>
 #include <memory>
 #include <optional>
 #include <string>
@@ -16,6 +17,7 @@
 #include "command_registry.hpp"
 #include "launch_env.hpp"
 #include "shardwise/comm/mpi_process_group.hpp"
+#include "shardwise/comm/rank_flags.hpp"
 #include "shardwise/comm/settings_agreement.hpp"
 #include "shardwise/core/checked_size.hpp"
 #include "shardwise/core/error.hpp"
@@ -70,11 +72,53 @@ std::vector<std::int32_t> prompt_tokens(const std::string& prompt, int vocab) {
   return tokens;
 }
 
-int run_generate(const GenerateArgs& args) {
-  TokenSampler{args.sampling};  // bad --temperature / --top-k fail before any file is read
+// A job of several ranks (--tp N, or any launch of more than one process): MPI up, then every
+// rank's arguments agree and the job has --tp ranks. A rank without --tp among ranks with it
+// sampled alone and left the others to Open MPI's "exited improperly".
+ProcessGroupPtr start_generate_job(const GenerateArgs& args) {
+  const ProcessGroupPtr world = init_mpi_world(ProcessGroupOptions{args.comm_timeout});
+  // Ranks that sample differently, or from another prompt, crash (MPI_ERR_TRUNCATE) or print
+  // rank 0's text as if all agreed.
+  check_settings_agree(*world, {{"--tp", args.tp},
+                                {"--checkpoint", args.checkpoint},
+                                {"--step", args.step},
+                                {"--prompt", args.prompt},
+                                {"--tokens", args.tokens},
+                                {"--temperature", args.sampling.temperature},
+                                {"--top-k", args.sampling.top_k},
+                                {"--seed", args.sampling.seed},
+                                {"--comm-timeout", args.comm_timeout}});
+  SW_REQUIRE(world->size() == args.tp, InvalidArgument, "--tp ", args.tp, ": this job has ",
+             world->size(), " ranks; run generate under mpirun -np ", args.tp,
+             args.tp == 1 ? " (one process), or give --tp " : "",
+             args.tp == 1 ? std::to_string(world->size()) : "");
+  return world;
+}
+
+// The checkpoint, read by every rank of `world` (when there is one): a rank that cannot read it
+// fails with its own error and the others name it (none waits in the next collective).
+CheckpointGpt load_on_every_rank(const GenerateArgs& args, ProcessGroup* world) {
   std::optional<std::int64_t> step;
   if (args.step >= 0) step = args.step;
-  CheckpointGpt loaded = load_gpt_checkpoint(args.checkpoint, step);
+  if (world == nullptr) return load_gpt_checkpoint(args.checkpoint, step);
+  std::optional<CheckpointGpt> loaded;
+  std::exception_ptr error;
+  try {
+    loaded = load_gpt_checkpoint(args.checkpoint, step);
+  } catch (...) {
+    error = std::current_exception();
+  }
+  const std::vector<int> failed = ranks_with_flag(*world, error != nullptr);
+  if (error) std::rethrow_exception(error);
+  SW_REQUIRE(failed.empty(), FormatError, "checkpoint '", args.checkpoint,
+             "' could not be read on rank(s) ", rank_list(failed), " (see their errors)");
+  return std::move(*loaded);
+}
+
+int run_generate(const GenerateArgs& args, bool several_ranks) {
+  TokenSampler{args.sampling};  // bad --temperature / --top-k fail before any file is read
+  const ProcessGroupPtr world = several_ranks ? start_generate_job(args) : nullptr;
+  CheckpointGpt loaded = load_on_every_rank(args, world.get());
   const int vocab = loaded.config.vocab_size;
   SW_REQUIRE(vocab <= 256, InvalidArgument, "checkpoint '", loaded.directory.string(),
              "': vocabulary of ", vocab,
@@ -82,32 +126,17 @@ int run_generate(const GenerateArgs& args) {
              "writes text as bytes (train on text or byte-level .bin data)");
   const std::vector<std::int32_t> prompt = prompt_tokens(args.prompt, vocab);
   std::vector<std::int32_t> generated;
-  bool prints = true;
-  if (args.tp > 1) {
-    // Every rank samples with the same seed from the same (gathered) distribution.
-    const ProcessGroupPtr world = init_mpi_world(ProcessGroupOptions{args.comm_timeout});
-    SW_REQUIRE(world->size() == args.tp, InvalidArgument, "--tp ", args.tp,
-               ": run under mpirun -np ", args.tp, " (this job has ", world->size(), " ranks)");
-    // Ranks that sample differently, or from another prompt, crash (MPI_ERR_TRUNCATE) or print
-    // rank 0's text as if all agreed.
-    check_settings_agree(*world, {{"--checkpoint", args.checkpoint},
-                                  {"--step", args.step},
-                                  {"--prompt", args.prompt},
-                                  {"--tokens", args.tokens},
-                                  {"--temperature", args.sampling.temperature},
-                                  {"--top-k", args.sampling.top_k},
-                                  {"--seed", args.sampling.seed},
-                                  {"--comm-timeout", args.comm_timeout}});
+  if (world) {
     // The same path may hold another run's checkpoint on another node: the ranks would shard
     // two models into one and sample from the mix.
     require_same_gpt_checkpoint_on_every_rank(*world, loaded);
+    // Every rank samples with the same seed from the same (gathered) distribution.
     ShardedGpt sharded(loaded, *world);
     generated = generate_tokens(*sharded.model, prompt, args.tokens, args.sampling);
-    prints = world->rank() == 0;
+    if (world->rank() != 0) return 0;
   } else {
     generated = generate_tokens(*loaded.model, prompt, args.tokens, args.sampling);
   }
-  if (!prints) return 0;
   std::string text = args.prompt;
   for (std::int32_t t : generated) text.push_back(static_cast<char>(t));
   std::fwrite(text.data(), 1, text.size(), stdout);
@@ -141,8 +170,10 @@ const bool registered = register_command(
       add_comm_timeout_option(app, args->comm_timeout);
       return [args] {
         validate_comm_timeout(args->comm_timeout, "--comm-timeout");
-        if (args->tp == 1) return run_generate(*args);
-        return run_rank_main([&] { return run_generate(*args); });
+        const std::optional<LaunchEnv> env = launch_env();
+        const bool several_ranks = args->tp > 1 || (env && env->size > 1);
+        if (!several_ranks) return run_generate(*args, false);
+        return run_rank_main([&] { return run_generate(*args, true); });
       };
     });
 

@@ -151,6 +151,33 @@ if [[ -d "$work/text" ]] &&
     fail "gen_mixed: the error does not name rank 1"
 fi
 
+# --- generate in a job of several ranks: each rank needs --tp N (a rank without it sampled alone
+# and Open MPI reported it "exited improperly", exit 1); a rank that cannot read the checkpoint is
+# named with its rank and the others wait for nothing.
+if [[ -d "$work/text" ]]; then
+  if expect_rc 2 gen_tp_one_rank "$mpiexec" --oversubscribe -np 1 -wdir "$work" "$shardwise" \
+      generate --checkpoint text --prompt "The " --tokens 8 --tp 2 : -np 1 -wdir "$work" \
+      "$shardwise" generate --checkpoint text --prompt "The " --tokens 8; then
+    grep -q "runs with --tp = 1, and not every rank does" "$work/gen_tp_one_rank.err" ||
+      fail "gen_tp_one_rank: the error does not name --tp"
+  fi
+  if expect_rc 2 gen_np2_no_tp "$mpiexec" --oversubscribe -np 2 "$shardwise" generate \
+      --checkpoint "$work/text" --prompt "The " --tokens 8; then
+    grep -q "this job has 2 ranks; .* or give --tp 2" "$work/gen_np2_no_tp.err" ||
+      fail "gen_np2_no_tp: the error does not say to give --tp 2"
+  fi
+  mkdir -p "$work/no_checkpoint"
+  if expect_rc 2 gen_missing_rank1 "$mpiexec" --oversubscribe -np 1 -wdir "$work" "$shardwise" \
+      generate --checkpoint text --prompt "The " --tokens 8 --tp 2 : -np 1 -wdir \
+      "$work/no_checkpoint" "$shardwise" generate --checkpoint text --prompt "The " --tokens 8 \
+      --tp 2; then
+    grep -q "\[rank 1/2\] .*'text' does not exist" "$work/gen_missing_rank1.err" ||
+      fail "gen_missing_rank1: rank 1's error is not labelled with its rank"
+    grep -q "could not be read on rank(s) 1" "$work/gen_missing_rank1.err" ||
+      fail "gen_missing_rank1: rank 0 does not name rank 1"
+  fi
+fi
+
 # --- impossible TP sizes: exit 2 naming the field ------------------------------------------------
 if expect_rc 2 tp3 "$mpiexec" -np 4 --oversubscribe "$shardwise" train --config "$config" \
     parallel.tp=3; then
