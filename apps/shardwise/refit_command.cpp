@@ -34,6 +34,7 @@
 #include "command_registry.hpp"
 #include "launch_env.hpp"
 #include "refit_tp_forward.hpp"
+#include "shardwise/checkpoint/checkpoint.hpp"
 #include "shardwise/checkpoint/safetensors.hpp"
 #include "shardwise/comm/mpi_process_group.hpp"
 #include "shardwise/comm/settings_agreement.hpp"
@@ -234,11 +235,27 @@ std::optional<TpForwardReport> report_to_rank0(ProcessGroup& world, int first_in
   return r;
 }
 
+// The training ranks each read --checkpoint: storage each node has its own copy of may hold
+// another run's weights under the same path, and the refit would then deliver a mix (it ended in
+// "mismatch on rank N", exit 1). FormatError on every training rank, naming the ranks.
+void require_same_weights_on_every_training_rank(ProcessGroup& train_group,
+                                                 const std::string& weights_file,
+                                                 ModelWeights& weights) {
+  std::vector<ModelTensor> tensors;
+  for (const RefitParam& p : weights.params) {
+    std::vector<float>& v = weights.values.at(p.name);
+    tensors.push_back({p.name, p.shape,
+                       TensorView{v.data(), static_cast<std::int64_t>(v.size()), DType::kFloat32}});
+  }
+  require_same_checkpoint_on_every_rank(train_group, weights_file, nlohmann::json(), tensors);
+}
+
 void gather_refit_inputs(const RefitArgs& args, const TrainingConfig* config, ProcessGroup& world,
                          const ProcessGroupPtr& train_group, bool trains, RefitInputs& in) {
-  if (trains) {
-    in.weights = args.checkpoint.empty() ? train_weights(*config, train_group)
-                                         : load_checkpoint_weights(args.weights_file);
+  if (trains && args.checkpoint.empty()) in.weights = train_weights(*config, train_group);
+  if (trains && !args.checkpoint.empty()) {
+    in.weights = load_checkpoint_weights(args.weights_file);
+    require_same_weights_on_every_training_rank(*train_group, args.weights_file, in.weights);
   }
   in.params = broadcast_params(world, in.weights.params);
   for (auto& [name, v] : in.weights.values) {

@@ -250,4 +250,18 @@ if expect_rc 0 refit_ckpt "$mpiexec" -np 3 --oversubscribe "$shardwise" refit \
     fail "refit from checkpoint: $(tail -1 "$work/refit_ckpt.out")"
 fi
 
+# --- refit --checkpoint where the same path holds another run's weights on one training rank
+# (storage each node has its own copy of): exit 2 naming the rank, not a mix delivered and a
+# "mismatch on rank N" (exit 1). Two training ranks, in two directories.
+mkdir -p "$work/node2"
+if [[ -d "$work/trained" ]] &&
+  expect_rc 0 train_other_node "$shardwise" train --config "$root/examples/refit.yaml" \
+    training.steps=3 model.seed=7 logging.progress=false --save "$work/node2/trained" &&
+  expect_rc 2 refit_mixed "$mpiexec" --oversubscribe -np 1 -wdir "$work" "$shardwise" refit \
+    --checkpoint trained : -np 1 -wdir "$work/node2" "$shardwise" refit --checkpoint trained : \
+    -np 2 -wdir "$work" "$shardwise" refit --checkpoint trained; then
+  grep -q "is not the same on every rank: rank(s) 1 " "$work/refit_mixed.err" ||
+    fail "refit_mixed: the error does not name rank 1"
+fi
+
 cli_test_finish "refit CLI tests passed"
