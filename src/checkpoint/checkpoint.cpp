@@ -156,10 +156,7 @@ namespace {
 // run's, or a `latest` naming another step) would train on a mix of it and rank 0's.
 void require_same_checkpoint_as_rank0(ProcessGroup& group, std::uint64_t fingerprint,
                                       const fs::path& directory) {
-  std::int64_t rank0 = static_cast<std::int64_t>(fingerprint);
-  group.broadcast(TensorView{&rank0, 1, DType::kInt64}, 0)->wait();
-  const std::vector<int> differ =
-      ranks_with_flag(group, rank0 != static_cast<std::int64_t>(fingerprint));
+  const std::vector<int> differ = ranks_differing_from_rank0(group, fingerprint);
   SW_REQUIRE(differ.empty(), FormatError, "checkpoint ", quoted(directory),
              " is not the same on every rank: rank(s) ", rank_list(differ),
              " read a manifest or weights other than rank 0's (storage each node has its own "

@@ -13,6 +13,12 @@ std::vector<int> ranks_with_flag(ProcessGroup& group, bool flag) {
   return out;
 }
 
+std::vector<int> ranks_differing_from_rank0(ProcessGroup& group, std::uint64_t value) {
+  auto rank0 = static_cast<std::int64_t>(value);  // the backends all move int64
+  group.broadcast(TensorView{&rank0, 1, DType::kInt64}, 0)->wait();
+  return ranks_with_flag(group, rank0 != static_cast<std::int64_t>(value));
+}
+
 std::string rank_list(const std::vector<int>& ranks) {
   std::string s;
   for (int r : ranks) s += (s.empty() ? "" : ", ") + std::to_string(r);

@@ -60,7 +60,10 @@ void count_tensor_parallel_grads_once(optim::Optimizer& optimizer, const GptMode
 
 TrainingModel build_model_and_data(const RunContext& run, ProcessGroup& world) {
   TrainingModel m;
-  m.dataset = make_token_dataset(run.config);
+  check_on_every_rank(
+      world, [&] { m.dataset = make_token_dataset(run.config); },
+      "the training data could not be read on another rank (see its error)");
+  require_same_data_on_every_rank(world, *m.dataset, run.config.data);
   m.model_config = gpt_config_for(run.config, *m.dataset);
   m.kind = run.config.optimizer.kind;
   // Distributed optimizers hold 1/dp of the state per rank; plain DDP holds all of it.

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "shardwise/core/error.hpp"
+#include "shardwise/core/fnv1a.hpp"
 #include "shardwise/core/hash_mix.hpp"
 
 namespace shardwise {
@@ -117,6 +118,17 @@ std::string SyntheticTaskDataset::describe() const {
   return str_cat(kind_ == SyntheticTaskKind::kAddition ? "addition" : "sort", " of ", digits_,
                  "-digit numbers (", seq_len_, " tokens/sample, held-out validation of ",
                  validation_samples_, " samples)");
+}
+
+// Generated from its settings alone: the same settings make the same samples.
+std::uint64_t SyntheticTaskDataset::fingerprint() const {
+  Fnv1a hash;
+  for (const std::int64_t v :
+       {static_cast<std::int64_t>(kind_), std::int64_t{digits_}, static_cast<std::int64_t>(seed_),
+        validation_samples_, std::int64_t{seq_len_}}) {
+    hash.integer(v);
+  }
+  return hash.value();
 }
 
 }  // namespace shardwise

@@ -5,6 +5,7 @@
 #include <exception>
 
 #include "shardwise/comm/device_mapping.hpp"
+#include "shardwise/comm/rank_flags.hpp"
 #include "shardwise/core/error.hpp"
 #include "shardwise/core/finite_values.hpp"
 #include "shardwise/core/logging.hpp"
@@ -83,6 +84,20 @@ void check_on_every_rank(ProcessGroup& world, const std::function<void()>& check
   const bool everyone_ok = all_ranks_agree(world, failure == nullptr);
   if (failure) std::rethrow_exception(failure);
   SW_REQUIRE(everyone_ok, ConfigError, failed_elsewhere);
+}
+
+void require_same_data_on_every_rank(ProcessGroup& world, const TokenDataset& data,
+                                     const DataConfig& config) {
+  const std::vector<int> differ = ranks_differing_from_rank0(world, data.fingerprint());
+  if (differ.empty()) return;
+  const std::string files =
+      config.val_path.empty()
+          ? str_cat("data.path '", config.path, "'")
+          : str_cat("data.path '", config.path, "' / data.val_path '", config.val_path, "'");
+  throw ConfigError(str_cat(files, " does not hold the same tokens on every rank: rank(s) ",
+                            rank_list(differ),
+                            " read other data than rank 0 (storage each node has its own copy "
+                            "of?); every rank must read the same files"));
 }
 
 void require_finite_weights(ProcessGroup& group, const std::vector<ModelTensor>& model,

@@ -14,6 +14,7 @@
 #include "shardwise/comm/process_group.hpp"
 #include "shardwise/config/training_config.hpp"
 #include "shardwise/model/gpt_config.hpp"
+#include "shardwise/train/token_dataset.hpp"
 
 namespace shardwise::train_detail {
 
@@ -35,6 +36,12 @@ void check_on_every_rank(ProcessGroup& world, const std::function<void()>& check
 // Refuses (ConfigError, on every rank) a model that cannot fit in this host's available memory.
 void require_memory(ProcessGroup& world, const GptConfig& model, const TrainingConfig& config,
                     int optimizer_shards);
+
+// Refuses (ConfigError, on every rank, naming the ranks) a job whose ranks read other data than
+// rank 0 under the same data.path (storage each node has its own copy of): data parallel would
+// train on two datasets and tensor-parallel ranks would compute one batch from two, silently.
+void require_same_data_on_every_rank(ProcessGroup& world, const TokenDataset& data,
+                                     const DataConfig& config);
 
 // Throws NonFiniteTrainingError on every rank when a weight is NaN or infinite on any rank.
 void require_finite_weights(ProcessGroup& group, const std::vector<ModelTensor>& model,

@@ -178,6 +178,24 @@ if [[ -d "$work/text" ]]; then
   fi
 fi
 
+# --- training data that differs by node under the same data.path (tensor-parallel ranks computed
+# one batch from two files without a word): exit 2 naming the rank.
+mkdir -p "$work/node_a" "$work/node_b"
+cp "$root/examples/data/tiny_corpus.txt" "$work/node_a/corpus.txt"
+{ cat "$root/examples/data/tiny_corpus.txt"; echo "one line more on this node"; } \
+  >"$work/node_b/corpus.txt"
+node_train=(train --config "$root/examples/text.yaml" data.source=text data.path=corpus.txt
+  'data.val_path=""' 'logging.jsonl_path=""' 'logging.plot_path=""' model.layers=1 model.hidden=32
+  model.heads=2 model.ffn=64 model.seq_len=32 training.steps=2 training.eval_interval=0
+  data.eval_samples=8 logging.progress=false parallel.tp=2)
+if expect_rc 2 data_by_node "$mpiexec" --oversubscribe -np 1 -wdir "$work/node_a" "$shardwise" \
+    "${node_train[@]}" : -np 1 -wdir "$work/node_b" "$shardwise" "${node_train[@]}"; then
+  grep -q "data.path 'corpus.txt' does not hold the same tokens on every rank: rank(s) 1 " \
+    "$work/data_by_node.err" || fail "data_by_node: the error does not name data.path and rank 1"
+fi
+expect_rc 0 data_same_nodes "$mpiexec" --oversubscribe -np 2 -wdir "$work/node_a" "$shardwise" \
+  "${node_train[@]}" || true
+
 # --- impossible TP sizes: exit 2 naming the field ------------------------------------------------
 if expect_rc 2 tp3 "$mpiexec" -np 4 --oversubscribe "$shardwise" train --config "$config" \
     parallel.tp=3; then

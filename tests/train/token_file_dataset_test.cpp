@@ -109,6 +109,28 @@ TEST_F(TokenFiles, DatasetDrawsWindowsWithNextTokenTargets) {
   EXPECT_EQ(again, tokens) << "samples are a function of their index";
 }
 
+// Ranks compare fingerprints at startup: one token moved, swapped or added must change it.
+TEST_F(TokenFiles, FingerprintFollowsEveryToken) {
+  std::vector<std::int32_t> train(203);
+  for (int i = 0; i < 203; ++i) train[i] = i % 50;
+  auto fingerprint = [](std::vector<std::int32_t> tokens) {
+    return TokenFileDataset(std::move(tokens), {}, 8, 0, 7, 4, "t").fingerprint();
+  };
+  const std::uint64_t base = fingerprint(train);
+  EXPECT_EQ(fingerprint(train), base);
+  for (const std::size_t at : {std::size_t{0}, std::size_t{101}, std::size_t{202}}) {
+    std::vector<std::int32_t> changed = train;
+    changed[at] = (changed[at] + 1) % 50;
+    EXPECT_NE(fingerprint(changed), base) << "token " << at;
+  }
+  std::vector<std::int32_t> swapped = train;
+  std::swap(swapped[10], swapped[12]);  // the same lane
+  EXPECT_NE(fingerprint(swapped), base);
+  std::vector<std::int32_t> longer = train;
+  longer.push_back(0);
+  EXPECT_NE(fingerprint(longer), base);
+}
+
 TEST_F(TokenFiles, TooFewTokensOrOutOfVocabularyAreErrors) {
   EXPECT_THROW(TokenFileDataset({1, 2, 3}, {}, 8, 0, 1, 1, "tiny"), InvalidArgument);
   std::vector<std::int32_t> train(100, 3);

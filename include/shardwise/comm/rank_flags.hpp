@@ -2,6 +2,7 @@
 // failing alone would leave the others waiting in the next collective).
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -12,6 +13,10 @@ namespace shardwise {
 // The ranks of `group` whose `flag` is set, in order; every rank gets the same answer (one
 // all-reduce, so every rank must call it).
 std::vector<int> ranks_with_flag(ProcessGroup& group, bool flag);
+
+// The ranks of `group` whose `value` differs from rank 0's (a fingerprint of what each read);
+// every rank gets the same answer (a broadcast and an all-reduce, so every rank must call it).
+std::vector<int> ranks_differing_from_rank0(ProcessGroup& group, std::uint64_t value);
 
 // "0, 2, 5": ranks for a message.
 std::string rank_list(const std::vector<int>& ranks);

@@ -26,6 +26,7 @@ class SyntheticTaskDataset final : public TokenDataset {
             std::int32_t* targets) const override;
   std::int64_t validation_size() const override { return validation_samples_; }
   std::string describe() const override;
+  std::uint64_t fingerprint() const override;
 
   // Text of one sample (for logs and tests), e.g. "042+917=9590.".
   std::string sample_text(Split split, std::int64_t index) const;

@@ -29,6 +29,9 @@ class TokenDataset {
   // Number of validation samples an evaluation uses.
   virtual std::int64_t validation_size() const = 0;
   virtual std::string describe() const = 0;
+  // The same value on every rank that reads the same data (and, with overwhelming likelihood,
+  // another on a rank that reads other data): the trainer's ranks compare it at startup.
+  virtual std::uint64_t fingerprint() const = 0;
   virtual EvalKind eval_kind() const { return EvalKind::kExactMatch; }
   // Whether each token is one byte of text (then loss in bits is bits per byte).
   virtual bool byte_level() const { return false; }
