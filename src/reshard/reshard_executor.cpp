@@ -44,14 +44,16 @@ namespace {
 struct PendingSend {
   const TransferOp* op = nullptr;
   std::vector<WireTensor> tensors;
+  bool packs = false;  // default path: pack tensors[0] (a staging buffer) right before posting
 };
 
 struct PendingRecv {
   const TransferOp* op = nullptr;
   std::vector<WireTensor> buffers;
   bool transformed = false;
-  bool staged = false;  // default path: unpack buffers[0] into dst_box afterwards
+  bool staged = false;  // default path: unpack buffers[0] into dst_box once it arrived
   TensorView dst_box;
+  std::vector<WorkPtr> works;  // its posted receives
 };
 
 class Execution {
@@ -188,19 +190,20 @@ class Execution {
           source_box(op);  // validated now; copied directly later
           continue;
         }
-        PendingSend send{&op, {}};
+        PendingSend send{&op, {}, false};
         const ReshardSlice slice = slice_of(op);
         const TensorView box = source_box(op);
         if (transformed(op)) {
           send.tensors = transform_->prepare_send(op.param, slice, box);
         } else {
-          send.tensors.push_back(slice_for_wire(slice, box));
-          if (send.tensors[0].owns_storage()) ++stats_.staged_sends;
+          send.tensors.push_back(wire_buffer_for(slice, box));
+          send.packs = send.tensors[0].owns_storage();
+          if (send.packs) ++stats_.staged_sends;
         }
         check_count(op, send.tensors.size());
         sends_.push_back(std::move(send));
       } else {
-        PendingRecv recv{&op, {}, transformed(op), false, {}};
+        PendingRecv recv{&op, {}, transformed(op), false, {}, {}};
         if (recv.transformed) {
           recv.buffers = transform_->prepare_recv(op.param, slice_of(op));
           check_count(op, recv.buffers.size());
@@ -208,7 +211,7 @@ class Execution {
           recv.dst_box = destination_box(op);
           if (!local) {
             const ReshardSlice slice = slice_of(op);
-            recv.buffers.push_back(slice_for_wire(slice, recv.dst_box));
+            recv.buffers.push_back(wire_buffer_for(slice, recv.dst_box));
             recv.staged = recv.buffers[0].owns_storage();
             if (recv.staged) ++stats_.staged_recvs;
           }
@@ -248,60 +251,75 @@ class Execution {
     }
     agree(error);
 
-    // Issue every remote send and receive in task order (see the tag note in the header).
-    std::vector<WorkPtr> works;
-    std::size_t s = 0, r = 0;
-    for (std::size_t i = begin; i < end; ++i) {
-      const TransferOp& op = plan_.ops[i];
-      const bool local = op.peer_rank == plan_.my_rank;
-      if (op.is_send) {
-        if (local && !transformed(op)) continue;
-        PendingSend& send = sends_[s++];
-        if (local) continue;
-        for (std::size_t k = 0; k < send.tensors.size(); ++k) {
-          works.push_back(group_.send(send.tensors[k].view(), op.peer_rank,
-                                      reshard_tag(op.task_id, static_cast<int>(k))));
-          stats_.bytes_sent += static_cast<std::int64_t>(send.tensors[k].view().nbytes());
-          ++stats_.sends;
-        }
-      } else {
-        PendingRecv& recv = recvs_[r++];
-        if (local) continue;
-        for (std::size_t k = 0; k < recv.buffers.size(); ++k) {
-          works.push_back(group_.recv(recv.buffers[k].view(), op.peer_rank,
-                                      reshard_tag(op.task_id, static_cast<int>(k))));
-          stats_.bytes_received += static_cast<std::int64_t>(recv.buffers[k].view().nbytes());
-          ++stats_.recvs;
-        }
-      }
-    }
+    // Every receive is posted first, then each send right after it is packed, so a peer's
+    // messages can land while this rank packs; both in task order (see the tag note in the
+    // header).
+    for (PendingRecv& recv : recvs_) post_recv(recv);
+    std::vector<WorkPtr> send_works;
+    for (PendingSend& send : sends_) post_send(send, send_works);
 
-    // Same-rank tasks while the messages fly; then wait for all before touching the buffers.
+    // Same-rank tasks while the messages fly; then each receive is unpacked as soon as it is in.
     std::exception_ptr failure;
     try {
       copy_local();
     } catch (...) {
       failure = std::current_exception();
     }
+    for (PendingRecv& recv : recvs_) {
+      const bool arrived = wait_all(recv.works, failure);
+      if (arrived && !failure) finish_recv(recv);
+    }
+    wait_all(send_works, failure);
+    if (failure) std::rethrow_exception(failure);
+  }
+
+  void post_recv(PendingRecv& recv) {
+    const TransferOp& op = *recv.op;
+    if (op.peer_rank == plan_.my_rank) return;  // done in copy_local
+    for (std::size_t k = 0; k < recv.buffers.size(); ++k) {
+      recv.works.push_back(group_.recv(recv.buffers[k].view(), op.peer_rank,
+                                       reshard_tag(op.task_id, static_cast<int>(k))));
+      stats_.bytes_received += static_cast<std::int64_t>(recv.buffers[k].view().nbytes());
+      ++stats_.recvs;
+    }
+  }
+
+  void post_send(PendingSend& send, std::vector<WorkPtr>& works) {
+    const TransferOp& op = *send.op;
+    if (op.peer_rank == plan_.my_rank) return;  // done in copy_local
+    if (send.packs) pack_for_wire(slice_of(op), source_box(op), send.tensors[0]);
+    for (std::size_t k = 0; k < send.tensors.size(); ++k) {
+      works.push_back(group_.send(send.tensors[k].view(), op.peer_rank,
+                                  reshard_tag(op.task_id, static_cast<int>(k))));
+      stats_.bytes_sent += static_cast<std::int64_t>(send.tensors[k].view().nbytes());
+      ++stats_.sends;
+    }
+  }
+
+  // Waits for every one of `works` (none is left in flight, also after an error); the first
+  // error goes to `failure`. Whether all of them completed.
+  static bool wait_all(const std::vector<WorkPtr>& works, std::exception_ptr& failure) {
+    bool ok = true;
     for (const WorkPtr& w : works) {
       try {
         w->wait();
       } catch (...) {
+        ok = false;
         if (!failure) failure = std::current_exception();
       }
     }
-    if (failure) std::rethrow_exception(failure);
+    return ok;
+  }
 
-    for (PendingRecv& recv : recvs_) {
-      const TransferOp& op = *recv.op;
-      if (op.peer_rank == plan_.my_rank) continue;  // done in copy_local
-      if (recv.transformed) {
-        transform_->finalize_recv(op.param, slice_of(op), recv.buffers);
-      } else if (recv.staged) {
-        copy_box(recv.buffers[0].view().data, op.my_slice.extents(),
-                 Box::whole(op.my_slice.extents()), recv.dst_box.data, slice_of(op).box.extents(),
-                 op.my_slice, dtype_size(recv.dst_box.dtype));
-      }
+  void finish_recv(PendingRecv& recv) {
+    const TransferOp& op = *recv.op;
+    if (op.peer_rank == plan_.my_rank) return;  // done in copy_local
+    if (recv.transformed) {
+      transform_->finalize_recv(op.param, slice_of(op), recv.buffers);
+    } else if (recv.staged) {
+      copy_box(recv.buffers[0].view().data, op.my_slice.extents(),
+               Box::whole(op.my_slice.extents()), recv.dst_box.data, slice_of(op).box.extents(),
+               op.my_slice, dtype_size(recv.dst_box.dtype));
     }
   }
 

@@ -3,14 +3,15 @@
 // Collective over the group: every rank calls execute_reshard with a plan from the same requests
 // (checked: the plan fingerprint must agree) even when it has no ops. Per batch of tasks it
 //  1. prepares everything locally: send tensors (borrowed from the source when the piece is
-//     contiguous in its box, packed otherwise, or the transform's prepare_send) and receive
-//     buffers (the destination itself when the piece is contiguous there, a staging buffer
-//     otherwise, or the transform's prepare_recv);
+//     contiguous in its box, a staging buffer otherwise, or the transform's prepare_send) and
+//     receive buffers (the destination itself when the piece is contiguous there, a staging
+//     buffer otherwise, or the transform's prepare_recv);
 //  2. agrees with every rank that preparation succeeded (one small all_gather), so a bad input on
 //     one rank becomes an error on every rank instead of a hang;
-//  3. issues all non-blocking sends and receives in task order, does same-rank tasks as local
-//     copies matched by task id while they fly, then waits for all of them;
-//  4. unpacks staged receives (N-d boxes) and calls finalize_recv.
+//  3. posts every non-blocking receive, then packs and posts each send in turn (task order for
+//     both), and does same-rank tasks as local copies matched by task id while they fly;
+//  4. waits for each receive in turn and unpacks it (N-d boxes) or calls finalize_recv as soon
+//     as it is in, so unpacking overlaps the messages still in flight; then waits for the sends.
 //
 // Tags: tensor `sub_id` of task `task_id` travels with tag
 //   reshard_tag(task_id, sub_id) = (task_id mod (kReshardTagModulus / kReshardMaxSubIds))

@@ -34,6 +34,8 @@ class WireTensor {
  public:
   WireTensor() = default;
   static WireTensor allocate(DType dtype, std::int64_t numel);
+  // Storage its user fills completely before reading it (not zeroed: one pass less over it).
+  static WireTensor allocate_for_overwrite(DType dtype, std::int64_t numel);
   static WireTensor adopt(std::vector<std::uint8_t> bytes, DType dtype);  // 1-byte dtypes
   static WireTensor borrow(TensorView view);
 
@@ -66,5 +68,11 @@ class ReshardTransform {
 // The piece `slice.local` of the row-major box `box` (extents slice.box), as one contiguous
 // tensor: borrowed when the piece is contiguous in the box, packed into a new buffer otherwise.
 WireTensor slice_for_wire(const ReshardSlice& slice, TensorView box);
+// slice_for_wire in two steps, so the executor can pack a send right before posting it and receive
+// into a staging buffer without filling it first: the borrowed piece, or an unfilled buffer of
+// its size...
+WireTensor wire_buffer_for(const ReshardSlice& slice, TensorView box);
+// ...and, when `wire` is such a buffer, the piece packed into it (nothing when it borrows).
+void pack_for_wire(const ReshardSlice& slice, TensorView box, const WireTensor& wire);
 
 }  // namespace shardwise
