@@ -1,6 +1,7 @@
 // Reshard throughput next to raw MPI point-to-point of the same messages, in one run:
-//   for each layout change, the executor (plan + pack/unpack + tags + agreement) vs MPI_Isend /
-//   MPI_Irecv of contiguous buffers of exactly the bytes each rank's ops move, to the same peers
+//   for each layout change, the executor (plan + pack/unpack + tags + agreement, its staging
+//   buffers in a ReshardWorkspace kept across the iterations as RefitEngine keeps one) vs MPI_Isend
+//   / MPI_Irecv of contiguous buffers of exactly the bytes each rank's ops move, to the same peers
 //   (local tasks as one memcpy each), best of --iters;
 //   MXFP8: wire bytes and time of receiver-side conversion vs convert-on-send;
 //   `bench: reshard_<p>r`: the packed-columns change's moved bytes (all ranks) per second vs an
@@ -123,11 +124,14 @@ struct Timed {
 Timed time_reshard(ProcessGroup& world, const ReshardPlan& plan, Buffers& buffers,
                    ReshardTransform* transform, int iters) {
   Timed t;
+  ReshardWorkspace workspace;  // kept across the iterations, as RefitEngine keeps it across refits
+  ReshardOptions options;
+  options.workspace = &workspace;
   for (int it = 0; it < iters; ++it) {
     world.barrier()->wait();
     const auto t0 = Clock::now();
     const ReshardStats s =
-        execute_reshard(world, plan, buffers.sources, buffers.destinations, transform);
+        execute_reshard(world, plan, buffers.sources, buffers.destinations, transform, options);
     world.barrier()->wait();
     t.seconds = std::min(t.seconds, seconds_since(t0));
     t.wire_bytes = s.bytes_sent;

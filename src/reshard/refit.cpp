@@ -211,7 +211,9 @@ RefitStats RefitEngine::refit(const std::map<std::string, TensorView>& full_valu
   group_->barrier()->wait();  // time the transfer alone, from a common start
   const auto t0 = std::chrono::steady_clock::now();
   RefitStats stats;
-  stats.local = execute_reshard(*group_, plan_, sources, destinations_, transform_.get());
+  ReshardOptions options;
+  options.workspace = &workspace_;  // the same plan every refit: its staging buffers stay
+  stats.local = execute_reshard(*group_, plan_, sources, destinations_, transform_.get(), options);
   const double seconds = seconds_since(t0);
 
   std::int64_t delivered = 0;

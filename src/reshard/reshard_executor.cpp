@@ -67,6 +67,8 @@ class Execution {
         transform_(transform) {}
 
   ReshardStats run(const ReshardOptions& options) {
+    ReshardWorkspace this_call;
+    workspace_ = options.workspace != nullptr ? options.workspace : &this_call;
     SW_REQUIRE(plan_.my_rank == group_.rank(), InvalidArgument, "reshard: plan is for rank ",
                plan_.my_rank, " but this is rank ", group_.rank(), " of group ", group_.name());
     if (options.check_plan_agreement) {
@@ -196,8 +198,8 @@ class Execution {
         if (transformed(op)) {
           send.tensors = transform_->prepare_send(op.param, slice, box);
         } else {
-          send.tensors.push_back(wire_buffer_for(slice, box));
-          send.packs = send.tensors[0].owns_storage();
+          send.tensors.push_back(wire_buffer_for(slice, box, *workspace_));
+          send.packs = send.tensors[0].staged();
           if (send.packs) ++stats_.staged_sends;
         }
         check_count(op, send.tensors.size());
@@ -211,8 +213,8 @@ class Execution {
           recv.dst_box = destination_box(op);
           if (!local) {
             const ReshardSlice slice = slice_of(op);
-            recv.buffers.push_back(wire_buffer_for(slice, recv.dst_box));
-            recv.staged = recv.buffers[0].owns_storage();
+            recv.buffers.push_back(wire_buffer_for(slice, recv.dst_box, *workspace_));
+            recv.staged = recv.buffers[0].staged();
             if (recv.staged) ++stats_.staged_recvs;
           }
         }
@@ -243,6 +245,7 @@ class Execution {
   void run_batch(std::size_t begin, std::size_t end) {
     sends_.clear();
     recvs_.clear();
+    workspace_->reset();  // the previous batch's staging buffers are done with
     std::exception_ptr error;
     try {
       prepare(begin, end);
@@ -385,6 +388,7 @@ class Execution {
   std::deque<std::vector<std::uint64_t>> scratch_;  // dequantized sources (stable addresses)
   std::vector<PendingSend> sends_;
   std::vector<PendingRecv> recvs_;
+  ReshardWorkspace* workspace_ = nullptr;  // staging buffers
 };
 
 }  // namespace

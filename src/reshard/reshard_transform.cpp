@@ -1,5 +1,7 @@
 #include "shardwise/reshard/reshard_transform.hpp"
 
+#include <optional>
+
 #include "shardwise/core/error.hpp"
 
 namespace shardwise {
@@ -11,17 +13,6 @@ WireTensor WireTensor::allocate(DType dtype, std::int64_t numel) {
   auto storage = std::make_shared<std::vector<std::uint64_t>>((bytes + 7) / 8);
   WireTensor t;
   t.view_ = {storage->data(), numel, dtype};
-  t.owner_ = std::move(storage);
-  return t;
-}
-
-WireTensor WireTensor::allocate_for_overwrite(DType dtype, std::int64_t numel) {
-  SW_CHECK(numel >= 0, "WireTensor of ", numel, " elements");
-  const std::size_t bytes = static_cast<std::size_t>(numel) * dtype_size(dtype);
-  std::shared_ptr<std::uint64_t[]> storage =
-      std::make_shared_for_overwrite<std::uint64_t[]>((bytes + 7) / 8);
-  WireTensor t;
-  t.view_ = {storage.get(), numel, dtype};
   t.owner_ = std::move(storage);
   return t;
 }
@@ -41,26 +32,60 @@ WireTensor WireTensor::borrow(TensorView view) {
   return t;
 }
 
-WireTensor wire_buffer_for(const ReshardSlice& slice, TensorView box) {
+namespace {
+
+// The piece itself when it is contiguous in its box (no staging needed).
+std::optional<WireTensor> borrowed_piece(const ReshardSlice& slice, TensorView box) {
   const std::vector<std::int64_t> extents = slice.box.extents();
   SW_CHECK(box.numel == slice.box.numel(), "box view of ", box.numel, " elements for box ",
            to_string(slice.box));
-  if (is_contiguous_in(slice.local, extents)) {
-    return WireTensor::borrow(box.slice(flat_offset(slice.local, extents), slice.local.numel()));
-  }
-  return WireTensor::allocate_for_overwrite(box.dtype, slice.local.numel());
+  if (!is_contiguous_in(slice.local, extents)) return std::nullopt;
+  return WireTensor::borrow(box.slice(flat_offset(slice.local, extents), slice.local.numel()));
+}
+
+}  // namespace
+
+WireTensor wire_buffer_for(const ReshardSlice& slice, TensorView box, ReshardWorkspace& workspace) {
+  if (auto piece = borrowed_piece(slice, box)) return *piece;
+  const std::int64_t numel = slice.local.numel();
+  return WireTensor::stage_in(
+      {workspace.take(static_cast<std::size_t>(numel) * dtype_size(box.dtype)), numel, box.dtype});
 }
 
 void pack_for_wire(const ReshardSlice& slice, TensorView box, const WireTensor& wire) {
-  if (!wire.owns_storage()) return;
+  if (!wire.staged()) return;
   copy_box(box.data, slice.box.extents(), slice.local, wire.view().data, slice.local.extents(),
            Box::whole(slice.local.extents()), dtype_size(box.dtype));
 }
 
+WireTensor WireTensor::stage_in(TensorView buffer) {
+  WireTensor t;
+  t.view_ = buffer;
+  t.staging_ = true;
+  return t;
+}
+
+void* ReshardWorkspace::take(std::size_t bytes) {
+  if (next_ == blocks_.size()) blocks_.emplace_back();
+  Block& block = blocks_[next_++];
+  if (block.bytes < bytes) {
+    block.words = std::make_unique_for_overwrite<std::uint64_t[]>((bytes + 7) / 8);
+    block.bytes = (bytes + 7) / 8 * 8;
+  }
+  return block.words.get();
+}
+
+std::size_t ReshardWorkspace::bytes_held() const {
+  std::size_t total = 0;
+  for (const Block& block : blocks_) total += block.bytes;
+  return total;
+}
+
 WireTensor slice_for_wire(const ReshardSlice& slice, TensorView box) {
-  WireTensor wire = wire_buffer_for(slice, box);
-  pack_for_wire(slice, box, wire);
-  return wire;
+  if (auto piece = borrowed_piece(slice, box)) return *piece;
+  WireTensor packed = WireTensor::allocate(box.dtype, slice.local.numel());
+  pack_for_wire(slice, box, packed);
+  return packed;
 }
 
 }  // namespace shardwise

@@ -122,6 +122,7 @@ class RefitEngine {
   ReshardDestinations destinations_;                  // views into weights_ (bf16 params)
   Mxfp8PersistentBuffers mxfp8_buffers_;              // views into weights_ (MXFP8 params)
   std::unique_ptr<Mxfp8ReshardTransform> transform_;  // null in bf16 mode
+  ReshardWorkspace workspace_;                        // staging buffers, kept across refits
   std::vector<std::vector<std::uint16_t>> staging_;   // training ranks: bf16 copy of each param
 };
 

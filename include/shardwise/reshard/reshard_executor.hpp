@@ -67,6 +67,9 @@ struct ReshardOptions {
   std::int64_t max_batch_bytes = 0;
   // Check that every rank's plan fingerprint agrees before moving anything.
   bool check_plan_agreement = true;
+  // Staging buffers (pieces not contiguous in their box) come from here and stay for the next
+  // call; null: from a workspace of this call alone (reused across its batches).
+  ReshardWorkspace* workspace = nullptr;
 };
 
 struct ReshardStats {

@@ -147,7 +147,7 @@ class ReshardExecutor : public ::testing::Test {
     return sources;
   }
 
-  void run_plain(const Case& c, std::uint64_t seed) {
+  void run_plain(const Case& c, std::uint64_t seed, ReshardWorkspace* workspace = nullptr) {
     const ReshardPlan plan = plan_reshard(c.params, me);
     std::map<std::string, std::vector<Bytes>> src_store, dst_store;
     const ReshardSources sources = make_sources(plan, src_store, seed);
@@ -166,6 +166,7 @@ class ReshardExecutor : public ::testing::Test {
     // Small batches in one of the runs: cuts must agree on every rank.
     ReshardOptions options;
     options.max_batch_bytes = seed % 2 ? 4096 : 0;
+    options.workspace = workspace;
     const ReshardStats stats = execute_reshard(*world, plan, sources, dests, nullptr, options);
     EXPECT_GE(stats.batches, 1);
     for (std::size_t i = 0; i < plan.params().size(); ++i) {
@@ -268,6 +269,22 @@ TEST_F(ReshardExecutor, PlainValuesAreBitExact) {
     run_plain(c, 11);
     run_plain(c, 12);  // batched
   }
+}
+
+// One workspace across plans of every shape (its blocks reused, regrown where a later piece is
+// bigger): still bit-exact, and a second pass over the same plans needs no more memory.
+TEST_F(ReshardExecutor, AWorkspaceKeptAcrossReshardsStaysBitExact) {
+  ReshardWorkspace workspace;
+  for (const Case& c : cases()) {
+    run_plain(c, 21, &workspace);
+    run_plain(c, 22, &workspace);
+  }
+  const std::size_t held = workspace.bytes_held();
+  for (const Case& c : cases()) {
+    run_plain(c, 23, &workspace);
+    run_plain(c, 24, &workspace);
+  }
+  EXPECT_EQ(workspace.bytes_held(), held);
 }
 
 TEST_F(ReshardExecutor, Mxfp8ReceiverSideMatchesQuantizedGlobalSlice) {
