@@ -1,10 +1,10 @@
 // ReshardWorkspace: blocks handed out in order, reused after reset() while big enough, regrown
 // when a later request is bigger; 8-byte aligned.
+#include "shardwise/reshard/reshard_workspace.hpp"
+
 #include <gtest/gtest.h>
 
 #include <cstdint>
-
-#include "shardwise/reshard/reshard_transform.hpp"
 
 namespace shardwise {
 namespace {

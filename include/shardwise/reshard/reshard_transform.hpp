@@ -13,6 +13,7 @@
 
 #include "shardwise/core/tensor_view.hpp"
 #include "shardwise/reshard/box.hpp"
+#include "shardwise/reshard/reshard_workspace.hpp"
 
 namespace shardwise {
 
@@ -49,26 +50,6 @@ class WireTensor {
   TensorView view_;
   std::shared_ptr<void> owner_;
   bool staging_ = false;
-};
-
-// Staging memory kept across reshards: a refit reshards the same plan every step, and fresh
-// staging buffers cost a page fault per 4 KiB each time (half the time of a 4-rank packed-columns
-// reshard on a 2-core VM). Blocks are handed out in order and reused while big enough.
-class ReshardWorkspace {
- public:
-  // `bytes` of unfilled storage (8-byte aligned), valid until the next reset().
-  void* take(std::size_t bytes);
-  // Every block free again.
-  void reset() { next_ = 0; }
-  std::size_t bytes_held() const;
-
- private:
-  struct Block {
-    std::unique_ptr<std::uint64_t[]> words;
-    std::size_t bytes = 0;
-  };
-  std::vector<Block> blocks_;
-  std::size_t next_ = 0;
 };
 
 class ReshardTransform {
