@@ -5,8 +5,9 @@
 //  2. the 8 scale bytes and per-block constants from that vector, plus a mask of the blocks the
 //     fast path does not cover (they go to the general loop, which writes their bytes itself);
 //  3. the codes of each covered block.
-// Every step is the integer / float arithmetic of the scalar codec (fp8.hpp, the scale rules of
-// mxfp8_kernels.cpp), so the bytes are the general loop's; the ISA-level tests compare them.
+// Every step gives the bytes of the scalar codec (fp8.hpp, the scale rules of mxfp8_kernels.cpp),
+// mostly by the same integer / float arithmetic (the fp32 element encoding takes a shorter route,
+// see encode_f32_lanes); the ISA-level tests compare them.
 #include "mxfp8_quantize_avx2.hpp"
 
 #if SW_HAVE_ISA_LEVELS
@@ -197,8 +198,15 @@ SW_TARGET_AVX2 inline void f32_group_constants(__m256i amax, F32Group& g) {
   g.covered = static_cast<unsigned>(_mm256_movemask_ps(_mm256_castsi256_ps(finite)));
 }
 
-// E4M3 magnitude codes of 8 finite fp32 elements: encode_e4m3_magnitude on |x| * inverse_scale
-// (the same product, so the same bits), its two ranges computed side by side and blended.
+// E4M3 magnitude codes of 8 finite fp32 elements: the codes of encode_e4m3_magnitude on
+// s = |x| * inverse_scale (the same product, so the same bits), with both of its ranges in one
+// formula. With E = max(exponent field of s, 121) (121: the binade of 2^-6, E4M3's smallest
+// normal), adding M = 2^(E - 127 + 20) rounds s in the FPU, RNE, to a multiple of 2^(E - 130):
+// three mantissa bits in the normal range, the fixed step 2^-9 below it. The low bits of the sum
+// then hold k = rounded s / 2^(E - 130) (8..16 normal, 0..8 subnormal), and the code is
+// 8 (E - 121) + k: a rounding that carries k to 16 lands on the next binade's first code, and a
+// subnormal rounding to 8 on the smallest normal, as E4M3 wants. Checked against the scalar
+// codec for every finite fp32 pattern (the ISA-level tests compare the bytes on real blocks).
 template <Mxfp8ScaleRule kRule>
 SW_TARGET_AVX2 inline __m256i encode_f32_lanes(__m256 x, __m256 inverse_scale) {
   const __m256 abs = _mm256_and_ps(x, _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff)));
@@ -207,23 +215,15 @@ SW_TARGET_AVX2 inline __m256i encode_f32_lanes(__m256 x, __m256 inverse_scale) {
   if constexpr (kRule == Mxfp8ScaleRule::kFloor) {
     scaled = _mm256_min_epi32(scaled, _mm256_set1_epi32(static_cast<int>(fp8_detail::kF32Of448)));
   }
-  const __m256i odd = _mm256_and_si256(_mm256_srli_epi32(scaled, 20), _mm256_set1_epi32(1));
-  const __m256i normal = _mm256_srli_epi32(
-      _mm256_add_epi32(_mm256_add_epi32(scaled, odd),
-                       _mm256_set1_epi32(static_cast<int>(0x7ffffu - fp8_detail::kExponentRebias))),
-      20);
-  const __m256 sum =
-      _mm256_add_ps(_mm256_castsi256_ps(scaled), _mm256_set1_ps(fp8_detail::kSubnormalMagic));
-  const __m256i subnormal =
-      _mm256_sub_epi32(_mm256_castps_si256(sum),
-                       _mm256_set1_epi32(static_cast<int>(fp8_detail::kF32OfSubnormalMagic)));
-  // scaled < 2^-6, as floats (non-negative and finite: the same order as the bits).
-  const __m256 below = _mm256_cmp_ps(
-      _mm256_castsi256_ps(scaled),
-      _mm256_castsi256_ps(_mm256_set1_epi32(static_cast<int>(fp8_detail::kF32OfMinNormal))),
-      _CMP_LT_OQ);
-  return _mm256_castps_si256(
-      _mm256_blendv_ps(_mm256_castsi256_ps(normal), _mm256_castsi256_ps(subnormal), below));
+  const __m256i exponent =
+      _mm256_max_epi32(_mm256_and_si256(scaled, _mm256_set1_epi32(0x7f800000)),
+                       _mm256_set1_epi32(static_cast<int>(fp8_detail::kF32OfMinNormal)));
+  const __m256i magic = _mm256_add_epi32(exponent, _mm256_set1_epi32(20 << 23));  // bits of M
+  const __m256i sum = _mm256_castps_si256(
+      _mm256_add_ps(_mm256_castsi256_ps(scaled), _mm256_castsi256_ps(magic)));
+  // code = (sum - magic) + 8 E - 968, and exponent >> 20 = 8 E.
+  const __m256i offset = _mm256_sub_epi32(_mm256_srli_epi32(exponent, 20), exponent);
+  return _mm256_sub_epi32(_mm256_add_epi32(sum, offset), _mm256_set1_epi32((20 << 23) + 968));
 }
 
 template <Mxfp8ScaleRule kRule>

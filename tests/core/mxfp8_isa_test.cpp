@@ -130,6 +130,60 @@ TEST(Mxfp8IsaLevels, Bf16QuantizeOverEveryScaleExponent) {
   }
 }
 
+// fp32 blocks whose largest element is 448 * 2^k, for every k an fp32 block can have: the other
+// elements are 2^k times every E4M3 value, every midpoint between neighbouring codes (the RNE
+// ties, normal and subnormal, and the carries into the next binade) and the fp32 neighbours of
+// each midpoint, with alternating signs. Small k make the scaled elements fp32 subnormals. One
+// row per k (17 blocks: two full groups of the AVX2 kernel and a partial one).
+struct F32Rows {
+  std::vector<float> x;
+  std::int64_t rows = 0, cols = 0;
+};
+F32Rows f32_blocks_with_every_code_and_tie() {
+  std::vector<float> targets;
+  for (int code = 0; code <= kE4M3MaxCode; ++code) {
+    const float value = e4m3_to_float(static_cast<e4m3_bits>(code));
+    targets.push_back(value);
+    if (code == kE4M3MaxCode) break;
+    const float midpoint = 0.5f * (value + e4m3_to_float(static_cast<e4m3_bits>(code + 1)));
+    targets.push_back(midpoint);
+    targets.push_back(std::nextafter(midpoint, 0.0f));
+    targets.push_back(std::nextafter(midpoint, 1000.0f));
+  }
+  F32Rows out;
+  for (int k = -149; k <= 119; ++k, ++out.rows) {
+    for (std::size_t t = 0; t < targets.size(); t += 31) {
+      out.x.push_back(std::ldexp(448.0f, k));
+      for (std::size_t i = t; i < t + 31; ++i) {
+        const float target = i < targets.size() ? targets[i] : 0.0f;
+        out.x.push_back(std::ldexp(i % 2 == 0 ? target : -target, k));
+      }
+    }
+  }
+  out.cols = static_cast<std::int64_t>(out.x.size()) / out.rows;
+  return out;
+}
+
+TEST(Mxfp8IsaLevels, F32QuantizeOfEveryCodeAndTieOverEveryScale) {
+  const auto [x, rows, cols] = f32_blocks_with_every_code_and_tie();
+  ASSERT_EQ(cols, 17 * 32);
+  for (auto rule : {Mxfp8ScaleRule::kCeil, Mxfp8ScaleRule::kFloor}) {
+    auto quantize = [&] {
+      return quantize_mxfp8({const_cast<float*>(x.data()), rows * cols, DType::kFloat32}, rows,
+                            cols, {rule, Mxfp8ScaleLayout::kRowMajor, 1});
+    };
+    test::compare_every_isa_level_with_baseline(
+        quantize, [&](IsaLevel level, const Mxfp8Tensor& got, const Mxfp8Tensor& baseline) {
+          for (std::size_t i = 0; i < got.data.size(); ++i) {
+            ASSERT_EQ(got.data[i], baseline.data[i])
+                << isa_level_name(level) << " element " << i << " fp32 " << x[i] << " scale "
+                << int(baseline.scale[i / 32]);
+          }
+          EXPECT_EQ(got.scale, baseline.scale) << isa_level_name(level);
+        });
+  }
+}
+
 TEST(Mxfp8IsaLevels, DequantizeEveryCodeWithEveryScaleByte) {
   // Row r: every code 0..255 once, all 8 blocks with scale byte r (NaN scale 0xFF included).
   Mxfp8Tensor q = Mxfp8Tensor::allocate(256, 256);
