@@ -219,8 +219,8 @@ SW_TARGET_AVX2 inline __m256i encode_f32_lanes(__m256 x, __m256 inverse_scale) {
       _mm256_max_epi32(_mm256_and_si256(scaled, _mm256_set1_epi32(0x7f800000)),
                        _mm256_set1_epi32(static_cast<int>(fp8_detail::kF32OfMinNormal)));
   const __m256i magic = _mm256_add_epi32(exponent, _mm256_set1_epi32(20 << 23));  // bits of M
-  const __m256i sum = _mm256_castps_si256(
-      _mm256_add_ps(_mm256_castsi256_ps(scaled), _mm256_castsi256_ps(magic)));
+  const __m256i sum =
+      _mm256_castps_si256(_mm256_add_ps(_mm256_castsi256_ps(scaled), _mm256_castsi256_ps(magic)));
   // code = (sum - magic) + 8 E - 968, and exponent >> 20 = 8 E.
   const __m256i offset = _mm256_sub_epi32(_mm256_srli_epi32(exponent, 20), exponent);
   return _mm256_sub_epi32(_mm256_add_epi32(sum, offset), _mm256_set1_epi32((20 << 23) + 968));
