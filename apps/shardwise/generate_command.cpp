@@ -102,14 +102,8 @@ CheckpointGpt load_on_every_rank(const GenerateArgs& args, ProcessGroup* world) 
   if (args.step >= 0) step = args.step;
   if (world == nullptr) return load_gpt_checkpoint(args.checkpoint, step);
   std::optional<CheckpointGpt> loaded;
-  std::exception_ptr error;
-  try {
-    loaded = load_gpt_checkpoint(args.checkpoint, step);
-  } catch (...) {
-    error = std::current_exception();
-  }
-  const std::vector<int> failed = ranks_with_flag(*world, error != nullptr);
-  if (error) std::rethrow_exception(error);
+  const std::vector<int> failed =
+      run_on_every_rank(*world, [&] { loaded = load_gpt_checkpoint(args.checkpoint, step); });
   SW_REQUIRE(failed.empty(), FormatError, "checkpoint '", args.checkpoint,
              "' could not be read on rank(s) ", rank_list(failed), " (see their errors)");
   return std::move(*loaded);

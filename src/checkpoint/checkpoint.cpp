@@ -623,8 +623,7 @@ LoadedCheckpoint load_checkpoint(const fs::path& directory, const std::vector<Mo
                                  std::string_view optimizer_kind) {
   LoadedCheckpoint out;
   out.directory = directory;
-  std::exception_ptr failure;
-  try {
+  const std::vector<int> failed = run_on_every_rank(group, [&] {
     const fs::path manifest_file = directory / kCheckpointManifestFile;
     out.manifest = read_checkpoint_manifest(directory);
     const json& m = out.manifest;
@@ -671,11 +670,7 @@ LoadedCheckpoint load_checkpoint(const fs::path& directory, const std::vector<Mo
     } else {
       load_optimizer_shards(optimizer, saved, what, state.get());
     }
-  } catch (...) {
-    failure = std::current_exception();
-  }
-  const std::vector<int> failed = ranks_with_flag(group, failure != nullptr);
-  if (failure) std::rethrow_exception(failure);
+  });
   SW_REQUIRE(failed.empty(), FormatError, "loading checkpoint ", quoted(directory),
              " failed on rank(s) ", rank_list(failed), " (see their errors)");
   require_same_checkpoint_on_every_rank(group, directory, out.manifest, model);

@@ -1,5 +1,7 @@
 #include "shardwise/comm/rank_flags.hpp"
 
+#include <exception>
+
 namespace shardwise {
 
 std::vector<int> ranks_with_flag(ProcessGroup& group, bool flag) {
@@ -17,6 +19,18 @@ std::vector<int> ranks_differing_from_rank0(ProcessGroup& group, std::uint64_t v
   auto rank0 = static_cast<std::int64_t>(value);  // the backends all move int64
   group.broadcast(TensorView{&rank0, 1, DType::kInt64}, 0)->wait();
   return ranks_with_flag(group, rank0 != static_cast<std::int64_t>(value));
+}
+
+std::vector<int> run_on_every_rank(ProcessGroup& group, const std::function<void()>& step) {
+  std::exception_ptr failure;
+  try {
+    step();
+  } catch (...) {
+    failure = std::current_exception();
+  }
+  std::vector<int> failed = ranks_with_flag(group, failure != nullptr);
+  if (failure) std::rethrow_exception(failure);
+  return failed;
 }
 
 std::string rank_list(const std::vector<int>& ranks) {

@@ -4,6 +4,7 @@
 #include <deque>
 #include <exception>
 
+#include "shardwise/comm/rank_flags.hpp"
 #include "shardwise/core/error.hpp"
 
 namespace shardwise {
@@ -223,36 +224,17 @@ class Execution {
     }
   }
 
-  // Every rank learns whether every rank prepared its batch; throws on all of them if not.
-  void agree(const std::exception_ptr& error) {
-    std::int32_t failed = error ? 1 : 0;
-    std::vector<std::int32_t> all(static_cast<std::size_t>(group_.size()), 0);
-    group_.all_gather({all.data(), group_.size(), DType::kInt32}, {&failed, 1, DType::kInt32})
-        ->wait();
-    std::string failed_ranks;
-    for (int r = 0; r < group_.size(); ++r) {
-      if (all[static_cast<std::size_t>(r)])
-        failed_ranks += str_cat(failed_ranks.empty() ? "" : ", ", r);
-    }
-    if (error) std::rethrow_exception(error);
-    if (!failed_ranks.empty()) {
-      throw CommError(str_cat("reshard on group ", group_.name(), ": rank(s) ", failed_ranks,
-                              " failed to prepare their transfers (see their error); nothing of "
-                              "this batch was moved"));
-    }
-  }
-
   void run_batch(std::size_t begin, std::size_t end) {
     sends_.clear();
     recvs_.clear();
     workspace_->reset();  // the previous batch's staging buffers are done with
-    std::exception_ptr error;
-    try {
-      prepare(begin, end);
-    } catch (...) {
-      error = std::current_exception();
+    // Every rank learns whether every rank prepared its batch; all throw if one did not.
+    const std::vector<int> failed = run_on_every_rank(group_, [&] { prepare(begin, end); });
+    if (!failed.empty()) {
+      throw CommError(str_cat("reshard on group ", group_.name(), ": rank(s) ", rank_list(failed),
+                              " failed to prepare their transfers (see their error); nothing of "
+                              "this batch was moved"));
     }
-    agree(error);
 
     // Every receive is posted first, then each send right after it is packed, so a peer's
     // messages can land while this rank packs; both in task order (see the tag note in the

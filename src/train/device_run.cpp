@@ -38,7 +38,7 @@ void require_training_device(TrainingModel& m, const RunContext& run, ProcessGro
         check_device(*m.backend, world, m.model_config, run.config,
                      shards_optimizer_state(m.kind) ? run.dp : 1);
       },
-      "another rank has no usable device for this run (see its message)");
+      "no usable device for this run");
 }
 
 void build_device_training(TrainingModel& m, const RunContext& run) {

@@ -62,7 +62,7 @@ TrainingModel build_model_and_data(const RunContext& run, ProcessGroup& world) {
   TrainingModel m;
   check_on_every_rank(
       world, [&] { m.dataset = make_token_dataset(run.config); },
-      "the training data could not be read on another rank (see its error)");
+      "the training data could not be read");
   require_same_data_on_every_rank(world, *m.dataset, run.config.data);
   m.model_config = gpt_config_for(run.config, *m.dataset);
   m.kind = run.config.optimizer.kind;

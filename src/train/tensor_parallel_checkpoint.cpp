@@ -219,16 +219,19 @@ void take_tensor_parallel_slice(TrainingModel& m, const RunContext& run, const f
 
 // Runs `step` on every rank of `world`; a failure on any rank fails all of them (none is left
 // waiting in the next collective): the failing rank with its own error, the others naming it.
+// A failure that is not a shardwise::Error (a JSON library's, say) still reads as a bad
+// checkpoint: FormatError.
 void fail_together(ProcessGroup& world, const fs::path& directory,
                    const std::function<void()>& step) {
-  std::string error;
-  try {
-    step();
-  } catch (const std::exception& e) {
-    error = e.what();
-  }
-  const std::vector<int> failed = ranks_with_flag(world, !error.empty());
-  if (!error.empty()) throw FormatError(error);
+  const std::vector<int> failed = run_on_every_rank(world, [&] {
+    try {
+      step();
+    } catch (const Error&) {
+      throw;
+    } catch (const std::exception& e) {
+      throw FormatError(e.what());
+    }
+  });
   SW_REQUIRE(failed.empty(), FormatError, "loading checkpoint '", directory.string(),
              "' failed on rank(s) ", rank_list(failed), " (see their errors)");
 }

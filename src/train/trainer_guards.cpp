@@ -70,20 +70,14 @@ void require_memory(ProcessGroup& world, const GptConfig& model, const TrainingC
       [&] {
         require_memory_fits(estimate, ranks_on_this_host(world.size()), available_memory_bytes());
       },
-      "another rank found too little memory for this run on its host (see its message)");
+      "this run does not fit in the available memory");
 }
 
 void check_on_every_rank(ProcessGroup& world, const std::function<void()>& check,
-                         const std::string& failed_elsewhere) {
-  std::exception_ptr failure;
-  try {
-    check();
-  } catch (const Error&) {
-    failure = std::current_exception();
-  }
-  const bool everyone_ok = all_ranks_agree(world, failure == nullptr);
-  if (failure) std::rethrow_exception(failure);
-  SW_REQUIRE(everyone_ok, ConfigError, failed_elsewhere);
+                         const std::string& what) {
+  const std::vector<int> failed = run_on_every_rank(world, check);
+  SW_REQUIRE(failed.empty(), ConfigError, what, " on rank(s) ", rank_list(failed),
+             " (see their errors)");
 }
 
 void require_same_data_on_every_rank(ProcessGroup& world, const TokenDataset& data,

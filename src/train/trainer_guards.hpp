@@ -28,10 +28,11 @@ struct OutputPaths {
 std::unique_ptr<CheckpointRootLock> prepare_outputs(ProcessGroup& world, const OutputPaths& paths,
                                                     bool verbose);
 
-// Runs `check` on this rank and makes its outcome every rank's: where it threw a shardwise::Error
-// that error is rethrown, and every other rank throws ConfigError(failed_elsewhere).
+// Runs `check` on this rank and makes its outcome every rank's (run_on_every_rank): where it threw,
+// that exception is rethrown, and every other rank throws ConfigError("<what> on rank(s) <the
+// ranks where it threw> (see their errors)").
 void check_on_every_rank(ProcessGroup& world, const std::function<void()>& check,
-                         const std::string& failed_elsewhere);
+                         const std::string& what);
 
 // Refuses (ConfigError, on every rank) a model that cannot fit in this host's available memory.
 void require_memory(ProcessGroup& world, const GptConfig& model, const TrainingConfig& config,
