@@ -1,12 +1,13 @@
 // run_on_every_rank and ranks_differing_from_rank0: one rank's failure or difference reaches
 // every rank (no rank left waiting), the failing rank keeps its own exception and the others
 // learn exactly which ranks failed.
+#include "shardwise/comm/rank_flags.hpp"
+
 #include <gtest/gtest.h>
 
 #include <stdexcept>
 
 #include "shardwise/comm/mpi_process_group.hpp"
-#include "shardwise/comm/rank_flags.hpp"
 #include "shardwise/core/error.hpp"
 
 namespace shardwise {
