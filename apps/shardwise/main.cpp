@@ -2,9 +2,12 @@
 // and exit code 2, as does a std::filesystem error on a path the user gave; option parsing errors
 // exit 2 as well.
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <exception>
 #include <filesystem>
+#include <iostream>
 #include <memory>
 
 #include "command_registry.hpp"
@@ -40,9 +43,27 @@ void report_misuse(const std::string& message) {
   }
 }
 
+// A full disk or a file-size limit under `> FILE` must not end a command with exit 0 and its
+// output cut short: flush what is buffered and fail (exit 2) if any of it was not written.
+int finish_standard_output(int rc) {
+  std::cout.flush();
+  const bool stream_failed = std::cout.fail();
+  errno = 0;
+  if (std::fflush(stdout) == 0 && !std::ferror(stdout) && !stream_failed) return rc;
+  std::fprintf(stderr, "shardwise: error: cannot write standard output: %s\n",
+               errno != 0 ? std::strerror(errno) : "a write failed (disk full?)");
+  return rc == 0 ? 2 : rc;
+}
+
+int run_command(int argc, char** argv);
+
 }  // namespace
 
-int main(int argc, char** argv) {
+int main(int argc, char** argv) { return finish_standard_output(run_command(argc, argv)); }
+
+namespace {
+
+int run_command(int argc, char** argv) {
   using namespace shardwise;
 #ifdef SHARDWISE_CUDA_TRAINING
   register_cuda_training();  // training.device: cuda
@@ -96,3 +117,5 @@ int main(int argc, char** argv) {
   }
   return 0;
 }
+
+}  // namespace

@@ -45,6 +45,7 @@
 #include "shardwise/core/error.hpp"
 #include "shardwise/core/finite_values.hpp"
 #include "shardwise/core/float_convert.hpp"
+#include "shardwise/core/message_text.hpp"
 #include "shardwise/core/output_preflight.hpp"
 #include "shardwise/reshard/refit_verification.hpp"
 #include "shardwise/reshard/tp_export.hpp"
@@ -509,6 +510,11 @@ const bool registered = register_command(
                    "refit: --config (train first) or --checkpoint DIR is required");
         SW_REQUIRE(args->repeat >= 1, InvalidArgument, "--repeat: must be >= 1, got ",
                    args->repeat);
+        // Overrides edit --config; with --checkpoint alone they would be dropped in silence.
+        SW_REQUIRE(args->overrides.empty() || !args->config.empty(), InvalidArgument,
+                   "refit: override '", printable(args->overrides.front()),
+                   "' needs --config (overrides edit the training config; the --checkpoint "
+                   "weights are used as they are)");
         modes_of(args->mxfp8);
         validate_comm_timeout(args->comm_timeout, "--comm-timeout");
         SW_REQUIRE(args->tp_export.empty() || (!args->checkpoint.empty() && !args->config.empty()),

@@ -204,6 +204,30 @@ struct Mxfp8Pair {
   std::int64_t cols = 0;
 };
 
+// The rest of a tensor's metadata (tensor_metadata_json) must agree with its shape: a file whose
+// fields were edited or damaged is refused rather than decoded on the shape alone.
+void check_block_fields(const nlohmann::json& doc, const Mxfp8Geometry& g,
+                        const std::string& where) {
+  const auto integer_field = [&](const char* field, std::int64_t expected) {
+    SW_REQUIRE(doc.contains(field) && doc[field].is_number_integer() &&
+                   doc[field].get<std::int64_t>() == expected,
+               FormatError, where, ": metadata \"", field, "\" must be ", expected, " for shape [",
+               g.rows, ", ", g.cols, "], found ",
+               doc.contains(field) ? printable(doc[field].dump()) : std::string("nothing"));
+  };
+  integer_field("blocks_per_row", g.blocks_per_row);
+  integer_field("last_block_size", g.last_block_size);
+  std::optional<DType> original;
+  if (doc.contains("dtype") && doc["dtype"].is_string()) {
+    original = parse_safetensors_dtype(doc["dtype"].get<std::string>());
+  }
+  const bool known = original.has_value() && is_codec_dtype(*original);
+  SW_REQUIRE(known, FormatError, where,
+             ": metadata \"dtype\" must name the original dtype (F32, "
+             "BF16, F16), found ",
+             doc.contains("dtype") ? printable(doc["dtype"].dump()) : std::string("nothing"));
+}
+
 Mxfp8Pair checked_pair(const SafetensorsFile& file, const std::string& name,
                        Mxfp8ScaleLayout layout) {
   const std::string where = str_cat(file.path().string(), ": MXFP8 tensor '", printable(name), "'");
@@ -230,9 +254,10 @@ Mxfp8Pair checked_pair(const SafetensorsFile& file, const std::string& name,
   pair.scale = &file.info(scale_name);
   const std::vector<std::int64_t> data_shape = {pair.rows, pair.cols};
   SW_REQUIRE(pair.data->dtype == DType::kFloat8E4M3 && pair.data->shape == data_shape, FormatError,
-             where, " must be F8_E4M3 of shape [", pair.rows, ", ", pair.cols, "], found ",
-             dtype_safetensors_name(pair.data->dtype), " with ", pair.data->shape.size(), " dims");
+             where, " must be F8_E4M3 of shape ", shape_text(data_shape), ", found ",
+             dtype_safetensors_name(pair.data->dtype), " of shape ", shape_text(pair.data->shape));
   const Mxfp8Geometry g = mxfp8_geometry(pair.rows, pair.cols, layout);
+  check_block_fields(doc, g, where);
   SW_REQUIRE(pair.scale->dtype == DType::kFloat8E8M0 && pair.scale->numel() == g.scale_bytes,
              FormatError, where, ": scale tensor '", printable(scale_name),
              "' must be F8_E8M0 with ", g.scale_bytes, " elements, found ",
@@ -414,6 +439,15 @@ Mxfp8Pairs mxfp8_pairs(const SafetensorsFile& file, const fs::path& in, Mxfp8Sca
     SW_REQUIRE(!out.pairs.contains(scale), FormatError, in.string(), ": '", printable(scale),
                "' is listed in ", kMxfp8MetaTensors, " and is also the scale of '",
                printable(owner), "'");
+  }
+  // A tensor described but not listed would be copied as raw E4M3 bytes with its description
+  // dropped: nothing could decode it afterwards.
+  for (const auto& [key, value] : file.metadata()) {
+    if (!key.starts_with(kMxfp8MetaTensorPrefix)) continue;
+    const std::string name = key.substr(kMxfp8MetaTensorPrefix.size());
+    SW_REQUIRE(out.pairs.contains(name), FormatError, in.string(), ": metadata entry '",
+               printable(key), "' describes tensor '", printable(name), "', which ",
+               kMxfp8MetaTensors, " does not list (a damaged MXFP8 file)");
   }
   return out;
 }

@@ -162,6 +162,22 @@ std::string read_config_text(const std::filesystem::path& path) {
 constexpr std::string_view kSections[] = {"model",    "data",    "optimizer",    "ddp",
                                           "training", "logging", "comm_overlap", "parallel"};
 
+// An override is one command-line word, but its value is read as YAML: a " #" starts a comment
+// and a line break folds into a space, so `logging.jsonl_path=/tmp/out #1.jsonl` would name
+// /tmp/out. Such a value is refused instead of taken as some other path or text.
+void check_value_reads_as_written(const YAML::Node& value, const std::string& raw,
+                                  const std::string& where) {
+  SW_REQUIRE(raw.find_first_of("\r\n") == std::string::npos, ConfigError, where,
+             ": the value holds a line break (YAML would fold it into a space)");
+  if (!value.IsScalar() || value.Tag() != "?") return;  // collections, quoted text
+  const auto first = raw.find_first_not_of(" \t");
+  const auto last = raw.find_last_not_of(" \t");
+  const std::string trimmed = first == std::string::npos ? "" : raw.substr(first, last - first + 1);
+  SW_REQUIRE(value.Scalar() == trimmed, ConfigError, where, ": the value reads as '",
+             printable(value.Scalar(), 200),
+             "' in YAML (a ' #' starts a comment); quote it to keep it whole: key='\"...\"'");
+}
+
 // Sets root[a][b]...[z] = value for the dotted path, creating mappings on the way.
 void apply_override(YAML::Node& root, const std::string& text) {
   const auto eq = text.find('=');
@@ -178,8 +194,9 @@ void apply_override(YAML::Node& root, const std::string& text) {
   SW_REQUIRE(parts.size() >= 2 && dotted.back() != '.', ConfigError, "override '",
              printable(text, 200), "': expected section.key=value");
   const std::string where = str_cat("override '", printable(text, 200), "'");
-  const YAML::Node value =
-      config_detail::load_yaml_document(text.substr(eq + 1), where, "value is not valid YAML");
+  const std::string raw = text.substr(eq + 1);
+  const YAML::Node value = config_detail::load_yaml_document(raw, where, "value is not valid YAML");
+  check_value_reads_as_written(value, raw, where);
   config_detail::check_no_duplicate_keys(value, where);
   YAML::Node cursor;
   cursor.reset(root);

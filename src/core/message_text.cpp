@@ -128,4 +128,10 @@ std::string one_line(std::string_view message, std::size_t max_bytes) {
 
 std::string quoted(const std::filesystem::path& path) { return str_cat("'", path.string(), "'"); }
 
+std::string shape_text(const std::vector<std::int64_t>& shape) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
 }  // namespace shardwise

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "shardwise/core/error.hpp"
+#include "shardwise/core/message_text.hpp"
 
 namespace shardwise {
 
@@ -19,12 +20,6 @@ struct ShardMap {
     return k / chunk * part + rank * chunk + k % chunk;
   }
 };
-
-std::string shape_text(const std::vector<std::int64_t>& shape) {
-  std::string s = "[";
-  for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
-}
 
 ShardMap shard_map(const ParamInfo& full, const ParamInfo& shard, int tp_size, int tp_rank) {
   SW_REQUIRE(tp_size >= 1 && tp_rank >= 0 && tp_rank < tp_size, InvalidArgument, "TP rank ",

@@ -9,6 +9,7 @@
 #include "shardwise/core/error.hpp"
 #include "shardwise/core/finite_values.hpp"
 #include "shardwise/core/json_text.hpp"
+#include "shardwise/core/message_text.hpp"
 
 namespace shardwise {
 
@@ -72,12 +73,6 @@ GptConfig config_from(const json& model, const SafetensorsFile& weights, const f
   return g;
 }
 
-std::string shape_string(const std::vector<std::int64_t>& shape) {
-  std::string out = "[";
-  for (std::size_t i = 0; i < shape.size(); ++i) out += str_cat(i ? ", " : "", shape[i]);
-  return out + "]";
-}
-
 }  // namespace
 
 CheckpointGpt load_gpt_checkpoint(const fs::path& path, std::optional<std::int64_t> step) {
@@ -94,8 +89,8 @@ CheckpointGpt load_gpt_checkpoint(const fs::path& path, std::optional<std::int64
     const SafetensorsTensorInfo& info = weights.info(p.name);
     SW_REQUIRE(info.dtype == DType::kFloat32 && info.shape == p.shape, ShapeError, "'",
                weights.path().string(), "': tensor '", p.name, "' is ", dtype_name(info.dtype), " ",
-               shape_string(info.shape), ", but the checkpoint's config gives fp32 ",
-               shape_string(p.shape));
+               shape_text(info.shape), ", but the checkpoint's config gives fp32 ",
+               shape_text(p.shape));
     auto& v = out.values.emplace_back(static_cast<std::size_t>(p.numel()));
     weights.read_range(p.name, 0, p.numel(), v.data());
     require_finite_tensor(v.data(), p.numel(), weights.path(), p.name);

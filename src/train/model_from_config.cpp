@@ -1,5 +1,9 @@
 #include "shardwise/train/model_from_config.hpp"
 
+#include <filesystem>
+#include <new>
+#include <system_error>
+
 #include "shardwise/core/error.hpp"
 #include "shardwise/core/message_text.hpp"
 #include "shardwise/train/synthetic_task.hpp"
@@ -19,7 +23,17 @@ std::unique_ptr<TokenDataset> make_token_dataset(const TrainingConfig& c) {
     case DataSource::kBin: {
       const bool text = c.data.source == DataSource::kText;
       auto read = [&](const std::string& path) {
-        return text ? read_text_tokens(path) : read_bin_tokens(path);
+        try {
+          return text ? read_text_tokens(path) : read_bin_tokens(path);
+        } catch (const std::bad_alloc&) {
+          // The whole file is held as int32 tokens (4 bytes per byte of text).
+          std::error_code ec;
+          const auto bytes = std::filesystem::file_size(path, ec);
+          throw IoError(str_cat("data file '", printable(path), "'",
+                                ec ? std::string() : str_cat(" (", bytes, " bytes)"),
+                                " does not fit in memory: its tokens are read whole, 4 bytes "
+                                "each; give a smaller file"));
+        }
       };
       std::vector<std::int32_t> val;
       if (!c.data.val_path.empty()) {

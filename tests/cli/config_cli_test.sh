@@ -127,4 +127,16 @@ rc=0
 [[ $rc -eq 2 ]] && grep -q "ddp.layer_wise_shard_group_size must be" "$work/sg.err" ||
   fail "bad ddp.layer_wise_shard_group_size: rc $rc, $(cat "$work/sg.err")"
 
+# An override's value is YAML: a ' #' began a comment and a line break folded, so another path was
+# used (and written) in silence. Refused; quoted, the value is kept whole.
+expect_exit2 "override value with a comment" config resolve --config "$examples/default.yaml" \
+  'logging.jsonl_path=/tmp/out #1.jsonl'
+grep -q "reads as '/tmp/out'" "$work/err" || fail "comment in an override: $(cat "$work/err")"
+expect_exit2 "override value with a line break" config resolve --config "$examples/default.yaml" \
+  $'data.path=/tmp/a\nb.txt'
+"$shardwise" config resolve --config "$examples/default.yaml" \
+  'logging.jsonl_path="/tmp/out #1.jsonl"' >"$work/quoted.out" 2>&1 &&
+  grep -qF '/tmp/out #1.jsonl' "$work/quoted.out" &&
+  echo "ok: a quoted override keeps its ' #'" || fail "quoted override value not kept whole"
+
 cli_test_finish "config CLI: all checks passed"

@@ -272,6 +272,33 @@ PY
 then echo "ok: reshard --tp 2 of empty [2^62, 0] tensors"
 else fail "reshard of empty [2^62, 0] tensors: exit $rc $(head -c 300 "$work/err")"; fi
 
+# 6b. MXFP8 files whose metadata was damaged after the conversion: restoring them succeeded and
+#     dropped the metadata (an empty tensor list left E4M3 bytes nothing could decode any more) or
+#     decoded on the shape alone.
+"$python" - "$work" <<'PY'
+import json, sys
+sys.path.insert(0, sys.argv[1])
+import st
+work = sys.argv[1]
+tensors, meta = st.read(work + "/mx.safetensors")
+def variant(name, **changes):
+    m = dict(meta)
+    for key, value in changes.items():
+        m[key] = value
+    st.write(work + "/" + name, tensors, m)
+variant("mx_empty_list.safetensors", **{"shardwise.mxfp8.tensors": ""})
+key = "shardwise.mxfp8.tensor.model.layers.0.mlp.up_proj.weight"
+fields = json.loads(meta[key])
+variant("mx_bad_blocks.safetensors", **{key: json.dumps(dict(fields, blocks_per_row=2 ** 40))})
+variant("mx_bad_dtype.safetensors", **{key: json.dumps(dict(fields, dtype="ZZ"))})
+PY
+expect_exit2 "MXFP8 tensor list emptied" convert --to bf16 "$work/mx_empty_list.safetensors" "$work/x.safetensors"
+grep -q "does not list" "$work/err" || fail "emptied tensor list: $(cat "$work/err")"
+expect_exit2 "MXFP8 blocks_per_row edited" convert --to bf16 "$work/mx_bad_blocks.safetensors" "$work/x.safetensors"
+grep -q '"blocks_per_row" must be' "$work/err" || fail "edited blocks_per_row: $(cat "$work/err")"
+expect_exit2 "MXFP8 original dtype edited" convert --to bf16 "$work/mx_bad_dtype.safetensors" "$work/x.safetensors"
+[[ -e "$work/x.safetensors" ]] && fail "a refused restore left $work/x.safetensors"
+
 # 7. Outputs are checked before any work: with a broken input and an output in a missing
 #    directory, the error names the output (the input is never read).
 expect_exit2 "convert output directory missing" convert --to mxfp8 "$work/garbage.safetensors" "$work/no/such/dir/x.safetensors"

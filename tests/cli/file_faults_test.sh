@@ -360,4 +360,28 @@ refuses failed_resume_keeps_an_existing_root "has shape" \
 [[ -d "$work/existing_root" && -z "$(ls -A "$work/existing_root")" ]] ||
   fail "failed_resume_keeps_an_existing_root: $(ls -A "$work/existing_root" 2>&1)"
 
+# Standard output on a full disk: exit 0 with the output cut short before (the file outputs
+# already reported it).
+if [[ -w /dev/full ]]; then
+  for args in "version" "model-spec --arch llama3-8b" "config resolve --config $work/c.yaml" \
+    "layout --model $work/spec.json --dp 2"; do
+    rc=0
+    # shellcheck disable=SC2086 # the words of $args are the command's arguments
+    timeout 20 "$shardwise" $args >/dev/full 2>"$work/err" || rc=$?
+    if [[ $rc -eq 2 ]] && grep -q "cannot write standard output" "$work/err"; then
+      echo "ok: $args > /dev/full -> $(cat "$work/err")"
+    else
+      fail "$args > /dev/full: exit $rc, $(head -c 300 "$work/err")"
+    fi
+  done
+fi
+
+# A data file too large to hold in memory (here: under a 2 GiB address-space limit) is named,
+# not reported as "std::bad_alloc".
+truncate -s 8G "$work/huge.txt"
+refuses data_file_beyond_memory "huge.txt' (8589934592 bytes) does not fit in memory" \
+  bash -c 'ulimit -v 2097152 && exec "$@"' _ "$shardwise" train --config "$work/c.yaml" \
+  "${tiny[@]}" model.vocab=256 training.steps=2 data.source=text data.path="$work/huge.txt"
+rm -f "$work/huge.txt"
+
 cli_test_finish "all file fault cases passed"

@@ -127,6 +127,9 @@ expect_exit2 "negative bucket size" layout --model "$examples/gpt-tiny.json" --d
 expect_exit2 "negative bucket size (separate arg)" layout --model "$examples/gpt-tiny.json" --dp 2 --bucket-size -5
 expect_exit2 "unknown optimizer" layout --model "$examples/gpt-tiny.json" --dp 2 --optimizer adam
 expect_exit2 "bad format" layout --model "$examples/gpt-tiny.json" --dp 2 --format yaml
+# An integer dtype made a spec that layout then refused.
+expect_exit2 "model-spec integer dtype" model-spec --arch gpt-tiny --dtype int32 --out "$work/i32.json"
+[[ -e "$work/i32.json" ]] && fail "model-spec --dtype int32 wrote $work/i32.json"
 expect_exit2 "malformed JSON" layout --model "$work/malformed.json" --dp 2
 expect_exit2 "unknown field" layout --model "$work/unknown.json" --dp 2
 expect_exit2 "duplicate name" layout --model "$work/dup.json" --dp 2

@@ -114,6 +114,9 @@ expect_rc 2 refit_bad_mode "$shardwise" refit --config "$root/examples/refit.yam
   true
 expect_rc 2 refit_bad_key "$shardwise" refit --config "$root/examples/refit.yaml" model.nope=1 ||
   true
+# Overrides edit --config: with --checkpoint alone they were dropped in silence (exit 0).
+expect_exit2 "overrides without --config" refit --checkpoint "$work/anything" model.layers=3
+grep -q "needs --config" "$work/err" || fail "overrides without --config: $(cat "$work/err")"
 
 # --- a small checkpoint written by an independent writer --------------------------------------
 mkdir -p "$work/ckpt" "$work/odd"

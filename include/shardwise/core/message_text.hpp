@@ -4,9 +4,11 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <filesystem>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace shardwise {
 
@@ -45,5 +47,8 @@ inline constexpr std::size_t kMessageLineLimit = 16384;
 // message already escaped by printable() reads the same); longer than `max_bytes`, the line is cut
 // and "...(N bytes)" appended.
 std::string one_line(std::string_view message, std::size_t max_bytes = kMessageLineLimit);
+
+// "[4096, 8192]": a tensor shape for a message.
+std::string shape_text(const std::vector<std::int64_t>& shape);
 
 }  // namespace shardwise
