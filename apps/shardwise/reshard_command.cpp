@@ -41,7 +41,7 @@ struct ReshardArgs {
   int tp = 0;
   bool mxfp8 = false;
   std::string dtype = "keep";
-  std::string scale_rule = "ceil";
+  std::string scale_rule;  // empty: ceil
   bool overwrite = false;
   std::int64_t step = -1;
 };
@@ -75,13 +75,51 @@ void set_export_metadata(SafetensorsWriter& writer, std::map<std::string, std::s
   writer.set_metadata(kTpExportTensorsFileKey, sidecar.filename().string());
 }
 
+// What reshard writes into --out: tp-rank-NN-of-MM.safetensors and, for a per-tensor table too
+// large for the header, tp-rank-NN-of-MM.tensors.json.
+bool is_reshard_output_name(const std::string& name) {
+  const auto digits = [&](std::size_t& at) {
+    const std::size_t start = at;
+    while (at < name.size() && name[at] >= '0' && name[at] <= '9') ++at;
+    return at > start;
+  };
+  std::size_t at = 0;
+  if (!name.starts_with("tp-rank-")) return false;
+  at = 8;
+  if (!digits(at) || name.compare(at, 4, "-of-") != 0) return false;
+  at += 4;
+  if (!digits(at)) return false;
+  const std::string rest = name.substr(at);
+  return rest == ".safetensors" || rest == ".tensors.json";
+}
+
+// --overwrite replaces an earlier reshard output (or an empty directory), never a directory of
+// other files: a training checkpoint root given as --out by mistake was removed whole.
+void require_replaceable_output(const std::filesystem::path& out) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::file_status status = fs::symlink_status(out, ec);
+  if (!fs::exists(status)) return;
+  SW_REQUIRE(fs::is_directory(status), IoError, "--out ", quoted(out),
+             " exists and is not a directory; --overwrite replaces only an earlier reshard output");
+  for (const fs::directory_entry& entry : fs::directory_iterator(out)) {
+    const std::string name = entry.path().filename().string();
+    SW_REQUIRE(is_reshard_output_name(name) && entry.is_regular_file(ec), IoError, "--out ",
+               quoted(out), " holds '", printable(name),
+               "', which reshard does not write; --overwrite replaces only an earlier reshard "
+               "output (or an empty directory): give another --out");
+  }
+}
+
 TpExportOptions export_options(const ReshardArgs& args) {
   TpExportOptions options;
   SW_REQUIRE(args.tp >= 1, InvalidArgument, "--tp: must be >= 1, got ", args.tp);
   options.tp = args.tp;
   options.mxfp8 = args.mxfp8;
   if (args.dtype != "keep") options.dtype = dtype_from_name(args.dtype, "--dtype");
-  if (args.scale_rule == "ceil") {
+  SW_REQUIRE(args.scale_rule.empty() || args.mxfp8, InvalidArgument,
+             "--scale-rule: applies to --mxfp8 exports only (add --mxfp8, or leave it out)");
+  if (args.scale_rule.empty() || args.scale_rule == "ceil") {
     options.mxfp8_options.rule = Mxfp8ScaleRule::kCeil;
   } else if (args.scale_rule == "floor") {
     options.mxfp8_options.rule = Mxfp8ScaleRule::kFloor;
@@ -109,6 +147,7 @@ int run_reshard(const ReshardArgs& args) {
   const fs::path input = weights_file(args);
   check_command_paths(
       {{"--checkpoint", input, PathUse::kReadFile}, {"--out", out, PathUse::kReplaceDirectory}});
+  if (args.overwrite) require_replaceable_output(out);
   const SafetensorsFile file = SafetensorsFile::open(input);
   std::vector<SourceTensor> tensors;
   for (const SafetensorsTensorInfo& info : file.tensors()) {

@@ -360,6 +360,19 @@ refuses failed_resume_keeps_an_existing_root "has shape" \
 [[ -d "$work/existing_root" && -z "$(ls -A "$work/existing_root")" ]] ||
   fail "failed_resume_keeps_an_existing_root: $(ls -A "$work/existing_root" 2>&1)"
 
+# reshard --overwrite replaced any directory: a training checkpoint root given as --out was
+# removed whole. It replaces an earlier reshard output only; --scale-rule without --mxfp8 is refused.
+cp -r "$work/ckpt" "$work/ckpt_copy_root"
+refuses reshard_overwrite_checkpoint_root "which reshard does not write" \
+  "$shardwise" reshard --checkpoint "$work/ckpt" --tp 1 --out "$work/ckpt_copy_root" --overwrite
+[[ -f "$work/ckpt_copy_root/latest" ]] || fail "reshard --overwrite removed a checkpoint root"
+expect_rc 0 reshard_twice_1 "$shardwise" reshard --checkpoint "$work/ckpt" --tp 2 --out "$work/rs"
+expect_rc 0 reshard_twice_2 "$shardwise" reshard --checkpoint "$work/ckpt" --tp 1 --out "$work/rs" \
+  --overwrite && [[ -f "$work/rs/tp-rank-00-of-01.safetensors" && ! -e "$work/rs/tp-rank-01-of-02.safetensors" ]] ||
+  fail "reshard --overwrite of an earlier reshard output: $(ls "$work/rs")"
+refuses reshard_scale_rule_without_mxfp8 "applies to --mxfp8 exports only" \
+  "$shardwise" reshard --checkpoint "$work/ckpt" --tp 1 --out "$work/rs_floor" --scale-rule floor
+
 # Standard output on a full disk: exit 0 with the output cut short before (the file outputs
 # already reported it).
 if [[ -w /dev/full ]]; then
