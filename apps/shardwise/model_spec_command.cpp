@@ -81,11 +81,7 @@ int run_model_spec(const ModelSpecArgs& args) {
   }
   if (!args.gated_mlp.empty()) config.gated_mlp = parse_bool_option(args.gated_mlp, "--gated-mlp");
   if (!args.bias.empty()) config.add_bias = parse_bool_option(args.bias, "--bias");
-  if (!args.dtype.empty()) {
-    config.dtype = dtype_from_name(args.dtype, "--dtype");
-    SW_REQUIRE(is_floating(config.dtype), InvalidArgument, "--dtype: ", printable(args.dtype),
-               " is not a floating-point dtype (valid: fp32, bf16, fp16, e4m3, e8m0)");
-  }
+  if (!args.dtype.empty()) config.dtype = dtype_from_name(args.dtype, "--dtype");
 
   const ModelSpec spec = generate_model_spec(config);
   if (to_stdout) {

@@ -98,10 +98,8 @@ bool is_reshard_output_name(const std::string& name) {
 void require_replaceable_output(const std::filesystem::path& out) {
   namespace fs = std::filesystem;
   std::error_code ec;
-  const fs::file_status status = fs::symlink_status(out, ec);
-  if (!fs::exists(status)) return;
-  SW_REQUIRE(fs::is_directory(status), IoError, "--out ", quoted(out),
-             " exists and is not a directory; --overwrite replaces only an earlier reshard output");
+  // check_command_paths has already refused an --out that exists and is not a directory.
+  if (!fs::is_directory(fs::symlink_status(out, ec))) return;
   for (const fs::directory_entry& entry : fs::directory_iterator(out)) {
     const std::string name = entry.path().filename().string();
     SW_REQUIRE(is_reshard_output_name(name) && entry.is_regular_file(ec), IoError, "--out ",

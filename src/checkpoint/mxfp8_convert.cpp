@@ -223,8 +223,7 @@ void check_block_fields(const nlohmann::json& doc, const Mxfp8Geometry& g,
   }
   const bool known = original.has_value() && is_codec_dtype(*original);
   SW_REQUIRE(known, FormatError, where,
-             ": metadata \"dtype\" must name the original dtype (F32, "
-             "BF16, F16), found ",
+             ": metadata \"dtype\" must name the original dtype (F32, BF16, F16), found ",
              doc.contains("dtype") ? printable(doc["dtype"].dump()) : std::string("nothing"));
 }
 

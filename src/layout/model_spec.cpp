@@ -15,6 +15,7 @@
 #include "shardwise/core/input_file.hpp"
 #include "shardwise/core/json_text.hpp"
 #include "shardwise/core/message_text.hpp"
+#include "param_dtype.hpp"
 
 namespace shardwise {
 namespace {
@@ -56,9 +57,9 @@ DType dtype_field(const json& value, const std::string& where, const char* field
              "\" must be a dtype name string, got ", json_excerpt(value));
   const auto name = value.get<std::string>();
   const auto dtype = parse_dtype(name);
-  SW_REQUIRE(dtype.has_value() && is_floating(*dtype), FormatError, where, ": field \"", field,
-             "\" has unknown or non-floating dtype \"", printable(name),
-             "\" (valid: fp32, bf16, fp16, e4m3, e8m0)");
+  SW_REQUIRE(dtype.has_value() && layout_detail::is_param_dtype(*dtype), FormatError, where,
+             ": field \"", field, "\" has dtype \"", printable(name),
+             "\", which cannot hold parameters (valid: ", layout_detail::kParamDtypeNames, ")");
   return *dtype;
 }
 

@@ -8,6 +8,7 @@
 #include "shardwise/core/closest_name.hpp"
 #include "shardwise/core/error.hpp"
 #include "shardwise/core/message_text.hpp"
+#include "param_dtype.hpp"
 
 namespace shardwise {
 namespace {
@@ -250,8 +251,9 @@ void TransformerConfig::validate() const {
   }
   SW_REQUIRE(vocab_size >= 1, InvalidArgument, who, ": vocab must be >= 1, got ", vocab_size);
   // The model-spec reader takes floating dtypes only: a spec it would refuse is not written.
-  SW_REQUIRE(is_floating(dtype), InvalidArgument, who, ": dtype ", dtype_name(dtype),
-             " is not a floating-point dtype (valid: fp32, bf16, fp16, e4m3, e8m0)");
+  SW_REQUIRE(layout_detail::is_param_dtype(dtype), InvalidArgument, who, ": dtype ",
+             dtype_name(dtype), " cannot hold parameters (valid: ", layout_detail::kParamDtypeNames,
+             ")");
   SW_REQUIRE(max_position_embeddings >= 0, InvalidArgument, who,
              ": max positions must be >= 0, got ", max_position_embeddings);
   SW_REQUIRE(num_experts >= 0, InvalidArgument, who, ": experts must be >= 0, got ", num_experts);

@@ -130,6 +130,11 @@ expect_exit2 "bad format" layout --model "$examples/gpt-tiny.json" --dp 2 --form
 # An integer dtype made a spec that layout then refused.
 expect_exit2 "model-spec integer dtype" model-spec --arch gpt-tiny --dtype int32 --out "$work/i32.json"
 [[ -e "$work/i32.json" ]] && fail "model-spec --dtype int32 wrote $work/i32.json"
+# E8M0 is a scale-only format: neither the generator nor the reader takes it for parameters.
+expect_exit2 "model-spec scale-only dtype" model-spec --arch gpt-tiny --dtype e8m0 --out "$work/e8m0.json"
+[[ -e "$work/e8m0.json" ]] && fail "model-spec --dtype e8m0 wrote $work/e8m0.json"
+sed 's/"bf16"/"e8m0"/' "$examples/gpt-tiny.json" >"$work/e8m0-spec.json"
+expect_exit2 "layout of an e8m0 spec" layout --model "$work/e8m0-spec.json" --dp 2
 expect_exit2 "malformed JSON" layout --model "$work/malformed.json" --dp 2
 expect_exit2 "unknown field" layout --model "$work/unknown.json" --dp 2
 expect_exit2 "duplicate name" layout --model "$work/dup.json" --dp 2

@@ -1,0 +1,17 @@
+// Internal: the dtypes a model spec's parameters may have, shared by the spec reader and
+// TransformerConfig::validate so that a spec the generator writes is one the reader accepts.
+#pragma once
+
+#include "shardwise/core/dtype.hpp"
+
+namespace shardwise::layout_detail {
+
+// Floating dtypes that hold a value on their own; E8M0 is a scale-only format (no sign, no
+// mantissa), so a parameter stored in it could not be trained or refit.
+inline bool is_param_dtype(DType dtype) {
+  return is_floating(dtype) && dtype != DType::kFloat8E8M0;
+}
+
+inline constexpr const char* kParamDtypeNames = "fp32, bf16, fp16, e4m3";
+
+}  // namespace shardwise::layout_detail
