@@ -9,13 +9,13 @@
 #include <set>
 #include <sstream>
 
+#include "param_dtype.hpp"
 #include "shardwise/core/atomic_file.hpp"
 #include "shardwise/core/checked_size.hpp"
 #include "shardwise/core/error.hpp"
 #include "shardwise/core/input_file.hpp"
 #include "shardwise/core/json_text.hpp"
 #include "shardwise/core/message_text.hpp"
-#include "param_dtype.hpp"
 
 namespace shardwise {
 namespace {

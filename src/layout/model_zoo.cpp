@@ -4,11 +4,11 @@
 #include <cctype>
 #include <map>
 
+#include "param_dtype.hpp"
 #include "shardwise/core/checked_size.hpp"
 #include "shardwise/core/closest_name.hpp"
 #include "shardwise/core/error.hpp"
 #include "shardwise/core/message_text.hpp"
-#include "param_dtype.hpp"
 
 namespace shardwise {
 namespace {
