@@ -1,6 +1,8 @@
 #include "shardwise/train/checkpoint_gpt.hpp"
 
+#include <initializer_list>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 
 #include "shardwise/checkpoint/checkpoint.hpp"
@@ -47,15 +49,30 @@ int model_size(const json& model, const char* key, const fs::path& dir) {
   return static_cast<int>(*size);
 }
 
+// A text field that must be one of `valid`: "position": "banana" read as learned positions.
+std::string model_choice(const json& model, const char* key,
+                         std::initializer_list<const char*> valid, const fs::path& dir) {
+  const auto text = model_field<std::string>(model, key, dir);
+  std::string names;
+  for (const char* name : valid) {
+    if (text == name) return text;
+    names += names.empty() ? name : str_cat(", ", name);
+  }
+  throw FormatError(str_cat("checkpoint manifest '", (dir / kCheckpointManifestFile).string(),
+                            "': config.model.", key, " is '", printable(text), "' (valid: ", names,
+                            ")"));
+}
+
 // Sizes the weights determine (vocabulary, learned context length) come from the weights;
 // the rest from the config the run was trained with.
 GptConfig config_from(const json& model, const SafetensorsFile& weights, const fs::path& dir) {
   GptConfig g;
+  model_choice(model, "arch", {"gpt"}, dir);  // the only architecture `train` writes
   g.num_layers = model_size(model, "layers", dir);
   g.hidden = model_size(model, "hidden", dir);
   g.num_heads = model_size(model, "heads", dir);
   g.ffn_hidden = model_size(model, "ffn", dir);
-  g.rope = model_field<std::string>(model, "position", dir) == "rope";
+  g.rope = model_choice(model, "position", {"learned", "rope"}, dir) == "rope";
   g.tied_embeddings = model_field<bool>(model, "tied_embeddings", dir);
   const auto& embedding = weights.info("embedding.word_embeddings.weight");
   SW_REQUIRE(embedding.shape.size() == 2, ShapeError, "'", weights.path().string(),
@@ -96,6 +113,15 @@ CheckpointGpt load_gpt_checkpoint(const fs::path& path, std::optional<std::int64
     require_finite_tensor(v.data(), p.numel(), weights.path(), p.name);
     values.push_back(v.data());
     grads.push_back(out.grads.emplace_back(static_cast<std::size_t>(p.numel())).data());
+  }
+  // A tensor the model has no place for means the config and the weights disagree: a learned
+  // position table under "position": "rope" would otherwise go unused without a word.
+  std::set<std::string> names;
+  for (const ParamInfo& p : out.model->params()) names.insert(p.name);
+  for (const SafetensorsTensorInfo& info : weights.tensors()) {
+    SW_REQUIRE(names.count(info.name) != 0, FormatError, "'", weights.path().string(),
+               "' has tensor '", printable(info.name),
+               "', which the model its manifest's config describes does not have");
   }
   out.model->bind(std::move(values), std::move(grads));
   return out;

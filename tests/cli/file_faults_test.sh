@@ -321,6 +321,21 @@ m["config"]["model"]["heads"] = 4294967300; json.dump(m, open(p, "w"))' \
   "$work/ckpt_heads/$step/checkpoint.json"
 refuses generate_manifest_heads "config.model.heads is 4294967300; expected an integer in [1," \
   "$shardwise" generate --checkpoint "$work/ckpt_heads" --prompt 1 --tokens 4
+# generate read "position" as rope-or-else-learned and ignored "arch" and tensors its model lacks:
+# a learned-position checkpoint edited to rope left its position table unused without a word.
+edit_generate_manifest() {  # name, python statement on m["config"]["model"], expected text
+  cp -r "$work/ckpt" "$work/ckpt_$1"
+  "$python" -c 'import json, sys; p = sys.argv[1]; m = json.load(open(p)); model = m["config"]["model"]
+exec(sys.argv[2]); json.dump(m, open(p, "w"))' "$work/ckpt_$1/$step/checkpoint.json" "$2"
+  refuses "generate_manifest_$1" "$3" \
+    "$shardwise" generate --checkpoint "$work/ckpt_$1" --prompt 1 --tokens 4
+}
+edit_generate_manifest rope 'model["position"] = "rope"' \
+  "has tensor 'embedding.position_embeddings.weight', which the model its manifest's config"
+edit_generate_manifest position 'model["position"] = "banana"' \
+  "config.model.position is 'banana' (valid: learned, rope)"
+edit_generate_manifest arch 'model["arch"] = 5' "config.model.arch is missing or of the wrong type"
+edit_generate_manifest llama 'model["arch"] = "llama"' "config.model.arch is 'llama' (valid: gpt)"
 # reshard exported a checkpoint whose manifest train --load and generate refuse.
 cp -r "$work/ckpt" "$work/ckpt_v2"
 "$python" -c 'import json, sys; p = sys.argv[1]; m = json.load(open(p)); m["format_version"] = 2
