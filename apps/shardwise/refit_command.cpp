@@ -97,6 +97,7 @@ std::vector<float> to_fp32(const void* data, std::int64_t n, DType dtype, const 
 
 ModelWeights load_checkpoint_weights(const std::string& weights_file) {
   const SafetensorsFile file = SafetensorsFile::open(weights_file);
+  require_whole_model_weights(file);
   ModelWeights w;
   for (const SafetensorsTensorInfo& info : file.tensors()) {
     w.params.push_back({info.name, info.shape});

@@ -147,6 +147,7 @@ int run_reshard(const ReshardArgs& args) {
       {{"--checkpoint", input, PathUse::kReadFile}, {"--out", out, PathUse::kReplaceDirectory}});
   if (args.overwrite) require_replaceable_output(out);
   const SafetensorsFile file = SafetensorsFile::open(input);
+  require_whole_model_weights(file);
   std::vector<SourceTensor> tensors;
   for (const SafetensorsTensorInfo& info : file.tensors()) {
     tensors.push_back({info.name, info.dtype, info.shape, file.tensor(info.name).data});

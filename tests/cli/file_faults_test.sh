@@ -321,6 +321,16 @@ m["config"]["model"]["heads"] = 4294967300; json.dump(m, open(p, "w"))' \
   "$work/ckpt_heads/$step/checkpoint.json"
 refuses generate_manifest_heads "config.model.heads is 4294967300; expected an integer in [1," \
   "$shardwise" generate --checkpoint "$work/ckpt_heads" --prompt 1 --tokens 4
+# reshard took an optimizer rank file's state tensors, or a TP export's shards, as whole weights.
+refuses reshard_optimizer_file "is an optimizer rank file of a checkpoint" \
+  "$shardwise" reshard --checkpoint "$work/ckpt/$step/optimizer-rank-00000-of-00001.safetensors" \
+  --tp 1 --out "$work/never_optimizer"
+[[ ! -e "$work/never_optimizer" ]] || fail "reshard exported an optimizer rank file"
+expect_rc 0 reshard_tp2 "$shardwise" reshard --checkpoint "$work/ckpt" --tp 2 --out "$work/tp2"
+refuses reshard_tp_export "is a tensor-parallel export" \
+  "$shardwise" reshard --checkpoint "$work/tp2/tp-rank-00-of-02.safetensors" --tp 1 \
+  --out "$work/never_tp"
+[[ ! -e "$work/never_tp" ]] || fail "reshard split a tensor-parallel export again"
 # generate read "position" as rope-or-else-learned and ignored "arch" and tensors its model lacks:
 # a learned-position checkpoint edited to rope left its position table unused without a word.
 edit_generate_manifest() {  # name, python statement on m["config"]["model"], expected text

@@ -102,6 +102,13 @@ assert a == b, (a, b)
 PY
   fi
 fi
+# An optimizer rank file given as the weights: its state tensors were refit as weights.
+if [[ -d "$work/trained" ]] && expect_rc 2 refit_optimizer_file "$mpiexec" -np 3 --oversubscribe \
+  "$shardwise" refit --checkpoint \
+  "$work/trained/step-0000003/optimizer-rank-00000-of-00001.safetensors" --repeat 1; then
+  grep -q "is an optimizer rank file of a checkpoint" "$work/refit_optimizer_file.err" ||
+    fail "refit_optimizer_file: $(head -c 400 "$work/refit_optimizer_file.err")"
+fi
 expect_exit2 "tp-export without checkpoint" refit --config "$root/examples/refit.yaml" \
   --tp-export "$work/export"
 
