@@ -83,6 +83,10 @@ int run_model_spec(const ModelSpecArgs& args) {
   if (!args.bias.empty()) config.add_bias = parse_bool_option(args.bias, "--bias");
   if (!args.dtype.empty()) config.dtype = dtype_from_name(args.dtype, "--dtype");
 
+  // Expert options on a dense model would be dropped from the spec without a word.
+  SW_REQUIRE(config.num_experts > 0 || (!args.moe_ffn && !args.shared_experts), InvalidArgument,
+             args.moe_ffn ? "--moe-ffn" : "--shared-experts",
+             ": applies to MoE models only, and this one has no experts (give --experts N)");
   const ModelSpec spec = generate_model_spec(config);
   if (to_stdout) {
     const std::string text = model_spec_to_json(spec);
@@ -102,7 +106,7 @@ const bool registered = register_command(
       app.add_option("--arch", args->arch,
                      "Preset: gpt-tiny, moe-tiny, gpt3-175b, llama3-8b, llama3-70b, llama3-405b, "
                      "mixtral-8x7b, deepseek-v3 (hyperparameter options override it)");
-      app.add_flag("--list", args->list, "List the presets with their sizes");
+      CLI::Option* list = app.add_flag("--list", args->list, "List the presets with their sizes");
       app.add_option("--out,-o", args->out, "Output file (default: stdout); written atomically")
           ->check(non_empty_path());
       app.add_option("--name", args->name, "Model name stored in the spec")
@@ -138,6 +142,10 @@ const bool registered = register_command(
           ->check(non_empty_value());
       app.add_option("--dtype", args->dtype, "Parameter dtype (default bf16)")
           ->check(non_empty_value());
+      // --list prints the presets and nothing else: --arch or --out beside it were ignored.
+      for (CLI::Option* option : app.get_options()) {
+        if (option != list && option != app.get_help_ptr()) list->excludes(option);
+      }
       return [args] { return run_model_spec(*args); };
     });
 

@@ -130,6 +130,12 @@ expect_exit2 "bad format" layout --model "$examples/gpt-tiny.json" --dp 2 --form
 # An integer dtype made a spec that layout then refused.
 expect_exit2 "model-spec integer dtype" model-spec --arch gpt-tiny --dtype int32 --out "$work/i32.json"
 [[ -e "$work/i32.json" ]] && fail "model-spec --dtype int32 wrote $work/i32.json"
+# --list beside other options, and expert options on a dense model, were ignored (exit 0).
+expect_exit2 "model-spec --list with --out" model-spec --list --arch gpt-tiny -o "$work/list.json"
+[[ -e "$work/list.json" ]] && fail "model-spec --list wrote $work/list.json"
+expect_exit2 "model-spec --moe-ffn on a dense model" model-spec --arch gpt-tiny --moe-ffn 64
+expect_exit2 "model-spec --shared-experts, 0 experts" model-spec --arch moe-tiny --experts 0 \
+  --shared-experts 1
 # E8M0 is a scale-only format: neither the generator nor the reader takes it for parameters.
 expect_exit2 "model-spec scale-only dtype" model-spec --arch gpt-tiny --dtype e8m0 --out "$work/e8m0.json"
 [[ -e "$work/e8m0.json" ]] && fail "model-spec --dtype e8m0 wrote $work/e8m0.json"
