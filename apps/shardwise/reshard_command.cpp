@@ -114,7 +114,14 @@ TpExportOptions export_options(const ReshardArgs& args) {
   SW_REQUIRE(args.tp >= 1, InvalidArgument, "--tp: must be >= 1, got ", args.tp);
   options.tp = args.tp;
   options.mxfp8 = args.mxfp8;
-  if (args.dtype != "keep") options.dtype = dtype_from_name(args.dtype, "--dtype");
+  if (args.dtype != "keep") {
+    const std::optional<DType> dtype = parse_dtype(args.dtype);
+    const bool exportable =
+        dtype == DType::kFloat32 || dtype == DType::kBFloat16 || dtype == DType::kFloat16;
+    SW_REQUIRE(exportable, InvalidArgument, "--dtype: '", printable(args.dtype),
+               "' is not an export dtype (valid: keep, fp32, bf16, fp16)");
+    options.dtype = dtype;
+  }
   SW_REQUIRE(args.scale_rule.empty() || args.mxfp8, InvalidArgument,
              "--scale-rule: applies to --mxfp8 exports only (add --mxfp8, or leave it out)");
   if (args.scale_rule.empty() || args.scale_rule == "ceil") {

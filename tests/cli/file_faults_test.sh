@@ -331,6 +331,11 @@ refuses reshard_tp_export "is a tensor-parallel export" \
   "$shardwise" reshard --checkpoint "$work/tp2/tp-rank-00-of-02.safetensors" --tp 1 \
   --out "$work/never_tp"
 [[ ! -e "$work/never_tp" ]] || fail "reshard split a tensor-parallel export again"
+# reshard --dtype listed the integer dtypes as valid, then refused int32 without naming --dtype.
+for dtype in int8 int32 e8m0; do
+  refuses "reshard_dtype_$dtype" "--dtype: '$dtype' is not an export dtype (valid: keep, fp32," \
+    "$shardwise" reshard --checkpoint "$work/ckpt" --tp 1 --out "$work/never_$dtype" --dtype "$dtype"
+done
 # generate read "position" as rope-or-else-learned and ignored "arch" and tensors its model lacks:
 # a learned-position checkpoint edited to rope left its position table unused without a word.
 edit_generate_manifest() {  # name, python statement on m["config"]["model"], expected text
