@@ -237,8 +237,8 @@ std::vector<InferenceTensor> read_tp_export_rank(const std::filesystem::path& di
   try {
     read_tp_export_tensors(file, tensors, out);
   } catch (const nlohmann::json::exception& e) {
-    throw FormatError(str_cat("'", path.string(),
-                              "': metadata \"tensors\" is malformed: ", printable(e.what(), 200)));
+    throw FormatError(
+        str_cat("'", path.string(), "': metadata \"tensors\" is malformed: ", json_error_text(e)));
   }
   return out;
 }

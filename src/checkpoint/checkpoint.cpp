@@ -107,7 +107,7 @@ std::map<std::string, ListedParam> listed_model_params(const json& manifest, con
     }
   } catch (const json::exception& e) {
     throw FormatError(str_cat("checkpoint manifest ", quoted(file),
-                              ": malformed \"model\": ", printable(e.what(), 200)));
+                              ": malformed \"model\": ", json_error_text(e)));
   }
   return listed;
 }
@@ -352,14 +352,18 @@ std::vector<SavedShard> saved_shards_from_index(const json& manifest, const fs::
   SW_REQUIRE(index.is_object(), FormatError, "checkpoint manifest ", quoted(file),
              ": \"index\" is not an object");
   std::vector<SavedShard> out;
+  std::string where = "index";  // the entry being read, for the message
   try {
     for (const auto& [param, entries] : index.items()) {
+      where = str_cat("index.", printable(param));
+      SW_REQUIRE(entries.is_array(), FormatError, "checkpoint manifest ", quoted(file), ": ", where,
+                 " is ", json_excerpt(entries), ", not a list of shard entries");
       for (std::size_t i = 0; i < entries.size(); ++i) {
         const json& e = entries.at(i);
         SavedShard s;
         s.param = param;
+        where = str_cat("index.", printable(param), "[", i, "]");
         s.file = file_in(dir, e.at("file").get<std::string>(), file);
-        const std::string where = str_cat("index.", printable(param), "[", i, "]");
         s.start = manifest_integer(e.at("start"), where + ".start", 0, kMaxShardElement, file);
         s.end = manifest_integer(e.at("end"), where + ".end", 0, kMaxShardElement, file);
         s.fields = e.at("fields").get<std::vector<std::string>>();
@@ -367,8 +371,8 @@ std::vector<SavedShard> saved_shards_from_index(const json& manifest, const fs::
       }
     }
   } catch (const json::exception& e) {
-    throw FormatError(str_cat("checkpoint manifest ", quoted(file),
-                              ": malformed \"index\": ", printable(e.what(), 200)));
+    throw FormatError(str_cat("checkpoint manifest ", quoted(file), ": malformed \"index\" at ",
+                              where, ": ", json_error_text(e)));
   }
   // The saved shapes come from the model list (validated against model.safetensors as well).
   const std::map<std::string, ListedParam> listed = listed_model_params(manifest, file);
@@ -632,7 +636,7 @@ LoadedCheckpoint load_checkpoint(const fs::path& directory, const std::vector<Mo
       out.consumed_samples = m.at("trainer").at("consumed_samples").get<std::int64_t>();
     } catch (const json::exception& e) {
       throw FormatError(str_cat("checkpoint manifest ", quoted(manifest_file),
-                                ": malformed \"trainer\": ", printable(e.what(), 200)));
+                                ": malformed \"trainer\": ", json_error_text(e)));
     }
     const auto saved_kind = m.at("optimizer_kind").get<std::string>();
     SW_REQUIRE(optimizer_kind.empty() || saved_kind == optimizer_kind, InvalidArgument,

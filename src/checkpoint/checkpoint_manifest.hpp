@@ -11,6 +11,7 @@
 #include <string_view>
 
 #include "shardwise/core/error.hpp"
+#include "shardwise/core/json_text.hpp"
 #include "shardwise/core/message_text.hpp"
 
 namespace shardwise::checkpoint_detail {
@@ -41,7 +42,7 @@ T manifest_get(const nlohmann::json& m, const char* key, const std::filesystem::
     return m.at(key).get<T>();
   } catch (const nlohmann::json::exception& e) {
     throw FormatError(str_cat("checkpoint manifest ", quoted(file), ": \"", key,
-                              "\" is malformed: ", printable(e.what(), 200)));
+                              "\" is malformed: ", json_error_text(e)));
   }
 }
 

@@ -263,7 +263,7 @@ std::vector<SavedShard> read_shard_file_index(const SafetensorsFile& file) {
   } catch (const json::exception& e) {
     throw FormatError(
         str_cat("checkpoint file ", quoted(path),
-                ": malformed \"shards\" index in __metadata__: ", printable(e.what(), 200)));
+                ": malformed \"shards\" index in __metadata__: ", json_error_text(e)));
   }
   return out;
 }

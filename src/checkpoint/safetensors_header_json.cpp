@@ -9,6 +9,7 @@
 
 #include "shardwise/checkpoint/safetensors.hpp"
 #include "shardwise/core/error.hpp"
+#include "shardwise/core/json_text.hpp"
 #include "shardwise/core/message_text.hpp"
 
 namespace shardwise::safetensors_detail {
@@ -48,7 +49,7 @@ class BoundedHeaderBuilder final : public nlohmann::json_sax<Json> {
 
   bool parse_error(std::size_t position, const std::string&,
                    const nlohmann::detail::exception& e) override {
-    fail("header is not valid JSON (at byte ", position, "): ", printable(e.what(), 200));
+    fail("header is not valid JSON (at byte ", position, "): ", json_error_text(e));
   }
 
  private:

@@ -27,6 +27,14 @@ std::optional<double> parse_real(std::string_view text) {
   return value;
 }
 
+// A well-formed number a double cannot hold: 1e-400 (not 0) or 1e999 (not infinity).
+bool real_out_of_range(std::string_view text) {
+  if (!text.empty() && text.front() == '+') text.remove_prefix(1);
+  double value = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  return ec == std::errc::result_out_of_range && end == text.data() + text.size();
+}
+
 bool looks_like_non_string(const std::string& text) {
   if (text.empty()) return true;
   bool flag = false;
@@ -211,6 +219,9 @@ void decode(const YAML::Node& node, int& out, const std::string& path) {
 
 void decode(const YAML::Node& node, double& out, const std::string& path) {
   const auto value = node.IsScalar() ? parse_real(node.Scalar()) : std::nullopt;
+  SW_REQUIRE(value || !node.IsScalar() || !real_out_of_range(node.Scalar()), ConfigError, path,
+             ": ", printable(node.Scalar(), 64),
+             " is beyond what a double holds (magnitudes 2.3e-308 to 1.7e308, or 0)");
   if (!value || !std::isfinite(*value)) type_error(path, "a finite number", node);
   require_untagged_number(node, path, "a finite number");
   out = *value;

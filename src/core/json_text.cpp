@@ -32,13 +32,14 @@ int json_nesting_depth(std::string_view text, int limit) {
 }
 
 nlohmann::json parse_json_text(std::string_view text, std::string_view where, int max_depth) {
+  // The parser stops at a NUL byte as at the end of the text: what follows would go unread.
+  // Checked first, so that a binary file (a .safetensors given for a spec) is called one.
+  const std::size_t nul = text.find('\0');
+  SW_REQUIRE(nul == std::string_view::npos, FormatError, where, ": a NUL byte at offset ", nul,
+             "; JSON text has none (a binary file?)");
   const int depth = json_nesting_depth(text, max_depth);
   SW_REQUIRE(depth <= max_depth, FormatError, where, ": JSON nests deeper than ", max_depth,
              " levels; no file of this kind does");
-  // The parser stops at a NUL byte as at the end of the text: what follows would go unread.
-  const std::size_t nul = text.find('\0');
-  SW_REQUIRE(nul == std::string_view::npos, FormatError, where, ": a NUL byte at offset ", nul,
-             "; JSON text has none");
   // A repeated key would silently keep its last value (the safetensors header refuses them too).
   std::vector<std::set<std::string>> keys_of_open_objects;
   const auto refuse_repeated_keys = [&](int, nlohmann::json::parse_event_t event,
@@ -58,8 +59,17 @@ nlohmann::json parse_json_text(std::string_view text, std::string_view where, in
   try {
     return nlohmann::json::parse(text, refuse_repeated_keys);
   } catch (const nlohmann::json::exception& e) {  // parse errors, numbers too large for a double
-    throw FormatError(str_cat(where, ": malformed JSON: ", printable(e.what(), 200)));
+    throw FormatError(str_cat(where, ": malformed JSON: ", json_error_text(e)));
   }
+}
+
+std::string json_error_text(const nlohmann::json::exception& e) {
+  std::string_view text = e.what();
+  if (text.starts_with("[json.exception.")) {
+    const std::size_t close = text.find("] ");
+    if (close != std::string_view::npos) text.remove_prefix(close + 2);
+  }
+  return printable(text, 200);
 }
 
 std::optional<std::int64_t> json_integer_within(const nlohmann::json& value, std::int64_t low,

@@ -133,6 +133,8 @@ TEST(TrainingConfig, TypeErrorsNameTheKeyAndTheType) {
       {"model: [1, 2]", "model: expected a mapping, got a list"},
       {"optimizer: {lr: fast}", "optimizer.lr: expected a finite number, got 'fast'"},
       {"optimizer: {lr: .inf}", "optimizer.lr: expected a finite number"},
+      {"optimizer: {lr: 1e-400}", "optimizer.lr: 1e-400 is beyond what a double holds"},
+      {"optimizer: {lr: 1e999}", "optimizer.lr: 1e999 is beyond what a double holds"},
       {"optimizer: {kind: adam}",
        "optimizer.kind: unknown value 'adam' (valid: layer-wise, distributed, ddp, "
        "legacy-layer-wise)"},

@@ -96,6 +96,29 @@ TEST(JsonText, ParseErrorsAreCut) {
   EXPECT_NE(format_error_of("[1e999]").find("malformed JSON"), std::string::npos);
 }
 
+TEST(JsonText, ParseErrorsLeaveOutTheLibrarysExceptionId) {
+  const std::string message = format_error_of("[1,");
+  EXPECT_NE(message.find("doc.json: malformed JSON: "), std::string::npos) << message;
+  EXPECT_EQ(message.find("json.exception"), std::string::npos) << message;
+  try {
+    (void)nlohmann::json(3).get<std::string>();
+    ADD_FAILURE() << "a number read as a string";
+  } catch (const nlohmann::json::exception& e) {
+    EXPECT_EQ(json_error_text(e), "type must be string, but is number");
+  }
+}
+
+// A binary file (a safetensors header starts with its length as 8 little-endian bytes) is
+// called binary, not "nests deeper": its '[' bytes came before the NUL check.
+TEST(JsonText, ABinaryFileIsCalledOneBeforeItsBracketsAreCounted) {
+  std::string binary("\x10\0\0\0\0\0\0\0", 8);
+  binary += std::string(100, '[');
+  const std::string message = format_error_of(binary);
+  EXPECT_NE(message.find("a NUL byte at offset 1; JSON text has none (a binary file?)"),
+            std::string::npos)
+      << message;
+}
+
 TEST(JsonText, ExcerptIsBoundedAndEscaped) {
   const nlohmann::json big = std::string(100000, 'y');
   EXPECT_LT(json_excerpt(big).size(), 100u);

@@ -25,6 +25,7 @@ TEST(NonFiniteSteps, SkipsUpToTheAllowanceThenStopsNamingTheStep) {
   EXPECT_CONTAINS(m, "step 2: non-finite training state (loss nan");
   EXPECT_CONTAINS(m, "no checkpoint is saved");
   EXPECT_CONTAINS(m, "training.skip_nonfinite_steps=0");
+  EXPECT_CONTAINS(m, "try a lower optimizer.lr");
 
   NonFiniteSteps two(2);
   EXPECT_TRUE(two.skip_step(group, 3, 1.0, INFINITY));
@@ -38,6 +39,16 @@ TEST(NonFiniteSteps, SkipsUpToTheAllowanceThenStopsNamingTheStep) {
     EXPECT_CONTAINS(std::string(e.what()), "step 6:");
     EXPECT_CONTAINS(std::string(e.what()), "2 step(s) skipped before");
   }
+}
+
+// Step 1 runs on the initial weights: model.init_std=1e300 was blamed on the learning rate.
+TEST(NonFiniteSteps, FirstStepPointsAtTheInitialWeightsNotTheLearningRate) {
+  testing_support::FakeProcessGroup group(0, 1);
+  NonFiniteSteps none(0);
+  const std::string m = error_message_of([&] { none.skip_step(group, 1, NAN, NAN); });
+  EXPECT_CONTAINS(m, "step 1: non-finite training state");
+  EXPECT_CONTAINS(m, "check model.init_std");
+  EXPECT_EQ(m.find("optimizer.lr"), std::string::npos) << m;
 }
 
 }  // namespace

@@ -33,6 +33,10 @@ int json_nesting_depth(std::string_view text, int limit);
 std::optional<std::int64_t> json_integer_within(const nlohmann::json& value, std::int64_t low,
                                                 std::int64_t high);
 
+// What nlohmann's exception says, for a message of ours: its "[json.exception.type_error.302] "
+// prefix dropped (it names the library's internals, not the input) and the rest cut to 200 bytes.
+std::string json_error_text(const nlohmann::json::exception& e);
+
 // A JSON value for an error message: compact, escaped and cut to at most `max_bytes` of its text.
 std::string json_excerpt(const nlohmann::json& value, std::size_t max_bytes = 64);
 
