@@ -3,6 +3,7 @@
 // tree follows for ever, and a few nested aliases expand a small file into billions of nodes.
 // One pass over the parser's events (linear in the text) refuses both, and a second document,
 // before the tree is built.
+#include <yaml-cpp/depthguard.h>
 #include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/parser.h>
 
@@ -150,6 +151,9 @@ YAML::Node load_yaml_document(const std::string& text, std::string_view what,
     SecondDocumentCheck second(prefix);
     parser.HandleNextDocument(second);
     return YAML::Load(text);
+  } catch (const YAML::DeepRecursion& e) {  // its own text is "bad file"
+    throw ConfigError(str_cat(prefix, invalid, ": nests deeper than ", e.depth() - 1,
+                              " levels at line ", e.mark.line + 1, "; no config does"));
   } catch (const YAML::Exception& e) {
     throw ConfigError(str_cat(prefix, invalid, ": ", printable(e.what(), 200)));
   }

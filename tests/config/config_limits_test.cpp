@@ -87,6 +87,13 @@ TEST(ConfigYamlSafety, RawNulByteIsNamedWithItsLine) {
   EXPECT_MESSAGE(limits_error("{}", {"training.steps=5\0"s}), "a NUL byte");
 }
 
+// yaml-cpp's depth guard says "bad file"; the message says what is wrong with it.
+TEST(ConfigYamlSafety, DeepNestingIsCalledThat) {
+  const std::string deep = "a: " + std::string(5000, '[') + std::string(5000, ']') + "\n";
+  EXPECT_MESSAGE(limits_error(deep), "c.yaml: invalid YAML: nests deeper than ");
+  EXPECT_EQ(limits_error(deep).find("bad file"), std::string::npos) << limits_error(deep);
+}
+
 TEST(ConfigYamlSafety, OnlyPlainNumbersAreNumbers) {
   EXPECT_MESSAGE(limits_error("model: {layers: \"1\"}\n"),
                  "model.layers: expected an integer, got the quoted string '1'");
