@@ -9,6 +9,7 @@
 
 #include "shardwise/config/optimizer_hyperparameters.hpp"
 #include "shardwise/core/error.hpp"
+#include "shardwise/core/message_text.hpp"
 
 namespace py = pybind11;
 
@@ -28,9 +29,13 @@ void assign(double& field, const py::handle& value, const std::string&) {
 void assign(bool& field, const py::handle& value, const std::string&) {
   field = py::bool_(py::reinterpret_borrow<py::object>(value)).cast<bool>();
 }
-// Saturated into int, so a huge value is refused by the range check naming the keyword rather
-// than by a cast error.
-void assign(int& field, const py::handle& value, const std::string&) {
+// A count: an integer (int, numpy or torch integer), not a float int() would truncate (2.5 ran
+// 2 steps while the optimizer's defaults said 2.5) nor a bool. Saturated into int, so a huge
+// value is refused by the range check naming the keyword rather than by a cast error.
+void assign(int& field, const py::handle& value, const std::string& name) {
+  SW_REQUIRE(PyIndex_Check(value.ptr()) && !PyBool_Check(value.ptr()), InvalidArgument, name,
+             ": expected an integer, got ", printable(py::repr(value).cast<std::string>(), 64),
+             " (", Py_TYPE(value.ptr())->tp_name, ")");
   const py::int_ n(py::reinterpret_borrow<py::object>(value));
   int overflow = 0;
   const long long v = PyLong_AsLongLongAndOverflow(n.ptr(), &overflow);

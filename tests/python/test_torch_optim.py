@@ -233,7 +233,7 @@ def test_step_without_any_grad_does_nothing_as_in_torch(kind):
     opt.step()
     opt.zero_grad(set_to_none=False)
     assert all(p.grad is not None for p in model.parameters())
-    with pytest.raises(RuntimeError, match="before any backward"):
+    with pytest.raises(RuntimeError, match="no backward\\(\\) through the wrapped module"):
         opt.step()
 
 
@@ -365,6 +365,57 @@ def test_bad_group_value_is_refused_naming_param_and_field():
     model(*batch(0, 8)).backward()
     with pytest.raises(ValueError, match="param 'embed.weight': lr must be >= 0"):
         opt.step()
+
+
+def test_constructor_values_the_engine_would_refuse_are_refused_up_front():
+    # eps=0 passed the torch-style check (torch takes it), then the engine refused it; ns_steps
+    # 2.5 was kept in the defaults while the engine ran int(2.5) = 2 steps.
+    model = TinyNet(seed=15)
+    sw.DistributedDataParallel(model, optimizer="distributed")
+    with pytest.raises(ValueError, match="Invalid epsilon value: eps must be > 0 \\(got 0.0\\)"):
+        sw.AdamW(model.parameters(), eps=0.0)
+    layer_wise = TinyNet(seed=16)
+    sw.DistributedDataParallel(layer_wise, optimizer="layer-wise")
+    with pytest.raises(ValueError, match="ns_steps: expected an integer, got 2.5"):
+        sw.Muon(layer_wise.parameters(), ns_steps=2.5)
+
+
+def test_step_without_a_new_backward_says_what_is_missing():
+    # The message said "called before any backward()" after a backward and one step.
+    model = TinyNet(seed=17)
+    sw.DistributedDataParallel(model, optimizer="distributed")
+    opt = sw.AdamW(model.parameters())
+    model(*batch(0, 8)).backward()
+    opt.step()
+    with pytest.raises(RuntimeError, match="no backward\\(\\) through the wrapped module since "
+                                           "the last step\\(\\) / zero_grad\\(\\)"):
+        opt.step()
+
+
+def test_load_state_dict_names_an_index_it_cannot_place():
+    # A frozen param's state gave KeyError(<id of the param>), an index past the groups a bare
+    # IndexError.
+    model = TinyNet(seed=18)
+    model.head.bias.requires_grad_(False)
+    sw.DistributedDataParallel(model, optimizer="distributed")
+    opt = sw.AdamW(model.parameters())
+    model(*batch(0, 8)).backward()
+    opt.step()
+    saved = opt.state_dict()
+    params = list(model.parameters())
+    frozen = next(i for i, p in enumerate(params) if p is model.head.bias)
+    with_frozen = copy.deepcopy(saved)
+    with_frozen["state"][frozen] = {"step": torch.tensor(1.0), "exp_avg": torch.zeros(2),
+                                    "exp_avg_sq": torch.zeros(2)}
+    with pytest.warns(UserWarning, match=f"state for param index {frozen} ignored: the param "
+                                         "does not require grad"):
+        opt.load_state_dict(with_frozen)
+    torch.testing.assert_close(opt.state_dict()["state"], saved["state"], rtol=0, atol=0)
+    past_the_end = copy.deepcopy(saved)
+    past_the_end["state"][len(params)] = past_the_end["state"][0]
+    with pytest.raises(ValueError, match=f"state for param index {len(params)}, but the "
+                                         f"optimizer's param groups hold {len(params)} params"):
+        opt.load_state_dict(past_the_end)
 
 
 def test_torch_adamw_script_at_dp2_gives_torchs_losses(tmp_path):

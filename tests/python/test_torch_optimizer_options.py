@@ -26,6 +26,9 @@ BAD_OPTIONS = [
     (dict(ns_steps=0), "Invalid Newton-Schulz steps: ns_steps must be in \\[1, 100\\] \\(got 0\\)"),
     (dict(ns_steps=2147483647), "ns_steps must be in \\[1, 100\\]"),
     (dict(ns_steps=10 ** 30), "ns_steps must be in \\[1, 100\\]"),
+    # int() would truncate: 2.5 ran 2 steps while the optimizer's defaults said 2.5.
+    (dict(ns_steps=2.5), "ns_steps: expected an integer, got 2.5 \\(float\\)"),
+    (dict(ns_steps=True), "ns_steps: expected an integer, got True \\(bool\\)"),
     (dict(clip_grad=math.nan), "Invalid clip_grad value: clip_grad must be >= 0 \\(got nan\\)"),
     (dict(clip_grad=-1), "clip_grad must be >= 0"),
     (dict(extra_scale_factor=0), "Invalid scale factor: extra_scale_factor must be > 0"),

@@ -17,6 +17,8 @@ def _path_text(directory, name):
     text = os.fsdecode(directory)  # str, bytes or os.PathLike
     if "\0" in text:
         raise ValueError(f"{name} {text!r} contains a NUL byte")
+    if not text:  # an unset variable; the filesystem's own error said "Invalid argument []"
+        raise ValueError(f"{name} is an empty path")
     return text
 
 

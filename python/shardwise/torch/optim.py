@@ -16,6 +16,7 @@ groups must hold each of them exactly once. Unlike ``make_optimizer`` (the CLI's
 constructors do not clip gradients (torch does not; call ``torch.nn.utils.clip_grad_norm_``).
 """
 
+import warnings
 import weakref
 from types import MappingProxyType
 
@@ -346,7 +347,14 @@ class _EngineOptimizer(torch.optim.Optimizer):
         self._bound_ddp()
         engine_state = {}
         for i, fields in state_dict["state"].items():
-            name = self._names[id(order[int(i)])]
+            if not 0 <= int(i) < len(order):
+                raise ValueError(f"loaded state dict has state for param index {i}, but the "
+                                 f"optimizer's param groups hold {len(order)} params")
+            name = self._names.get(id(order[int(i)]))
+            if name is None:  # frozen: torch would keep state it never uses; the engine has none
+                warnings.warn(f"{self._name}.load_state_dict: state for param index {i} ignored: "
+                              "the param does not require grad, so the engine never steps it")
+                continue
             engine_state[name] = {f: t.detach().reshape(-1).to(torch.float32).numpy()
                                   for f, t in fields.items()}
         # As torch: a param without saved state (the saved optimizer never stepped it) starts
@@ -397,8 +405,8 @@ def _check_adamw_values(lr, betas, eps, weight_decay):
     # torch.optim.AdamW's checks and wording.
     if not 0.0 <= lr:
         raise ValueError(f"Invalid learning rate: {lr}")
-    if not 0.0 <= eps:
-        raise ValueError(f"Invalid epsilon value: {eps}")
+    if not 0.0 < eps:  # torch takes 0; the engine refuses it (a zero grad would give 0 / 0)
+        raise ValueError(f"Invalid epsilon value: eps must be > 0 (got {eps})")
     if not 0.0 <= betas[0] < 1.0:
         raise ValueError(f"Invalid beta parameter at index 0: {betas[0]}")
     if not 0.0 <= betas[1] < 1.0:

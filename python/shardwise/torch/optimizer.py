@@ -26,8 +26,11 @@ def step_engine(ddp):
     """One engine step over `ddp`'s buffers: grad sync, update, param all-gather."""
     ddp.check_unchanged()
     if ddp._ready_count == 0:
-        raise RuntimeError("step() called before any backward(): no gradient reached the "
-                           "shardwise grad buffer since the last step() / zero_grad()")
+        # A second step() or .grad set by hand: torch.optim would step on .grad as it stands.
+        raise RuntimeError("step(): no backward() through the wrapped module since the last "
+                           "step() / zero_grad(), so no gradient reached the shardwise grad "
+                           "buffer (the engine steps only what a backward() brought: a second "
+                           "step() on the same gradients, or a .grad set by hand, is refused)")
     skipped = set(ddp.take_grads_set_since_sync())
     if ddp.find_unused_parameters:
         skipped.update(ddp.params_without_grad())
