@@ -418,6 +418,22 @@ def test_load_state_dict_names_an_index_it_cannot_place():
         opt.load_state_dict(past_the_end)
 
 
+@pytest.mark.parametrize("kind", ["distributed", "ddp"])
+def test_a_step_skipped_for_non_finite_grads_warns(kind):
+    # torch.optim.AdamW would write the NaN into the params; the engine skips the step, which
+    # only opt.last_step["stepped"] showed.
+    model = TinyNet(seed=19)
+    sw.DistributedDataParallel(model, optimizer=kind)
+    opt = sw.AdamW(model.parameters(), lr=0.1)
+    model(*batch(0, 8)).backward()
+    model.fc1.weight.grad[0, 0] = float("nan")
+    before = [p.detach().clone() for p in model.parameters()]
+    with pytest.warns(UserWarning, match="step skipped: the gradients hold NaN or inf"):
+        opt.step()
+    assert opt.last_step["stepped"] is False
+    assert all(torch.equal(p, b) for p, b in zip(model.parameters(), before))
+
+
 def test_torch_adamw_script_at_dp2_gives_torchs_losses(tmp_path):
     out = tmp_path / "losses.npz"
     done = run_mpi(2, HERE / "torch_optim_worker.py", out)

@@ -13,6 +13,8 @@ YAML config's optimizer section), read from the extension: nothing here declares
 """
 
 import inspect
+import math
+import warnings
 
 from .. import _core
 from .ddp import SET_TO_NONE_DEFAULT, DistributedDataParallel, check_same_settings_on_all_ranks
@@ -40,6 +42,11 @@ def step_engine(ddp):
         ddp.engine.reload_model_params()
         ddp._params_written = False
     result = ddp.engine.step()
+    if not result["stepped"] and not math.isfinite(result["grad_norm"]):
+        # torch.optim would write the NaN into the params; the engine skips the step, as
+        # Megatron's optimizer does. Said once per such step, not left to last_step alone.
+        warnings.warn(f"step skipped: the gradients hold NaN or inf (grad norm "
+                      f"{result['grad_norm']}); no param, moment or step count moved")
     ddp.note_params_in_sync()
     ddp._stepped = True
     ddp._ready_count = 0
