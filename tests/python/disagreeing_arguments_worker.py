@@ -68,6 +68,12 @@ def check_optimizer_and_checkpoint_arguments(rank, size):
     opt = sw.AdamW(module.parameters(), lr=1e-3)
     module(torch.ones(2, 8)).sum().backward()
     opt.step()
+    # A scheduler (or load_state_dict) on one rank only: its lr went to the engine there alone.
+    opt.param_groups[0]["lr"] = 0.5 if last else 1e-3
+    module(torch.ones(2, 8)).sum().backward()
+    expect_named("sw.AdamW param_groups", opt.step, rank, size)
+    opt.param_groups[0]["lr"] = 1e-3
+    opt.step()
     directory = tempfile.gettempdir() + "/shardwise_disagreeing_save"
     expect_named("step = ", lambda: sw.save_checkpoint(directory, ddp, opt, step=2 if last else 1),
                  rank, size)

@@ -208,6 +208,11 @@ class _EngineOptimizer(torch.optim.Optimizer):
     def _sync_hyperparameters(self):
         """Hands param_groups' values to the engine, only when one changed since last time."""
         values = [self._group_values(g) for g in self.param_groups]
+        if self.ddp.engine.world_size > 1:
+            # Every step: a scheduler or load_state_dict on one rank changes its values alone,
+            # and the ranks then trained apart ("ddp") or stepped each shard with its owner's.
+            named = [dict(v) for v in values]
+            check_same_settings_on_all_ranks({f"{self._name} param_groups": named})
         if values == self._applied:
             return
         by_param = {}
