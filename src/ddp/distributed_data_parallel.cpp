@@ -5,6 +5,8 @@
 
 #include "shardwise/comm/shard_groups.hpp"
 #include "shardwise/core/error.hpp"
+#include "shardwise/core/fnv1a.hpp"
+#include "shardwise/core/message_text.hpp"
 #include "shardwise/layout/layout_algorithms.hpp"
 
 namespace shardwise {
@@ -15,12 +17,34 @@ bool is_plain_float(DType d) {
   return d == DType::kFloat32 || d == DType::kBFloat16 || d == DType::kFloat16;
 }
 
+// What a rank says of one of its params when the ranks' layouts differ.
+std::string param_text(const ParamInfo& p) {
+  // With the shape, these decide whether Muon steps the param (is_managed_by_layer_wise_optimizer).
+  return str_cat("'", p.name, "' ", shape_text(p.shape), " ", dtype_name(p.dtype),
+                 p.embedding_or_output ? ", embedding/output" : "",
+                 p.use_muon ? (*p.use_muon ? ", use_muon=true" : ", use_muon=false") : "");
+}
+
+// Layouts that differ with as many params on every rank: the first param whose name, shape,
+// dtype or Muon choice differs is named on every rank, rather than two layout hashes (one
+// collective per param up to it, on this failure path only). Returns when all params agree
+// (the layouts then differ in their buckets).
+void name_first_differing_param(ProcessGroup& group, const ParamList& params) {
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    const std::string text = param_text(params[i]);
+    Fnv1a h;
+    h.text(text);
+    group.check_same_on_all_ranks(h.value(), str_cat("param ", i, " (here ", text, ")"));
+  }
+}
+
 // Every rank must hold the same layout before any rank allocates or issues a collective on it.
 // A rank that fails the DP check still joins the expert-DP check (with a poisoned value), so
 // ranks of an expert group spanning several DP groups all throw instead of hanging.
 // The DP group's error is the one reported (the expert check then fails only because of it).
 void check_same_layout_on_all_ranks(const DataParallelGroups& pgs, bool separate_expert_group,
-                                    std::size_t num_params, std::uint64_t hash) {
+                                    const ParamList& params, std::uint64_t hash) {
+  const std::size_t num_params = params.size();
   std::exception_ptr dp_error;
   try {
     pgs.data_parallel->check_same_on_all_ranks(hash, "parameter layout (shapes, dtypes, buckets)");
@@ -30,6 +54,7 @@ void check_same_layout_on_all_ranks(const DataParallelGroups& pgs, bool separate
     // rather than by a hash (one more collective, only on this path).
     try {
       pgs.data_parallel->check_same_on_all_ranks(num_params, "number of parameters");
+      name_first_differing_param(*pgs.data_parallel, params);
     } catch (const CommError&) {
       dp_error = std::current_exception();
     }
@@ -155,7 +180,7 @@ DistributedDataParallel::DistributedDataParallel(ParamList params, FullParamLayo
   scaling_ =
       gradient_scaling(config_, pgs_.data_parallel->size(), pgs_.expert_data_parallel->size());
 
-  check_same_layout_on_all_ranks(pgs_, separate_expert_group, params_.size(),
+  check_same_layout_on_all_ranks(pgs_, separate_expert_group, params_,
                                  layout_hash(params_, layout_));
   if (config_.reproducible_reduction) {
     // One tree over the DP group's micro-batches: expert buffers would need their own.

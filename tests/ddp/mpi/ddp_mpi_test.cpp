@@ -13,6 +13,7 @@
 
 #include "shardwise/comm/mpi_process_group.hpp"
 #include "shardwise/comm/parallel_layout.hpp"
+#include "shardwise/core/error.hpp"
 #include "shardwise/core/float_convert.hpp"
 #include "shardwise/ddp/distributed_data_parallel.hpp"
 #include "shardwise/layout/layout_algorithms.hpp"
@@ -432,7 +433,10 @@ TEST(LayoutAgreement, MismatchOnOneRankThrowsCommErrorEverywhere) {
     DistributedDataParallel ddp(params, layout, config, {world, nullptr});
     ADD_FAILURE() << "a mismatched layout was accepted";
   } catch (const CommError& e) {
-    EXPECT_NE(std::string(e.what()).find("parameter layout"), std::string::npos) << e.what();
+    // Named by the param, with this rank's view of it (it read as two layout hashes).
+    const std::string expected =
+        str_cat("disagree on param ", params.size() - 1, " (here '", params.back().name, "' [");
+    EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
   }
   // A renamed param (same offsets) is caught too, and the group is still usable afterwards.
   if (odd_one) params[3].name += ".renamed";
