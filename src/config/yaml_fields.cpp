@@ -19,20 +19,24 @@ std::optional<std::int64_t> parse_integer(std::string_view text) {
   return value;
 }
 
-std::optional<double> parse_real(std::string_view text) {
+// from_chars over the whole of `text` (a leading '+' allowed): its error code, or
+// invalid_argument when the number it read stops before the end ("1e999x" is no number).
+std::errc read_real(std::string_view text, double& value) {
   if (!text.empty() && text.front() == '+') text.remove_prefix(1);
-  double value = 0;
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (ec != std::errc() || end != text.data() + text.size() || text.empty()) return std::nullopt;
+  return end == text.data() + text.size() ? ec : std::errc::invalid_argument;
+}
+
+std::optional<double> parse_real(std::string_view text) {
+  double value = 0;
+  if (read_real(text, value) != std::errc()) return std::nullopt;
   return value;
 }
 
 // A well-formed number a double cannot hold: 1e-400 (not 0) or 1e999 (not infinity).
 bool real_out_of_range(std::string_view text) {
-  if (!text.empty() && text.front() == '+') text.remove_prefix(1);
   double value = 0;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  return ec == std::errc::result_out_of_range && end == text.data() + text.size();
+  return read_real(text, value) == std::errc::result_out_of_range;
 }
 
 bool looks_like_non_string(const std::string& text) {

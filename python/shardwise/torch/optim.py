@@ -352,10 +352,11 @@ class _EngineOptimizer(torch.optim.Optimizer):
         self._bound_ddp()
         engine_state = {}
         for i, fields in state_dict["state"].items():
-            if not 0 <= int(i) < len(order):
+            index = int(i)
+            if not 0 <= index < len(order):
                 raise ValueError(f"loaded state dict has state for param index {i}, but the "
                                  f"optimizer's param groups hold {len(order)} params")
-            name = self._names.get(id(order[int(i)]))
+            name = self._names.get(id(order[index]))
             if name is None:  # frozen: torch would keep state it never uses; the engine has none
                 warnings.warn(f"{self._name}.load_state_dict: state for param index {i} ignored: "
                               "the param does not require grad, so the engine never steps it")
