@@ -116,9 +116,7 @@ TpExportOptions export_options(const ReshardArgs& args) {
   options.mxfp8 = args.mxfp8;
   if (args.dtype != "keep") {
     const std::optional<DType> dtype = parse_dtype(args.dtype);
-    const bool exportable =
-        dtype == DType::kFloat32 || dtype == DType::kBFloat16 || dtype == DType::kFloat16;
-    SW_REQUIRE(exportable, InvalidArgument, "--dtype: '", printable(args.dtype),
+    SW_REQUIRE(dtype && is_export_dtype(*dtype), InvalidArgument, "--dtype: '", printable(args.dtype),
                "' is not an export dtype (valid: keep, fp32, bf16, fp16)");
     options.dtype = dtype;
   }

@@ -27,10 +27,6 @@ std::int64_t product(const std::vector<std::int64_t>& shape, std::size_t begin, 
   return n;
 }
 
-bool is_16_or_32_bit_float(DType d) {
-  return d == DType::kFloat32 || d == DType::kBFloat16 || d == DType::kFloat16;
-}
-
 // A row-major float array converted between fp32 / bf16 / fp16 by core's bulk conversion (RNE
 // through fp32, which holds every bf16 and fp16 value exactly).
 std::vector<std::uint8_t> converted_floats(std::vector<std::uint8_t>& in, DType from, DType to,
@@ -53,12 +49,12 @@ std::size_t tensor_bytes(const SourceTensor& t) {
 }
 
 bool exports_as_mxfp8(const SourceTensor& t, const TpExportOptions& options) {
-  return options.mxfp8 && is_16_or_32_bit_float(t.dtype) &&
+  return options.mxfp8 && is_export_dtype(t.dtype) &&
          is_mxfp8_refit_candidate(t.name, t.shape);
 }
 
 DType plain_dtype(const SourceTensor& t, const TpExportOptions& options) {
-  return options.dtype && is_16_or_32_bit_float(t.dtype) ? *options.dtype : t.dtype;
+  return options.dtype && is_export_dtype(t.dtype) ? *options.dtype : t.dtype;
 }
 
 void check_split(const std::string& name, const std::vector<std::int64_t>& shape,
@@ -147,10 +143,14 @@ std::vector<std::uint8_t> extract_tp_slice(const std::string& name, const void* 
   return out;
 }
 
+bool is_export_dtype(DType d) {
+  return d == DType::kFloat32 || d == DType::kBFloat16 || d == DType::kFloat16;
+}
+
 void check_tp_export(const std::vector<SourceTensor>& tensors, const TpExportOptions& options) {
   SW_REQUIRE(options.tp >= 1, InvalidArgument, "tensor-parallel size ", options.tp,
              " must be >= 1");
-  SW_REQUIRE(!options.dtype || is_16_or_32_bit_float(*options.dtype), InvalidArgument,
+  SW_REQUIRE(!options.dtype || is_export_dtype(*options.dtype), InvalidArgument,
              "export dtype ", options.dtype ? dtype_name(*options.dtype) : "",
              " is not one of fp32, bf16, fp16");
   // Hashed views of the names: the export runs this check once per rank over every tensor.

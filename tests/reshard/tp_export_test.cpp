@@ -325,5 +325,15 @@ TEST(TpExport, RejectsBadInputNamingTheParam) {
   EXPECT_THROW(check_tp_export(tensors, options), InvalidArgument);
 }
 
+TEST(TpExport, ExportDtypesAreTheThreeFloatsOfSixteenOrThirtyTwoBits) {
+  for (DType d : {DType::kFloat32, DType::kBFloat16, DType::kFloat16}) {
+    EXPECT_TRUE(is_export_dtype(d)) << dtype_name(d);
+  }
+  for (DType d : {DType::kFloat64, DType::kFloat8E4M3, DType::kFloat8E8M0, DType::kInt32,
+                  DType::kUInt8, DType::kBool}) {
+    EXPECT_FALSE(is_export_dtype(d)) << dtype_name(d);
+  }
+}
+
 }  // namespace
 }  // namespace shardwise

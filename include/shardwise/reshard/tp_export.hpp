@@ -58,9 +58,13 @@ struct ExportedTensor {
 struct TpExportOptions {
   int tp = 1;
   bool mxfp8 = false;          // MXFP8 for is_mxfp8_refit_candidate tensors of a float dtype
-  std::optional<DType> dtype;  // convert the other float tensors to this (fp32/bf16/fp16)
+  std::optional<DType> dtype;  // convert the other float tensors to this (is_export_dtype)
   Mxfp8Options mxfp8_options;  // the scale rule; the layout is always row-major
 };
+
+// The float dtypes an export converts between: fp32, bf16 and fp16. Tensors of other dtypes
+// (integers, fp8, scales) are copied as they are.
+bool is_export_dtype(DType d);
 
 // Checks the whole export up front (tp >= 1, rules and divisibility, dtypes, no NAME_scale clash)
 // and throws InvalidArgument naming the first offending param.
