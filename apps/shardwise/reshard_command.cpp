@@ -116,8 +116,8 @@ TpExportOptions export_options(const ReshardArgs& args) {
   options.mxfp8 = args.mxfp8;
   if (args.dtype != "keep") {
     const std::optional<DType> dtype = parse_dtype(args.dtype);
-    SW_REQUIRE(dtype && is_export_dtype(*dtype), InvalidArgument, "--dtype: '", printable(args.dtype),
-               "' is not an export dtype (valid: keep, fp32, bf16, fp16)");
+    SW_REQUIRE(dtype && is_export_dtype(*dtype), InvalidArgument, "--dtype: '",
+               printable(args.dtype), "' is not an export dtype (valid: keep, fp32, bf16, fp16)");
     options.dtype = dtype;
   }
   SW_REQUIRE(args.scale_rule.empty() || args.mxfp8, InvalidArgument,

@@ -49,8 +49,7 @@ std::size_t tensor_bytes(const SourceTensor& t) {
 }
 
 bool exports_as_mxfp8(const SourceTensor& t, const TpExportOptions& options) {
-  return options.mxfp8 && is_export_dtype(t.dtype) &&
-         is_mxfp8_refit_candidate(t.name, t.shape);
+  return options.mxfp8 && is_export_dtype(t.dtype) && is_mxfp8_refit_candidate(t.name, t.shape);
 }
 
 DType plain_dtype(const SourceTensor& t, const TpExportOptions& options) {
@@ -150,9 +149,8 @@ bool is_export_dtype(DType d) {
 void check_tp_export(const std::vector<SourceTensor>& tensors, const TpExportOptions& options) {
   SW_REQUIRE(options.tp >= 1, InvalidArgument, "tensor-parallel size ", options.tp,
              " must be >= 1");
-  SW_REQUIRE(!options.dtype || is_export_dtype(*options.dtype), InvalidArgument,
-             "export dtype ", options.dtype ? dtype_name(*options.dtype) : "",
-             " is not one of fp32, bf16, fp16");
+  SW_REQUIRE(!options.dtype || is_export_dtype(*options.dtype), InvalidArgument, "export dtype ",
+             options.dtype ? dtype_name(*options.dtype) : "", " is not one of fp32, bf16, fp16");
   // Hashed views of the names: the export runs this check once per rank over every tensor.
   std::unordered_set<std::string_view> names;
   names.reserve(tensors.size());
