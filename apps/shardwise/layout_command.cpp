@@ -1,5 +1,6 @@
 // `shardwise layout`: computes the optimizer's parameter layout for a model spec and shows it as a
 // text table, JSON, and optionally an SVG picture (buckets x shards, one box per param).
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -128,6 +129,10 @@ int run_layout(const LayoutArgs& args) {
                         PathUse::kReadFile},
                        {"--svg", args.svg, PathUse::kWriteFile}});
   const ModelSpec spec = load_model(args.model);
+  const bool has_experts = std::any_of(spec.params.begin(), spec.params.end(),
+                                       [](const ParamInfo& p) { return p.expert_parallel; });
+  SW_REQUIRE(!args.expert_dp || has_experts, InvalidArgument, "--expert-dp ", *args.expert_dp,
+             ": the model has no expert_parallel params, the only ones it sizes");
   std::optional<ShardGroupChoice> choice;
   if (args.shard_group_size == "auto") {
     choice = choose_shard_group_size(spec.params, options);

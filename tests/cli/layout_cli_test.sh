@@ -127,6 +127,8 @@ expect_exit2 "negative bucket size" layout --model "$examples/gpt-tiny.json" --d
 expect_exit2 "negative bucket size (separate arg)" layout --model "$examples/gpt-tiny.json" --dp 2 --bucket-size -5
 expect_exit2 "unknown optimizer" layout --model "$examples/gpt-tiny.json" --dp 2 --optimizer adam
 expect_exit2 "bad format" layout --model "$examples/gpt-tiny.json" --dp 2 --format yaml
+# --expert-dp sizes the expert buffers only: on a dense model it was ignored.
+expect_exit2 "expert-dp on a dense model" layout --model gpt-tiny --dp 2 --expert-dp 3
 # An integer dtype made a spec that layout then refused.
 expect_exit2 "model-spec integer dtype" model-spec --arch gpt-tiny --dtype int32 --out "$work/i32.json"
 [[ -e "$work/i32.json" ]] && fail "model-spec --dtype int32 wrote $work/i32.json"
