@@ -87,6 +87,22 @@ void require_replaceable(const fs::path& target) {
              file_kind_name(st.st_mode), "; an output must be a regular file or not exist");
 }
 
+// An output named through a symlink is written where the link points, as a shell's `>` writes:
+// renaming onto the link itself would replace the link with a regular file and leave the file
+// it names as it was. The temp file then sits next to that file, on its filesystem.
+fs::path link_destination(const fs::path& target) {
+  fs::path path = target;
+  for (int hops = 0; hops < 40; ++hops) {  // Linux's own limit on links in one lookup
+    struct stat st {};
+    if (::lstat(path.c_str(), &st) != 0 || !S_ISLNK(st.st_mode)) return path;
+    std::error_code ec;
+    const fs::path next = fs::read_symlink(path, ec);
+    if (ec) throw_errno("cannot read link", path, ec.value());
+    path = next.is_absolute() ? next : parent_or_dot(path) / next;
+  }
+  throw_errno("cannot write", target, ELOOP);
+}
+
 void fsync_path(const fs::path& path, int flags) {
   const int fd = ::open(path.c_str(), flags | O_CLOEXEC);
   if (fd < 0) throw_errno("cannot open for fsync", path, errno);
@@ -153,10 +169,11 @@ void FileSink::flush() {
 
 void fsync_directory(const fs::path& dir) { fsync_path(dir, O_RDONLY | O_DIRECTORY); }
 
-void write_file_atomic(const fs::path& target, const std::function<void(FileSink&)>& write_content,
+void write_file_atomic(const fs::path& output, const std::function<void(FileSink&)>& write_content,
                        RenameSync rename_sync) {
-  SW_REQUIRE(!target.empty() && target.has_filename(), InvalidArgument,
-             "write_file_atomic: target path ", quoted(target), " has no file name");
+  SW_REQUIRE(!output.empty() && output.has_filename(), InvalidArgument,
+             "write_file_atomic: target path ", quoted(output), " has no file name");
+  const fs::path target = link_destination(output);
   require_replaceable(target);
   const fs::path temp = unique_sibling(target, "tmp");
   const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);

@@ -152,6 +152,13 @@ cmp -s "$work/w.safetensors" "$weights" || fail "the convert input was changed"
 "$python" -c 'import json, sys; json.load(open(sys.argv[1]))' "$work/spec.json" ||
   fail "the model spec was changed"
 [[ ! -e "$work/m.out" ]] || fail "train_jsonl_is_plot wrote $work/m.out"
+# An output given as a symlink is written where the link points, and the link stays (the
+# rename used to replace the link with a file and leave the linked file as it was).
+mkdir "$work/linked" && : >"$work/linked/spec.json" && ln -s linked/spec.json "$work/spec_link.json"
+"$shardwise" model-spec --arch gpt-tiny -o "$work/spec_link.json" >/dev/null ||
+  fail "model-spec -o through a symlink"
+[[ -L "$work/spec_link.json" && -s "$work/linked/spec.json" ]] ||
+  fail "model-spec -o did not write through the symlink: $(ls -l "$work/spec_link.json" "$work/linked")"
 
 # --- inputs that are a FIFO or a symlink to /dev/zero ---------------------------------------------
 ln -s /dev/zero "$work/zero"

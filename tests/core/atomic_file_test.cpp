@@ -171,6 +171,36 @@ TEST_F(AtomicFileTest, TargetThatIsADirectoryFailsCleanly) {
   EXPECT_EQ(names_in(dir_), std::vector<std::string>{"d"});
 }
 
+TEST_F(AtomicFileTest, SymlinkTargetIsFollowedAndTheLinkKept) {
+  // A relative link, through a second link, into another directory; then one that dangles.
+  fs::create_directory(dir_ / "real");
+  write_file_atomic(dir_ / "real" / "out.json", "old");
+  fs::create_symlink("real/out.json", dir_ / "hop");
+  fs::create_symlink("hop", dir_ / "out.json");
+  write_file_atomic(dir_ / "out.json", "new");
+  EXPECT_TRUE(fs::is_symlink(fs::symlink_status(dir_ / "out.json")));
+  EXPECT_TRUE(fs::is_symlink(fs::symlink_status(dir_ / "hop")));
+  EXPECT_EQ(read_all(dir_ / "real" / "out.json"), "new");
+  EXPECT_EQ(names_in(dir_ / "real"), std::vector<std::string>{"out.json"});  // no temp left
+
+  fs::create_symlink(dir_ / "real" / "later.json", dir_ / "dangling");
+  write_file_atomic(dir_ / "dangling", "made");
+  EXPECT_TRUE(fs::is_symlink(fs::symlink_status(dir_ / "dangling")));
+  EXPECT_EQ(read_all(dir_ / "real" / "later.json"), "made");
+
+  // A link to a directory is refused like the directory; a loop is an IoError, not a hang.
+  fs::create_directory_symlink("real", dir_ / "to_dir");
+  EXPECT_THROW(write_file_atomic(dir_ / "to_dir", "x"), IoError);
+  fs::create_symlink("loop_b", dir_ / "loop_a");
+  fs::create_symlink("loop_a", dir_ / "loop_b");
+  try {
+    write_file_atomic(dir_ / "loop_a", "x");
+    ADD_FAILURE() << "expected IoError";
+  } catch (const IoError& e) {
+    EXPECT_NE(std::string(e.what()).find("loop_a"), std::string::npos) << e.what();
+  }
+}
+
 TEST_F(AtomicFileTest, PointerFileRoundTrip) {
   const fs::path latest = dir_ / "latest";
   EXPECT_EQ(read_pointer_file(latest), std::nullopt);

@@ -57,7 +57,8 @@ class FileSink {
 enum class RenameSync { kNow, kByCommit };
 
 // Writes `target` atomically with the bytes that `write_content` streams into the sink.
-// New files get mode 0666 & ~umask; an existing target's permission bits are kept.
+// New files get mode 0666 & ~umask; an existing target's permission bits are kept. A `target`
+// that is a symlink is followed: the file it names is replaced, the link stays.
 // Throws IoError naming the path on any filesystem failure; exceptions from `write_content`
 // propagate unchanged after the temp file has been removed.
 void write_file_atomic(const std::filesystem::path& target,
