@@ -390,10 +390,9 @@ void write_refit_json(const RefitArgs& args, int world_size, const RefitTopology
   write_file_atomic(args.json, j.dump(2) + "\n");
 }
 
-int run_refit(const RefitArgs& args, const TrainingConfig* config) {
-  // Every group below (training, inference, the trainer's own) is split from the world and
-  // inherits its watchdog timeout.
-  const ProcessGroupPtr world = init_mpi_world(ProcessGroupOptions{args.comm_timeout});
+// Every rank must run with the same config and options: the transfer plan is built from them.
+void check_refit_settings_agree(ProcessGroup& world, const RefitArgs& args,
+                                const TrainingConfig* config) {
   nlohmann::ordered_json settings = config ? to_json(*config) : nlohmann::ordered_json::object();
   settings["--repeat"] = args.repeat;
   settings["--mxfp8"] = args.mxfp8;
@@ -401,7 +400,42 @@ int run_refit(const RefitArgs& args, const TrainingConfig* config) {
   settings["--tp"] = args.tp;
   settings["--tp-export"] = args.tp_export;
   settings["--comm-timeout"] = args.comm_timeout;
-  check_settings_agree(*world, settings);
+  check_settings_agree(world, settings);
+}
+
+// Rank 0 prints the table (and writes --json); every rank returns 1 when a TP forward check
+// fell outside its bounds, else 0.
+int report_refit_results(const RefitArgs& args, ProcessGroup& world, const RefitTopology& topology,
+                         const RefitInputs& in, const std::vector<ModeReport>& reports,
+                         std::int64_t verified, const std::optional<TpForwardReport>& exported) {
+  std::int64_t out_of_bounds = 0;
+  if (world.rank() == 0) {
+    print_refit_table(reports, verified);
+    if (exported) print_forward_line(str_cat("export ", args.tp_export), *exported);
+    if (!args.json.empty()) {
+      write_refit_json(args, world.size(), topology, in, reports, verified, exported);
+    }
+    if (exported && !exported->within_bounds()) {
+      std::fprintf(stderr, "shardwise refit: the TP forward of --tp-export is out of its bounds\n");
+      out_of_bounds = 1;
+    }
+    for (const ModeReport& r : reports) {
+      if (r.forward && !r.forward->within_bounds()) {
+        std::fprintf(stderr, "shardwise refit: the TP forward of mode %s is out of its bounds\n",
+                     refit_mode_name(r.mode));
+        out_of_bounds = 1;
+      }
+    }
+  }
+  world.broadcast({&out_of_bounds, 1, DType::kInt64}, 0)->wait();
+  return out_of_bounds != 0 ? 1 : 0;
+}
+
+int run_refit(const RefitArgs& args, const TrainingConfig* config) {
+  // Every group below (training, inference, the trainer's own) is split from the world and
+  // inherits its watchdog timeout.
+  const ProcessGroupPtr world = init_mpi_world(ProcessGroupOptions{args.comm_timeout});
+  check_refit_settings_agree(*world, args, config);
   const int size = world->size();
   const int me = world->rank();
   if (args.tp < 1 || size < args.tp + 1) {
@@ -456,27 +490,7 @@ int run_refit(const RefitArgs& args, const TrainingConfig* config) {
     }
     exported = report_to_rank0(*world, topology.first_inference_rank(), mine);
   }
-  std::int64_t out_of_bounds = 0;
-  if (me == 0) {
-    print_refit_table(reports, verified);
-    if (exported) print_forward_line(str_cat("export ", args.tp_export), *exported);
-    if (!args.json.empty()) {
-      write_refit_json(args, size, topology, in, reports, verified, exported);
-    }
-    if (exported && !exported->within_bounds()) {
-      std::fprintf(stderr, "shardwise refit: the TP forward of --tp-export is out of its bounds\n");
-      out_of_bounds = 1;
-    }
-    for (const ModeReport& r : reports) {
-      if (r.forward && !r.forward->within_bounds()) {
-        std::fprintf(stderr, "shardwise refit: the TP forward of mode %s is out of its bounds\n",
-                     refit_mode_name(r.mode));
-        out_of_bounds = 1;
-      }
-    }
-  }
-  world->broadcast({&out_of_bounds, 1, DType::kInt64}, 0)->wait();
-  return out_of_bounds != 0 ? 1 : 0;
+  return report_refit_results(args, *world, topology, in, reports, verified, exported);
 }
 
 const bool registered = register_command(
