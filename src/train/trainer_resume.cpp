@@ -1,5 +1,6 @@
 // Trainer step 4: resume from a checkpoint (weights, optimizer state resharded to this run's
 // layout, step and data position).
+#include "shardwise/config/training_config.hpp"
 #include "shardwise/core/checked_size.hpp"
 #include "shardwise/core/error.hpp"
 #include "shardwise/core/json_text.hpp"
@@ -90,6 +91,26 @@ std::vector<BatchSegment> checked_history(const LoadedCheckpoint& loaded) {
   return history;
 }
 
+// The architecture fields the weights' shapes do not show: resuming a heads = 2 checkpoint with
+// heads = 4 loads every tensor and trains another network (Megatron's check_checkpoint_args
+// refuses a differing num_attention_heads too). Checked where the manifest records them.
+void check_same_unseen_architecture(const LoadedCheckpoint& loaded, const TrainingConfig& config) {
+  const auto saved_config = loaded.manifest.find("config");
+  if (saved_config == loaded.manifest.end() || !saved_config->is_object()) return;
+  const auto saved = saved_config->find("model");
+  if (saved == saved_config->end() || !saved->is_object()) return;
+  const nlohmann::json ours(to_json(config).at("model"));
+  for (const char* key : {"arch", "heads", "position"}) {
+    const auto value = saved->find(key);
+    if (value == saved->end() || ours.at(key) == *value) continue;
+    throw ConfigError(str_cat(
+        "checkpoint ", quoted(loaded.directory), " was trained with model.", key, " = ",
+        json_excerpt(*value), " and this run has model.", key, " = ", json_excerpt(ours.at(key)),
+        ": the weights would load (their shapes agree) into another network; resume with model.", key,
+        "=", json_excerpt(*value), " or start a new run"));
+  }
+}
+
 }  // namespace
 
 std::optional<ResumePoint> resume_from_checkpoint(TrainingModel& m, const RunContext& run,
@@ -100,6 +121,7 @@ std::optional<ResumePoint> resume_from_checkpoint(TrainingModel& m, const RunCon
   const LoadedCheckpoint loaded = run.tp > 1 ? load_tensor_parallel_checkpoint(m, run, dir)
                                              : load_checkpoint(dir, model_tensors(m), *m.optimizer,
                                                                run.dp_group(), to_string(m.kind));
+  check_same_unseen_architecture(loaded, run.config);
   if (m.device) m.push_to_device();
   const std::int64_t steps = run.config.training.steps;
   SW_REQUIRE(loaded.step <= steps, ConfigError, "checkpoint '", dir.string(), "' is of step ",

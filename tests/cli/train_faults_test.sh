@@ -6,7 +6,7 @@
 # duplicate YAML keys, non-finite training (lr=1e6) with and without training.skip_nonfinite_steps,
 # unusable output paths (missing directory; read-only and full tmpfs where the test may mount one),
 # a metrics log that fills its disk mid-run, refit's --json in a missing directory, two jobs on one --save root, leftovers of a killed
-# save, and damaged checkpoint manifests.
+# save, damaged checkpoint manifests, and a resume with another head count.
 set -euo pipefail
 
 shardwise=${1:?usage: train_faults_test.sh SHARDWISE_BINARY REPO_ROOT}
@@ -175,6 +175,9 @@ expect_error manifest_dp_size '"data_parallel_size" is 4' \
 edit_manifest 'm["optimizer_files"] = []'
 expect_error manifest_no_files '"optimizer_files" is empty' \
   "$shardwise" train "${tiny[@]}" training.steps=6 --load "$work/edited"
+# A resume whose config differs where the weights' shapes cannot tell (heads = 2 saved, 4 here).
+expect_error resume_other_heads "trained with model.heads = 2 and this run has model.heads = 4" \
+  "$shardwise" train "${tiny[@]}" model.heads=4 training.steps=6 --load "$work/ckpt"
 expect_rc 0 manifest_intact "$shardwise" train "${tiny[@]}" training.steps=6 --load "$work/ckpt" ||
   true
 
