@@ -106,8 +106,8 @@ void check_same_unseen_architecture(const LoadedCheckpoint& loaded, const Traini
     throw ConfigError(str_cat(
         "checkpoint ", quoted(loaded.directory), " was trained with model.", key, " = ",
         json_excerpt(*value), " and this run has model.", key, " = ", json_excerpt(ours.at(key)),
-        ": the weights would load (their shapes agree) into another network; resume with model.", key,
-        "=", json_excerpt(*value), " or start a new run"));
+        ": the weights would load (their shapes agree) into another network; resume with model.",
+        key, "=", json_excerpt(*value), " or start a new run"));
   }
 }
 
