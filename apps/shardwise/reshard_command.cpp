@@ -133,6 +133,29 @@ TpExportOptions export_options(const ReshardArgs& args) {
   return options;
 }
 
+// Megatron splits attention by whole heads (num_attention_heads % tp == 0): another --tp would
+// cut heads apart in qkv, an export no TP engine runs. The head count is known where the weights
+// are a checkpoint step's (its manifest's config.model.heads); a bare weights file has none.
+void require_tp_divides_saved_heads(const std::filesystem::path& weights, int tp) {
+  const std::filesystem::path step_dir = weights.parent_path();
+  std::error_code ec;
+  if (weights.filename() != kCheckpointModelFile ||
+      !std::filesystem::exists(step_dir / kCheckpointManifestFile, ec)) {
+    return;
+  }
+  const nlohmann::json manifest = read_checkpoint_manifest(step_dir);
+  const nlohmann::json* heads = &manifest;
+  for (const char* key : {"config", "model", "heads"}) {
+    if (!heads->is_object() || !heads->contains(key)) return;
+    heads = &heads->at(key);
+  }
+  if (!heads->is_number_integer() || heads->get<std::int64_t>() < 1) return;
+  SW_REQUIRE(heads->get<std::int64_t>() % tp == 0, InvalidArgument, "--tp ", tp,
+             " does not divide the checkpoint's ", heads->get<std::int64_t>(),
+             " attention heads (config.model.heads of ", quoted(step_dir / kCheckpointManifestFile),
+             "): tensor parallelism splits attention by whole heads");
+}
+
 int run_reshard(const ReshardArgs& args) {
   namespace fs = std::filesystem;
   const TpExportOptions options = export_options(args);
@@ -151,6 +174,7 @@ int run_reshard(const ReshardArgs& args) {
   check_command_paths(
       {{"--checkpoint", input, PathUse::kReadFile}, {"--out", out, PathUse::kReplaceDirectory}});
   if (args.overwrite) require_replaceable_output(out);
+  require_tp_divides_saved_heads(input, options.tp);
   const SafetensorsFile file = SafetensorsFile::open(input);
   require_whole_model_weights(file);
   std::vector<SourceTensor> tensors;

@@ -144,6 +144,9 @@ refuses refit_json_is_config "is the same file as the input --config" \
   "$shardwise" refit --config "$work/c.yaml" --json "$work/c_link.yaml"
 refuses reshard_out_holds_input "which is replaced as a whole" \
   "$shardwise" reshard --checkpoint "$work/ckpt" --tp 1 --out "$work/ckpt/$step" --overwrite
+# 2 heads at tp 4: the export cut heads apart (exit 0); every other TP path refuses it.
+refuses reshard_tp_splits_heads "--tp 4 does not divide the checkpoint's 2 attention heads" \
+  "$shardwise" reshard --checkpoint "$work/ckpt" --tp 4 --out "$work/never_tp4"
 cmp -s "$work/c.yaml" "$work/c.yaml.orig" || fail "the config was changed"
 cmp -s "$work/data.txt" "$work/data.txt.orig" || fail "the data file was changed"
 cmp -s "$work/w.safetensors" "$weights" || fail "the convert input was changed"
