@@ -109,6 +109,17 @@ int run_layout(const LayoutArgs& args) {
   SW_REQUIRE(args.dp >= 1, InvalidArgument, "--dp must be >= 1, got ", args.dp);
   SW_REQUIRE(!args.expert_dp || *args.expert_dp >= 1, InvalidArgument,
              "--expert-dp must be >= 1, got ", args.expert_dp.value_or(0));
+  // These shape the layer-wise buffers only: with another --optimizer they were ignored.
+  if (options.algorithm != LayoutAlgorithm::kLayerWise) {
+    const char* layer_wise_only = !args.shard_group_size.empty() ? "--shard-group-size"
+                                  : args.all_layer_wise          ? "--all-layer-wise"
+                                  : args.plain_cuts              ? "--plain-cuts"
+                                  : args.overlap_aware_cuts      ? "--overlap-aware-cuts"
+                                                                 : nullptr;
+    SW_REQUIRE(layer_wise_only == nullptr, InvalidArgument, layer_wise_only,
+               " applies to the layer-wise optimizer only, not --optimizer ",
+               printable(args.optimizer));
+  }
   options.data_parallel_size = args.dp;
   options.expert_data_parallel_size = args.expert_dp;
   options.bucket_size = parse_bucket_size(args.bucket_size, args.dp);

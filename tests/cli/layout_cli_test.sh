@@ -129,6 +129,9 @@ expect_exit2 "unknown optimizer" layout --model "$examples/gpt-tiny.json" --dp 2
 expect_exit2 "bad format" layout --model "$examples/gpt-tiny.json" --dp 2 --format yaml
 # --expert-dp sizes the expert buffers only: on a dense model it was ignored.
 expect_exit2 "expert-dp on a dense model" layout --model gpt-tiny --dp 2 --expert-dp 3
+# Layer-wise options with another optimizer were ignored, and the header claimed them.
+expect_exit2 "shard group with distributed" layout -m gpt-tiny --dp 4 --optimizer distributed --shard-group-size 2
+expect_exit2 "all-layer-wise with none" layout -m gpt-tiny --dp 4 --optimizer none --all-layer-wise
 # An integer dtype made a spec that layout then refused.
 expect_exit2 "model-spec integer dtype" model-spec --arch gpt-tiny --dtype int32 --out "$work/i32.json"
 [[ -e "$work/i32.json" ]] && fail "model-spec --dtype int32 wrote $work/i32.json"
