@@ -15,6 +15,9 @@ RunContext build_parallel_state(const TrainingConfig& config, const ProcessGroup
              "the reference trainer runs data and tensor parallelism only: parallel.pp and "
              "parallel.cp must be 1 (got ",
              parallel.pp, ", ", parallel.cp, ")");
+  // ep sizes the expert-parallel groups; the reference GPT has no experts (it was ignored).
+  SW_REQUIRE(parallel.ep == 1, ConfigError, "parallel.ep = ", parallel.ep,
+             ": the reference GPT has no experts, so expert parallelism must be 1");
   SW_REQUIRE(world->size() % parallel.tp == 0, ConfigError, "parallel.tp (", parallel.tp,
              ") must divide the number of ranks (", world->size(), ")");
   SW_REQUIRE(!parallel.sequence_parallel || parallel.tp > 1, ConfigError,

@@ -76,6 +76,10 @@ printf 'optimizer:\n  lr: 0.1\n  lr: 0.01\n' >"$work/dup.yaml"
 expect_error duplicate_key "key 'optimizer.lr' is given twice" \
   "$shardwise" train --config "$work/dup.yaml"
 
+# ep sizes expert parallelism; the reference GPT has no experts (it was ignored).
+expect_error train_ep_on_dense "parallel.ep = 2: the reference GPT has no experts" \
+  "$shardwise" train "${tiny[@]}" parallel.ep=2
+
 # --- unusable outputs, found before training ---------------------------------------------------
 expect_error jsonl_missing_dir "does not exist" \
   "$shardwise" train "${tiny[@]}" training.steps=2 --log-jsonl "$work/no/such/dir/m.jsonl"
