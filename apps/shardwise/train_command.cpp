@@ -237,9 +237,9 @@ const bool registered = register_command(
           options.load_dir = args->load_dir;
           if (args->load_step >= 0) options.load_step = args->load_step;
           // The trainer's groups are split from the world and inherit its timeout.
-          const ProcessGroupPtr world = init_mpi_world(ProcessGroupOptions{args->comm_timeout});
-          check_settings_agree(*world, job_settings(*args, *config));
           try {
+            const ProcessGroupPtr world = init_mpi_world(ProcessGroupOptions{args->comm_timeout});
+            check_settings_agree(*world, job_settings(*args, *config));
             run_training(*config, world, options);
           } catch (...) {  // before run_rank_main reports it (and, at several ranks, aborts)
             new_save_dirs.remove_while_empty();

@@ -195,6 +195,12 @@ if expect_rc 2 data_by_node "$mpiexec" --oversubscribe -np 1 -wdir "$work/node_a
 fi
 expect_rc 0 data_same_nodes "$mpiexec" --oversubscribe -np 2 -wdir "$work/node_a" "$shardwise" \
   "${node_train[@]}" || true
+# A job refused because its ranks disagree (here on --save) leaves no --save directory behind.
+if expect_rc 2 save_disagree "$mpiexec" --oversubscribe -np 1 -wdir "$work/node_a" "$shardwise" \
+    "${node_train[@]}" --save "$work/sv/a" : -np 1 -wdir "$work/node_a" "$shardwise" \
+    "${node_train[@]}" --save "$work/sv/b"; then
+  [[ ! -e "$work/sv" ]] || fail "save_disagree left $(find "$work/sv")"
+fi
 
 # --- impossible TP sizes: exit 2 naming the field ------------------------------------------------
 if expect_rc 2 tp3 "$mpiexec" -np 4 --oversubscribe "$shardwise" train --config "$config" \
