@@ -493,6 +493,13 @@ TEST(OptimizerConfig, DistributedKindsAndValidation) {
       {[](auto& o) { o.muon_ns_steps = 0; }, "optimizer.muon_ns_steps must be in [1, 100]"},
       {[](auto& o) { o.muon_extra_scale_factor = 0; }, "optimizer.muon_extra_scale_factor"},
       {[](auto& o) { o.clip_grad = -0.5; }, "optimizer.clip_grad must be >= 0"},
+      {[](auto& o) { o.weight_decay = 1e10; },
+       "optimizer.lr (0.001) x optimizer.weight_decay (1e+10) must be < 1"},
+      {[](auto& o) {
+         o.muon_lr = 0.5;
+         o.weight_decay = 2;
+       },
+       "optimizer.muon_lr (0.5) x optimizer.weight_decay (2) must be < 1"},
       {[](auto& o) {
          o.kind = OptimizerKind::kDdp;
          o.overlap_param_gather_with_optimizer_step = true;

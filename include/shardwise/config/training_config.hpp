@@ -103,7 +103,8 @@ struct TrainLoopConfig {
   int grad_accumulation = 1;
   std::int64_t warmup_steps = 10;
   LrSchedule lr_schedule = LrSchedule::kCosine;
-  std::int64_t eval_interval = 50;  // 0: no evaluation
+  // Evaluate every N steps; the run always ends with one (as Megatron does), so 0 means only that.
+  std::int64_t eval_interval = 50;
   std::int64_t seed = 1234;
   // Steps whose loss or grad norm is NaN/inf that may be skipped (no update applied, as Megatron
   // does) before the run stops; 0: the first such step stops the run.
