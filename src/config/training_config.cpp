@@ -148,6 +148,11 @@ std::vector<std::string> config_warnings(const TrainingConfig& config) {
                                ") is ignored for data.source synthetic: the task's samples have "
                                "a length set by data.digits"));
   }
+  if (config.data.source != DataSource::kSynthetic && config.data.digits != DataConfig{}.digits) {
+    warnings.push_back(str_cat("data.digits (", config.data.digits, ") is ignored for data.source ",
+                               to_string(config.data.source),
+                               ": it sets the synthetic tasks' operand length only"));
+  }
   return warnings;
 }
 

@@ -185,5 +185,20 @@ TEST(ConfigWarnings, SeqLenIsIgnoredBySyntheticTasks) {
       parse_training_config("model: {seq_len: 64}\ndata: {source: bin, path: x.bin}")));
 }
 
+TEST(ConfigWarnings, DigitsAreIgnoredByFileData) {
+  auto has_digits_warning = [](const TrainingConfig& c) {
+    for (const auto& w : config_warnings(c)) {
+      if (w.find("data.digits (5) is ignored for data.source text") != std::string::npos) {
+        return true;
+      }
+    }
+    return false;
+  };
+  EXPECT_TRUE(
+      has_digits_warning(parse_training_config("data: {source: text, path: x, digits: 5}")));
+  EXPECT_FALSE(has_digits_warning(parse_training_config("data: {source: text, path: x}")));
+  EXPECT_FALSE(has_digits_warning(parse_training_config("data: {digits: 5}")));
+}
+
 }  // namespace
 }  // namespace shardwise
