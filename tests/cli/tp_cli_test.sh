@@ -201,6 +201,18 @@ if expect_rc 2 save_disagree "$mpiexec" --oversubscribe -np 1 -wdir "$work/node_
     "${node_train[@]}" --save "$work/sv/b"; then
   [[ ! -e "$work/sv" ]] || fail "save_disagree left $(find "$work/sv")"
 fi
+# Rank 0's --log-jsonl is the file rank 1 reads as --config (each rank checked only its own
+# inputs, and rank 0 wrote its log over rank 1's config, exit 0).
+cp "$root/examples/text.yaml" "$work/node_a/other.yaml"
+other_train=("${node_train[@]}")
+other_train[2]=other.yaml
+if expect_rc 2 log_is_other_config "$mpiexec" --oversubscribe -np 1 -wdir "$work/node_a" \
+    "$shardwise" "${node_train[@]}" --log-jsonl other.yaml : -np 1 -wdir "$work/node_a" \
+    "$shardwise" "${other_train[@]}"; then
+  grep -q "rank 0's --log-jsonl 'other.yaml' is the file rank 1 reads as --config" \
+    "$work/log_is_other_config.err" || fail "log_is_other_config: the error does not say so"
+fi
+cmp -s "$root/examples/text.yaml" "$work/node_a/other.yaml" || fail "rank 1's config was written over"
 
 # --- impossible TP sizes: exit 2 naming the field ------------------------------------------------
 if expect_rc 2 tp3 "$mpiexec" -np 4 --oversubscribe "$shardwise" train --config "$config" \

@@ -3,7 +3,7 @@
 # or succeed silently, and must now end fast with a clear message and a non-zero exit.
 # Usage: train_faults_test.sh PATH/TO/shardwise REPO_ROOT
 # Cases: an impossible model size, data files that are not regular files, --config a directory,
-# duplicate YAML keys, non-finite training (lr=1e6) with and without training.skip_nonfinite_steps,
+# duplicate YAML keys, non-finite training (lr=1e30) with and without training.skip_nonfinite_steps,
 # unusable output paths (missing directory; read-only and full tmpfs where the test may mount one),
 # a metrics log that fills its disk mid-run, refit's --json in a missing directory, two jobs on one --save root, leftovers of a killed
 # save, damaged checkpoint manifests, and a resume with another head count.
@@ -110,15 +110,16 @@ else
 fi
 
 # --- non-finite training -----------------------------------------------------------------------
-expect_rc 2 nan_stops "$shardwise" train "${tiny[@]}" training.steps=8 optimizer.lr=1e6 \
-  optimizer.muon_lr=1e6 --save "$work/nan" --log-jsonl "$work/nan.jsonl" || true
+expect_rc 2 nan_stops "$shardwise" train "${tiny[@]}" training.steps=8 optimizer.lr=1e30 \
+  optimizer.muon_lr=1e30 optimizer.weight_decay=0 --save "$work/nan" --log-jsonl "$work/nan.jsonl" || true
 grep -qE "step [0-9]+: non-finite training state" "$work/nan_stops.err" ||
   fail "nan_stops: no message naming the step"
 [[ ! -e "$work/nan/latest" ]] || fail "nan_stops: a checkpoint was published"
 ! ls -d "$work"/nan/step-* >/dev/null 2>&1 || fail "nan_stops: a step directory exists"
 
-expect_rc 2 nan_skips "$shardwise" train "${tiny[@]}" training.steps=12 optimizer.lr=1e6 \
-  optimizer.muon_lr=1e6 training.skip_nonfinite_steps=3 --log-jsonl "$work/skip.jsonl" || true
+expect_rc 2 nan_skips "$shardwise" train "${tiny[@]}" training.steps=12 optimizer.lr=1e30 \
+  optimizer.muon_lr=1e30 optimizer.weight_decay=0 training.skip_nonfinite_steps=3 \
+  --log-jsonl "$work/skip.jsonl" || true
 "$python" - "$work/skip.jsonl" "$work/nan_skips.err" <<'PY' || fail "nan_skips: records"
 import json, re, sys
 records = [json.loads(line) for line in open(sys.argv[1])]
