@@ -36,8 +36,9 @@ void check_rank0_outputs_clear_of_configs(ProcessGroup& world, const std::filesy
   if (ranks == 1) return;
   FileIdentity mine = identity_of(config);
   std::vector<std::int64_t> configs(static_cast<std::size_t>(ranks) * mine.size());
-  world.all_gather({configs.data(), static_cast<std::int64_t>(configs.size()), DType::kInt64},
-                   {mine.data(), static_cast<std::int64_t>(mine.size()), DType::kInt64})
+  world
+      .all_gather({configs.data(), static_cast<std::int64_t>(configs.size()), DType::kInt64},
+                  {mine.data(), static_cast<std::int64_t>(mine.size()), DType::kInt64})
       ->wait();
   // {the rank whose config an output is, that output's index}; -1: none.
   std::array<std::int64_t, 2> clash = {-1, -1};

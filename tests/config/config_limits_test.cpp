@@ -170,34 +170,27 @@ TEST(ConfigLimits, SizesPastAnyRealJobAreRefused) {
   EXPECT_EQ(limits_error("{}", {"model.layers=100000", "training.grad_accumulation=1048576"}), "");
 }
 
+bool has_config_warning(const TrainingConfig& config, const std::string& text) {
+  for (const auto& w : config_warnings(config)) {
+    if (w.find(text) != std::string::npos) return true;
+  }
+  return false;
+}
+
 TEST(ConfigWarnings, SeqLenIsIgnoredBySyntheticTasks) {
-  auto has_seq_warning = [](const TrainingConfig& c) {
-    for (const auto& w : config_warnings(c)) {
-      if (w.find("model.seq_len (64) is ignored for data.source synthetic") != std::string::npos) {
-        return true;
-      }
-    }
-    return false;
-  };
-  EXPECT_TRUE(has_seq_warning(parse_training_config("model: {seq_len: 64}")));
-  EXPECT_FALSE(has_seq_warning(parse_training_config("{}")));
-  EXPECT_FALSE(has_seq_warning(
-      parse_training_config("model: {seq_len: 64}\ndata: {source: bin, path: x.bin}")));
+  const std::string warning = "model.seq_len (64) is ignored for data.source synthetic";
+  EXPECT_TRUE(has_config_warning(parse_training_config("model: {seq_len: 64}"), warning));
+  EXPECT_FALSE(has_config_warning(parse_training_config("{}"), warning));
+  EXPECT_FALSE(has_config_warning(
+      parse_training_config("model: {seq_len: 64}\ndata: {source: bin, path: x.bin}"), warning));
 }
 
 TEST(ConfigWarnings, DigitsAreIgnoredByFileData) {
-  auto has_digits_warning = [](const TrainingConfig& c) {
-    for (const auto& w : config_warnings(c)) {
-      if (w.find("data.digits (5) is ignored for data.source text") != std::string::npos) {
-        return true;
-      }
-    }
-    return false;
-  };
-  EXPECT_TRUE(
-      has_digits_warning(parse_training_config("data: {source: text, path: x, digits: 5}")));
-  EXPECT_FALSE(has_digits_warning(parse_training_config("data: {source: text, path: x}")));
-  EXPECT_FALSE(has_digits_warning(parse_training_config("data: {digits: 5}")));
+  const std::string warning = "data.digits (5) is ignored for data.source text";
+  EXPECT_TRUE(has_config_warning(parse_training_config("data: {source: text, path: x, digits: 5}"),
+                                 warning));
+  EXPECT_FALSE(has_config_warning(parse_training_config("data: {source: text, path: x}"), warning));
+  EXPECT_FALSE(has_config_warning(parse_training_config("data: {digits: 5}"), warning));
 }
 
 }  // namespace

@@ -26,7 +26,7 @@ TrainingConfig tiny_config(double lr = 0.003, int skip_nonfinite_steps = 0) {
   return parse_training_config(str_cat(R"(
 model: {layers: 1, hidden: 16, heads: 2, ffn: 32}
 data: {source: synthetic, task: addition, digits: 2, eval_samples: 16}
-optimizer: {kind: distributed, lr: )",
+optimizer: {kind: distributed, weight_decay: 0, lr: )",
                                        lr, R"(}
 training: {steps: 8, micro_batch_size: 4, warmup_steps: 0, eval_interval: 0,
            skip_nonfinite_steps: )",
@@ -58,14 +58,15 @@ TEST(TrainingFaultsMpi, NonFiniteTrainingStopsEveryRankAndPublishesNothing) {
   TrainerOptions options;
   options.quiet = true;
   options.save_dir = (dir / "ckpt").string();
-  // lr 1e6 overflows the weights within a few steps; the run must stop, not save them.
-  const std::string m = error_of<NonFiniteTrainingError>(tiny_config(1e6), world, options);
+  // lr 1e30 overflows the weights within a few steps; the run must stop, not save them.
+  const std::string m = error_of<NonFiniteTrainingError>(tiny_config(1e30), world, options);
   EXPECT_NE(m.find("non-finite training state"), std::string::npos) << m;
   EXPECT_NE(m.find("training.skip_nonfinite_steps=0"), std::string::npos) << m;
   world->barrier()->wait();
   EXPECT_FALSE(fs::exists(dir / "ckpt" / "latest"));
   // With an allowance the run skips that many steps on every rank, then stops all the same.
-  const std::string skipped = error_of<NonFiniteTrainingError>(tiny_config(1e6, 2), world, options);
+  const std::string skipped =
+      error_of<NonFiniteTrainingError>(tiny_config(1e30, 2), world, options);
   EXPECT_NE(skipped.find("2 step(s) skipped before"), std::string::npos) << skipped;
   remove_shared(*world, dir);
 }
