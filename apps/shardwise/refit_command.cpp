@@ -451,10 +451,11 @@ int run_refit(const RefitArgs& args, const TrainingConfig* config) {
   const bool trains = me < topology.num_train_ranks;
   const ProcessGroupPtr train_group = split_group(world, trains ? 0 : -1, me, "refit-train");
   RefitInputs in;
+  // Before any training: a --tp the model cannot take (heads % tp) fails at once, not after it.
+  if (config != nullptr) prepare_forward_check(*config, args.tp, in);
   gather_refit_inputs(args, config, *world, train_group, trains, in);
   const bool infers = me >= topology.first_inference_rank() && me < topology.num_ranks();
   in.inference_group = split_group(world, infers ? 0 : -1, me, "refit-inference");
-  if (config != nullptr) prepare_forward_check(*config, args.tp, in);
   if (me == 0) {
     std::printf(
         "refit: %zu params (%lld elements, %d MXFP8-eligible) from %s on ranks 0-%d -> "

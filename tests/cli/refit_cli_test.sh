@@ -117,6 +117,13 @@ if expect_rc 2 refit2 "$mpiexec" -np 2 --oversubscribe "$shardwise" refit \
     --config "$root/examples/refit.yaml" training.steps=5; then
   grep -q "needs at least 3 ranks" "$work/refit2.err" || fail "refit2: no rank-count message"
 fi
+# A --tp the model cannot take (8 heads, tp 3) is refused before training, not after it: a run of
+# 100000 steps would take far past the 60 s limit.
+if expect_rc 2 refit_tp3 timeout 60 "$mpiexec" -np 4 --oversubscribe "$shardwise" refit \
+    --config "$root/examples/refit.yaml" --tp 3 training.steps=100000; then
+  grep -q "divisible by parallel.tp (3)" "$work/refit_tp3.err" ||
+    fail "refit_tp3: $(tail -3 "$work/refit_tp3.err")"
+fi
 expect_rc 2 refit_bad_mode "$shardwise" refit --config "$root/examples/refit.yaml" --mxfp8 maybe ||
   true
 expect_rc 2 refit_bad_key "$shardwise" refit --config "$root/examples/refit.yaml" model.nope=1 ||
