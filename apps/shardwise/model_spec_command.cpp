@@ -14,6 +14,7 @@
 #include "shardwise/core/error.hpp"
 #include "shardwise/core/message_text.hpp"
 #include "shardwise/layout/model_zoo.hpp"
+#include "shardwise/layout/param_dtype.hpp"
 
 namespace shardwise::cli {
 namespace {
@@ -81,7 +82,13 @@ int run_model_spec(const ModelSpecArgs& args) {
   }
   if (!args.gated_mlp.empty()) config.gated_mlp = parse_bool_option(args.gated_mlp, "--gated-mlp");
   if (!args.bias.empty()) config.add_bias = parse_bool_option(args.bias, "--bias");
-  if (!args.dtype.empty()) config.dtype = dtype_from_name(args.dtype, "--dtype");
+  if (!args.dtype.empty()) {
+    // An unknown name is told the parameter dtypes, not every dtype a file may hold.
+    const std::optional<DType> dtype = parse_dtype(args.dtype);
+    SW_REQUIRE(dtype, InvalidArgument, "--dtype: unknown dtype '", printable(args.dtype),
+               "' (valid: ", kParamDtypeNames, ")");
+    config.dtype = *dtype;
+  }
 
   // Expert options on a dense model would be dropped from the spec without a word.
   SW_REQUIRE(config.num_experts > 0 || (!args.moe_ffn && !args.shared_experts), InvalidArgument,

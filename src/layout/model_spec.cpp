@@ -9,13 +9,13 @@
 #include <set>
 #include <sstream>
 
-#include "param_dtype.hpp"
 #include "shardwise/core/atomic_file.hpp"
 #include "shardwise/core/checked_size.hpp"
 #include "shardwise/core/error.hpp"
 #include "shardwise/core/input_file.hpp"
 #include "shardwise/core/json_text.hpp"
 #include "shardwise/core/message_text.hpp"
+#include "shardwise/layout/param_dtype.hpp"
 
 namespace shardwise {
 namespace {
@@ -57,9 +57,9 @@ DType dtype_field(const json& value, const std::string& where, const char* field
              "\" must be a dtype name string, got ", json_excerpt(value));
   const auto name = value.get<std::string>();
   const auto dtype = parse_dtype(name);
-  SW_REQUIRE(dtype.has_value() && layout_detail::is_param_dtype(*dtype), FormatError, where,
-             ": field \"", field, "\" has dtype \"", printable(name),
-             "\", which cannot hold parameters (valid: ", layout_detail::kParamDtypeNames, ")");
+  SW_REQUIRE(dtype.has_value() && is_param_dtype(*dtype), FormatError, where, ": field \"", field,
+             "\" has dtype \"", printable(name),
+             "\", which cannot hold parameters (valid: ", kParamDtypeNames, ")");
   return *dtype;
 }
 

@@ -4,11 +4,11 @@
 #include <cctype>
 #include <map>
 
-#include "param_dtype.hpp"
 #include "shardwise/core/checked_size.hpp"
 #include "shardwise/core/closest_name.hpp"
 #include "shardwise/core/error.hpp"
 #include "shardwise/core/message_text.hpp"
+#include "shardwise/layout/param_dtype.hpp"
 
 namespace shardwise {
 namespace {
@@ -251,9 +251,8 @@ void TransformerConfig::validate() const {
   }
   SW_REQUIRE(vocab_size >= 1, InvalidArgument, who, ": vocab must be >= 1, got ", vocab_size);
   // The model-spec reader takes floating dtypes only: a spec it would refuse is not written.
-  SW_REQUIRE(layout_detail::is_param_dtype(dtype), InvalidArgument, who, ": dtype ",
-             dtype_name(dtype), " cannot hold parameters (valid: ", layout_detail::kParamDtypeNames,
-             ")");
+  SW_REQUIRE(is_param_dtype(dtype), InvalidArgument, who, ": dtype ", dtype_name(dtype),
+             " cannot hold parameters (valid: ", kParamDtypeNames, ")");
   SW_REQUIRE(max_position_embeddings >= 0, InvalidArgument, who,
              ": max positions must be >= 0, got ", max_position_embeddings);
   SW_REQUIRE(num_experts >= 0, InvalidArgument, who, ": experts must be >= 0, got ", num_experts);

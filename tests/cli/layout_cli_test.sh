@@ -135,6 +135,10 @@ expect_exit2 "all-layer-wise with none" layout -m gpt-tiny --dp 4 --optimizer no
 # An integer dtype made a spec that layout then refused.
 expect_exit2 "model-spec integer dtype" model-spec --arch gpt-tiny --dtype int32 --out "$work/i32.json"
 [[ -e "$work/i32.json" ]] && fail "model-spec --dtype int32 wrote $work/i32.json"
+# A name no dtype has was told every dtype a file may hold, integers and e8m0 among them.
+expect_exit2 "model-spec unknown dtype" model-spec --arch gpt-tiny --dtype int8
+grep -q "unknown dtype 'int8' (valid: fp32, bf16, fp16, e4m3)" "$work/err" ||
+  fail "model-spec unknown dtype: $(cat "$work/err")"
 # --list beside other options, and expert options on a dense model, were ignored (exit 0).
 expect_exit2 "model-spec --list with --out" model-spec --list --arch gpt-tiny -o "$work/list.json"
 [[ -e "$work/list.json" ]] && fail "model-spec --list wrote $work/list.json"

@@ -1,10 +1,10 @@
-// Internal: the dtypes a model spec's parameters may have, shared by the spec reader and
-// TransformerConfig::validate so that a spec the generator writes is one the reader accepts.
+// The dtypes a model spec's parameters may have, shared by the spec reader, TransformerConfig's
+// validate and `model-spec --dtype`, so that a spec the generator writes is one the reader accepts.
 #pragma once
 
 #include "shardwise/core/dtype.hpp"
 
-namespace shardwise::layout_detail {
+namespace shardwise {
 
 // Floating dtypes that hold a value on their own; E8M0 is a scale-only format (no sign, no
 // mantissa), so a parameter stored in it could not be trained or refit.
@@ -14,4 +14,4 @@ inline bool is_param_dtype(DType dtype) {
 
 inline constexpr const char* kParamDtypeNames = "fp32, bf16, fp16, e4m3";
 
-}  // namespace shardwise::layout_detail
+}  // namespace shardwise
