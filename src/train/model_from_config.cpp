@@ -42,6 +42,11 @@ std::unique_ptr<TokenDataset> make_token_dataset(const TrainingConfig& c) {
         SW_REQUIRE(!val.empty(), InvalidArgument, "data.val_path '", printable(c.data.val_path),
                    "' holds no tokens (an empty file); give a validation file with at least one "
                    "sample, or leave data.val_path empty to hold out part of data.path");
+        // Named here: the dataset's own check names data.path's file for both parts.
+        const auto need = static_cast<std::size_t>(c.model.seq_len) + 1;
+        SW_REQUIRE(val.size() >= need, InvalidArgument, "data.val_path '",
+                   printable(c.data.val_path), "' holds ", val.size(),
+                   " tokens; a validation sample needs model.seq_len + 1 = ", need);
       }
       return std::make_unique<TokenFileDataset>(
           read(c.data.path), std::move(val), c.model.seq_len, text ? 256 : c.model.vocab, seed,

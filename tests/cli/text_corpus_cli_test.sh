@@ -99,6 +99,12 @@ expect_rc 2 train_empty_val "$shardwise" "${train_args[@]}" data.source=text \
   "data.path=$root/examples/data/tiny_corpus.txt" "data.val_path=$work/empty_val.txt" || true
 grep -q "data.val_path '$work/empty_val.txt' holds no tokens" "$work/train_empty_val.err" ||
   fail "an empty data.val_path: $(cat "$work/train_empty_val.err")"
+# One too short for a sample was reported under data.path's name.
+printf 'short' >"$work/short_val.txt"
+expect_rc 2 train_short_val "$shardwise" "${train_args[@]}" data.source=text \
+  "data.path=$root/examples/data/tiny_corpus.txt" "data.val_path=$work/short_val.txt" || true
+grep -q "data.val_path '$work/short_val.txt' holds 5 tokens" "$work/train_short_val.err" ||
+  fail "a short data.val_path: $(cat "$work/train_short_val.err")"
 
 # --- generate --------------------------------------------------------------------------------
 gen() { "$shardwise" generate --checkpoint "$work/ckpt" --prompt "Fortune" --tokens 40 "$@"; }
