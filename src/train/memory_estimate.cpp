@@ -1,5 +1,8 @@
 #include "shardwise/train/memory_estimate.hpp"
 
+#include <sys/resource.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
@@ -61,6 +64,16 @@ std::optional<double> available_memory_bytes() {
   return std::nullopt;
 }
 
+std::optional<double> address_space_left_bytes() {
+  struct rlimit limit {};
+  if (::getrlimit(RLIMIT_AS, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return std::nullopt;
+  std::ifstream statm("/proc/self/statm");  // first field: the address space in pages
+  double pages = 0;
+  if (!(statm >> pages)) return std::nullopt;
+  const double used = pages * static_cast<double>(::sysconf(_SC_PAGESIZE));
+  return std::max(0.0, static_cast<double>(limit.rlim_cur) - used);
+}
+
 std::string format_bytes(double bytes) {
   const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
   int unit = 0;
@@ -86,6 +99,16 @@ void require_memory_fits(const MemoryEstimate& e, int ranks_on_host,
              format_bytes(*available),
              " available (MemAvailable in /proc/meminfo): reduce model.layers, model.hidden, "
              "model.ffn, model.vocab, model.seq_len or training.micro_batch_size");
+}
+
+void require_address_space_fits(const MemoryEstimate& e, std::optional<double> left) {
+  if (!left) return;
+  SW_REQUIRE(e.total() <= *left, ConfigError, "this run needs an estimated ",
+             format_bytes(e.total()), " per rank (", e.parameter_count,
+             " parameters), more than the ", format_bytes(*left),
+             " of address space this process may still take (its limit, `ulimit -v`): raise "
+             "the limit, or reduce model.layers, model.hidden, model.ffn, model.vocab, "
+             "model.seq_len or training.micro_batch_size");
 }
 
 }  // namespace shardwise

@@ -69,6 +69,7 @@ void require_memory(ProcessGroup& world, const GptConfig& model, const TrainingC
       world,
       [&] {
         require_memory_fits(estimate, ranks_on_this_host(world.size()), available_memory_bytes());
+        require_address_space_fits(estimate, address_space_left_bytes());
       },
       "this run does not fit in the available memory");
 }

@@ -76,6 +76,12 @@ printf 'optimizer:\n  lr: 0.1\n  lr: 0.01\n' >"$work/dup.yaml"
 expect_error duplicate_key "key 'optimizer.lr' is given twice" \
   "$shardwise" train --config "$work/dup.yaml"
 
+# Under `ulimit -v` a run that fits MemAvailable (about 8 GB here) ended in std::bad_alloc once
+# the work had begun; the pre-check now takes the address-space limit too.
+expect_error train_address_space_limit "of address space this process may still take" \
+  bash -c 'ulimit -v 4000000 && exec "$0" "$@"' "$shardwise" train "${tiny[@]}" \
+  model.hidden=2048 model.heads=16 model.ffn=8192 model.layers=8
+
 # ep sizes expert parallelism; the reference GPT has no experts (it was ignored).
 expect_error train_ep_on_dense "parallel.ep = 2: the reference GPT has no experts" \
   "$shardwise" train "${tiny[@]}" parallel.ep=2

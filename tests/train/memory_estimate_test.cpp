@@ -70,6 +70,20 @@ TEST(MemoryEstimate, BillionLayersIsRefusedWithTheEstimateAndWhatIsAvailable) {
   EXPECT_NE(m.find("optimizer state"), std::string::npos) << m;
 }
 
+TEST(MemoryEstimate, AnAddressSpaceLimitBelowTheEstimateIsRefused) {
+  GptConfig c;
+  c.num_layers = 1'000'000;
+  const MemoryEstimate e = estimate_training_memory(c, 8, 256, 1);
+  const std::string m =
+      test::error_message_of([&] { require_address_space_fits(e, 1.0 * (1 << 30)); });
+  EXPECT_NE(m.find("more than the 1.0 GiB of address space"), std::string::npos) << m;
+  EXPECT_NE(m.find("ulimit -v"), std::string::npos) << m;
+  EXPECT_EQ(test::error_message_of([&] { require_address_space_fits(e, std::nullopt); }),
+            "(no error)");
+  EXPECT_EQ(test::error_message_of([&] { require_address_space_fits(e, e.total() * 2); }),
+            "(no error)");
+}
+
 TEST(MemoryEstimate, SmallModelFitsAndMemAvailableIsRead) {
   const auto available = available_memory_bytes();
   ASSERT_TRUE(available.has_value()) << "no MemAvailable in /proc/meminfo";

@@ -32,6 +32,10 @@ MemoryEstimate estimate_training_memory(const GptConfig& model, int micro_batch,
 // MemAvailable from /proc/meminfo in bytes, or nullopt when it cannot be read.
 std::optional<double> available_memory_bytes();
 
+// What this process may still add to its address space under RLIMIT_AS (`ulimit -v`): the limit
+// less the address space in use; nullopt when there is no limit or it cannot be read.
+std::optional<double> address_space_left_bytes();
+
 // "1.5 GiB".
 std::string format_bytes(double bytes);
 
@@ -39,5 +43,9 @@ std::string format_bytes(double bytes);
 // ranks of `estimate` do not fit in `available` bytes (nothing is checked when unknown).
 void require_memory_fits(const MemoryEstimate& estimate, int ranks_on_host,
                          std::optional<double> available);
+
+// Throws ConfigError when one rank's `estimate` exceeds `left` bytes of address space (a run
+// that fits MemAvailable still ends in std::bad_alloc under a lower `ulimit -v`).
+void require_address_space_fits(const MemoryEstimate& estimate, std::optional<double> left);
 
 }  // namespace shardwise
