@@ -196,10 +196,13 @@ fi
 expect_rc 0 data_same_nodes "$mpiexec" --oversubscribe -np 2 -wdir "$work/node_a" "$shardwise" \
   "${node_train[@]}" || true
 # A job refused because its ranks disagree (here on --save) leaves no --save directory behind.
+# (Separate parents: a parent both ranks share is removed only by the rank that made it, and only
+# when the other rank's directory is gone by then.)
 if expect_rc 2 save_disagree "$mpiexec" --oversubscribe -np 1 -wdir "$work/node_a" "$shardwise" \
-    "${node_train[@]}" --save "$work/sv/a" : -np 1 -wdir "$work/node_a" "$shardwise" \
-    "${node_train[@]}" --save "$work/sv/b"; then
-  [[ ! -e "$work/sv" ]] || fail "save_disagree left $(find "$work/sv")"
+    "${node_train[@]}" --save "$work/sv_a/a" : -np 1 -wdir "$work/node_a" "$shardwise" \
+    "${node_train[@]}" --save "$work/sv_b/b"; then
+  [[ ! -e "$work/sv_a" && ! -e "$work/sv_b" ]] ||
+    fail "save_disagree left $(find "$work"/sv_*)"
 fi
 # Rank 0's --log-jsonl is the file rank 1 reads as --config (each rank checked only its own
 # inputs, and rank 0 wrote its log over rank 1's config, exit 0).
