@@ -33,6 +33,7 @@
 #include "comm_timeout_option.hpp"
 #include "command_registry.hpp"
 #include "launch_env.hpp"
+#include "rank0_outputs_check.hpp"
 #include "refit_tp_forward.hpp"
 #include "shardwise/checkpoint/checkpoint.hpp"
 #include "shardwise/checkpoint/safetensors.hpp"
@@ -436,6 +437,8 @@ int run_refit(const RefitArgs& args, const TrainingConfig* config) {
   // inherits its watchdog timeout.
   const ProcessGroupPtr world = init_mpi_world(ProcessGroupOptions{args.comm_timeout});
   check_refit_settings_agree(*world, args, config);
+  check_rank0_outputs_clear_of_configs(*world, args.config,
+                                       {{"--json", args.json, PathUse::kWriteFile}});
   const int size = world->size();
   const int me = world->rank();
   if (args.tp < 1 || size < args.tp + 1) {

@@ -281,4 +281,14 @@ if [[ -d "$work/trained" ]] &&
     fail "refit_mixed: the error does not name rank 1"
 fi
 
+# Rank 0's --json is the file rank 1 reads as --config (an MPMD launch): it was written over it.
+cp "$root/examples/refit.yaml" "$work/other.yaml"
+if expect_rc 2 refit_json_is_other_config "$mpiexec" --oversubscribe -np 1 "$shardwise" refit \
+    --config "$root/examples/refit.yaml" --json "$work/other.yaml" training.steps=2 : -np 2 \
+    "$shardwise" refit --config "$work/other.yaml" training.steps=2; then
+  grep -q "rank 0's --json '$work/other.yaml' is the file rank 1 reads as --config" \
+    "$work/refit_json_is_other_config.err" || fail "refit_json_is_other_config: no such message"
+fi
+cmp -s "$root/examples/refit.yaml" "$work/other.yaml" || fail "rank 1's config was written over"
+
 cli_test_finish "refit CLI tests passed"
