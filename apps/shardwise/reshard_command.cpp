@@ -144,14 +144,12 @@ void require_tp_divides_saved_heads(const std::filesystem::path& weights, int tp
     return;
   }
   const nlohmann::json manifest = read_checkpoint_manifest(step_dir);
-  const nlohmann::json* heads = &manifest;
-  for (const char* key : {"config", "model", "heads"}) {
-    if (!heads->is_object() || !heads->contains(key)) return;
-    heads = &heads->at(key);
-  }
-  if (!heads->is_number_integer() || heads->get<std::int64_t>() < 1) return;
-  SW_REQUIRE(heads->get<std::int64_t>() % tp == 0, InvalidArgument, "--tp ", tp,
-             " does not divide the checkpoint's ", heads->get<std::int64_t>(),
+  const nlohmann::json* model = saved_model_config(manifest);
+  if (model == nullptr || !model->contains("heads")) return;
+  const nlohmann::json& heads = model->at("heads");
+  if (!heads.is_number_integer() || heads.get<std::int64_t>() < 1) return;
+  SW_REQUIRE(heads.get<std::int64_t>() % tp == 0, InvalidArgument, "--tp ", tp,
+             " does not divide the checkpoint's ", heads.get<std::int64_t>(),
              " attention heads (config.model.heads of ", quoted(step_dir / kCheckpointManifestFile),
              "): tensor parallelism splits attention by whole heads");
 }

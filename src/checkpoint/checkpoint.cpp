@@ -553,6 +553,13 @@ json read_checkpoint_manifest(const fs::path& directory) {
   return checkpoint_detail::parse_checkpoint_manifest(text, directory, file);
 }
 
+const json* saved_model_config(const json& manifest) {
+  const auto config = manifest.find("config");
+  if (config == manifest.end() || !config->is_object()) return nullptr;
+  const auto model = config->find("model");
+  return model != config->end() && model->is_object() ? &*model : nullptr;
+}
+
 std::vector<std::int64_t> list_checkpoint_steps(const fs::path& root) {
   std::vector<std::int64_t> steps;
   std::error_code ec;

@@ -21,12 +21,11 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 const json& model_section(const json& manifest, const fs::path& dir) {
-  const fs::path file = dir / kCheckpointManifestFile;
-  SW_REQUIRE(manifest.contains("config") && manifest["config"].is_object() &&
-                 manifest["config"].contains("model") && manifest["config"]["model"].is_object(),
-             FormatError, "checkpoint manifest '", file.string(),
+  const json* model = saved_model_config(manifest);
+  SW_REQUIRE(model != nullptr, FormatError, "checkpoint manifest '",
+             (dir / kCheckpointManifestFile).string(),
              "' has no \"config\".\"model\" section (not written by `shardwise train`?)");
-  return manifest["config"]["model"];
+  return *model;
 }
 
 template <typename T>

@@ -95,10 +95,8 @@ std::vector<BatchSegment> checked_history(const LoadedCheckpoint& loaded) {
 // heads = 4 loads every tensor and trains another network (Megatron's check_checkpoint_args
 // refuses a differing num_attention_heads too). Checked where the manifest records them.
 void check_same_unseen_architecture(const LoadedCheckpoint& loaded, const TrainingConfig& config) {
-  const auto saved_config = loaded.manifest.find("config");
-  if (saved_config == loaded.manifest.end() || !saved_config->is_object()) return;
-  const auto saved = saved_config->find("model");
-  if (saved == saved_config->end() || !saved->is_object()) return;
+  const nlohmann::json* saved = saved_model_config(loaded.manifest);
+  if (saved == nullptr) return;
   const nlohmann::json ours(to_json(config).at("model"));
   for (const char* key : {"arch", "heads", "position"}) {
     const auto value = saved->find(key);

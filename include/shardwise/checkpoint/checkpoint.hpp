@@ -109,6 +109,10 @@ std::vector<std::int64_t> list_checkpoint_steps(const std::filesystem::path& roo
 // Reads and validates a step directory's checkpoint.json.
 nlohmann::json read_checkpoint_manifest(const std::filesystem::path& directory);
 
+// The "config"."model" object `shardwise train` writes into a manifest, or nullptr when the
+// manifest has none (a checkpoint saved outside the trainer).
+const nlohmann::json* saved_model_config(const nlohmann::json& manifest);
+
 // The optimizer shards step directory `directory`'s manifest indexes (which rank file holds which
 // elements and fields of which param), checked as a load checks them: FormatError naming the
 // manifest when its "index" is malformed or does not cover each param's elements once.
