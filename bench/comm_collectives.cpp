@@ -132,7 +132,9 @@ void print_distance(const ProcessGroupPtr& world, std::int64_t n, int iters) {
   bench::StreamProbe stream;
   CollectiveRates own, in_place;
   for (int round = 0; round < 3; ++round) {
-    limit.add(bench::mpi_ping_pong_gbps(std::max<std::size_t>(bytes / p, 8u << 20), iters));
+    // The reduce-scatter's memory on each rank: the full input and its shard of output.
+    limit.add(bench::mpi_ping_pong_gbps(std::max<std::size_t>(bytes / p, 8u << 20), iters,
+                                        bytes + bytes / p));
     memory_bound.add(bench::collective_memory_bound_gbs(stream, p));
     auto seconds = [&](auto&& op) { return median_seconds(iters, [&] { op()->wait(); }); };
     own.add(bus, seconds([&] { return world->reduce_scatter(s, f, ReduceOp::kSum); }),

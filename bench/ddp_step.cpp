@@ -335,7 +335,8 @@ void run_overlap_mode(const ParamList& params, const FullParamLayout& layout,
   bench::ProbeSamples limit, memory_bound;
   bench::StreamProbe stream;
   auto probe = [&] {
-    limit.add(bench::mpi_ping_pong_gbps(shard_bytes, o.iters));
+    // The step's reduce-scatters go through the whole fp32 grad buffer.
+    limit.add(bench::mpi_ping_pong_gbps(shard_bytes, o.iters, static_cast<std::size_t>(numel) * 4));
     memory_bound.add(bench::collective_memory_bound_gbs(stream, dp));
   };
   probe();

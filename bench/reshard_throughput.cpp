@@ -215,10 +215,10 @@ void print_packed_figure(ProcessGroup& world, const Options& o, const Scenario& 
   const ReshardPlan plan = plan_for(o, scenario, me);
   Buffers buffers = make_buffers(plan, me);
   for (int round = 0; round < 2; ++round) {
-    limit.add(bench::mpi_ping_pong_gbps(share, o.iters));
+    limit.add(bench::mpi_ping_pong_gbps(share, o.iters, 2 * share));
     packed_seconds.push_back(time_reshard(world, plan, buffers, nullptr, o.iters).seconds);
   }
-  limit.add(bench::mpi_ping_pong_gbps(share, o.iters));
+  limit.add(bench::mpi_ping_pong_gbps(share, o.iters, 2 * share));
   std::sort(packed_seconds.begin(), packed_seconds.end());
   if (me == 0) {
     bench::print_figure(str_cat("reshard_", p, "r").c_str(),
