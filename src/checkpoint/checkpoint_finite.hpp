@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string_view>
 
 #include "shardwise/core/dtype.hpp"
@@ -19,6 +20,9 @@ namespace shardwise::checkpoint_detail {
 // alignment), or nullopt when all are finite. Integer dtypes and scale bytes are
 // not checked.
 std::optional<std::int64_t> first_non_finite(const void* data, std::int64_t count, DType dtype);
+
+// Index of the first value below zero (NaN is not), or nullopt.
+std::optional<std::int64_t> first_negative(std::span<const float> values);
 
 // Reads elements [element_offset, element_offset + count) of tensor `name` into `dst` (as
 // SafetensorsFile::read_range) in pieces of about 1 MiB, scanning each piece for non-finite

@@ -337,10 +337,10 @@ const std::vector<const SavedShard*>& sources_of(const SavedShardsByParam& saved
 // the update's square root into NaN steps later, blamed on the learning rate).
 void require_non_negative(std::span<const float> values, const OptimizerShard& shard,
                           const std::string& field, const std::string& what) {
-  const auto bad = std::find_if(values.begin(), values.end(), [](float v) { return v < 0.0f; });
-  SW_REQUIRE(bad == values.end(), FormatError, what, ": field '", field, "' of param '",
-             shard.param, "' holds a negative value (", *bad, ") at element ",
-             shard.start + (bad - values.begin()),
+  const std::optional<std::int64_t> bad = checkpoint_detail::first_negative(values);
+  SW_REQUIRE(!bad, FormatError, what, ": field '", field, "' of param '", shard.param,
+             "' holds a negative value (", values[static_cast<std::size_t>(bad.value_or(0))],
+             ") at element ", shard.start + bad.value_or(0),
              "; it is a running mean of squares: the checkpoint is damaged");
 }
 

@@ -24,6 +24,7 @@
 #include "shardwise/checkpoint/checkpoint_shards.hpp"
 #include "shardwise/checkpoint/safetensors.hpp"
 #include "shardwise/core/atomic_file.hpp"
+#include "shardwise/core/cpu_isa.hpp"
 #include "shardwise/optim/adamw.hpp"
 
 namespace shardwise {
@@ -640,6 +641,43 @@ TEST_F(BadCheckpoint, NegativeSecondMomentInOptimizerState) {
   EXPECT_MENTIONS(load_error(),
                   "field 'exp_avg_sq' of param 'layers.0.weight' holds a negative "
                   "value (-1) at element 3");
+}
+
+// The load scans every value it reads, a chunk of 1024 at a time, with kernels per ISA level:
+// each level must find the same first bad element, at a chunk's edges and in the last one.
+TEST(CheckpointScan, EveryIsaLevelFindsTheFirstBadValue) {
+  const std::vector<std::pair<std::string, std::vector<std::int64_t>>> spec = {
+      {"layers.0.weight", {70, 41}}};  // 2870 elements: two whole chunks and a partial one
+  FakeProcessGroup group{0, 1};
+  const std::string rank_file = "optimizer-rank-00000-of-00001.safetensors";
+  for (const IsaLevel level : supported_isa_levels()) {
+    const ScopedIsaLevel scoped(level);
+    for (const std::int64_t element : {0, 1023, 1024, 2047, 2869}) {
+      SCOPED_TRACE(testing::Message() << isa_level_name(level) << ", element " << element);
+      const fs::path root = fresh_dir("scan");
+      TinyModel a(spec, 1);
+      a.step(1);
+      const fs::path dir = save_checkpoint(request(root, 1), a.tensors(), *a.optimizer, group);
+      auto error = [&] {
+        TinyModel b(spec, 5);
+        return error_of([&] {
+          load_checkpoint(resolve_checkpoint_directory(root), b.tensors(), *b.optimizer, group,
+                          "ddp");
+        });
+      };
+      // -0.0 is not below zero, NaN is not either (the non-finite scan finds it instead).
+      poison_tensor(dir / rank_file, "layers.0.weight/exp_avg_sq", element / 2, -0.0f);
+      poison_tensor(dir / rank_file, "layers.0.weight/exp_avg_sq", element, -2.5f);
+      EXPECT_MENTIONS(error(), str_cat("holds a negative value (-2.5) at element ", element));
+      poison_tensor(dir / "model.safetensors", "layers.0.weight", element, INFINITY);
+      if (element + 1 < 2870) {
+        poison_tensor(dir / "model.safetensors", "layers.0.weight", element + 1, std::nanf(""));
+      }
+      EXPECT_MENTIONS(error(),
+                      str_cat("holds a non-finite value (NaN or inf) at element ", element));
+      fs::remove_all(root);
+    }
+  }
 }
 
 TEST_F(BadCheckpoint, StepBeyondWhatASaveStores) {
