@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -64,6 +65,59 @@ std::optional<double> available_memory_bytes() {
   return std::nullopt;
 }
 
+namespace {
+
+// A number read from a cgroup file; nullopt for "max", a missing file or anything else.
+std::optional<double> cgroup_number(const std::filesystem::path& file) {
+  std::ifstream in(file);
+  double value = 0;
+  if (!(in >> value)) return std::nullopt;
+  return value;
+}
+
+// Limit less usage over `dir` and every cgroup above it (a parent's limit binds its children),
+// the least of them; `limit_file` / `usage_file` per version. v1 writes "no limit" as ~2^63.
+std::optional<double> tightest_cgroup_room(const std::filesystem::path& root,
+                                           std::filesystem::path dir, const char* limit_file,
+                                           const char* usage_file) {
+  std::optional<double> room;
+  for (;;) {
+    const std::filesystem::path at = root / dir.relative_path();
+    const std::optional<double> limit = cgroup_number(at / limit_file);
+    if (limit && *limit < 0x1p60) {
+      const double left = std::max(0.0, *limit - cgroup_number(at / usage_file).value_or(0.0));
+      room = std::min(room.value_or(left), left);
+    }
+    if (!dir.has_relative_path()) return room;
+    dir = dir.parent_path();
+  }
+}
+
+}  // namespace
+
+std::optional<double> cgroup_memory_left_bytes(const std::filesystem::path& cgroup_root,
+                                               const std::filesystem::path& self_cgroup) {
+  std::ifstream in(self_cgroup);
+  std::optional<double> room;
+  auto take = [&](std::optional<double> r) {
+    if (r) room = std::min(room.value_or(*r), *r);
+  };
+  // Lines are "id:controllers:path": "0::path" for v2, "4:memory:path" for v1's memory controller.
+  for (std::string line; std::getline(in, line);) {
+    const auto first = line.find(':'), second = line.find(':', first + 1);
+    if (first == std::string::npos || second == std::string::npos) continue;
+    const std::string controllers = line.substr(first + 1, second - first - 1);
+    const std::filesystem::path path = line.substr(second + 1);
+    if (line.compare(0, first, "0") == 0 && controllers.empty()) {
+      take(tightest_cgroup_room(cgroup_root, path, "memory.max", "memory.current"));
+    } else if (controllers == "memory") {
+      take(tightest_cgroup_room(cgroup_root / "memory", path, "memory.limit_in_bytes",
+                                "memory.usage_in_bytes"));
+    }
+  }
+  return room;
+}
+
 std::optional<double> address_space_left_bytes() {
   struct rlimit limit {};
   if (::getrlimit(RLIMIT_AS, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return std::nullopt;
@@ -87,7 +141,7 @@ std::string format_bytes(double bytes) {
 }
 
 void require_memory_fits(const MemoryEstimate& e, int ranks_on_host,
-                         std::optional<double> available) {
+                         std::optional<double> available, std::string_view source) {
   if (!available) return;
   const double needed = e.total() * std::max(1, ranks_on_host);
   SW_REQUIRE(needed <= *available, ConfigError, "this run needs an estimated ",
@@ -96,8 +150,8 @@ void require_memory_fits(const MemoryEstimate& e, int ranks_on_host,
              ", optimizer state ", format_bytes(e.optimizer_state), ", activations ",
              format_bytes(e.activations), ") x ", std::max(1, ranks_on_host),
              " rank(s) on this host = ", format_bytes(needed), ", more than the ",
-             format_bytes(*available),
-             " available (MemAvailable in /proc/meminfo): reduce model.layers, model.hidden, "
+             format_bytes(*available), " available (", source,
+             "): reduce model.layers, model.hidden, "
              "model.ffn, model.vocab, model.seq_len or training.micro_batch_size");
 }
 

@@ -68,7 +68,12 @@ void require_memory(ProcessGroup& world, const GptConfig& model, const TrainingC
   check_on_every_rank(
       world,
       [&] {
-        require_memory_fits(estimate, ranks_on_this_host(world.size()), available_memory_bytes());
+        const int ranks = ranks_on_this_host(world.size());
+        require_memory_fits(estimate, ranks, available_memory_bytes());
+        // The ranks MPI counts on this host share its container (pods have host names of their
+        // own), so they share its cgroup too.
+        require_memory_fits(estimate, ranks, cgroup_memory_left_bytes(),
+                            "the memory cgroup's limit less its usage");
         require_address_space_fits(estimate, address_space_left_bytes());
       },
       "this run does not fit in the available memory");

@@ -4,6 +4,12 @@
 #include "shardwise/train/memory_estimate.hpp"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <string>
 
 #include "scratch_dir.hpp"
 #include "shardwise/model/gpt_model.hpp"
@@ -82,6 +88,51 @@ TEST(MemoryEstimate, AnAddressSpaceLimitBelowTheEstimateIsRefused) {
             "(no error)");
   EXPECT_EQ(test::error_message_of([&] { require_address_space_fits(e, e.total() * 2); }),
             "(no error)");
+}
+
+// A fake cgroup hierarchy: `files` maps paths under the root to contents.
+std::filesystem::path fake_cgroups(const std::string& name, const std::string& self_cgroup,
+                                   const std::map<std::string, std::string>& files) {
+  const std::filesystem::path root =
+      std::filesystem::temp_directory_path() /
+      ("shardwise-cgroup-" + name + "-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(root);
+  for (const auto& [path, text] : files) {
+    std::filesystem::create_directories((root / path).parent_path());
+    std::ofstream(root / path) << text;
+  }
+  std::ofstream(root / "self") << self_cgroup;
+  return root;
+}
+
+TEST(MemoryEstimate, CgroupLimitsAreReadThroughTheHierarchy) {
+  // v2: the pod's limit sits one level above the process's cgroup, which has none of its own.
+  auto root = fake_cgroups("v2", "0::/pod/app\n",
+                           {{"pod/memory.max", "1073741824\n"},
+                            {"pod/memory.current", "268435456\n"},
+                            {"pod/app/memory.max", "max\n"},
+                            {"pod/app/memory.current", "200000000\n"}});
+  EXPECT_EQ(cgroup_memory_left_bytes(root, root / "self"), 805306368.0);
+  std::filesystem::remove_all(root);
+  // v1 (hybrid, as on this project's VMs): the memory controller's own hierarchy; "no limit" is
+  // ~2^63 there. The v2 line finds no memory.max.
+  root = fake_cgroups("v1", "4:memory:/job\n0::/\n",
+                      {{"memory/memory.limit_in_bytes", "9223372036854771712\n"},
+                       {"memory/job/memory.limit_in_bytes", "4294967296\n"},
+                       {"memory/job/memory.usage_in_bytes", "1073741824\n"}});
+  EXPECT_EQ(cgroup_memory_left_bytes(root, root / "self"), 3221225472.0);
+  std::filesystem::remove_all(root);
+  // No limit anywhere, and no readable list: nothing to check against.
+  root = fake_cgroups("none", "0::/a\n", {{"a/memory.max", "max\n"}, {"memory.max", "max\n"}});
+  EXPECT_EQ(cgroup_memory_left_bytes(root, root / "self"), std::nullopt);
+  EXPECT_EQ(cgroup_memory_left_bytes(root, root / "missing"), std::nullopt);
+  std::filesystem::remove_all(root);
+
+  const MemoryEstimate e = estimate_training_memory(GptConfig{}, 8, 256, 1);
+  const std::string m = test::error_message_of(
+      [&] { require_memory_fits(e, 2, e.total(), "the memory cgroup's limit less its usage"); });
+  EXPECT_NE(m.find("x 2 rank(s) on this host"), std::string::npos) << m;
+  EXPECT_NE(m.find("available (the memory cgroup's limit less its usage)"), std::string::npos) << m;
 }
 
 TEST(MemoryEstimate, SmallModelFitsAndMemAvailableIsRead) {

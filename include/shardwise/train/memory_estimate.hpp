@@ -5,8 +5,10 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "shardwise/config/training_config.hpp"
 #include "shardwise/model/gpt_config.hpp"
@@ -32,6 +34,15 @@ MemoryEstimate estimate_training_memory(const GptConfig& model, int micro_batch,
 // MemAvailable from /proc/meminfo in bytes, or nullopt when it cannot be read.
 std::optional<double> available_memory_bytes();
 
+// What the memory cgroups this process is in still allow: the least of limit less usage over its
+// cgroup and every one above it, v2 (memory.max, memory.current) or v1's memory controller
+// (memory.limit_in_bytes, memory.usage_in_bytes); nullopt when none sets a limit. A container's
+// limit, which MemAvailable (the host's) does not show. Arguments: where the hierarchy is
+// mounted and the process's cgroup list (overridable for tests).
+std::optional<double> cgroup_memory_left_bytes(
+    const std::filesystem::path& cgroup_root = "/sys/fs/cgroup",
+    const std::filesystem::path& self_cgroup = "/proc/self/cgroup");
+
 // What this process may still add to its address space under RLIMIT_AS (`ulimit -v`): the limit
 // less the address space in use; nullopt when there is no limit or it cannot be read.
 std::optional<double> address_space_left_bytes();
@@ -42,7 +53,8 @@ std::string format_bytes(double bytes);
 // Throws ConfigError with the estimate's parts and the available memory when `ranks_on_host`
 // ranks of `estimate` do not fit in `available` bytes (nothing is checked when unknown).
 void require_memory_fits(const MemoryEstimate& estimate, int ranks_on_host,
-                         std::optional<double> available);
+                         std::optional<double> available,
+                         std::string_view source = "MemAvailable in /proc/meminfo");
 
 // Throws ConfigError when one rank's `estimate` exceeds `left` bytes of address space (a run
 // that fits MemAvailable still ends in std::bad_alloc under a lower `ulimit -v`).
