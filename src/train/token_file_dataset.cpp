@@ -84,8 +84,9 @@ TokenFileDataset::TokenFileDataset(std::vector<std::int32_t> train_tokens,
       vocab_size_(vocab_size),
       seed_(seed),
       validation_samples_(validation_samples),
+      held_out_(val_.empty()),
       description_(std::move(description)) {
-  if (val_.empty()) {
+  if (held_out_) {
     // Hold out the last tenth of the training tokens.
     const std::size_t split = train_.size() - train_.size() / 10;
     val_.assign(train_.begin() + static_cast<std::ptrdiff_t>(split), train_.end());
@@ -106,6 +107,20 @@ TokenFileDataset::TokenFileDataset(std::vector<std::int32_t> train_tokens,
                  " outside the vocabulary of ", vocab_size_);
     }
   }
+}
+
+std::vector<std::string> TokenFileDataset::warnings() const {
+  // Validation sample i starts at token i * seq_len (see fill): these many fit before it wraps.
+  const auto whole =
+      static_cast<std::int64_t>((val_.size() - 1) / static_cast<std::size_t>(seq_len_));
+  if (validation_samples_ <= whole) return {};
+  return {str_cat("data.eval_samples (", validation_samples_, ") is more than the ", whole,
+                  " samples of ", seq_len_, " tokens in ",
+                  held_out_ ? str_cat("the held-out last tenth of ", description_)
+                            : std::string("data.val_path's file"),
+                  ": evaluation wraps around and scores held-out tokens more than once (the "
+                  "held-out loss is no better measured than with ",
+                  whole, ")")};
 }
 
 void TokenFileDataset::fill(Split split, std::int64_t first, int count, std::int32_t* tokens,

@@ -49,6 +49,7 @@ void announce_run(const RunContext& run, const TrainingModel& m, const TrainingS
             " bucket_groups=", m.ddp().bucket_groups().size());
   if (m.device) log::info("device: ", m.device->description);
   for (const auto& w : run.resolution.warnings) log::warning(w);
+  for (const auto& w : m.dataset->warnings()) log::warning(w);
 }
 
 TrainingReport::TrainingReport(const RunContext& run)

@@ -41,9 +41,10 @@ def launcher_env():
     return env
 
 
-def run_mpi(np, script, *args, timeout=300):
-    """Runs `mpirun -np NP python3 SCRIPT ARGS...`; returns the CompletedProcess."""
+def run_mpi(np, script, *args, timeout=300, extra_env=None):
+    """Runs `mpirun -np NP python3 SCRIPT ARGS...` (with `extra_env` added to launcher_env());
+    returns the CompletedProcess."""
     command = ["mpirun", "-np", str(np), "--oversubscribe", sys.executable, str(script),
                *map(str, args)]
-    return subprocess.run(command, capture_output=True, text=True, env=launcher_env(),
-                          timeout=timeout)
+    return subprocess.run(command, capture_output=True, text=True,
+                          env={**launcher_env(), **(extra_env or {})}, timeout=timeout)

@@ -109,6 +109,27 @@ TEST_F(TokenFiles, DatasetDrawsWindowsWithNextTokenTargets) {
   EXPECT_EQ(again, tokens) << "samples are a function of their index";
 }
 
+// Validation sample i starts at token i * seq_len: past the part's whole samples, evaluation
+// wraps around and scores tokens twice, which the user hears about (it was silent).
+TEST_F(TokenFiles, MoreEvalSamplesThanTheValidationPartHoldsIsWarned) {
+  std::vector<std::int32_t> train(200, 1), val(41, 2);  // 40 targets: 5 samples of 8
+  EXPECT_TRUE(TokenFileDataset(train, val, 8, 0, 7, 5, "t").warnings().empty());
+  const std::vector<std::string> given = TokenFileDataset(train, val, 8, 0, 7, 6, "t").warnings();
+  ASSERT_EQ(given.size(), 1u);
+  EXPECT_EQ(given[0],
+            "data.eval_samples (6) is more than the 5 samples of 8 tokens in data.val_path's file: "
+            "evaluation wraps around and scores held-out tokens more than once (the held-out loss "
+            "is no better measured than with 5)");
+  // Held out: the last tenth of 200 tokens is 20, two samples of 8.
+  const std::vector<std::string> held =
+      TokenFileDataset(train, {}, 8, 0, 7, 3, "text file 'corpus.txt'").warnings();
+  ASSERT_EQ(held.size(), 1u);
+  EXPECT_NE(held[0].find("the 2 samples of 8 tokens in the held-out last tenth of text file "
+                         "'corpus.txt'"),
+            std::string::npos)
+      << held[0];
+}
+
 // Ranks compare fingerprints at startup: one token moved, swapped or added must change it.
 TEST_F(TokenFiles, FingerprintFollowsEveryToken) {
   std::vector<std::int32_t> train(203);

@@ -35,6 +35,9 @@ class TokenDataset {
   virtual EvalKind eval_kind() const { return EvalKind::kExactMatch; }
   // Whether each token is one byte of text (then loss in bits is bits per byte).
   virtual bool byte_level() const { return false; }
+  // What the user should hear about this data and the config together (rank 0 prints them with
+  // the config's warnings).
+  virtual std::vector<std::string> warnings() const { return {}; }
 };
 
 }  // namespace shardwise

@@ -37,6 +37,8 @@ class TokenFileDataset final : public TokenDataset {
   // A vocabulary of at most 256 is read as bytes (text files; .bin files written by
   // scripts/prepare_fortunes.py); subword tokenizers have far larger vocabularies.
   bool byte_level() const override { return vocab_size_ <= 256; }
+  // data.eval_samples beyond the validation part's whole samples (evaluation wraps around).
+  std::vector<std::string> warnings() const override;
 
  private:
   std::vector<std::int32_t> train_, val_;
@@ -44,6 +46,7 @@ class TokenFileDataset final : public TokenDataset {
   int vocab_size_;
   std::uint64_t seed_;
   std::int64_t validation_samples_;
+  bool held_out_;  // the validation part is the last tenth of the training file
   std::string description_;
 };
 
