@@ -283,7 +283,7 @@ inline void ping_pong_round_trip(std::vector<char>& message, int n, int me) {
 // probe and figure see the same caches. On the 2-core Firecracker Xeon VM (480 MiB of L3) one
 // 16 MiB buffer sent again and again climbed from 4 to 10.5 GB/s over ~40 round trips as it
 // settled in cache, and fell back once a collective had run, while four or more buffers in
-// turn held at 3.5-4.4 GB/s: the single-buffer probe read 3.4-6.9 GB/s from run to run.
+// turn held at 2.9-4.4 GB/s: the single-buffer probe read 3.4-6.9 GB/s from run to run.
 // The buffers are kept across calls (a probe pays first touches once).
 inline double mpi_ping_pong_gbps(std::size_t bytes, int iters, std::size_t footprint) {
   int me = 0;
@@ -306,13 +306,7 @@ inline double mpi_ping_pong_gbps(std::size_t bytes, int iters, std::size_t footp
                    MPI_STATUS_IGNORE);
     }
     const auto t0 = Clock::now();
-    if (me == 0) {
-      MPI_Send(message.data(), n, MPI_CHAR, 1, 0, MPI_COMM_WORLD);
-      MPI_Recv(message.data(), n, MPI_CHAR, 1, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-    } else if (me == 1) {
-      MPI_Recv(message.data(), n, MPI_CHAR, 0, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-      MPI_Send(message.data(), n, MPI_CHAR, 0, 0, MPI_COMM_WORLD);
-    }
+    ping_pong_round_trip(message, n, me);
     if (i > 0) t.push_back(seconds_since(t0) / 2);
   }
   idle_mpi_barrier();
