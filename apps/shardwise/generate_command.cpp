@@ -42,6 +42,7 @@ struct ShardedGpt {
   std::vector<std::vector<float>> values, grads;
   std::unique_ptr<GptModel<float>> model;
   ShardedGpt(const CheckpointGpt& full, ProcessGroup& group) {
+    full.config.validate_tensor_parallel(group.size(), "--tp");  // named as the user gave it
     TensorParallelOptions tp;
     tp.group = &group;
     model = std::make_unique<GptModel<float>>(full.config, tp);

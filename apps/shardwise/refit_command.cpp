@@ -204,7 +204,7 @@ void prepare_forward_check(const TrainingConfig& config, int inference_tp, Refit
   TrainingConfig tp1 = config;
   tp1.parallel.tp = 1;
   in.model = gpt_config_for(tp1, *data);
-  in.model->validate_tensor_parallel(inference_tp);  // on every rank: all exit 2 alike
+  in.model->validate_tensor_parallel(inference_tp, "--tp");  // on every rank: all exit 2 alike
   in.batch.batch = static_cast<int>(std::min<std::int64_t>(2, data->validation_size()));
   in.batch.seq = data->seq_len();
   const auto n = static_cast<std::size_t>(in.batch.batch) * in.batch.seq;

@@ -38,13 +38,13 @@ int GptConfig::padded_vocab_size(int tp) const {
   return static_cast<int>(padded);
 }
 
-void GptConfig::validate_tensor_parallel(int tp) const {
+void GptConfig::validate_tensor_parallel(int tp, std::string_view tp_name) const {
   validate();
-  SW_REQUIRE(tp >= 1, ConfigError, "parallel.tp must be >= 1, got ", tp);
+  SW_REQUIRE(tp >= 1, ConfigError, tp_name, " must be >= 1, got ", tp);
   SW_REQUIRE(num_heads % tp == 0, ConfigError, "model.num_heads (", num_heads,
-             ") must be divisible by parallel.tp (", tp, ")");
+             ") must be divisible by ", tp_name, " (", tp, ")");
   SW_REQUIRE(ffn_hidden % tp == 0, ConfigError, "model.ffn_hidden (", ffn_hidden,
-             ") must be divisible by parallel.tp (", tp, ")");
+             ") must be divisible by ", tp_name, " (", tp, ")");
   padded_vocab_size(tp);  // a multiple of tp by construction; throws when it overflows
 }
 

@@ -121,7 +121,7 @@ fi
 # 100000 steps would take far past the 60 s limit.
 if expect_rc 2 refit_tp3 timeout 60 "$mpiexec" -np 4 --oversubscribe "$shardwise" refit \
     --config "$root/examples/refit.yaml" --tp 3 training.steps=100000; then
-  grep -q "divisible by parallel.tp (3)" "$work/refit_tp3.err" ||
+  grep -q "divisible by --tp (3)" "$work/refit_tp3.err" ||
     fail "refit_tp3: $(tail -3 "$work/refit_tp3.err")"
 fi
 expect_rc 2 refit_bad_mode "$shardwise" refit --config "$root/examples/refit.yaml" --mxfp8 maybe ||

@@ -132,6 +132,12 @@ if expect_rc 0 text_train "$shardwise" train --config "$root/examples/text.yaml"
   expect_rc 0 gen2 "$mpiexec" -np 2 --oversubscribe "$shardwise" generate --checkpoint \
     "$work/text" --prompt "The " --tokens 40 --temperature 1 --seed 3 --tp 2; then
   cmp -s "$work/gen1.out" "$work/gen2.out" || fail "generate --tp 2 differs from tp = 1"
+  # A --tp the model cannot take is named as the user gave it (it said parallel.tp).
+  if expect_rc 2 gen_tp3 "$mpiexec" -np 3 --oversubscribe "$shardwise" generate --checkpoint \
+      "$work/text" --prompt "The " --tokens 4 --tp 3; then
+    grep -q "model.num_heads (2) must be divisible by --tp (3)" "$work/gen_tp3.err" ||
+      fail "gen_tp3: $(tail -3 "$work/gen_tp3.err")"
+  fi
 fi
 
 # --- generate --tp 2 where the same path holds another run's checkpoint on one rank (storage each

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string_view>
 
 namespace shardwise {
 
@@ -29,8 +30,9 @@ struct GptConfig {
   // The padded rows are never selected and their logits never enter the softmax.
   int padded_vocab_size(int tp) const;
   // validate() plus the TP constraints: tp >= 1 divides num_heads, ffn_hidden and the padded
-  // vocabulary. Throws ConfigError naming the field (model.num_heads, model.ffn_hidden, ...).
-  void validate_tensor_parallel(int tp) const;
+  // vocabulary. Throws ConfigError naming the field (model.num_heads, model.ffn_hidden, ...) and
+  // the TP size as `tp_name` calls it (a CLI's "--tp" rather than the config's "parallel.tp").
+  void validate_tensor_parallel(int tp, std::string_view tp_name = "parallel.tp") const;
 };
 
 }  // namespace shardwise
