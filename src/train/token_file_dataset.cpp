@@ -96,15 +96,19 @@ TokenFileDataset::TokenFileDataset(std::vector<std::int32_t> train_tokens,
   SW_REQUIRE(train_.size() >= need && val_.size() >= need, InvalidArgument, description_,
              ": training and validation parts need at least ", need, " tokens each (have ",
              train_.size(), " and ", val_.size(), ")");
-  if (vocab_size_ <= 0) {
-    const auto max_train = *std::max_element(train_.begin(), train_.end());
-    const auto max_val = *std::max_element(val_.begin(), val_.end());
-    vocab_size_ = std::max(max_train, max_val) + 1;
-  }
+  const std::int32_t largest = std::max(*std::max_element(train_.begin(), train_.end()),
+                                        *std::max_element(val_.begin(), val_.end()));
+  // A vocabulary given for a token file is model.vocab (text's 256 bytes never fall outside).
+  const bool from_config = vocab_size_ > 0;
+  if (!from_config) vocab_size_ = largest + 1;
   for (const auto* part : {&train_, &val_}) {
     for (auto t : *part) {
       SW_REQUIRE(t >= 0 && t < vocab_size_, FormatError, description_, ": token ", t,
-                 " outside the vocabulary of ", vocab_size_);
+                 " outside the vocabulary of ", vocab_size_,
+                 from_config && t >= 0
+                     ? str_cat(" (model.vocab; give at least ", std::int64_t{largest} + 1,
+                               ", or 0 to take it from the data)")
+                     : std::string());
     }
   }
 }

@@ -157,6 +157,11 @@ TEST_F(TokenFiles, TooFewTokensOrOutOfVocabularyAreErrors) {
   std::vector<std::int32_t> train(100, 3);
   train[5] = 300;
   EXPECT_THROW(TokenFileDataset(train, {}, 8, 256, 1, 1, "oov"), FormatError);
+  // A given vocabulary is model.vocab: the message names it and what would fit.
+  train[7] = 411;
+  EXPECT_EQ(test::error_message_of([&] { TokenFileDataset(train, {}, 8, 256, 1, 1, "oov"); }),
+            "oov: token 300 outside the vocabulary of 256 (model.vocab; give at least 412, or 0 "
+            "to take it from the data)");
 }
 
 }  // namespace
