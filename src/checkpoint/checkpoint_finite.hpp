@@ -25,7 +25,7 @@ std::optional<std::int64_t> first_non_finite(const void* data, std::int64_t coun
 std::optional<std::int64_t> first_negative(std::span<const float> values);
 
 // Reads elements [element_offset, element_offset + count) of tensor `name` into `dst` (as
-// SafetensorsFile::read_range) in pieces of about 1 MiB, scanning each piece for non-finite
+// SafetensorsFile::read_range) in pieces of 256 KiB, scanning each piece for non-finite
 // values while it is still in cache: one pass over memory instead of a read and a scan.
 // Returns the index (relative to element_offset) of the first non-finite element, or nullopt.
 // On a non-finite value the read stops there: `dst` is then only partly written.
