@@ -203,8 +203,8 @@ void load_model_file(const fs::path& path, const std::vector<ModelTensor>& model
   // Non-finite weights are damage, found while each tensor is read (one pass over the bytes);
   // the load then fails with the model partly overwritten.
   for (const ModelTensor& t : model) {
-    const auto bad =
-        checkpoint_detail::read_range_checked(file, t.name, 0, t.values.numel, t.values.data);
+    const auto bad = checkpoint_detail::read_range_checked(
+        file, t.name, 0, t.values.numel, t.values.data, checkpoint_detail::ValueCheck::kFinite);
     SW_REQUIRE(!bad, FormatError, "checkpoint file ", quoted(path), ": tensor '", t.name,
                "' holds a non-finite value (NaN or inf) at element ", bad.value_or(0),
                "; a checkpoint is only saved from a finite state, so this one is damaged");

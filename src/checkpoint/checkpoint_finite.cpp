@@ -20,72 +20,56 @@ SW_KERNEL_INLINE Bits load_bits(const unsigned char* bytes, std::int64_t index) 
   return bits;
 }
 
-// A value is non-finite exactly when every bit of `exponent_mask` is set (fp32, bf16, fp16; for
-// E4M3, which has no infinities, the mask 0x7f finds NaN 0x7f / 0xff). Returns `count` when
-// every value is finite.
+// A value is bad when every bit of `exponent_mask` is set (NaN or inf for fp32, bf16 and fp16;
+// for E4M3, which has no infinities, the mask 0x7f finds NaN 0x7f / 0xff), or when its bits, read
+// as an unsigned integer, exceed `negative_above`: given the sign bit alone (-0.0), that is every
+// value below zero; given the all-ones pattern, nothing. Returns `count` when no value is bad.
 template <typename Bits>
 SW_KERNEL_INLINE std::int64_t scan_bits(const unsigned char* bytes, std::int64_t count,
-                                        Bits exponent_mask) {
+                                        Bits exponent_mask, Bits negative_above) {
+  auto bad = [&](std::int64_t i) {
+    const Bits bits = load_bits<Bits>(bytes, i);
+    return static_cast<Bits>(((bits & exponent_mask) == exponent_mask) | (bits > negative_above));
+  };
   for (std::int64_t begin = 0; begin < count; begin += kScanChunk) {
     const std::int64_t end = std::min(begin + kScanChunk, count);
-    // Lane-wise compare and OR: vectorised (a bool or an early exit here is not).
+    // Lane-wise compares and OR: vectorised (a bool or an early exit here is not).
     Bits hits = 0;
-    for (std::int64_t i = begin; i < end; ++i) {
-      const Bits bits = load_bits<Bits>(bytes, i);
-      hits |= static_cast<Bits>((bits & exponent_mask) == exponent_mask);
-    }
+    for (std::int64_t i = begin; i < end; ++i) hits |= bad(i);
     if (hits == 0) continue;
     for (std::int64_t i = begin; i < end; ++i) {
-      if ((load_bits<Bits>(bytes, i) & exponent_mask) == exponent_mask) return i;
+      if (bad(i) != 0) return i;
     }
   }
   return count;
 }
 
-// The first element below zero, or `count` (as scan_bits; NaN is not below zero).
-SW_KERNEL_INLINE std::int64_t scan_negative(const float* values, std::int64_t count) {
-  for (std::int64_t begin = 0; begin < count; begin += kScanChunk) {
-    const std::int64_t end = std::min(begin + kScanChunk, count);
-    std::uint32_t hits = 0;
-    for (std::int64_t i = begin; i < end; ++i) hits |= static_cast<std::uint32_t>(values[i] < 0.0f);
-    if (hits == 0) continue;
-    for (std::int64_t i = begin; i < end; ++i) {
-      if (values[i] < 0.0f) return i;
-    }
-  }
-  return count;
-}
-
-// The scans at each ISA level: a checkpoint load scans every byte it reads, in cache, and at the
-// baseline's 16-byte vectors that was 14% of a load's CPU time on an AVX-512 Xeon.
+// The scan at each ISA level, per element width: a checkpoint load scans every byte it reads, in
+// cache, and at the baseline's 16-byte vectors that was 14% of a load's CPU time on an AVX-512
+// Xeon.
 struct ScanKernels {
-  std::int64_t (*fp32)(const unsigned char*, std::int64_t);
-  std::int64_t (*half)(const unsigned char*, std::int64_t, std::uint16_t);
-  std::int64_t (*e4m3)(const unsigned char*, std::int64_t);
-  std::int64_t (*negative)(const float*, std::int64_t);
+  std::int64_t (*bits32)(const unsigned char*, std::int64_t, std::uint32_t, std::uint32_t);
+  std::int64_t (*bits16)(const unsigned char*, std::int64_t, std::uint16_t, std::uint16_t);
+  std::int64_t (*bits8)(const unsigned char*, std::int64_t, std::uint8_t, std::uint8_t);
 };
 
-#define SW_SCAN_KERNELS(TARGET, SUFFIX)                                                            \
-  TARGET std::int64_t scan_fp32_##SUFFIX(const unsigned char* b, std::int64_t n) {                 \
-    return scan_bits<std::uint32_t>(b, n, 0x7f800000u);                                            \
-  }                                                                                                \
-  TARGET std::int64_t scan_half_##SUFFIX(const unsigned char* b, std::int64_t n,                   \
-                                         std::uint16_t mask) {                                     \
-    return scan_bits<std::uint16_t>(b, n, mask);                                                   \
-  }                                                                                                \
-  TARGET std::int64_t scan_e4m3_##SUFFIX(const unsigned char* b, std::int64_t n) {                 \
-    return scan_bits<std::uint8_t>(b, n, 0x7f);                                                    \
-  }                                                                                                \
-  TARGET std::int64_t scan_negative_##SUFFIX(const float* v, std::int64_t n) {                     \
-    return scan_negative(v, n);                                                                    \
-  }                                                                                                \
-  constexpr ScanKernels kScan_##SUFFIX{scan_fp32_##SUFFIX, scan_half_##SUFFIX, scan_e4m3_##SUFFIX, \
-                                       scan_negative_##SUFFIX};
+#define SW_SCAN_KERNEL(TARGET, SUFFIX, WIDTH)                                        \
+  TARGET std::int64_t scan##WIDTH##_##SUFFIX(const unsigned char* b, std::int64_t n, \
+                                             std::uint##WIDTH##_t mask,              \
+                                             std::uint##WIDTH##_t negative_above) {  \
+    return scan_bits<std::uint##WIDTH##_t>(b, n, mask, negative_above);              \
+  }
+#define SW_SCAN_KERNELS(TARGET, SUFFIX) \
+  SW_SCAN_KERNEL(TARGET, SUFFIX, 32)    \
+  SW_SCAN_KERNEL(TARGET, SUFFIX, 16)    \
+  SW_SCAN_KERNEL(TARGET, SUFFIX, 8)     \
+  constexpr ScanKernels kScan_##SUFFIX{scan32_##SUFFIX, scan16_##SUFFIX, scan8_##SUFFIX};
 
 SW_SCAN_KERNELS(, baseline)
 SW_SCAN_KERNELS(SW_TARGET_AVX2, avx2)
 SW_SCAN_KERNELS(SW_TARGET_AVX512, avx512)
 #undef SW_SCAN_KERNELS
+#undef SW_SCAN_KERNEL
 
 const ScanKernels& scan_kernels() {
   static constexpr ScanKernels kTable[kNumIsaLevels] = {kScan_baseline, kScan_avx2, kScan_avx512};
@@ -100,31 +84,34 @@ constexpr std::int64_t kReadPieceBytes = std::int64_t{256} << 10;
 
 }  // namespace
 
-std::optional<std::int64_t> first_non_finite(const void* data, std::int64_t count, DType dtype) {
+std::optional<std::int64_t> first_bad_value(const void* data, std::int64_t count, DType dtype,
+                                            ValueCheck check) {
   const auto* bytes = static_cast<const unsigned char*>(data);
   const ScanKernels& scan = scan_kernels();
+  const bool sign_matters = check == ValueCheck::kFiniteNonNegative;
+  // Exponent mask, and the sign bit (or all ones when the sign does not matter).
+  auto run = [&](auto kernel, auto mask, auto sign) {
+    using Bits = decltype(mask);
+    const Bits above = sign_matters ? static_cast<Bits>(sign) : static_cast<Bits>(~Bits{0});
+    return found(kernel(bytes, count, mask, above), count);
+  };
   switch (dtype) {
     case DType::kFloat32:
-      return found(scan.fp32(bytes, count), count);
+      return run(scan.bits32, std::uint32_t{0x7f800000u}, std::uint32_t{0x80000000u});
     case DType::kBFloat16:
-      return found(scan.half(bytes, count, 0x7f80), count);
+      return run(scan.bits16, std::uint16_t{0x7f80}, std::uint16_t{0x8000});
     case DType::kFloat16:
-      return found(scan.half(bytes, count, 0x7c00), count);
+      return run(scan.bits16, std::uint16_t{0x7c00}, std::uint16_t{0x8000});
     case DType::kFloat8E4M3:
-      return found(scan.e4m3(bytes, count), count);
+      return run(scan.bits8, std::uint8_t{0x7f}, std::uint8_t{0x80});
     default:
       return std::nullopt;
   }
 }
 
-std::optional<std::int64_t> first_negative(std::span<const float> values) {
-  const auto count = static_cast<std::int64_t>(values.size());
-  return found(scan_kernels().negative(values.data(), count), count);
-}
-
 std::optional<std::int64_t> read_range_checked(const SafetensorsFile& file, std::string_view name,
                                                std::int64_t element_offset, std::int64_t count,
-                                               void* dst) {
+                                               void* dst, ValueCheck check) {
   const DType dtype = file.info(name).dtype;
   const auto size = static_cast<std::int64_t>(dtype_size(dtype));
   const std::int64_t piece = std::max<std::int64_t>(1, kReadPieceBytes / size);
@@ -132,7 +119,7 @@ std::optional<std::int64_t> read_range_checked(const SafetensorsFile& file, std:
   for (std::int64_t done = 0; done < count; done += piece) {
     const std::int64_t n = std::min(piece, count - done);
     file.read_range(name, element_offset + done, n, out + done * size);
-    if (const auto bad = first_non_finite(out + done * size, n, dtype)) return done + *bad;
+    if (const auto bad = first_bad_value(out + done * size, n, dtype, check)) return done + *bad;
   }
   return std::nullopt;
 }

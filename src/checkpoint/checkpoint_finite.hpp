@@ -5,7 +5,6 @@
 
 #include <cstdint>
 #include <optional>
-#include <span>
 #include <string_view>
 
 #include "shardwise/core/dtype.hpp"
@@ -16,21 +15,22 @@ class SafetensorsFile;
 
 namespace shardwise::checkpoint_detail {
 
-// Index of the first NaN or infinite element of `count` elements of `dtype` at `data` (any
-// alignment), or nullopt when all are finite. Integer dtypes and scale bytes are
-// not checked.
-std::optional<std::int64_t> first_non_finite(const void* data, std::int64_t count, DType dtype);
+// What a scan of loaded values rejects: NaN and inf, and for fields that can only hold values of
+// zero or more (a running mean of squares), also values below zero (-0.0 is not).
+enum class ValueCheck { kFinite, kFiniteNonNegative };
 
-// Index of the first value below zero (NaN is not), or nullopt.
-std::optional<std::int64_t> first_negative(std::span<const float> values);
+// Index of the first of `count` elements of `dtype` at `data` (any alignment) that `check`
+// rejects, or nullopt. Integer dtypes and scale bytes are not checked.
+std::optional<std::int64_t> first_bad_value(const void* data, std::int64_t count, DType dtype,
+                                            ValueCheck check);
 
 // Reads elements [element_offset, element_offset + count) of tensor `name` into `dst` (as
-// SafetensorsFile::read_range) in pieces of 256 KiB, scanning each piece for non-finite
-// values while it is still in cache: one pass over memory instead of a read and a scan.
-// Returns the index (relative to element_offset) of the first non-finite element, or nullopt.
-// On a non-finite value the read stops there: `dst` is then only partly written.
+// SafetensorsFile::read_range) in pieces of 256 KiB, scanning each piece with `check` while it
+// is still in cache: one pass over memory instead of a read and a scan. Returns the index
+// (relative to element_offset) of the first rejected element, or nullopt. The read stops after
+// the piece holding it: `dst` then holds that element but is only partly written.
 std::optional<std::int64_t> read_range_checked(const SafetensorsFile& file, std::string_view name,
                                                std::int64_t element_offset, std::int64_t count,
-                                               void* dst);
+                                               void* dst, ValueCheck check);
 
 }  // namespace shardwise::checkpoint_detail

@@ -283,9 +283,16 @@ SavedShardsByParam saved_shards_by_param(const std::vector<SavedShard>& saved) {
   return out;
 }
 
+// AdamW's second moment is a running mean of squares: a negative value is damage (it would turn
+// the update's square root into NaN steps later, blamed on the learning rate).
+checkpoint_detail::ValueCheck value_check_of(const std::string& field) {
+  return field == "exp_avg_sq" ? checkpoint_detail::ValueCheck::kFiniteNonNegative
+                               : checkpoint_detail::ValueCheck::kFinite;
+}
+
 // Copies elements [shard.start, shard.end) of `field` into dst from every saved shard
 // overlapping them (the saved layout may cut the param differently from this one); every element
-// must be covered and finite.
+// must be covered and pass the field's value check, tested while each piece is in cache.
 void fill_from_saved_shards(FileCache& files, const OptimizerShard& shard,
                             const std::vector<const SavedShard*>& sources, const std::string& field,
                             float* dst, const std::string& what) {
@@ -298,8 +305,14 @@ void fill_from_saved_shards(FileCache& files, const OptimizerShard& shard,
     const std::string name = shard_tensor_name(shard.param, field);
     check_tensor(file, name, src->end - src->start,
                  str_cat("needed for elements [", lo, ", ", hi, ") of param '", shard.param, "'"));
+    float* out = dst + (lo - shard.start);
     const auto bad = checkpoint_detail::read_range_checked(file, name, lo - src->start, hi - lo,
-                                                           dst + (lo - shard.start));
+                                                           out, value_check_of(field));
+    // A finite value was rejected for its sign.
+    SW_REQUIRE(!bad || !std::isfinite(out[bad.value_or(0)]), FormatError, what, ": field '", field,
+               "' of param '", shard.param, "' holds a negative value (", out[bad.value_or(0)],
+               ") at element ", lo + bad.value_or(0),
+               "; it is a running mean of squares: the checkpoint is damaged");
     SW_REQUIRE(!bad, FormatError, "checkpoint file ", quoted(src->file), ": tensor '", name,
                "' holds a non-finite value (NaN or inf) at element ",
                lo - src->start + bad.value_or(0), "; the checkpoint is damaged");
@@ -333,17 +346,6 @@ const std::vector<const SavedShard*>& sources_of(const SavedShardsByParam& saved
   return it->second;
 }
 
-// AdamW's second moment is a running mean of squares: a negative value is damage (it would turn
-// the update's square root into NaN steps later, blamed on the learning rate).
-void require_non_negative(std::span<const float> values, const OptimizerShard& shard,
-                          const std::string& field, const std::string& what) {
-  const std::optional<std::int64_t> bad = checkpoint_detail::first_negative(values);
-  SW_REQUIRE(!bad, FormatError, what, ": field '", field, "' of param '", shard.param,
-             "' holds a negative value (", values[static_cast<std::size_t>(bad.value_or(0))],
-             ") at element ", shard.start + bad.value_or(0),
-             "; it is a running mean of squares: the checkpoint is damaged");
-}
-
 // Reads one param's main param and state fields. Shapes and coverage are checked per param
 // before its bytes are read.
 void load_param_shard(FileCache& files, const OptimizerShard& shard,
@@ -357,7 +359,6 @@ void load_param_shard(FileCache& files, const OptimizerShard& shard,
     SW_CHECK(static_cast<std::int64_t>(values.size()) == shard.count(), "param ", shard.param,
              " field ", field, " size");
     fill(field, values.data());
-    if (field == "exp_avg_sq") require_non_negative(values, shard, field, what);
   }
   for (const auto& [field, store] : sinks.scalars) {
     const SafetensorsFile& file = files.get(*sources.front());

@@ -669,6 +669,11 @@ TEST(CheckpointScan, EveryIsaLevelFindsTheFirstBadValue) {
       poison_tensor(dir / rank_file, "layers.0.weight/exp_avg_sq", element / 2, -0.0f);
       poison_tensor(dir / rank_file, "layers.0.weight/exp_avg_sq", element, -2.5f);
       EXPECT_MENTIONS(error(), str_cat("holds a negative value (-2.5) at element ", element));
+      // The same pass finds a NaN there, and names it as non-finite.
+      poison_tensor(dir / rank_file, "layers.0.weight/exp_avg_sq", element, std::nanf(""));
+      EXPECT_MENTIONS(error(), str_cat("tensor 'layers.0.weight/exp_avg_sq' holds a non-finite "
+                                       "value (NaN or inf) at element ",
+                                       element));
       poison_tensor(dir / "model.safetensors", "layers.0.weight", element, INFINITY);
       if (element + 1 < 2870) {
         poison_tensor(dir / "model.safetensors", "layers.0.weight", element + 1, std::nanf(""));
