@@ -83,6 +83,12 @@ TrainingSummary run_training(const TrainingConfig& input_config, const ProcessGr
   auto evaluate = [&](std::int64_t step) {
     summary.evals.push_back(evaluate_held_out(m.net(), *m.dataset, dp_group, step));
     report.eval(summary.evals.back());
+    try {
+      require_finite_eval(summary.evals.back());
+    } catch (const NonFiniteTrainingError& e) {
+      report.stopped(step, e.what());
+      throw;
+    }
     return summary.evals.back();
   };
 
@@ -102,8 +108,10 @@ TrainingSummary run_training(const TrainingConfig& input_config, const ProcessGr
     consumed_samples += run.global_batch;
     const StepMetrics& s = summary.steps.back();
     report.step(s);
+    // Evaluations come before the save of the same step, the last step's too: a state whose
+    // held-out loss is NaN or inf stops the run unsaved (require_finite_eval).
     const std::int64_t interval = config.training.eval_interval;
-    if (interval > 0 && s.step % interval == 0 && s.step != steps) evaluate(s.step);
+    if (s.step == steps || (interval > 0 && s.step % interval == 0)) evaluate(s.step);
     if (saves_after(s.step, options, steps)) {
       summary.checkpoints.push_back(
           save_training_checkpoint(m, run, options, s.step, consumed_samples));
@@ -113,7 +121,9 @@ TrainingSummary run_training(const TrainingConfig& input_config, const ProcessGr
   }
   m.step_ddp().finish_all_param_sync();
   summary.final_loss = summary.steps.empty() ? 0 : summary.steps.back().loss;
-  summary.final_eval = evaluate(steps);
+  // A resumed run with no step left to train has not evaluated yet.
+  const bool evaluated = !summary.evals.empty() && summary.evals.back().step == steps;
+  summary.final_eval = evaluated ? summary.evals.back() : evaluate(steps);
   summary.wall_seconds = std::chrono::duration<double>(Clock::now() - t_start).count();
   summary.bytes_communicated = bytes_moved(data_parallel_comm_groups(m, dp_group));
   hand_over(m, run, options, dp_group);

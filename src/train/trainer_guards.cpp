@@ -115,4 +115,10 @@ void require_finite_weights(ProcessGroup& group, const std::vector<ModelTensor>&
              "); stopping without saving a checkpoint from this state");
 }
 
+void require_finite_eval(const EvalMetrics& eval) {
+  SW_REQUIRE(std::isfinite(eval.eval_loss), NonFiniteTrainingError, "step ", eval.step,
+             ": non-finite held-out evaluation (loss ", eval.eval_loss,
+             ") after this step's update; stopping without saving a checkpoint from this state");
+}
+
 }  // namespace shardwise::train_detail

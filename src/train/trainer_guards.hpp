@@ -15,6 +15,7 @@
 #include "shardwise/config/training_config.hpp"
 #include "shardwise/model/gpt_config.hpp"
 #include "shardwise/train/token_dataset.hpp"
+#include "shardwise/train/trainer.hpp"
 
 namespace shardwise::train_detail {
 
@@ -43,6 +44,12 @@ void require_memory(ProcessGroup& world, const GptConfig& model, const TrainingC
 // train on two datasets and tensor-parallel ranks would compute one batch from two, silently.
 void require_same_data_on_every_rank(ProcessGroup& world, const TokenDataset& data,
                                      const DataConfig& config);
+
+// Throws NonFiniteTrainingError (the held-out loss is summed over every rank, so every rank
+// throws) when an evaluation's loss is NaN or infinite. A training step's loss is computed before
+// its update, so without this a run whose last update overflowed the weights would end with
+// exit 0 and a NaN held-out loss.
+void require_finite_eval(const EvalMetrics& eval);
 
 // Throws NonFiniteTrainingError on every rank when a weight is NaN or infinite on any rank.
 void require_finite_weights(ProcessGroup& group, const std::vector<ModelTensor>& model,

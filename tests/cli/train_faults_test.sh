@@ -3,7 +3,8 @@
 # or succeed silently, and must now end fast with a clear message and a non-zero exit.
 # Usage: train_faults_test.sh PATH/TO/shardwise REPO_ROOT
 # Cases: an impossible model size, data files that are not regular files, --config a directory,
-# duplicate YAML keys, non-finite training (lr=1e30) with and without training.skip_nonfinite_steps,
+# duplicate YAML keys, non-finite training (lr=1e30) with and without training.skip_nonfinite_steps
+# and after the last update (found by the held-out evaluation),
 # unusable output paths (missing directory; read-only and full tmpfs where the test may mount one),
 # a metrics log that fills its disk mid-run, refit's --json in a missing directory, two jobs on one --save root, leftovers of a killed
 # save, damaged checkpoint manifests, and a resume with another head count.
@@ -139,6 +140,17 @@ last = records[-1]                          # the log ends with the step that st
 assert last["step"] == stop and last["stopped"] is True, last
 assert "non-finite training state" in last["error"], last
 PY
+
+# The one step's loss is finite (it is computed before the update), the update overflows: only the
+# held-out evaluation sees it. It must stop the run (exit 2) before the step's save.
+expect_rc 2 nan_after_last_update "$shardwise" train "${tiny[@]}" training.steps=1 \
+  optimizer.lr=1e30 optimizer.muon_lr=1e30 optimizer.weight_decay=0 --save "$work/nan_last" \
+  --log-jsonl "$work/nan_last.jsonl" || true
+grep -qF "step 1: non-finite held-out evaluation (loss" "$work/nan_after_last_update.err" ||
+  fail "nan_after_last_update: no message naming the evaluation"
+[[ ! -e "$work/nan_last/latest" ]] || fail "nan_after_last_update: a checkpoint was published"
+tail -n 1 "$work/nan_last.jsonl" | grep -qF '"stopped":true' ||
+  fail "nan_after_last_update: the metrics log does not end with the stop"
 
 # --- one job per --save root; a killed save's leftovers are removed -----------------------------
 "$shardwise" train "${tiny[@]}" training.steps=1000000 --save "$work/shared" \
