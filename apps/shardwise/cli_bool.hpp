@@ -6,7 +6,8 @@
 
 namespace shardwise::cli {
 
-// true / 1 / yes and false / 0 / no; anything else is an InvalidArgument naming the option.
+// true / yes / on / 1 and false / no / off / 0, in any case (as CLI11 reads its flags); anything
+// else is an InvalidArgument naming the option.
 bool parse_bool_option(const std::string& value, const char* option);
 
 }  // namespace shardwise::cli

@@ -94,6 +94,22 @@ done
 "$shardwise" layout --model moe-tiny --dp 4 --expert-dp 2 --all-layer-wise --high-nccl-busbw \
   --grad-reduce-fp32 false --bucket-size 5000 --format json >"$work/moe.json" &&
   check_layout_json "$work/moe.json" 4 && echo "ok: moe-tiny all options" || fail "moe-tiny all options"
+# Boolean option values: the spellings CLI11's flags take, in any case; others exit 2 naming it.
+"$shardwise" layout --model moe-tiny --dp 4 --expert-dp 2 --all-layer-wise --high-nccl-busbw \
+  --grad-reduce-fp32 False --bucket-size 5000 --format json >"$work/moe_False.json" &&
+  cmp -s "$work/moe.json" "$work/moe_False.json" && echo "ok: --grad-reduce-fp32 False" ||
+  fail "--grad-reduce-fp32 False is not the same as false"
+"$shardwise" model-spec --arch gpt-tiny --bias true >"$work/bias_true.json"
+"$shardwise" model-spec --arch gpt-tiny --bias false >"$work/bias_false.json"
+cmp -s "$work/bias_true.json" "$work/bias_false.json" && fail "--bias true and false agree"
+for value in True ON yes 1 FALSE Off no 0; do
+  expect_rc 0 "bool_$value" "$shardwise" model-spec --arch gpt-tiny --bias "$value" || true
+  case $value in True | ON | yes | 1) want=true ;; *) want=false ;; esac
+  cmp -s "$work/bool_$value.out" "$work/bias_$want.json" || fail "--bias $value is not $want"
+done
+expect_rc 2 bool_maybe "$shardwise" layout --model moe-tiny --dp 4 --grad-reduce-fp32 maybe || true
+grep -qF -- "--grad-reduce-fp32: expected true or false (or yes/no, on/off, 1/0), got 'maybe'" \
+  "$work/bool_maybe.err" || fail "bool_maybe: the message does not name the option and value"
 
 # 2. SVG output.
 svg="$work/gpt-tiny.svg"
