@@ -80,7 +80,8 @@ ProcessGroupPtr start_generate_job(const GenerateArgs& args) {
   const ProcessGroupPtr world = init_mpi_world(ProcessGroupOptions{args.comm_timeout});
   // Ranks that sample differently, or from another prompt, crash (MPI_ERR_TRUNCATE) or print
   // rank 0's text as if all agreed.
-  check_settings_agree(*world, {{"--tp", args.tp},
+  check_settings_agree(*world, {{"subcommand", "generate"},
+                                {"--tp", args.tp},
                                 {"--checkpoint", args.checkpoint},
                                 {"--step", args.step},
                                 {"--prompt", args.prompt},

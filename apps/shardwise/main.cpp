@@ -103,13 +103,14 @@ int run_command(int argc, char** argv) {
       if (sub->parsed()) return run();
     }
   } catch (const Error& e) {
-    std::fprintf(stderr, "shardwise: error: %s\n", one_line(e.what()).c_str());
+    // Once per job when every rank has it; a rank alone in its mistake (an option only it was
+    // given) says which rank it is.
+    report_misuse(one_line(e.what()));
     return 2;
   } catch (const std::filesystem::filesystem_error& e) {
     // A path the user gave that cannot be accessed (a symlink loop, no permission): bad input.
     const std::string path = e.path1().empty() ? std::string() : quoted(e.path1()) + ": ";
-    std::fprintf(stderr, "shardwise: error: cannot access %s\n",
-                 one_line(path + e.code().message()).c_str());
+    report_misuse("cannot access " + one_line(path + e.code().message()));
     return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "shardwise: internal error: %s\n", one_line(e.what()).c_str());

@@ -394,7 +394,9 @@ void write_refit_json(const RefitArgs& args, int world_size, const RefitTopology
 // Every rank must run with the same config and options: the transfer plan is built from them.
 void check_refit_settings_agree(ProcessGroup& world, const RefitArgs& args,
                                 const TrainingConfig* config) {
-  nlohmann::ordered_json settings = config ? to_json(*config) : nlohmann::ordered_json::object();
+  // First: ranks that run different subcommands are told so, not that some option is missing.
+  nlohmann::ordered_json settings = {{"subcommand", "refit"}};
+  if (config) settings.update(to_json(*config));
   settings["--repeat"] = args.repeat;
   settings["--mxfp8"] = args.mxfp8;
   settings["--checkpoint"] = args.checkpoint;

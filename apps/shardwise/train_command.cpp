@@ -154,7 +154,9 @@ void check_train_paths(const TrainArgs& args, const TrainingConfig& config) {
 // What every rank must agree on: the resolved config and the options that shape the job's
 // collectives and files (not rank 0's own outputs: --log-jsonl, --plot, --progress).
 nlohmann::ordered_json job_settings(const TrainArgs& args, const TrainingConfig& config) {
-  nlohmann::ordered_json settings = to_json(config);  // "training.steps", ...
+  // First: ranks that run different subcommands are told so, not that some option is missing.
+  nlohmann::ordered_json settings = {{"subcommand", "train"}};
+  settings.update(to_json(config));  // "training.steps", ...
   settings["--save"] = args.save_dir;
   settings["--save-interval"] = args.save_interval;
   settings["--keep-last"] = args.keep_last;

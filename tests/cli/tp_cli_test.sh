@@ -222,6 +222,15 @@ if expect_rc 2 log_is_other_config "$mpiexec" --oversubscribe -np 1 -wdir "$work
     "$work/log_is_other_config.err" || fail "log_is_other_config: the error does not say so"
 fi
 cmp -s "$root/examples/text.yaml" "$work/node_a/other.yaml" || fail "rank 1's config was written over"
+# Ranks that run different subcommands are told so (it read "has the setting --tp where not every
+# rank has it").
+if [[ -d "$work/text" ]] &&
+  expect_rc 2 mixed_subcommands "$mpiexec" --oversubscribe -np 1 -wdir "$work/node_a" \
+    "$shardwise" "${node_train[@]}" : -np 1 -wdir "$work" "$shardwise" generate \
+    --checkpoint text --prompt "The " --tokens 8 --tp 2; then
+  grep -qF "rank 0 runs with subcommand = 'train', and not every rank does (disagreeing rank(s) 1)" \
+    "$work/mixed_subcommands.err" || fail "mixed_subcommands: the error does not name the subcommand"
+fi
 
 # --- impossible TP sizes: exit 2 naming the field ------------------------------------------------
 if expect_rc 2 tp3 "$mpiexec" -np 4 --oversubscribe "$shardwise" train --config "$config" \
