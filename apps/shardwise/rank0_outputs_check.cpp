@@ -7,8 +7,10 @@
 #include <array>
 #include <cstdint>
 
+#include "shardwise/comm/rank_flags.hpp"
 #include "shardwise/core/error.hpp"
 #include "shardwise/core/fnv1a.hpp"
+#include "shardwise/core/logging.hpp"
 #include "shardwise/core/message_text.hpp"
 
 namespace shardwise::cli {
@@ -63,6 +65,17 @@ void check_rank0_outputs_clear_of_configs(ProcessGroup& world, const std::filesy
   throw ConfigError(str_cat(written, " is the file rank ", clash[0], " reads as --config",
                             world.rank() == clash[0] ? str_cat(" ", quoted(config)) : "",
                             ": rank 0 would write over it; give the output another path"));
+}
+
+void warn_of_outputs_only_rank0_writes(ProcessGroup& world,
+                                       const std::vector<CommandPath>& outputs) {
+  for (const CommandPath& output : outputs) {
+    const std::string rank0 = broadcast_text(world, output.path.string(), 0);
+    if (output.path.string() == rank0) continue;
+    log::warning(
+        output.option, " ", quoted(output.path), " is not written: only rank 0 writes it",
+        rank0.empty() ? std::string(", and rank 0 has none") : str_cat(", to ", quoted(rank0)));
+  }
 }
 
 }  // namespace shardwise::cli

@@ -17,4 +17,9 @@ namespace shardwise::cli {
 void check_rank0_outputs_clear_of_configs(ProcessGroup& world, const std::filesystem::path& config,
                                           const std::vector<CommandPath>& outputs);
 
+// Collective over `world`: a rank whose `outputs` name other files than rank 0's (an MPMD launch
+// giving --log-jsonl to rank 1 only) warns that they are not written: only rank 0 writes them.
+void warn_of_outputs_only_rank0_writes(ProcessGroup& world,
+                                       const std::vector<CommandPath>& outputs);
+
 }  // namespace shardwise::cli

@@ -439,8 +439,9 @@ int run_refit(const RefitArgs& args, const TrainingConfig* config) {
   // inherits its watchdog timeout.
   const ProcessGroupPtr world = init_mpi_world(ProcessGroupOptions{args.comm_timeout});
   check_refit_settings_agree(*world, args, config);
-  check_rank0_outputs_clear_of_configs(*world, args.config,
-                                       {{"--json", args.json, PathUse::kWriteFile}});
+  const std::vector<CommandPath> report{{"--json", args.json, PathUse::kWriteFile}};
+  check_rank0_outputs_clear_of_configs(*world, args.config, report);
+  warn_of_outputs_only_rank0_writes(*world, report);
   const int size = world->size();
   const int me = world->rank();
   if (args.tp < 1 || size < args.tp + 1) {

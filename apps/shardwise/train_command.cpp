@@ -243,12 +243,13 @@ const bool registered = register_command(
           try {
             const ProcessGroupPtr world = init_mpi_world(ProcessGroupOptions{args->comm_timeout});
             check_settings_agree(*world, job_settings(*args, *config));
-            check_rank0_outputs_clear_of_configs(
-                *world, args->config,
-                {flag_or_config_output("--log-jsonl", args->log_jsonl, "logging.jsonl_path",
-                                       config->logging.jsonl_path),
-                 flag_or_config_output("--plot", args->plot, "logging.plot_path",
-                                       config->logging.plot_path)});
+            const std::vector<CommandPath> logs{
+                flag_or_config_output("--log-jsonl", args->log_jsonl, "logging.jsonl_path",
+                                      config->logging.jsonl_path),
+                flag_or_config_output("--plot", args->plot, "logging.plot_path",
+                                      config->logging.plot_path)};
+            check_rank0_outputs_clear_of_configs(*world, args->config, logs);
+            warn_of_outputs_only_rank0_writes(*world, logs);
             run_training(*config, world, options);
           } catch (...) {  // before run_rank_main reports it (and, at several ranks, aborts)
             new_save_dirs.remove_while_empty();

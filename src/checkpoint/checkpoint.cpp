@@ -63,14 +63,6 @@ std::string describe(const std::exception_ptr& error) {
   }
 }
 
-std::string broadcast_string(ProcessGroup& group, const std::string& value, int root) {
-  std::int64_t size = static_cast<std::int64_t>(value.size());
-  group.broadcast(TensorView{&size, 1, DType::kInt64}, root)->wait();
-  std::string out = group.rank() == root ? value : std::string(static_cast<std::size_t>(size), ' ');
-  if (size > 0) group.broadcast(TensorView{out.data(), size, DType::kUInt8}, root)->wait();
-  return out;
-}
-
 // What a load read, to compare across ranks: the manifest, and of each model tensor its name,
 // shape and up to 4096 evenly spaced 8-byte words (two runs' weights differ everywhere; hashing
 // every byte of a large model would add seconds to each load).
@@ -435,7 +427,7 @@ fs::path stage_directory(const SaveJob& job) {
       failure = std::current_exception();
     }
   }
-  const fs::path staged = broadcast_string(job.group, staged_name, 0);
+  const fs::path staged = broadcast_text(job.group, staged_name, 0);
   if (staged.empty()) {
     throw IoError(str_cat(
         job.failed_prefix, ": ",

@@ -39,4 +39,12 @@ std::string rank_list(const std::vector<int>& ranks) {
   return s;
 }
 
+std::string broadcast_text(ProcessGroup& group, const std::string& text, int root) {
+  std::int64_t size = static_cast<std::int64_t>(text.size());
+  group.broadcast(TensorView{&size, 1, DType::kInt64}, root)->wait();
+  std::string out = group.rank() == root ? text : std::string(static_cast<std::size_t>(size), ' ');
+  if (size > 0) group.broadcast(TensorView{out.data(), size, DType::kUInt8}, root)->wait();
+  return out;
+}
+
 }  // namespace shardwise

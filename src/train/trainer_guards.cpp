@@ -16,14 +16,6 @@
 namespace shardwise::train_detail {
 namespace {
 
-std::string broadcast_text(ProcessGroup& group, std::string text, int root) {
-  std::int64_t size = static_cast<std::int64_t>(text.size());
-  group.broadcast(TensorView{&size, 1, DType::kInt64}, root)->wait();
-  text.resize(static_cast<std::size_t>(size));
-  if (size > 0) group.broadcast(TensorView{text.data(), size, DType::kUInt8}, root)->wait();
-  return text;
-}
-
 // Ranks sharing this host's memory (memory is per host, not per rank): the launcher's local
 // size, at most the job's size.
 int ranks_on_this_host(int world_size) {

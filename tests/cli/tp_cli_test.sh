@@ -222,6 +222,21 @@ if expect_rc 2 log_is_other_config "$mpiexec" --oversubscribe -np 1 -wdir "$work
     "$work/log_is_other_config.err" || fail "log_is_other_config: the error does not say so"
 fi
 cmp -s "$root/examples/text.yaml" "$work/node_a/other.yaml" || fail "rank 1's config was written over"
+# A metrics log given to rank 1 only is not written, and rank 1 says so (it was dropped silently).
+if expect_rc 0 log_on_rank1 "$mpiexec" --oversubscribe -np 1 -wdir "$work/node_a" "$shardwise" \
+    "${node_train[@]}" : -np 1 -wdir "$work/node_a" "$shardwise" "${node_train[@]}" \
+    --log-jsonl rank1.jsonl; then
+  grep -qF "[rank 1/2] shardwise: warning: --log-jsonl 'rank1.jsonl' is not written: only rank 0 \
+writes it, and rank 0 has none" "$work/log_on_rank1.err" || fail "log_on_rank1: no warning"
+  [[ ! -e "$work/node_a/rank1.jsonl" ]] || fail "log_on_rank1: rank 1 wrote a log"
+fi
+# An option only one rank was given wrong is named with that rank (it printed no rank).
+if expect_rc 2 progress_rank1 "$mpiexec" --oversubscribe -np 1 -wdir "$work/node_a" \
+    "$shardwise" "${node_train[@]}" --progress on : -np 1 -wdir "$work/node_a" "$shardwise" \
+    "${node_train[@]}" --progress maybe; then
+  grep -qF "shardwise: error: rank 1: --progress: expected auto, on or off, got 'maybe'" \
+    "$work/progress_rank1.err" || fail "progress_rank1: the error does not name rank 1"
+fi
 # Ranks that run different subcommands are told so (it read "has the setting --tp where not every
 # rank has it").
 if [[ -d "$work/text" ]] &&

@@ -26,6 +26,9 @@ std::vector<int> ranks_differing_from_rank0(ProcessGroup& group, std::uint64_t v
 // next collective.
 std::vector<int> run_on_every_rank(ProcessGroup& group, const std::function<void()>& step);
 
+// `text` as rank `root` has it, on every rank (two broadcasts, so every rank must call it).
+std::string broadcast_text(ProcessGroup& group, const std::string& text, int root);
+
 // "0, 2, 5": ranks for a message.
 std::string rank_list(const std::vector<int>& ranks);
 
