@@ -1,11 +1,13 @@
 // `shardwise convert`: rewrites a safetensors checkpoint with its 2-D weights in MXFP8 (E4M3 data +
 // E8M0 scales), or back to bf16. The work is in checkpoint/mxfp8_convert.hpp; this file parses the
 // options, draws a progress bar on a terminal and prints the one-line summary.
+#include <pthread.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -16,6 +18,7 @@
 #include "shardwise/core/checked_size.hpp"
 #include "shardwise/core/command_paths.hpp"
 #include "shardwise/core/error.hpp"
+#include "shardwise/train/memory_estimate.hpp"
 
 namespace shardwise::cli {
 namespace {
@@ -98,10 +101,33 @@ void print_summary(const char* verb, const ConvertSummary& s, const std::string&
               ratio);
 }
 
+// libgomp ends the process (exit 1, "Thread creation failed") when it cannot make a thread: a
+// --threads whose stacks do not fit in half the address space left under `ulimit -v` (the
+// other half for the tensors) is refused first.
+void require_thread_stacks_fit(int threads) {
+  const std::optional<double> left = address_space_left_bytes();
+  if (!left || threads <= 1) return;
+  std::size_t stack = std::size_t{8} << 20;  // glibc's default on x86-64
+  pthread_attr_t attr;
+  if (::pthread_getattr_default_np(&attr) == 0) {
+    ::pthread_attr_getstacksize(&attr, &stack);
+    ::pthread_attr_destroy(&attr);
+  }
+  const double budget = *left / 2;
+  const double needed = static_cast<double>(threads - 1) * static_cast<double>(stack);
+  SW_REQUIRE(needed <= budget, InvalidArgument, "--threads ", threads, ": the threads' stacks (",
+             format_bytes(static_cast<double>(stack)), " each, ", format_bytes(needed),
+             ") do not fit in half the ", format_bytes(*left),
+             " of address space this process may still take (its limit, `ulimit -v`): give at "
+             "most ",
+             1 + static_cast<std::int64_t>(budget / static_cast<double>(stack)), " threads");
+}
+
 int run_convert(const ConvertArgs& args) {
   // The output must be a writable file path, not the input, before any tensor is read.
   check_command_paths({{"", args.input, PathUse::kReadFile},
                        {"convert: output", args.output, PathUse::kWriteFile}});
+  require_thread_stacks_fit(args.threads);
   ProgressBar bar(wants_progress(args.input));
   if (args.to == "mxfp8") {
     Mxfp8ConvertOptions options;

@@ -159,6 +159,15 @@ for name, (dtype, arr) in src.items():
     assert np.array_equal(b, st.f32_to_bf16(y)), name
 PY
 
+# 3b. More --threads than the address space under `ulimit -v` holds stacks for: exit 2 naming
+# --threads (libgomp's "Thread creation failed" ended it with exit 1), before any output.
+rc=0
+(ulimit -v 3000000 && exec "$shardwise" convert --to mxfp8 --threads 4096 "$work/in.safetensors" \
+  "$work/threads.safetensors") >"$work/out" 2>"$work/err" || rc=$?
+[[ $rc == 2 ]] && grep -q -- "--threads 4096: the threads' stacks .* give at most [0-9]* threads" \
+  "$work/err" && [[ ! -e "$work/threads.safetensors" ]] && echo "ok: --threads beyond ulimit -v" ||
+  fail "--threads 4096 under ulimit -v: rc $rc, $(cat "$work/err")"
+
 # 4. Floor rule, swizzled scales, explicit filters.
 if "$shardwise" convert --to mxfp8 "$work/in.safetensors" "$work/swz.safetensors" --scale-rule floor \
   --scale-layout swizzled --include 'proj\.weight$' --include embed --exclude down_proj >"$work/out" 2>"$work/err"; then
