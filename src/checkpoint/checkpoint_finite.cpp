@@ -10,7 +10,7 @@ namespace shardwise::checkpoint_detail {
 namespace {
 
 // Elements are tested a chunk at a time with a branch-free reduction (which the compiler
-// vectorises); only a chunk that holds a non-finite value is searched element by element.
+// vectorises); only a chunk that holds a bad value is searched element by element.
 constexpr std::int64_t kScanChunk = 1024;
 
 template <typename Bits>

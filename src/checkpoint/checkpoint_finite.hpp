@@ -1,6 +1,6 @@
-// Internal: finding NaN/inf in tensors read from a checkpoint. A checkpoint is only ever written
-// from a finite training state, so a non-finite value means damage (or a file made by hand), and
-// training from it would only produce NaN.
+// Internal: finding NaN/inf (and negative values in fields that cannot hold them) in tensors read
+// from a checkpoint. A checkpoint is only ever written from a finite training state, so such a
+// value means damage (or a file made by hand), and training from it would only produce NaN.
 #pragma once
 
 #include <cstdint>
