@@ -1,20 +1,62 @@
 #include "trainer_guards.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <exception>
+#include <filesystem>
+#include <fstream>
+#include <thread>
 
 #include "shardwise/comm/device_mapping.hpp"
 #include "shardwise/comm/rank_flags.hpp"
 #include "shardwise/core/error.hpp"
 #include "shardwise/core/finite_values.hpp"
 #include "shardwise/core/logging.hpp"
+#include "shardwise/core/message_text.hpp"
 #include "shardwise/core/output_preflight.hpp"
 #include "shardwise/train/memory_estimate.hpp"
 #include "shardwise/train/nonfinite_steps.hpp"
 
 namespace shardwise::train_detail {
 namespace {
+
+// 30 looks, 100 ms apart.
+constexpr int kSharedSaveRootAttempts = 30;
+
+// The lock file's owner line as this rank reads it ("" when it cannot).
+std::string read_lock_owner(const std::filesystem::path& file) {
+  std::ifstream in(file);
+  std::string line;
+  std::getline(in, line);  // stays empty when the file cannot be opened
+  return line;
+}
+
+// Every rank writes its part of each checkpoint into the step directory rank 0 creates under
+// --save, so a --save that is a directory of each node's own disk fails only at the first save,
+// after the work. Each rank must see the lock file rank 0 holds there, with rank 0's owner line.
+// A rank that does not looks again for a few seconds (a network file system may answer from a
+// cache of names it looked up before).
+void require_shared_save_root(ProcessGroup& world, const std::string& save_dir) {
+  if (world.size() < 2) return;
+  const std::filesystem::path file = std::filesystem::path(save_dir) / kCheckpointLockFile;
+  const std::string rank0 =
+      broadcast_text(world, world.rank() == 0 ? read_lock_owner(file) : "", 0);
+  if (rank0.empty()) return;  // no owner line recorded (best effort): nothing to compare
+  bool seen = world.rank() == 0;
+  for (int attempt = 0; !seen && attempt < kSharedSaveRootAttempts; ++attempt) {
+    if (attempt > 0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    seen = read_lock_owner(file) == rank0;
+  }
+  const std::vector<int> blind = ranks_with_flag(world, !seen);
+  SW_REQUIRE(blind.empty(), ConfigError, "--save ", quoted(std::filesystem::path(save_dir)),
+             " is not one directory for every rank: rank(s) ", rank_list(blind),
+             " do not find the lock file rank 0 holds there (", quoted(file), ", owner line '",
+             printable(rank0, 200),
+             "'); every rank writes its part of each checkpoint into the directory rank 0 creates "
+             "under --save, so it must be storage that all nodes share (the first save would "
+             "fail, after the work)");
+}
 
 // Ranks sharing this host's memory (memory is per host, not per rank): the launcher's local
 // size, at most the job's size.
@@ -50,6 +92,7 @@ std::unique_ptr<CheckpointRootLock> prepare_outputs(ProcessGroup& world, const O
   }
   failure = broadcast_text(world, failure, 0);
   if (!failure.empty()) throw IoError(failure);
+  if (!paths.save_dir.empty()) require_shared_save_root(world, paths.save_dir);
   return lock;
 }
 

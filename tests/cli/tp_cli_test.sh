@@ -210,6 +210,17 @@ if expect_rc 2 save_disagree "$mpiexec" --oversubscribe -np 1 -wdir "$work/node_
   [[ ! -e "$work/sv_a" && ! -e "$work/sv_b" ]] ||
     fail "save_disagree left $(find "$work"/sv_*)"
 fi
+# --save on each node's own disk (here: one relative path in two working directories) failed only
+# at the first save, after the work: refused at the start, naming rank 1, leaving nothing behind.
+if expect_rc 2 save_node_local "$mpiexec" --oversubscribe -np 1 -wdir "$work/node_a" "$shardwise" \
+    "${node_train[@]}" training.steps=50 --save local_ckpt : -np 1 -wdir "$work/node_b" \
+    "$shardwise" "${node_train[@]}" training.steps=50 --save local_ckpt; then
+  grep -q "is not one directory for every rank: rank(s) 1 do not find the lock file" \
+    "$work/save_node_local.err" || fail "save_node_local: the error does not name rank 1"
+  grep -q "^step " "$work/save_node_local.out" && fail "save_node_local: training started"
+  [[ ! -e "$work/node_a/local_ckpt" && ! -e "$work/node_b/local_ckpt" ]] ||
+    fail "save_node_local left $(find "$work"/node_*/local_ckpt)"
+fi
 # Rank 0's --log-jsonl is the file rank 1 reads as --config (each rank checked only its own
 # inputs, and rank 0 wrote its log over rank 1's config, exit 0).
 cp "$root/examples/text.yaml" "$work/node_a/other.yaml"
