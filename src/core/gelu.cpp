@@ -108,11 +108,28 @@ SW_KERNEL_INLINE void forward_and_grad_body(const float* __restrict x, float* __
   }
 }
 
+// d *= dydx over rows x cols, each column's products added to sums[c] row by row (in row order
+// on every ISA level: the vectors run across columns).
+SW_KERNEL_INLINE void apply_grad_body(const float* __restrict dydx, float* __restrict d,
+                                      std::int64_t rows, std::int64_t cols,
+                                      float* __restrict sums) {
+  for (std::int64_t i = 0; i < rows; ++i) {
+    const float* __restrict g = dydx + i * cols;
+    float* __restrict row = d + i * cols;
+    for (std::int64_t c = 0; c < cols; ++c) {
+      const float v = row[c] * g[c];
+      row[c] = v;
+      sums[c] += v;
+    }
+  }
+}
+
 struct GeluKernels {
   void (*tanh)(const float*, float*, std::int64_t);
   void (*forward)(const float*, float*, std::int64_t);
   void (*backward)(const float*, float*, std::int64_t);
   void (*forward_and_grad)(const float*, float*, float*, std::int64_t);
+  void (*apply_grad)(const float*, float*, std::int64_t, std::int64_t, float*);
 };
 
 #define SW_GELU_KERNELS(SUFFIX, ATTR)                                                             \
@@ -124,8 +141,12 @@ struct GeluKernels {
   ATTR void forward_and_grad_##SUFFIX(const float* x, float* y, float* dydx, std::int64_t n) {    \
     forward_and_grad_body(x, y, dydx, n);                                                         \
   }                                                                                               \
+  ATTR void apply_grad_##SUFFIX(const float* g, float* d, std::int64_t rows, std::int64_t cols,   \
+                                float* sums) {                                                    \
+    apply_grad_body(g, d, rows, cols, sums);                                                      \
+  }                                                                                               \
   constexpr GeluKernels kGelu_##SUFFIX = {tanh_##SUFFIX, forward_##SUFFIX, backward_##SUFFIX,     \
-                                          forward_and_grad_##SUFFIX};
+                                          forward_and_grad_##SUFFIX, apply_grad_##SUFFIX};
 
 SW_GELU_KERNELS(baseline, )
 SW_GELU_KERNELS(avx2, SW_TARGET_AVX2)
@@ -156,6 +177,11 @@ void gelu_tanh_backward(const float* x, float* d, std::int64_t n) {
 
 void gelu_tanh_forward_and_grad(const float* x, float* y, float* dydx, std::int64_t n) {
   dispatch(kGeluKernels).forward_and_grad(x, y, dydx, n);
+}
+
+void gelu_apply_grad_with_bias_sums(const float* dydx, float* d, std::int64_t rows,
+                                    std::int64_t cols, float* dbias) {
+  dispatch(kGeluKernels).apply_grad(dydx, d, rows, cols, dbias);
 }
 
 }  // namespace shardwise

@@ -112,9 +112,13 @@ void gelu_backward(const std::vector<Scalar>& dydx, std::vector<Scalar>& d, std:
     for (std::size_t i = 0; i < d.size(); ++i) out[i] *= g[i];
     return;
   }
+  const auto rows = static_cast<std::int64_t>(d.size()) / cols;
+  if constexpr (std::is_same_v<Scalar, float>) {
+    gelu_apply_grad_with_bias_sums(g, out, rows, cols, dbias);
+    return;
+  }
   // Row by row, so the bias sums add rows in order while each row is still in cache.
   Scalar* __restrict sums = dbias;
-  const auto rows = static_cast<std::int64_t>(d.size()) / cols;
   for (std::int64_t i = 0; i < rows; ++i) {
     for (std::int64_t c = 0; c < cols; ++c) {
       const Scalar v = out[i * cols + c] * g[i * cols + c];

@@ -35,4 +35,10 @@ void gelu_tanh_backward(const float* x, float* d, std::int64_t n);
 // one multiply instead of a second tanh. The three arrays must not overlap.
 void gelu_tanh_forward_and_grad(const float* x, float* y, float* dydx, std::int64_t n);
 
+// The backward of a GELU after a biased linear layer, in one pass over rows x cols: d *= dydx
+// (the factors gelu_tanh_forward_and_grad kept), and dbias[c] += the products of column c, added
+// row by row (the same order, so the same bits, on every ISA level). d and dydx must not overlap.
+void gelu_apply_grad_with_bias_sums(const float* dydx, float* d, std::int64_t rows,
+                                    std::int64_t cols, float* dbias);
+
 }  // namespace shardwise
