@@ -492,8 +492,12 @@ int run_refit(const RefitArgs& args, const TrainingConfig* config) {
     std::optional<TpForwardReport> mine;
     if (infers) {
       const int tp_rank = me - topology.first_inference_rank();
-      mine = check_tp_forward(read_tp_export_rank(args.tp_export, topology.tp, tp_rank), reference,
-                              *in.model, in.batch, *in.inference_group);
+      try {
+        mine = check_tp_forward(read_tp_export_rank(args.tp_export, topology.tp, tp_rank),
+                                reference, *in.model, in.batch, *in.inference_group);
+      } catch (const FormatError& e) {
+        throw FormatError(str_cat("--tp-export ", printable(args.tp_export), ": ", e.what()));
+      }
     }
     exported = report_to_rank0(*world, topology.first_inference_rank(), mine);
   }

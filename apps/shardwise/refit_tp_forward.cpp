@@ -50,6 +50,42 @@ std::vector<float> gather_full(const InferenceTensor& t, ProcessGroup& group) {
   return optim::gather_full_matrix(split, local.data(), rows, cols);
 }
 
+// How far a delivered element may sit from the checkpoint's: bf16 rounding (also of an fp16 or
+// fp32 export, which the inference side rounds to bf16) is within 2^-9 relative, twice that after
+// a double rounding, plus fp16's subnormal step; an MXFP8 element is within 1/8 of its block's
+// largest magnitude (the floor rule clamps scaled values in [448, 512) to 448), and a block's is at
+// most its row's.
+double element_tolerance(bool mxfp8, float reference, float row_amax) {
+  const double rounding = std::ldexp(std::fabs(static_cast<double>(reference)), -8) + 0x1p-24;
+  return mxfp8 ? rounding + row_amax / 8.0 : rounding;
+}
+
+// The weights a refit or an export delivered must be the checkpoint's up to their format's
+// rounding. The forward bounds grow with the weight difference, so weights from another
+// checkpoint (or scaled, or corrupted) would pass them; this names the first element that is off.
+void require_rounded_reference(const InferenceTensor& t, const std::vector<float>& delivered,
+                               const std::vector<float>& reference) {
+  SW_REQUIRE(delivered.size() == reference.size(), ShapeError, "tensor '", printable(t.name),
+             "' has ", delivered.size(), " elements where the checkpoint's has ",
+             reference.size());
+  const std::size_t cols =
+      t.global_shape.size() > 1 ? static_cast<std::size_t>(t.global_shape.back()) : 1;
+  for (std::size_t row = 0; row * cols < reference.size(); ++row) {
+    const std::size_t begin = row * cols, end = std::min(begin + cols, reference.size());
+    float row_amax = 0;
+    for (std::size_t k = begin; k < end; ++k) row_amax = std::max(row_amax, std::fabs(reference[k]));
+    for (std::size_t k = begin; k < end; ++k) {
+      const double off = std::fabs(static_cast<double>(delivered[k]) - reference[k]);
+      if (off <= element_tolerance(t.mxfp8, reference[k], row_amax)) continue;  // NaN fails
+      throw FormatError(str_cat(
+          "tensor '", printable(t.name), "' is not the checkpoint's weights rounded to ",
+          t.mxfp8 ? "MXFP8" : "bf16", ": element ", k, " is ", delivered[k], " where the checkpoint has ",
+          reference[k], " (more than its rounding allows); were these weights cut from another "
+          "checkpoint?"));
+    }
+  }
+}
+
 // A model bound to storage it owns (values from `full`, by param name; grads zeroed).
 struct BoundModel {
   std::unique_ptr<GptModel<float>> model;
@@ -107,7 +143,11 @@ TpForwardReport check_tp_forward(const std::vector<InferenceTensor>& weights,
   Values delivered, delta;
   for (const InferenceTensor& t : weights) {
     delivered[t.name] = gather_full(t, inference_group);
-    const std::vector<float>& ref = reference.at(t.name);
+    const auto found = reference.find(t.name);
+    SW_REQUIRE(found != reference.end(), FormatError, "tensor '", printable(t.name),
+               "' is not a param of the checkpoint's model");
+    const std::vector<float>& ref = found->second;
+    require_rounded_reference(t, delivered[t.name], ref);
     std::vector<float>& d = delta[t.name];
     for (std::size_t k = 0; k < ref.size(); ++k) d.push_back(delivered[t.name][k] - ref[k]);
   }

@@ -39,6 +39,8 @@ struct TpForwardReport {
 
 // Collective over `inference_group` (the refit's TP ranks, in TP-rank order). `weights`: this
 // rank's refitted tensors; `reference`: every param's full fp32 value (the training weights).
+// Throws FormatError when a delivered tensor is not its reference rounded to bf16 or MXFP8 (an
+// export cut from another checkpoint) or names no param of the model.
 TpForwardReport check_tp_forward(const std::vector<InferenceTensor>& weights,
                                  const std::map<std::string, std::vector<float>>& reference,
                                  const GptConfig& config, const HeldOutBatch& batch,

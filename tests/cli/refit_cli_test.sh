@@ -102,6 +102,19 @@ assert a == b, (a, b)
 PY
   fi
 fi
+# An export cut from another run's checkpoint (another seed): the forward bounds grow with the
+# weight difference and used to pass it; the weights must be the checkpoint's, rounded.
+if [[ -f "$work/export.json" ]] &&
+  expect_rc 0 other_train "$shardwise" train --config "$root/examples/refit.yaml" training.steps=3 \
+    model.seed=99 logging.progress=false --save "$work/other" &&
+  expect_rc 0 other_reshard "$shardwise" reshard --checkpoint "$work/other" --tp 2 \
+    --out "$work/export_other" &&
+  expect_rc 2 export_other "$mpiexec" -np 3 --oversubscribe "$shardwise" refit \
+    --config "$root/examples/refit.yaml" --checkpoint "$work/trained" \
+    --tp-export "$work/export_other" --mxfp8 none --repeat 1; then
+  grep -q "^.*--tp-export .*is not the checkpoint's weights rounded to bf16" \
+    "$work/export_other.err" || fail "export_other: $(head -c 400 "$work/export_other.err")"
+fi
 # An optimizer rank file given as the weights: its state tensors were refit as weights.
 if [[ -d "$work/trained" ]] && expect_rc 2 refit_optimizer_file "$mpiexec" -np 3 --oversubscribe \
   "$shardwise" refit --checkpoint \
