@@ -66,22 +66,23 @@ double element_tolerance(bool mxfp8, float reference, float row_amax) {
 void require_rounded_reference(const InferenceTensor& t, const std::vector<float>& delivered,
                                const std::vector<float>& reference) {
   SW_REQUIRE(delivered.size() == reference.size(), ShapeError, "tensor '", printable(t.name),
-             "' has ", delivered.size(), " elements where the checkpoint's has ",
-             reference.size());
+             "' has ", delivered.size(), " elements where the checkpoint's has ", reference.size());
   const std::size_t cols =
       t.global_shape.size() > 1 ? static_cast<std::size_t>(t.global_shape.back()) : 1;
   for (std::size_t row = 0; row * cols < reference.size(); ++row) {
     const std::size_t begin = row * cols, end = std::min(begin + cols, reference.size());
     float row_amax = 0;
-    for (std::size_t k = begin; k < end; ++k) row_amax = std::max(row_amax, std::fabs(reference[k]));
+    for (std::size_t k = begin; k < end; ++k)
+      row_amax = std::max(row_amax, std::fabs(reference[k]));
     for (std::size_t k = begin; k < end; ++k) {
       const double off = std::fabs(static_cast<double>(delivered[k]) - reference[k]);
       if (off <= element_tolerance(t.mxfp8, reference[k], row_amax)) continue;  // NaN fails
-      throw FormatError(str_cat(
-          "tensor '", printable(t.name), "' is not the checkpoint's weights rounded to ",
-          t.mxfp8 ? "MXFP8" : "bf16", ": element ", k, " is ", delivered[k], " where the checkpoint has ",
-          reference[k], " (more than its rounding allows); were these weights cut from another "
-          "checkpoint?"));
+      throw FormatError(
+          str_cat("tensor '", printable(t.name), "' is not the checkpoint's weights rounded to ",
+                  t.mxfp8 ? "MXFP8" : "bf16", ": element ", k, " is ", delivered[k],
+                  " where the checkpoint has ", reference[k],
+                  " (more than its rounding allows); were these weights cut from another "
+                  "checkpoint?"));
     }
   }
 }
