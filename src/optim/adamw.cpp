@@ -172,7 +172,7 @@ void AdamW::check_owned_state(const OptimizerState& state) const {
     for (const OptimParam& p : group.params) {
       const ParamState& ps = param_entry(state, p.name, "AdamW");
       state_field(ps, p.name, "exp_avg", p.numel(), "AdamW");
-      state_field(ps, p.name, "exp_avg_sq", p.numel(), "AdamW");
+      state_field(ps, p.name, "exp_avg_sq", p.numel(), "AdamW", StateValues::kFiniteNonNegative);
       step_from_float(state_field(ps, p.name, "step", 1, "AdamW")[0], p.name, "AdamW");
     }
   }

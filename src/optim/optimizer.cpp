@@ -268,14 +268,22 @@ const ParamState& param_entry(const OptimizerState& state, const std::string& pa
 
 const std::vector<float>& state_field(const ParamState& entry, const std::string& param,
                                       std::string_view field, std::int64_t expected_size,
-                                      std::string_view what) {
+                                      std::string_view what, StateValues values) {
   const auto it = entry.find(std::string(field));
   SW_REQUIRE(it != entry.end(), FormatError, what, " state dict entry of param ", param,
              " has no field '", field, "'");
   SW_REQUIRE(static_cast<std::int64_t>(it->second.size()) == expected_size, ShapeError, what,
              " state dict field '", field, "' of param ", param, " has ", it->second.size(),
              " values, expected ", expected_size);
-  return it->second;
+  const bool non_negative = values == StateValues::kFiniteNonNegative;
+  const std::vector<float>& v = it->second;
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    if (std::isfinite(v[i]) && !(non_negative && v[i] < 0)) continue;
+    throw FormatError(str_cat(what, " state dict field '", field, "' of param ", param, " holds ",
+                              v[i], " at index ", i,
+                              std::isfinite(v[i]) ? " (it cannot be negative)" : ""));
+  }
+  return v;
 }
 
 void Optimizer::check_state_dict(const OptimizerState& state) const {

@@ -258,6 +258,16 @@ TEST(AdamW, LoadStateDictRejectsBadInputNamingTheParam) {
   OptimizerState unknown = good;
   unknown["w2"] = good.at("w1");
   expect_error(unknown, "w2");
+  // Values the next step would spread into every param (NaN moments were accepted).
+  OptimizerState nan_moment = good;
+  nan_moment["w1"]["exp_avg"][2] = std::nanf("");
+  expect_error(nan_moment, "field 'exp_avg' of param w1 holds nan at index 2");
+  OptimizerState negative_square = good;
+  negative_square["w0"]["exp_avg_sq"][0] = -1.0f;
+  expect_error(negative_square, "holds -1 at index 0 (it cannot be negative)");
+  OptimizerState negative_mean = good;
+  negative_mean["w0"]["exp_avg"][0] = -1.0f;  // a mean of grads may be negative
+  opt.load_state_dict(negative_mean);
 }
 
 TEST(AdamW, VectorBodyAndScalarTailGiveTheSameBits) {

@@ -238,6 +238,9 @@ TEST(Muon, RejectsNon2DParamsNamingThem) {
   OptimizerState s = ok.state_dict();
   s["w"]["momentum_buffer"].resize(7);
   EXPECT_THROW(ok.load_state_dict(s), ShapeError);
+  OptimizerState inf_momentum = ok.state_dict();
+  inf_momentum["w"]["momentum_buffer"][5] = INFINITY;
+  EXPECT_THROW(ok.load_state_dict(inf_momentum), FormatError);
 }
 
 }  // namespace

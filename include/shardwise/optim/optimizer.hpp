@@ -247,9 +247,15 @@ std::vector<ParamGroup> single_group(std::vector<OptimParam> params);
 // param and the field.
 const ParamState& param_entry(const OptimizerState& state, const std::string& param,
                               std::string_view what);
+// What a state field's values may be: finite (moments, momentum, the step count), or also not
+// negative (AdamW's exp_avg_sq, a running mean of squares: a negative one makes sqrt NaN).
+enum class StateValues { kFinite, kFiniteNonNegative };
+// The field, of `expected_size` values each as `values` allows (FormatError naming the first
+// that is not: a NaN moment loaded from a dict turned every param NaN at the next step).
 const std::vector<float>& state_field(const ParamState& entry, const std::string& param,
                                       std::string_view field, std::int64_t expected_size,
-                                      std::string_view what);
+                                      std::string_view what,
+                                      StateValues values = StateValues::kFinite);
 void check_no_unknown_params(const Optimizer& optimizer, const OptimizerState& state,
                              std::string_view what);
 // A composite's check_state_dict: every entry belongs to a param one of `children` owns
