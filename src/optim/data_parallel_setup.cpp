@@ -5,6 +5,7 @@
 #include <set>
 #include <string>
 
+#include "shardwise/config/enum_names.hpp"
 #include "shardwise/core/error.hpp"
 #include "shardwise/core/logging.hpp"
 #include "shardwise/layout/layout_algorithms.hpp"
@@ -45,6 +46,11 @@ std::vector<std::unique_ptr<DistributedDataParallel>> wrap_with_ddp(
     const std::vector<ParamList>& chunks, OptimizerKind kind, DistributedDataParallelConfig config,
     const DataParallelGroups& groups, bool all_layer_wise) {
   const OptimizerKindRecipe& recipe = recipe_of(kind);
+  // It shapes layer-wise buffers, which no other kind has: ignoring it hid a mistake.
+  SW_REQUIRE(!all_layer_wise || recipe.layout == LayoutAlgorithm::kLayerWise, InvalidArgument,
+             "all_layer_wise puts every param in the layer-wise optimizer's buffers; optimizer "
+             "kind '",
+             to_string(kind), "' has no such buffers");
   // The distributed kinds need grads reduce-scattered; the others all-reduce them and have no
   // buffer all-gather to overlap.
   config.use_distributed_optimizer = is_distributed_optimizer(kind);

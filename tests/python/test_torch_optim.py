@@ -418,6 +418,58 @@ def test_load_state_dict_names_an_index_it_cannot_place():
         opt.load_state_dict(past_the_end)
 
 
+@pytest.mark.parametrize("flag", ["maximize", "amsgrad"])
+def test_group_flags_the_engine_cannot_honour_are_refused(flag):
+    # Refused by the constructor only: in a group (given, edited, or loaded from a torch state
+    # dict) maximize=True stepped downhill and amsgrad=True plain AdamW, without a word.
+    model = TinyNet(seed=19)
+    sw.DistributedDataParallel(model, optimizer="distributed")
+    with pytest.raises(ValueError, match=f"param group 0 sets {flag}=True"):
+        sw.AdamW([{"params": list(model.parameters()), flag: True}])
+    opt = sw.AdamW(model.parameters())
+    model(*batch(0, 8)).backward()
+    opt.step()
+    saved = opt.state_dict()
+    saved["param_groups"][0][flag] = True
+    with pytest.raises(ValueError, match=f"loaded state dict's param group 0 sets {flag}=True"):
+        opt.load_state_dict(saved)
+    assert not opt.param_groups[0].get(flag)  # nothing of the refused dict was taken
+    opt.param_groups[0][flag] = True
+    opt.zero_grad()
+    model(*batch(1, 8)).backward()
+    with pytest.raises(ValueError, match=f"param group 0 sets {flag}=True"):
+        opt.step()
+
+
+@pytest.mark.parametrize("field, value, said", [("exp_avg", float("nan"), "holds nan"),
+                                                ("exp_avg", float("inf"), "holds inf"),
+                                                ("exp_avg_sq", -1.0, "cannot be negative")])
+def test_load_state_dict_refuses_moments_that_would_poison_the_params(field, value, said):
+    # Accepted before: the next step turned every param NaN.
+    model = TinyNet(seed=20)
+    sw.DistributedDataParallel(model, optimizer="distributed")
+    opt = sw.AdamW(model.parameters())
+    model(*batch(0, 8)).backward()
+    opt.step()
+    saved = opt.state_dict()
+    bad = copy.deepcopy(saved)
+    bad["state"][0][field].view(-1)[3] = value
+    with pytest.raises(ValueError, match=f"field '{field}' of param .* {said}"):
+        opt.load_state_dict(bad)
+    torch.testing.assert_close(opt.state_dict()["state"], saved["state"], rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("kind", ["distributed", "ddp", "legacy-layer-wise"])
+def test_all_layer_wise_is_refused_where_it_would_be_ignored(kind):
+    with pytest.raises(ValueError, match=f"optimizer kind '{kind}' has no such buffers"):
+        sw.DistributedDataParallel(TinyNet(seed=21), optimizer=kind, all_layer_wise=True)
+    # Wrapped without a kind, sw.AdamW re-lays the buffers for an AdamW kind: refused there too.
+    model = TinyNet(seed=22)
+    sw.DistributedDataParallel(model, all_layer_wise=True)
+    with pytest.raises(ValueError, match="has no such buffers"):
+        sw.AdamW(model.parameters())
+
+
 @pytest.mark.parametrize("kind", ["distributed", "ddp"])
 def test_a_step_skipped_for_non_finite_grads_warns(kind):
     # torch.optim.AdamW would write the NaN into the params; the engine skips the step, which

@@ -32,6 +32,9 @@ _MUON_GROUP_KEYS = ("lr", "weight_decay", "momentum")
 # Muon settings that are one per optimizer in the engine: a group may not change them.
 _MUON_OPTIMIZER_WIDE = ("nesterov", "ns_steps", "coefficients", "ns_algorithm", "scale_mode",
                         "extra_scale_factor", "split_qkv", "matmul_precision")
+# torch.optim group flags the engine has no such update for: set in a group (by hand, or by a
+# loaded torch state dict) they would be ignored without a word.
+_UNSUPPORTED_GROUP_FLAGS = ("amsgrad", "maximize", "capturable", "differentiable")
 # AdamW kinds step every param with AdamW; Muon kinds step 2-D hidden weights with Muon.
 # The first is what a wrapper built without optimizer= is re-laid for: "ddp" (all-reduce, every
 # rank holding the whole AdamW state) behaves as torch DDP + torch.optim.AdamW in every respect a
@@ -115,6 +118,7 @@ class _EngineOptimizer(torch.optim.Optimizer):
         self._spec = spec
         self._applied = None
         self.last_step = None  # the engine's {"stepped", "grad_norm", "clip_coeff"}
+        self._check_group_flags(groups)
         super().__init__(groups, defaults)
         if ddp is None and defer:
             # Parameter objects survive wrapping: the wrapper finds this optimizer on them.
@@ -205,8 +209,16 @@ class _EngineOptimizer(torch.optim.Optimizer):
     def _group_values(self, group):
         raise NotImplementedError
 
+    def _check_group_flags(self, groups, where="param group"):
+        for i, group in enumerate(groups):
+            for flag in _UNSUPPORTED_GROUP_FLAGS:
+                if group.get(flag):
+                    raise ValueError(f"{self._name}: {where} {i} sets {flag}={group[flag]!r}, "
+                                     "which the engine does not support")
+
     def _sync_hyperparameters(self):
         """Hands param_groups' values to the engine, only when one changed since last time."""
+        self._check_group_flags(self.param_groups)  # an edit of param_groups since the last step
         values = [self._group_values(g) for g in self.param_groups]
         if self.ddp.engine.world_size > 1:
             # Every step: a scheduler or load_state_dict on one rank changes its values alone,
@@ -342,6 +354,7 @@ class _EngineOptimizer(torch.optim.Optimizer):
         or a torch.optim one of the same params; a param it has no state for starts fresh."""
         self._check_saved_by(state_dict.get("shardwise"))
         saved_groups = state_dict["param_groups"]
+        self._check_group_flags(saved_groups, "the loaded state dict's param group")
         if len(saved_groups) != len(self.param_groups):
             raise ValueError("loaded state dict has a different number of parameter groups")
         for g, saved in zip(self.param_groups, saved_groups):
@@ -381,8 +394,8 @@ class AdamW(_EngineOptimizer):
     without an explicit ``optimizer=`` is re-laid out for "distributed" when this attaches
     before training. Built before the module is wrapped, it binds when the wrapper is built
     (or at the first step). amsgrad,
-    maximize, capturable and differentiable are not supported (ValueError when set); foreach and
-    fused are accepted and ignored.
+    maximize, capturable and differentiable are not supported (ValueError when set, here, in a
+    param group or in a loaded state dict's groups); foreach and fused are accepted and ignored.
     """
 
     _kinds = _ADAMW_KINDS
