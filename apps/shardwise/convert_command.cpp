@@ -30,8 +30,8 @@ struct ConvertArgs {
   std::string to;
   std::string input;
   std::string output;
-  std::string scale_rule = "ceil";
-  std::string scale_layout = "2d";
+  std::optional<std::string> scale_rule;    // default ceil
+  std::optional<std::string> scale_layout;  // default 2d
   std::vector<std::string> include;
   std::vector<std::string> exclude;
   int threads = 0;
@@ -131,8 +131,8 @@ int run_convert(const ConvertArgs& args) {
   ProgressBar bar(wants_progress(args.input));
   if (args.to == "mxfp8") {
     Mxfp8ConvertOptions options;
-    options.rule = parse_mxfp8_scale_rule(args.scale_rule);
-    options.layout = parse_mxfp8_scale_layout(args.scale_layout);
+    options.rule = parse_mxfp8_scale_rule(args.scale_rule.value_or("ceil"));
+    options.layout = parse_mxfp8_scale_layout(args.scale_layout.value_or("2d"));
     options.include = args.include;
     options.exclude = args.exclude;
     options.num_threads = args.threads;
@@ -150,6 +150,11 @@ int run_convert(const ConvertArgs& args) {
   if (args.to == "bf16") {
     SW_REQUIRE(args.include.empty() && args.exclude.empty(), InvalidArgument,
                "convert --to bf16 restores every MXFP8 tensor; --include/--exclude do not apply");
+    // The file records each tensor's rule and layout; a flag given here was ignored.
+    SW_REQUIRE(!args.scale_rule && !args.scale_layout, InvalidArgument, "convert --to bf16 reads ",
+               args.scale_rule ? "the scale rule" : "the scale layout",
+               " each tensor was written with from the file; ",
+               args.scale_rule ? "--scale-rule" : "--scale-layout", " does not apply");
     Mxfp8RestoreOptions options;
     options.dtype = DType::kBFloat16;
     options.num_threads = args.threads;

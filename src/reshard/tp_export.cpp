@@ -1,6 +1,7 @@
 #include "shardwise/reshard/tp_export.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <nlohmann/json.hpp>
@@ -27,6 +28,26 @@ std::int64_t product(const std::vector<std::int64_t>& shape, std::size_t begin, 
   return n;
 }
 
+// A finite value the narrower dtype cannot hold (fp16 above 65504) became inf in the conversion:
+// refused, naming the first, rather than exported as inf.
+void require_no_overflow(const std::vector<std::uint8_t>& in, DType from,
+                         const std::vector<std::uint8_t>& out, DType to, const std::string& name) {
+  if (dtype_size(to) != 2) return;  // to fp32: every fp16 / bf16 value fits
+  const std::uint16_t exponent = to == DType::kFloat16 ? 0x7c00 : 0x7f80;
+  const std::size_t from_size = dtype_size(from);
+  for (std::size_t i = 0; i * 2 < out.size(); ++i) {
+    std::uint16_t bits = 0;
+    std::memcpy(&bits, out.data() + i * 2, 2);
+    if ((bits & exponent) != exponent) continue;
+    float value = 0;  // the source element, as fp32
+    convert_floats(TensorView{const_cast<std::uint8_t*>(in.data()) + i * from_size, 1, from},
+                   TensorView{&value, 1, DType::kFloat32}, name);
+    SW_REQUIRE(!std::isfinite(value), InvalidArgument, "param ", name, ": element ", i, " (", value,
+               ") does not fit ", dtype_name(to), "; export it as ",
+               to == DType::kFloat16 ? "bf16 or fp32" : "fp32");
+  }
+}
+
 // A row-major float array converted between fp32 / bf16 / fp16 by core's bulk conversion (RNE
 // through fp32, which holds every bf16 and fp16 value exactly).
 std::vector<std::uint8_t> converted_floats(std::vector<std::uint8_t>& in, DType from, DType to,
@@ -35,6 +56,7 @@ std::vector<std::uint8_t> converted_floats(std::vector<std::uint8_t>& in, DType 
   const auto n = static_cast<std::int64_t>(in.size() / dtype_size(from));
   std::vector<std::uint8_t> out(static_cast<std::size_t>(n) * dtype_size(to));
   convert_floats(TensorView{in.data(), n, from}, TensorView{out.data(), n, to}, name);
+  require_no_overflow(in, from, out, to, name);
   return out;
 }
 

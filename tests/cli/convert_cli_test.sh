@@ -210,6 +210,9 @@ expect_exit2 "bad scale layout" convert --to mxfp8 "$work/in.safetensors" "$work
 expect_exit2 "output is input" convert --to mxfp8 "$work/in_copy.safetensors" "$work/in_copy.safetensors"
 expect_exit2 "already MXFP8" convert --to mxfp8 "$work/mx.safetensors" "$work/x.safetensors"
 expect_exit2 "bf16 of a plain file" convert --to bf16 "$work/in.safetensors" "$work/x.safetensors"
+# The file records each tensor's scale rule and layout: these flags were accepted and ignored.
+expect_exit2 "bf16 with a scale rule" convert --to bf16 "$work/mx.safetensors" "$work/x.safetensors" --scale-rule floor
+expect_exit2 "bf16 with a scale layout" convert --to bf16 "$work/mx.safetensors" "$work/x.safetensors" --scale-layout swizzled
 # Option-parsing errors come from CLI11 (usage hint on a second line): exit code only.
 rc=0
 "$shardwise" convert --to mxfp8 "$work/in.safetensors" >/dev/null 2>&1 || rc=$?

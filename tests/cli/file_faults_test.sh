@@ -346,6 +346,17 @@ for dtype in int8 int32 e8m0; do
   refuses "reshard_dtype_$dtype" "--dtype: '$dtype' is not an export dtype (valid: keep, fp32," \
     "$shardwise" reshard --checkpoint "$work/ckpt" --tp 1 --out "$work/never_$dtype" --dtype "$dtype"
 done
+# reshard --dtype fp16 wrote finite weights above 65504 as inf, with exit 0.
+"$python" - "$work/big.safetensors" <<'PY'
+import json, struct, sys
+data = struct.pack("<4f", 1.0, 7e4, -2.0, 3.0)
+head = json.dumps({"layers.0.mlp.fc1.weight": {"dtype": "F32", "shape": [2, 2],
+                                               "data_offsets": [0, len(data)]}}).encode()
+open(sys.argv[1], "wb").write(struct.pack("<Q", len(head)) + head + data)
+PY
+refuses reshard_fp16_overflow "param layers.0.mlp.fc1.weight: element 1 (70000) does not fit fp16" \
+  "$shardwise" reshard --checkpoint "$work/big.safetensors" --tp 1 --out "$work/never_fp16" --dtype fp16
+[[ ! -e "$work/never_fp16" ]] || fail "reshard --dtype fp16 left an export with inf"
 # generate read "position" as rope-or-else-learned and ignored "arch" and tensors its model lacks:
 # a learned-position checkpoint edited to rope left its position table unused without a word.
 edit_generate_manifest() {  # name, python statement on m["config"]["model"], expected text
