@@ -9,6 +9,20 @@ namespace {
 
 bool is_split(const TpRule& rule) { return rule.kind != TpKind::kReplicated; }
 
+// The module a param belongs to, its name's component before ".weight" / ".bias" without
+// Megatron-Core's "linear_" prefix ("fc1" in "decoder.layers.0.mlp.linear_fc1.weight"); empty
+// for another leaf. A whole component, not a suffix: Hugging Face's "q_proj" or "up_proj" ended
+// in "proj" and were split as the row-parallel attention projection.
+std::string_view module_of(std::string_view name, bool& weight) {
+  weight = name.ends_with(".weight");
+  if (!weight && !name.ends_with(".bias")) return {};
+  name.remove_suffix(weight ? 7 : 5);
+  const std::size_t dot = name.rfind('.');
+  std::string_view module = dot == std::string_view::npos ? name : name.substr(dot + 1);
+  if (module.starts_with("linear_")) module.remove_prefix(7);
+  return module;
+}
+
 }  // namespace
 
 const char* tp_kind_name(TpKind kind) {
@@ -31,19 +45,19 @@ std::string to_string(const TpRule& rule) {
 }
 
 TpRule megatron_tp_rule(const std::string& name, const std::vector<std::int64_t>& shape) {
-  const auto is = [&](std::string_view suffix) { return name.ends_with(suffix); };
+  bool weight = false;
+  const std::string_view module = module_of(name, weight);
   TpRule rule;
-  if (is("qkv.weight") || is("qkv.bias")) {
+  if (module == "qkv") {
     rule = {TpKind::kColumnParallel, 0, 3};
-  } else if (is("fc1.weight") || is("fc1.bias") || is("word_embeddings.weight") ||
-             is("output_layer.weight")) {
+  } else if (module == "fc1" ||
+             (weight && (module == "word_embeddings" || module == "output_layer"))) {
     rule = {TpKind::kColumnParallel, 0, 1};
-  } else if (is("proj.weight") || is("fc2.weight")) {
+  } else if (weight && (module == "proj" || module == "fc2")) {
     rule = {TpKind::kRowParallel, 1, 1};
   } else {
     return rule;
   }
-  const bool weight = is(".weight");
   const std::size_t want = weight ? 2 : 1;
   SW_REQUIRE(shape.size() == want, InvalidArgument, "param ", name, ": a ", tp_kind_name(rule.kind),
              "-parallel ", weight ? "weight" : "bias", " must be ", want, "-d, got shape ",

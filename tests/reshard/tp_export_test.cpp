@@ -57,6 +57,16 @@ TEST(MegatronTpRule, EachWeightKindOfTheGptModel) {
   // Megatron-Core names.
   EXPECT_EQ(megatron_tp_rule("decoder.layers.0.self_attention.linear_qkv.weight", {12, 4}), qkv);
   EXPECT_EQ(megatron_tp_rule("decoder.layers.0.mlp.linear_fc2.weight", {4, 16}), row);
+  EXPECT_EQ(megatron_tp_rule("decoder.layers.0.self_attention.linear_proj.weight", {4, 4}), row);
+  EXPECT_EQ(megatron_tp_rule("decoder.layers.0.mlp.linear_fc1.bias", {16}), column);
+  // Other naming schemes are matched by whole module names, not name endings: Hugging Face's
+  // q_proj / up_proj (column-parallel in Megatron terms) ended in "proj" and were split as rows.
+  for (const char* name :
+       {"model.layers.0.self_attn.q_proj.weight", "model.layers.0.mlp.up_proj.weight",
+        "model.layers.0.self_attn.o_proj.weight", "model.layers.0.mlp.xfc1.weight",
+        "lm_output_layer.weight", "layers.0.attention.qkv.weight_scale"}) {
+    EXPECT_EQ(megatron_tp_rule(name, {4, 4}), replicated) << name;
+  }
   for (const char* name :
        {"layers.0.attention.proj.bias", "layers.0.mlp.fc2.bias", "layers.0.input_layernorm.weight",
         "layers.0.post_attention_layernorm.bias", "final_layernorm.weight",

@@ -4,8 +4,10 @@
 // The reference GPT declares its own splits (ParamInfo::tp_split, converted by
 // tp_rule_from_split), and refit from a training run uses those; the name rules below are for
 // weights read from a file. A test (tests/reshard/model_tp_split_test.cpp) keeps the two equal on
-// every parameter of the GPT. Rules are matched on the end of the param name, so both this
-// repository's names and Megatron-Core's linear_* names work:
+// every parameter of the GPT. Rules are matched on the param's module, the name's component
+// before ".weight" / ".bias" with a "linear_" prefix dropped, so both this repository's names and
+// Megatron-Core's linear_* names work, and other names (Hugging Face's q_proj, up_proj, ...) are
+// replicated rather than split by a rule meant for another module:
 //   column-parallel, split along dim 0 (the output features):
 //     attention QKV weight and bias (*qkv.weight / *qkv.bias) with stride 3: the fused [q; k; v]
 //       rows are split block-wise so each TP rank gets the q, k and v rows of its own heads;
