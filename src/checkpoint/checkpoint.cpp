@@ -1,5 +1,7 @@
 #include "shardwise/checkpoint/checkpoint.hpp"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <exception>
@@ -421,6 +423,7 @@ fs::path stage_directory(const SaveJob& job) {
   std::exception_ptr failure;
   if (job.rank == 0) {
     try {
+      require_replaceable_latest_pointer(job.request.root);
       fs::create_directories(job.request.root);
       staged_name = create_temp_directory_next_to(job.final_dir).string();
     } catch (...) {
@@ -518,6 +521,17 @@ void prune_after_publish(const SaveJob& job) {
 }
 
 }  // namespace
+
+void require_replaceable_latest_pointer(const fs::path& root) {
+  const fs::path pointer = root / kCheckpointLatestFile;
+  struct stat entry {};
+  if (::lstat(pointer.c_str(), &entry) != 0 || !S_ISLNK(entry.st_mode)) return;
+  std::error_code ec;
+  throw IoError(str_cat(quoted(pointer), " is a symbolic link to ",
+                        quoted(fs::read_symlink(pointer, ec)),
+                        ": each save replaces it with the step's name, which would write over "
+                        "what it points to; remove it (shardwise writes it as a plain file)"));
+}
 
 fs::path save_checkpoint(const CheckpointSaveRequest& request,
                          const std::vector<ModelTensor>& model, const optim::Optimizer& optimizer,

@@ -68,7 +68,15 @@ std::vector<std::int32_t> generate_tokens(GptModel<float>& model,
     const std::int32_t* context = text.data() + (text.size() - seq);
     const std::vector<std::int32_t> no_targets(seq, -1);
     model.forward(context, no_targets.data(), 1, seq);
-    const int token = sampler.next(model.probabilities(0, seq - 1));
+    const auto probabilities = model.probabilities(0, seq - 1);
+    // Weights that overflow in the forward give NaN probabilities; sampling them printed bytes
+    // no distribution chose, with exit 0.
+    const auto bad = std::find_if(probabilities.begin(), probabilities.end(),
+                                  [](float p) { return !std::isfinite(p); });
+    SW_REQUIRE(bad == probabilities.end(), FormatError, "the model's output for token ", n + 1,
+               " of ", count, " is not finite (", *bad, " for token id ",
+               bad - probabilities.begin(), "): the weights overflow in the forward pass");
+    const int token = sampler.next(probabilities);
     text.push_back(token);
     generated.push_back(token);
   }

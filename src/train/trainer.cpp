@@ -81,6 +81,9 @@ TrainingSummary run_training(const TrainingConfig& input_config, const ProcessGr
     report.resumed(*resumed);
   }
   auto evaluate = [&](std::int64_t step) {
+    // The params' all-gathers finish here, on every rank: a rank with no held-out samples (fewer
+    // than dp) runs no forward, which is where they would finish, and the others waited for it.
+    m.step_ddp().finish_all_param_sync();
     summary.evals.push_back(evaluate_held_out(m.net(), *m.dataset, dp_group, step));
     report.eval(summary.evals.back());
     try {

@@ -76,7 +76,9 @@ std::unique_ptr<CheckpointRootLock> prepare_outputs(ProcessGroup& world, const O
       if (!paths.plot.empty()) preflight_output_file(paths.plot, "--plot");
       if (!paths.save_dir.empty()) {
         preflight_output_directory(paths.save_dir, "--save");
-        // Each save replaces DIR/latest: a FIFO or device there would only fail the first save.
+        // Each save replaces DIR/latest: a FIFO or device there would only fail the first save,
+        // and a symlink would have the save write over its target.
+        require_replaceable_latest_pointer(paths.save_dir);
         preflight_output_file(std::filesystem::path(paths.save_dir) / kCheckpointLatestFile,
                               "--save");
         lock = std::make_unique<CheckpointRootLock>(paths.save_dir);

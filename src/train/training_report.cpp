@@ -123,10 +123,14 @@ void TrainingReport::finish(const TrainingSummary& summary, const TrainingModel&
                     str_cat("shardwise train: ", to_string(m.kind), ", dp=", run_.dp));
   }
   if (!run_.verbose) return;
-  log::info("done: ", run_.config.training.steps, " steps in ", summary.wall_seconds,
-            " s | final loss ", summary.final_loss, " | held-out ",
-            eval_summary(*summary.final_eval), " | ", summary.bytes_communicated,
-            " bytes communicated by rank 0");
+  // A resume with no step left trains none: say so, rather than a loss of 0 no step had.
+  const std::string trained =
+      summary.steps.empty()
+          ? str_cat("no step left to train (resumed at step ", summary.start_step, ")")
+          : str_cat(summary.steps.size(), " steps in ", summary.wall_seconds, " s | final loss ",
+                    summary.final_loss);
+  log::info("done: ", trained, " | held-out ", eval_summary(*summary.final_eval), " | ",
+            summary.bytes_communicated, " bytes communicated by rank 0");
 }
 
 }  // namespace shardwise::train_detail

@@ -196,6 +196,29 @@ TEST(OptimizerStateFile, WrongModelIsRejectedNamingParam) {
   fs::remove_all(dir);
 }
 
+// `latest` as a symlink: a save wrote the step's name over the file it pointed to (the Python
+// API's saves too, which have no CLI preflight). Refused before anything is written.
+TEST(Checkpoint, SaveRefusesALatestSymlinkAndLeavesItsTarget) {
+  const fs::path root = fresh_dir("latest_link");
+  fs::create_directories(root);
+  const fs::path target = root.parent_path() / "latest_link_target.txt";
+  { std::ofstream(target) << "precious\n"; }
+  fs::create_symlink(target, root / "latest");
+  FakeProcessGroup group(0, 1);
+  TinyModel a(kSpec, 1);
+  a.step(1);
+  try {
+    save_checkpoint(request(root, 1), a.tensors(), *a.optimizer, group);
+    ADD_FAILURE() << "no error";
+  } catch (const IoError& e) {
+    EXPECT_NE(std::string(e.what()).find("is a symbolic link to"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(read_pointer_file(target), "precious");
+  EXPECT_FALSE(fs::exists(root / "step-0000001"));
+  fs::remove_all(root);
+  fs::remove(target);
+}
+
 TEST(Checkpoint, SaveLoadRoundTripWithManifestAndLatest) {
   const fs::path root = fresh_dir("roundtrip");
   FakeProcessGroup group(0, 1);

@@ -132,6 +132,36 @@ refuses train_plot_is_latest "is the same file as the input --load" \
 refuses train_jsonl_in_loaded_step "which is read" \
   "$shardwise" train --config "$work/c.yaml" "${tiny[@]}" training.steps=4 \
   --load "$work/ckpt" --log-jsonl "$work/ckpt/$step/checkpoint.json"
+# A `latest` symlink in the save root: each save wrote the step's name over its target (here the
+# run's own config), though `latest` is no output the user named.
+mkdir "$work/linked_root" && ln -s ../c.yaml "$work/linked_root/latest"
+refuses train_latest_symlink "latest' is a symbolic link to '../c.yaml'" \
+  "$shardwise" train --config "$work/c.yaml" "${tiny[@]}" training.steps=2 --save "$work/linked_root"
+cmp -s "$work/c.yaml" "$work/c.yaml.orig" || fail "a save through a latest symlink wrote the config"
+# data.eval_samples 0 with text data trained to the end, then stopped on a 0 / 0 held-out loss.
+refuses train_eval_samples_zero "data.eval_samples" \
+  "$shardwise" config resolve --config "$work/c.yaml" data.source=text data.path="$work/data.txt" \
+  data.eval_samples=0
+# A resume with no step left said "final loss 0", a loss no step had.
+expect_rc 0 resume_nothing_left "$shardwise" train --config "$work/c.yaml" "${tiny[@]}" \
+  training.steps=2 --load "$work/ckpt" &&
+  { grep -q "done: no step left to train (resumed at step 2)" "$work/resume_nothing_left.out" \
+    "$work/resume_nothing_left.err" || fail "resume_nothing_left: $(cat "$work/resume_nothing_left.err")"; }
+# Finite weights that overflow in the forward: generate printed bytes sampled from NaN, exit 0.
+expect_rc 0 text_checkpoint "$shardwise" train --config "$work/c.yaml" "${tiny[@]}" \
+  data.source=text data.path="$work/data.txt" training.steps=1 --save "$work/ckpt_overflow"
+"$python" - "$work/ckpt_overflow/step-0000001/model.safetensors" <<'PY'
+import json, struct, sys
+path = sys.argv[1]
+blob = bytearray(open(path, "rb").read())
+(n,) = struct.unpack("<Q", blob[:8])
+entry = json.loads(blob[8:8 + n])["final_layernorm.weight"]
+begin, end = (8 + n + o for o in entry["data_offsets"])
+blob[begin:end] = struct.pack("<f", 3e38) * ((end - begin) // 4)
+open(path, "wb").write(blob)
+PY
+refuses generate_overflowing_weights "is not finite" \
+  "$shardwise" generate --checkpoint "$work/ckpt_overflow" --prompt so --tokens 4 --temperature 0
 cp "$weights" "$work/w.safetensors"
 ln "$work/w.safetensors" "$work/w_hard.safetensors"
 refuses convert_output_is_input "is the same file as the input '" \

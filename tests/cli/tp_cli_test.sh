@@ -269,4 +269,14 @@ if expect_rc 2 resolve3 "$shardwise" config resolve --config "$config" --world-s
 fi
 expect_exit2 "sequence parallel without tp" train --config "$config" parallel.tp=1
 
+# Fewer held-out samples than data-parallel ranks: a rank with none ran no forward, where the
+# overlapped param all-gathers finish, so the others hung in them (or, at 3 ranks, met its next
+# collective: MPI_ERR_TRUNCATE). The 1-rank TP group case (-np 4 tp 2) is the same per dp rank.
+for shape in "2 1 1" "3 1 2" "4 2 1"; do
+  read -r np tp samples <<<"$shape"
+  expect_rc 0 "eval_fewer_than_dp_$np" timeout 120 "$mpiexec" -np "$np" --oversubscribe \
+    "$shardwise" train --config "$root/examples/default.yaml" training.steps=2 parallel.tp="$tp" \
+    data.eval_samples="$samples" comm_overlap.overlap_param_gather=true logging.progress=false
+done
+
 cli_test_finish "tp CLI: resolve, 4-rank TP training, resume at other tp, bad sizes rejected"

@@ -75,6 +75,10 @@ std::filesystem::path save_checkpoint(const CheckpointSaveRequest& request,
                                       const std::vector<ModelTensor>& model,
                                       const optim::Optimizer& optimizer, ProcessGroup& group);
 
+// Throws IoError when ROOT/latest is a symbolic link: a save replaces latest with the step's
+// name, which through the link would write over the file it points to (an input, even).
+void require_replaceable_latest_pointer(const std::filesystem::path& root);
+
 struct LoadedCheckpoint {
   std::filesystem::path directory;
   std::int64_t step = 0;
