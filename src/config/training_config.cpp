@@ -57,6 +57,14 @@ void validate_data(const DataConfig& d) {
     // The tasks' limits (synthetic_task.cpp): numbers of up to 9 digits.
     SW_REQUIRE(d.digits <= 9, ConfigError,
                "data.digits must be <= 9 for data.source synthetic (got ", d.digits, ")");
+    // A file named with the source left at its default trained on the synthetic task instead.
+    for (const auto& [path, field] :
+         {std::pair{&d.path, "data.path"}, {&d.val_path, "data.val_path"}}) {
+      SW_REQUIRE(path->empty(), ConfigError, field, " is '", printable(*path, 64),
+                 "' but data.source is synthetic, which reads no file: set data.source to text "
+                 "or bin (or leave ",
+                 field, " empty)");
+    }
   } else {
     SW_REQUIRE(!d.path.empty(), ConfigError, "data.path is required for data.source '",
                to_string(d.source), "'");

@@ -132,6 +132,11 @@ rc=0
 expect_exit2 "override value with a comment" config resolve --config "$examples/default.yaml" \
   'logging.jsonl_path=/tmp/out #1.jsonl'
 grep -q "reads as '/tmp/out'" "$work/err" || fail "comment in an override: $(cat "$work/err")"
+# A data file named with data.source left at synthetic trained on the addition task instead.
+expect_exit2 "data.path with synthetic data" config resolve --config "$examples/default.yaml" \
+  data.path=corpus.txt
+grep -q "data.source is synthetic, which reads no file" "$work/err" ||
+  fail "data.path with synthetic data: $(cat "$work/err")"
 expect_exit2 "override value with a line break" config resolve --config "$examples/default.yaml" \
   $'data.path=/tmp/a\nb.txt'
 "$shardwise" config resolve --config "$examples/default.yaml" \

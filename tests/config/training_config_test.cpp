@@ -222,8 +222,8 @@ TEST(TrainingConfig, OptimizerKindDecidesTheDdpFlags) {
 TEST(TrainingConfig, OverridesApplyWithTypeChecking) {
   const std::string file = "model:\n  hidden: 32\nddp:\n  bucket_size: 500\n";
   const auto cfg = parse_training_config(
-      file, {"model.hidden=128", "optimizer.lr=3e-4", "optimizer.kind=ddp", "data.path=a b.txt",
-             "ddp.bucket_size=", "comm_overlap.tp_comm_overlap=true",
+      file, {"model.hidden=128", "optimizer.lr=3e-4", "optimizer.kind=ddp", "data.source=text",
+             "data.path=a b.txt", "ddp.bucket_size=", "comm_overlap.tp_comm_overlap=true",
              "comm_overlap.tp_comm_overlap_cfg=userbuffers_bf16_b200_h6144_tp2_mbs1_seqlen4096",
              "parallel.sequence_parallel=true", "training.steps=70", "model.dtype=bf16"});
   EXPECT_EQ(cfg.model.hidden, 128) << "overrides win over the file";
