@@ -461,6 +461,14 @@ ConvertSummary convert_safetensors_to_mxfp8(const fs::path& in, const fs::path& 
   SW_REQUIRE(!file.metadata().contains(std::string(kMxfp8MetaTensors)), InvalidArgument,
              in.string(), " is already MXFP8 (its metadata has ", kMxfp8MetaTensors,
              "); convert it --to bf16 first");
+  // The conversion writes this namespace; a key of it copied through made an output that its own
+  // --to bf16 called damaged.
+  for (const auto& [key, value] : file.metadata()) {
+    SW_REQUIRE(!key.starts_with(kMxfp8MetaPrefix), FormatError, in.string(), ": its metadata has '",
+               printable(key, 64), "', a key of the MXFP8 conversion's own (", kMxfp8MetaPrefix,
+               "*), but no ", kMxfp8MetaTensors,
+               ": a damaged MXFP8 file? remove the key or restore the file first");
+  }
 
   ConvertSummary summary;
   summary.bytes_in = file.file_bytes();

@@ -209,6 +209,17 @@ expect_exit2 "bad scale rule" convert --to mxfp8 "$work/in.safetensors" "$work/x
 expect_exit2 "bad scale layout" convert --to mxfp8 "$work/in.safetensors" "$work/x.safetensors" --scale-layout 3d
 expect_exit2 "output is input" convert --to mxfp8 "$work/in_copy.safetensors" "$work/in_copy.safetensors"
 expect_exit2 "already MXFP8" convert --to mxfp8 "$work/mx.safetensors" "$work/x.safetensors"
+# A stale key of the conversion's own namespace was copied through, into a file that --to bf16
+# then called damaged.
+"$python" - "$work/stale_key.safetensors" <<'PY'
+import json, struct, sys
+data = struct.pack("<4f", 1, 2, 3, 4)
+head = json.dumps({"__metadata__": {"shardwise.mxfp8.tensor.zzz": "{}"},
+                   "w": {"dtype": "F32", "shape": [2, 2], "data_offsets": [0, 16]}}).encode()
+open(sys.argv[1], "wb").write(struct.pack("<Q", len(head)) + head + data)
+PY
+expect_exit2 "stale MXFP8 metadata key" convert --to mxfp8 "$work/stale_key.safetensors" "$work/x.safetensors"
+grep -q "shardwise.mxfp8.tensor.zzz" "$work/err" || fail "stale MXFP8 key: $(cat "$work/err")"
 expect_exit2 "bf16 of a plain file" convert --to bf16 "$work/in.safetensors" "$work/x.safetensors"
 # The file records each tensor's scale rule and layout: these flags were accepted and ignored.
 expect_exit2 "bf16 with a scale rule" convert --to bf16 "$work/mx.safetensors" "$work/x.safetensors" --scale-rule floor
