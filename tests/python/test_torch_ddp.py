@@ -346,6 +346,24 @@ def test_meta_params_are_materialised_in_the_buffer():
     assert not torch.equal(before, model[0].weight.detach())
 
 
+def test_optimizer_built_on_meta_params_before_wrapping_steps_the_materialised_ones():
+    # The wrapper replaces meta params with CPU ones; an sw.AdamW built first still held the meta
+    # tensors and was refused at binding ("a param of shape (8, 6) is not one of the wrapped
+    # module's trainable params"), though both orders and meta params are supported.
+    model = torch.nn.Sequential(torch.nn.Linear(6, 8, device="meta"))
+    opt = sw.AdamW(model.parameters(), lr=0.1)
+    sw.DistributedDataParallel(model, optimizer="ddp")
+    assert [p.device.type for p in opt.param_groups[0]["params"]] == ["cpu", "cpu"]
+    assert all(p is q for p, q in zip(opt.param_groups[0]["params"], model.parameters()))
+    with torch.no_grad():
+        for p in model.parameters():
+            p.normal_()
+    before = model[0].weight.detach().clone()
+    model(torch.ones(3, 6)).square().sum().backward()
+    opt.step()
+    assert not torch.equal(before, model[0].weight.detach())
+
+
 def test_bf16_params_step_from_fp32_main_params():
     # kind=distributed keeps fp32 main params and fp32 grads and writes bf16 (RNE) back: the same
     # as torch.optim.AdamW on an fp32 master copy fed with the bf16 model's grads. Each step both

@@ -273,11 +273,13 @@ class DistributedDataParallel(torch.nn.Module):
         options.symmetric_buffers = self._options["symmetric_buffers"]
         engine = _core.Engine(self._infos, options)
         self._ptrs = []
+        self._materialized = {}  # id of a meta param -> the CPU param that replaced it
         with torch.no_grad():
             for i, (name, p) in enumerate(self._params):
                 value = tensor_over(engine.param_array(i), p.dtype)
                 if p.device.type == "meta":
-                    p = materialize(self.module, p, value)
+                    meta, p = p, materialize(self.module, p, value)
+                    self._materialized[id(meta)] = p
                     self._params[i] = (name, p)
                 else:
                     value.copy_(p.detach())
@@ -333,6 +335,10 @@ class DistributedDataParallel(torch.nn.Module):
             ref = getattr(p, "_shardwise_pending_optimizer", None)
             pending = ref() if ref is not None else None
             if pending is not None and pending.ddp is None:
+                # Built on meta params, it holds the tensors the wrapper replaced: the new ones
+                # take their places in its groups.
+                for group in pending.param_groups:
+                    group["params"] = [self._materialized.get(id(q), q) for q in group["params"]]
                 pending.bind(self)
                 return
 
