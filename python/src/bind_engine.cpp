@@ -217,16 +217,18 @@ void bind_sync(py::class_<Engine>& c) {
 void bind_optimizer(py::class_<Engine>& c) {
   c.def(
        "make_optimizer",
-       [](Engine& e, const std::string& kind, const py::dict& options) {
+       [](Engine& e, const std::string& kind, const py::dict& options, bool torch_rules) {
          OptimizerConfig defaults = kDefaultOptimizerConfig;
          defaults.kind = kind_from_name(kind);
          const OptimizerConfig spec = spec_from_keywords(defaults, options);
+         if (!torch_rules) check_decoupled_decay(spec);
          e.make_optimizer(spec);
          return keywords_of(spec);
        },
-       py::arg("kind"), py::arg("options"),
+       py::arg("kind"), py::arg("options"), py::arg("torch_rules") = false,
        "Builds the optimizer of `kind` with make_optimizer's keywords `options` over the buffers "
-       "(the spec's defaults for the rest); returns every keyword's value")
+       "(the spec's defaults for the rest); returns every keyword's value. The CLI's rules apply "
+       "(lr x weight_decay < 1) unless torch_rules (sw.AdamW / sw.Muon: torch allows it)")
       .def("has_optimizer", &Engine::has_optimizer)
       .def("step",
            [](Engine& e) {

@@ -132,6 +132,10 @@ OptimizerConfig spec_from_keywords(const OptimizerConfig& defaults, const py::di
   return spec;
 }
 
+void check_decoupled_decay(const OptimizerConfig& spec) {
+  validate_decoupled_decay(hyperparameters_of(spec), keyword_field_names());
+}
+
 py::dict keywords_of(const OptimizerConfig& spec) {
   py::dict out;
   for (const Keyword& k : keywords()) out[py::str(k.name)] = k.get(spec);

@@ -14,6 +14,11 @@ namespace shardwise::python {
 // TypeError for a keyword that is not one; shardwise.Error (a ValueError) for a bad value.
 OptimizerConfig spec_from_keywords(const OptimizerConfig& defaults, const pybind11::dict& options);
 
+// The CLI's decoupled-decay rule (lr x weight_decay < 1 for both learning rates) under the
+// Python names; shardwise.Error otherwise. make_optimizer applies it, sw.AdamW (torch's rules)
+// does not.
+void check_decoupled_decay(const OptimizerConfig& spec);
+
 // {keyword: value} of every keyword, from `spec` (so from kDefaultOptimizerConfig: the defaults).
 pybind11::dict keywords_of(const OptimizerConfig& spec);
 

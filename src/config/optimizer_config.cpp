@@ -44,14 +44,7 @@ void validate(const OptimizerConfig& config) {
   validate_learning_rate(config.min_lr, "optimizer.min_lr");
   SW_REQUIRE(config.min_lr <= config.lr, ConfigError, "optimizer.min_lr (", config.min_lr,
              ") must be <= optimizer.lr (", config.lr, ")");
-  // Decoupled decay multiplies the weights by 1 - lr * weight_decay each step: at 1 it zeroes
-  // them, above it flips their sign (weight_decay 1e10 trained to NaN and saved 1e14 weights).
-  for (const auto& [lr, name] :
-       {std::pair{config.lr, "optimizer.lr"}, std::pair{config.muon_lr, "optimizer.muon_lr"}}) {
-    SW_REQUIRE(lr * config.weight_decay < 1.0, ConfigError, name, " (", lr,
-               ") x optimizer.weight_decay (", config.weight_decay,
-               ") must be < 1: each step multiplies the weights by 1 - lr x weight_decay");
-  }
+  validate_decoupled_decay(hyperparameters_of(config), config_field_names());
   if (config.overlap_param_gather_with_optimizer_step) {
     SW_REQUIRE(config.use_distributed_optimizer(), ConfigError,
                "optimizer.overlap_param_gather_with_optimizer_step needs a distributed optimizer "

@@ -49,4 +49,15 @@ void validate(const OptimizerHyperparameters& v, const OptimizerFieldNames& name
   require_non_negative_value(v.clip_grad, "Invalid clip_grad value", names.clip_grad);
 }
 
+void validate_decoupled_decay(const OptimizerHyperparameters& v, const OptimizerFieldNames& names) {
+  // At 1 the weights are zeroed each step, above it their sign flips (weight_decay 1e10 trained to
+  // NaN and saved 1e14 weights).
+  for (const auto& [lr, name] :
+       {std::pair{v.lr, &names.lr}, std::pair{v.muon_lr, &names.muon_lr}}) {
+    SW_REQUIRE(lr * v.weight_decay < 1.0, ConfigError, *name, " (", lr, ") x ", names.weight_decay,
+               " (", v.weight_decay,
+               ") must be < 1: each step multiplies the weights by 1 - lr x weight_decay");
+  }
+}
+
 }  // namespace shardwise

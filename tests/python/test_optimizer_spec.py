@@ -84,3 +84,19 @@ def test_an_unknown_keyword_is_a_type_error():
     with pytest.raises(TypeError, match="unexpected keyword argument 'beta1'"):
         sw.make_optimizer(ddp, beta1=0.9)
     assert not ddp.engine.has_optimizer()
+
+
+def test_decay_rule_is_the_clis_for_make_optimizer_and_torchs_for_sw_adamw():
+    # make_optimizer took lr x weight_decay >= 1, which `shardwise train` refuses for the same
+    # settings (the weights are multiplied by 1 - lr x weight_decay each step); sw.AdamW keeps
+    # torch.optim.AdamW's rules, which allow it.
+    ddp = sw.DistributedDataParallel(TinyNet(seed=0), optimizer="distributed")
+    with pytest.raises(ValueError, match=r"lr \(2\) x weight_decay \(0.6\) must be < 1"):
+        sw.make_optimizer(ddp, lr=2.0, weight_decay=0.6)
+    assert not ddp.engine.has_optimizer()
+    layer_wise = sw.DistributedDataParallel(TinyNet(seed=1), optimizer="layer-wise")
+    with pytest.raises(ValueError, match=r"muon_lr \(5\) x weight_decay \(0.5\) must be < 1"):
+        sw.make_optimizer(layer_wise, muon_lr=5.0, weight_decay=0.5)
+    model = TinyNet(seed=2)
+    sw.DistributedDataParallel(model, optimizer="distributed")
+    sw.AdamW(model.parameters(), lr=2.0, weight_decay=0.6)  # as torch.optim.AdamW

@@ -44,6 +44,11 @@ struct OptimizerFieldNames {
 // extra_scale_factor not finite and > 0; ns_steps outside [1, kMaxNewtonSchulzSteps].
 void validate(const OptimizerHyperparameters& values, const OptimizerFieldNames& names);
 
+// Decoupled decay multiplies the weights by 1 - lr * weight_decay each step: ConfigError naming
+// the fields unless that is above 0 for both learning rates (the CLI's rule; torch allows it).
+void validate_decoupled_decay(const OptimizerHyperparameters& values,
+                              const OptimizerFieldNames& names);
+
 // The learning-rate check alone (a new lr set during training).
 void validate_learning_rate(double lr, const std::string& field);
 

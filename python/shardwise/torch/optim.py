@@ -159,7 +159,8 @@ class _EngineOptimizer(torch.optim.Optimizer):
             raise ValueError(f"{self._name}: its params were refused on {failed} other rank(s) "
                              f"(see their errors)")
         lay_out_for(ddp, self._kinds, self._name)
-        self.options = ddp.engine.make_optimizer(ddp.kind, self._spec)
+        # torch's rules: lr x weight_decay >= 1 is the user's to choose, as with torch.optim
+        self.options = ddp.engine.make_optimizer(ddp.kind, self._spec, torch_rules=True)
         self.ddp = ddp
         self._engine_ready = True
         for p in self._all_params():
