@@ -128,7 +128,10 @@ TrainingSummary run_training(const TrainingConfig& input_config, const ProcessGr
   const bool evaluated = !summary.evals.empty() && summary.evals.back().step == steps;
   summary.final_eval = evaluated ? summary.evals.back() : evaluate(steps);
   summary.wall_seconds = std::chrono::duration<double>(Clock::now() - t_start).count();
-  summary.bytes_communicated = bytes_moved(data_parallel_comm_groups(m, dp_group));
+  std::vector<const ProcessGroup*> comm_groups = data_parallel_comm_groups(m, dp_group);
+  // The TP layers' collectives too: a tp = 2, dp = 1 run said "0 bytes communicated".
+  if (run.tp > 1) comm_groups.push_back(&run.tp_group());
+  summary.bytes_communicated = bytes_moved(comm_groups);
   hand_over(m, run, options, dp_group);
   report.finish(summary, m);
   return summary;

@@ -279,4 +279,11 @@ for shape in "2 1 1" "3 1 2" "4 2 1"; do
     data.eval_samples="$samples" comm_overlap.overlap_param_gather=true logging.progress=false
 done
 
+# tp = 2, dp = 1: the TP layers' traffic is counted ("0 bytes communicated" before).
+if expect_rc 0 tp_only_traffic timeout 120 "$mpiexec" -np 2 --oversubscribe "$shardwise" train \
+    --config "$root/examples/default.yaml" training.steps=2 parallel.tp=2 logging.progress=false; then
+  grep -qE "\| [1-9][0-9]* bytes communicated by rank 0" "$work/tp_only_traffic.out" \
+    "$work/tp_only_traffic.err" || fail "tp_only_traffic: $(grep done: "$work"/tp_only_traffic.*)"
+fi
+
 cli_test_finish "tp CLI: resolve, 4-rank TP training, resume at other tp, bad sizes rejected"
