@@ -173,9 +173,12 @@ void check_value_reads_as_written(const YAML::Node& value, const std::string& ra
   const auto first = raw.find_first_not_of(" \t");
   const auto last = raw.find_last_not_of(" \t");
   const std::string trimmed = first == std::string::npos ? "" : raw.substr(first, last - first + 1);
+  // Name the YAML syntax that changed it: a comment, or else an anchor (&a) or tag (!t) prefix.
+  const bool comment = trimmed.find(" #") != std::string::npos;
   SW_REQUIRE(value.Scalar() == trimmed, ConfigError, where, ": the value reads as '",
-             printable(value.Scalar(), 200),
-             "' in YAML (a ' #' starts a comment); quote it to keep it whole: key='\"...\"'");
+             printable(value.Scalar(), 200), "' in YAML (",
+             comment ? "a ' #' starts a comment" : "a leading '&' or '!' is YAML syntax",
+             "); quote it to keep it whole: key='\"...\"'");
 }
 
 // Sets root[a][b]...[z] = value for the dotted path, creating mappings on the way.

@@ -132,6 +132,10 @@ rc=0
 expect_exit2 "override value with a comment" config resolve --config "$examples/default.yaml" \
   'logging.jsonl_path=/tmp/out #1.jsonl'
 grep -q "reads as '/tmp/out'" "$work/err" || fail "comment in an override: $(cat "$work/err")"
+# An anchor changed the value too; the message blamed a ' #' comment the value did not have.
+expect_exit2 "override value with an anchor" config resolve --config "$examples/default.yaml" \
+  'model.layers=&a 3'
+grep -q "a leading '&' or '!' is YAML syntax" "$work/err" || fail "anchor in an override: $(cat "$work/err")"
 # A data file named with data.source left at synthetic trained on the addition task instead.
 expect_exit2 "data.path with synthetic data" config resolve --config "$examples/default.yaml" \
   data.path=corpus.txt
