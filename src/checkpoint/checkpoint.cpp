@@ -14,6 +14,7 @@
 
 #include "checkpoint_finite.hpp"
 #include "checkpoint_manifest.hpp"
+#include "main_param_agreement.hpp"
 #include "shardwise/checkpoint/checkpoint_shards.hpp"
 #include "shardwise/checkpoint/safetensors.hpp"
 #include "shardwise/comm/rank_flags.hpp"
@@ -680,6 +681,8 @@ LoadedCheckpoint load_checkpoint(const fs::path& directory, const std::vector<Mo
       state = std::async(std::launch::async, [&optimizer] { return optimizer.state_dict(); });
     }
     load_model_file(directory / kCheckpointModelFile, model);
+    const std::vector<checkpoint_detail::MainParamSample> samples =
+        checkpoint_detail::sample_model_values(optimizer, model);
     const std::vector<SavedShard> saved = saved_shards_from_index(m, directory, manifest_file);
     const std::string what = str_cat("checkpoint ", quoted(directory));
     if (targets) {
@@ -687,6 +690,7 @@ LoadedCheckpoint load_checkpoint(const fs::path& directory, const std::vector<Mo
     } else {
       load_optimizer_shards(optimizer, saved, what, state.get());
     }
+    checkpoint_detail::require_main_params_match(samples, directory);
   });
   SW_REQUIRE(failed.empty(), FormatError, "loading checkpoint ", quoted(directory),
              " failed on rank(s) ", rank_list(failed), " (see their errors)");

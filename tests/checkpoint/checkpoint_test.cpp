@@ -219,6 +219,31 @@ TEST(Checkpoint, SaveRefusesALatestSymlinkAndLeavesItsTarget) {
   fs::remove(target);
 }
 
+// Training resumes from the rank files' main params, generate and reshard read model.safetensors:
+// a rank file from another run (same shapes, same step) loaded without a word.
+TEST(Checkpoint, LoadRefusesMainParamsThatAreNotTheModelFiles) {
+  const fs::path root_a = fresh_dir("main_a"), root_b = fresh_dir("main_b");
+  FakeProcessGroup group(0, 1);
+  TinyModel a(kSpec, 1), b(kSpec, 2);
+  a.step(1);
+  b.step(1);
+  const fs::path dir_a = save_checkpoint(request(root_a, 1), a.tensors(), *a.optimizer, group);
+  const fs::path dir_b = save_checkpoint(request(root_b, 1), b.tensors(), *b.optimizer, group);
+  const std::string rank_file = "optimizer-rank-00000-of-00001.safetensors";
+  fs::copy_file(dir_b / rank_file, dir_a / rank_file, fs::copy_options::overwrite_existing);
+  TinyModel c(kSpec, 9);
+  try {
+    load_checkpoint(dir_a, c.tensors(), *c.optimizer, group, "ddp");
+    ADD_FAILURE() << "no error";
+  } catch (const FormatError& e) {
+    EXPECT_NE(std::string(e.what()).find("in the optimizer rank files' main params"),
+              std::string::npos)
+        << e.what();
+  }
+  fs::remove_all(root_a);
+  fs::remove_all(root_b);
+}
+
 TEST(Checkpoint, SaveLoadRoundTripWithManifestAndLatest) {
   const fs::path root = fresh_dir("roundtrip");
   FakeProcessGroup group(0, 1);
