@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <span>
@@ -10,6 +11,7 @@
 
 #include "checkpoint_finite.hpp"
 #include "shardwise/checkpoint/safetensors.hpp"
+#include "shardwise/core/checked_size.hpp"
 #include "shardwise/core/error.hpp"
 #include "shardwise/core/json_text.hpp"
 #include "shardwise/core/message_text.hpp"
@@ -243,12 +245,33 @@ std::vector<SavedShard> read_shard_file_index(const SafetensorsFile& file) {
     SW_REQUIRE(index.is_object(), FormatError, "checkpoint file ", quoted(path),
                ": __metadata__ \"shards\" is not a JSON object");
     for (const auto& [param, entry] : index.items()) {
+      // Integers read strictly: get<int64_t> of a float such as 1e300 is undefined behaviour.
+      const auto integer = [&](const json& value, const char* field) {
+        const std::optional<std::int64_t> v =
+            json_integer_within(value, 0, std::numeric_limits<std::int64_t>::max() / 2);
+        SW_REQUIRE(v.has_value(), FormatError, "checkpoint file ", quoted(path), ": param '",
+                   printable(param), "' has ", field, " ", json_excerpt(value),
+                   " in its shard index; expected a non-negative integer");
+        return *v;
+      };
       SavedShard s;
       s.file = path;
       s.param = param;
-      s.start = entry.at("start").get<std::int64_t>();
-      s.end = entry.at("end").get<std::int64_t>();
-      s.shape = entry.at("shape").get<std::vector<std::int64_t>>();
+      s.start = integer(entry.at("start"), "start");
+      s.end = integer(entry.at("end"), "end");
+      const json& shape = entry.at("shape");
+      SW_REQUIRE(shape.is_array(), FormatError, "checkpoint file ", quoted(path), ": param '",
+                 printable(param), "' has shape ", json_excerpt(shape),
+                 " in its shard index; expected an array");
+      std::int64_t numel = 1;  // checked: shape_numel of huge dimensions would overflow
+      for (const json& dim : shape) {
+        s.shape.push_back(integer(dim, "a shape dimension"));
+        const auto product = checked_mul(numel, s.shape.back());
+        SW_REQUIRE(product.has_value(), FormatError, "checkpoint file ", quoted(path), ": param '",
+                   printable(param), "' has shape ", json_excerpt(shape),
+                   " in its shard index, of more elements than an int64 counts");
+        numel = *product;
+      }
       s.fields = entry.at("fields").get<std::vector<std::string>>();
       SW_REQUIRE(0 <= s.start && s.start < s.end && s.end <= shape_numel(s.shape), FormatError,
                  "checkpoint file ", quoted(path), ": param '", printable(param),

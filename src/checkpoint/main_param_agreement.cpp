@@ -28,8 +28,8 @@ std::vector<MainParamSample> sample_model_values(const optim::Optimizer& optimiz
     const auto it = fp32_values.find(shard.param);
     if (it == fp32_values.end() || shard.main_param == nullptr || shard.count() == 0) continue;
     const auto add = [&](std::int64_t i) {
-      samples.push_back({shard.param, shard.start + i, it->second[shard.start + i],
-                         shard.main_param + i});
+      samples.push_back(
+          {shard.param, shard.start + i, it->second[shard.start + i], shard.main_param + i});
     };
     for (std::int64_t i = 0; i < shard.count(); i += kSampleStride) add(i);
     if ((shard.count() - 1) % kSampleStride != 0) add(shard.count() - 1);

@@ -17,8 +17,8 @@ namespace shardwise::checkpoint_detail {
 
 struct MainParamSample {
   std::string param;
-  std::int64_t element = 0;   // within the flattened param
-  float model_value = 0;      // as the model file had it
+  std::int64_t element = 0;     // within the flattened param
+  float model_value = 0;        // as the model file had it
   const float* main = nullptr;  // where the optimizer holds that element's main value
 };
 

@@ -47,6 +47,18 @@ TEST_F(CheckpointManifestText, MalformedValuesAreCut) {
   EXPECT_LT(syntax_message.size(), 800u);
 }
 
+// A step too large for an integer was converted to int64 (undefined behaviour, found by the
+// manifest fuzzer under UBSan) before its range was checked.
+TEST_F(CheckpointManifestText, HugeStepIsOutOfRangeNotConverted) {
+  const std::string message = manifest_error(
+      "{\"format\": \"shardwise.checkpoint\", \"format_version\": 1, \"step\": 3.5e123, "
+      "\"trainer\": {\"consumed_samples\": 0}, \"data_parallel_size\": 1, \"optimizer_kind\": "
+      "\"ddp\", \"optimizer_files\": [\"optimizer-rank-00000-of-00001.safetensors\"], "
+      "\"model\": {}}");
+  EXPECT_NE(message.find("\"step\" is 3.5e+123; expected an integer in [0, "), std::string::npos)
+      << message;
+}
+
 TEST_F(CheckpointManifestText, LatestPointerIsCutInMessages) {
   write_all(dir_ / kCheckpointLatestFile, std::string(10 << 20, 'y'));
   try {

@@ -19,6 +19,7 @@
 #include <map>
 #include <random>
 #include <thread>
+#include <tuple>
 
 #include "ddp/fake_process_group.hpp"
 #include "shardwise/checkpoint/checkpoint_shards.hpp"
@@ -646,17 +647,22 @@ TEST_F(BadManifest, ValidManifestStillLoads) {
   EXPECT_EQ(load_error(), "(no error)");
 }
 
-// Rewrites `file` with element `element` of tensor `name` replaced by `value`.
-void poison_tensor(const fs::path& file, const std::string& name, std::int64_t element,
-                   float value) {
+// Rewrites the fp32 safetensors `file`, each metadata value and tensor passed through the edits.
+void rewrite_safetensors(
+    const fs::path& file,
+    const std::function<void(const std::string& key, std::string& value)>& edit_metadata,
+    const std::function<void(const std::string& name, std::vector<float>& values)>& edit_values) {
   const SafetensorsFile original = SafetensorsFile::open(file);
   SafetensorsWriter writer;
-  for (const auto& [k, v] : original.metadata()) writer.set_metadata(k, v);
+  for (auto [k, v] : original.metadata()) {
+    edit_metadata(k, v);
+    writer.set_metadata(k, v);
+  }
   std::vector<std::vector<float>> copies;
   for (const auto& info : original.tensors()) {
     const float* data = original.tensor(info.name).as<float>();
     copies.emplace_back(data, data + info.numel());
-    if (info.name == name) copies.back()[static_cast<std::size_t>(element)] = value;
+    edit_values(info.name, copies.back());
   }
   for (std::size_t i = 0; i < original.tensors().size(); ++i) {
     const auto& info = original.tensors()[i];
@@ -665,6 +671,44 @@ void poison_tensor(const fs::path& file, const std::string& name, std::int64_t e
   const fs::path rewritten = file.string() + ".rewritten";
   writer.write_atomic(rewritten);
   fs::rename(rewritten, file);
+}
+
+// Rewrites `file` with element `element` of tensor `name` replaced by `value`.
+void poison_tensor(const fs::path& file, const std::string& name, std::int64_t element,
+                   float value) {
+  rewrite_safetensors(
+      file, [](const std::string&, std::string&) {},
+      [&](const std::string& tensor, std::vector<float>& values) {
+        if (tensor == name) values[static_cast<std::size_t>(element)] = value;
+      });
+}
+
+// A rank file's shard index with one field of the param "head.weight" replaced by `text` (JSON).
+void edit_shard_index(const fs::path& file, const std::string& field, const std::string& text) {
+  rewrite_safetensors(
+      file,
+      [&](const std::string& key, std::string& value) {
+        if (key != "shards") return;
+        nlohmann::json index = nlohmann::json::parse(value);
+        index["head.weight"][field] = nlohmann::json::parse(text);
+        value = index.dump();
+      },
+      [](const std::string&, std::vector<float>&) {});
+}
+
+// Integers of the shard index were read with get<int64_t>: a float such as 1e300 is undefined
+// behaviour there, and huge dimensions overflowed the element count.
+TEST_F(BadCheckpoint, ShardIndexNumbersAreReadStrictly) {
+  for (const auto& [field, text, said] :
+       std::vector<std::tuple<std::string, std::string, std::string>>{
+           {"start", "1e300", "has start 1e+300 in its shard index"},
+           {"end", "2.5", "has end 2.5 in its shard index"},
+           {"shape", "[4611686018427387903, 4]", "of more elements than an int64 counts"},
+           {"shape", "5", "has shape 5 in its shard index; expected an array"}}) {
+    SetUp();
+    edit_shard_index(dir_ / rank_file_, field, text);
+    EXPECT_MENTIONS(load_error(), said) << field << " = " << text;
+  }
 }
 
 TEST_F(BadCheckpoint, NaNInModelWeights) {
