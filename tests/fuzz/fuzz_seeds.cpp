@@ -118,6 +118,12 @@ void checkpoint_manifest_seeds(const fs::path& dir) {
              R"({"format": "shardwise.checkpoint", "format_version": 1, "step": 3, "trainer": )"
              R"({"consumed_samples": 18446744073709551615}, "data_parallel_size": 2147483648, )"
              R"("optimizer_kind": "ddp", "optimizer_files": [], "model": {}})");
+  // A step beyond int64 as a float: converted before its range check (UB; found in CI).
+  write_seed(dir, "float_step",
+             R"({"format": "shardwise.checkpoint", "format_version": 1, "step": 3.5e123, )"
+             R"("trainer": {"consumed_samples": 0}, "data_parallel_size": 1, "optimizer_kind": )"
+             R"("ddp", "optimizer_files": ["optimizer-rank-00000-of-00001.safetensors"], )"
+             R"("model": {}})");
 }
 
 }  // namespace
