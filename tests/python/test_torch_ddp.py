@@ -3,12 +3,14 @@ there exactly as autograd computes them, the optimizers match independent torch 
 bad input raises naming the param."""
 
 import copy
+import io
 import json
 import pathlib
 
 import numpy as np
 import pytest
 import torch
+import torch.utils.checkpoint
 
 import shardwise.torch as sw
 from models import TinyNet, batch
@@ -536,3 +538,61 @@ def test_engine_broadcast_refuses_an_array_it_would_have_to_convert():
     frozen.flags.writeable = False
     with pytest.raises(ValueError, match="writeable C-contiguous float32"):
         ddp.engine.broadcast_from_rank0(frozen)
+
+
+class _CheckpointedHead(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.body = torch.nn.Linear(4, 8)
+        self.head = torch.nn.Linear(8, 2)
+
+    def forward(self, x):
+        return torch.utils.checkpoint.checkpoint(self.head, torch.tanh(self.body(x)))  # reentrant
+
+
+def test_reentrant_checkpoint_of_the_last_layer_trains_as_torch():
+    # The first grad hook fired inside the checkpoint's own backward, whose end ran the callback
+    # it queued: "2 parameter(s) received no gradient: 'body.weight', 'body.bias'" before the
+    # outer backward reached them. Torch DDP trains this model.
+    torch.manual_seed(0)
+    model, ref = _CheckpointedHead(), _CheckpointedHead()
+    ref.load_state_dict(model.state_dict())
+    sw.DistributedDataParallel(model)
+    opt = sw.AdamW(model.parameters(), lr=1e-2)
+    ref_opt = torch.optim.AdamW(ref.parameters(), lr=1e-2)
+    for step in range(3):
+        x = torch.randn(5, 4, generator=torch.Generator().manual_seed(step))
+        for m, o in ((model, opt), (ref, ref_opt)):
+            o.zero_grad()
+            m(x).pow(2).sum().backward()
+            o.step()
+    for (name, p), r in zip(model.named_parameters(), ref.parameters()):
+        torch.testing.assert_close(p, r, rtol=1e-6, atol=1e-7, msg=name)
+
+
+def test_the_wrapped_module_deep_copies_and_pickles_as_a_plain_module():
+    # Its hooks held the wrapper (a bound method, lambdas), so copy.deepcopy(ddp.module), the
+    # usual start of an EMA model, failed on the engine's ParamInfo, and torch.save(ddp.module)
+    # on a local lambda. Both work with torch DDP.
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 2))
+    ddp = sw.DistributedDataParallel(model)
+    opt = sw.AdamW(model.parameters(), lr=1e-2)
+    x = torch.randn(3, 4)
+    ddp(x).sum().backward()
+    opt.step()
+    ema = copy.deepcopy(ddp.module)
+    saved = io.BytesIO()
+    torch.save(ddp.module, saved)
+    saved.seek(0)
+    loaded = torch.load(saved)
+    for other in (ema, loaded):
+        assert torch.equal(other(x), model(x))
+        assert all(p.data_ptr() != q.data_ptr() for p, q in zip(other.parameters(),
+                                                                  model.parameters()))
+    opt.zero_grad()
+    ddp(x).sum().backward()
+    opt.step()  # the wrapper trains on; the copies stay as they were
+    assert not torch.equal(ema(x), model(x))
+    ema.load_state_dict(model.state_dict())
+    assert torch.equal(ema(x), model(x))

@@ -7,6 +7,7 @@ import hashlib
 import inspect
 import json
 import os
+import sys
 import weakref
 
 import torch
@@ -101,6 +102,52 @@ def broadcast_from_rank0(engine, tensors):
             if r.data_ptr() != t.data_ptr():
                 t.copy_(r.view(t.dtype).view(t.shape))
             offset += r.numel()
+
+
+class _WrapperRef(weakref.ref):
+    """A weak reference to the wrapper, set on the wrapped module's params and hooks. A deep copy
+    or pickle of the module (an EMA copy, torch.save(ddp.module)) gets a dead one, so the copy
+    is a plain module: it takes neither the wrapper nor its engine along."""
+
+    def __deepcopy__(self, memo):
+        return _dead_wrapper_ref()
+
+    def __reduce__(self):
+        return (_dead_wrapper_ref, ())
+
+
+class _Gone:
+    pass
+
+
+def _dead_wrapper_ref():
+    return _WrapperRef(_Gone())  # its referent is freed at once
+
+
+class _WrapperHook:
+    """A hook on the wrapped module calling one method of its wrapper (held by a _WrapperRef:
+    in a copy of the module it does nothing). With `with_args` the hook's arguments are passed."""
+
+    def __init__(self, ddp, method, with_args=False):
+        self.ddp, self.method, self.with_args = _WrapperRef(ddp), method, with_args
+
+    def __call__(self, *args):
+        ddp = self.ddp()
+        if ddp is not None:
+            bound = getattr(ddp, self.method)
+            bound(*args) if self.with_args else bound()
+
+
+def _inside_an_enclosing_backward():
+    """Whether this thread runs a backward() inside another backward(): a reentrant backward
+    (torch.utils.checkpoint's default) runs its graph's callbacks there, before the outer
+    backward has reached the params outside the checkpointed part. CPU autograd runs each
+    backward on the thread that called it, so both calls' Python frames are on this stack."""
+    code, depth, frame = torch.autograd.backward.__code__, 0, sys._getframe()
+    while frame is not None:
+        depth += frame.f_code is code
+        frame = frame.f_back
+    return depth >= 2
 
 
 class DistributedDataParallel(torch.nn.Module):
@@ -227,6 +274,7 @@ class DistributedDataParallel(torch.nn.Module):
         self._grad_was_none = [True] * len(self._params)
         self._unused_everywhere = set()
         self._in_backward = False
+        self._end_deferred = False  # a reentrant backward ended first: the outer one ends it
         self._synced = False  # the grad buffer holds reduced grads that no zero_grad cleared
         self._gathered = False  # ... in the whole buffer, not only in this rank's shards
         self._backward_error = None
@@ -248,10 +296,11 @@ class DistributedDataParallel(torch.nn.Module):
         # load_state_dict of the module (a write it cannot see otherwise: reload_model_params).
         self._params_written = True
         self._param_versions = None  # the params' version counters when last in sync
-        self.module.register_load_state_dict_post_hook(self._note_params_loaded)
+        self.module.register_load_state_dict_post_hook(
+            _WrapperHook(self, "_note_params_loaded", with_args=True))
         # Lets sw.AdamW / sw.Muon find the DDP from module.parameters() (weakly: no cycle).
         for _, p in self._params:
-            p._shardwise_ddp = weakref.ref(self)
+            p._shardwise_ddp = _WrapperRef(self)
         self._bind_pending_optimizer()
 
     # --- construction -------------------------------------------------------------------
@@ -361,6 +410,9 @@ class DistributedDataParallel(torch.nn.Module):
                     param.grad = None
                     self._defer_backward_error(error)
                     return
+            elif self._end_deferred:  # the outer backward of a reentrant one: its end is ours
+                self._end_deferred = False
+                torch.autograd.Variable._execution_engine.queue_callback(self._end_backward)
             grad = param.grad
             # A .grad that is the buffer's view (exposed by the last sync) was accumulated into
             # in place by autograd, as torch DDP's grads are.
@@ -443,6 +495,12 @@ class DistributedDataParallel(torch.nn.Module):
         return dropped
 
     def _end_backward(self):
+        if not all(self._ready) and _inside_an_enclosing_backward():
+            # A reentrant backward (torch.utils.checkpoint's default) ran the callback queued
+            # by its first grad hook; the outer backward has params still to reach.
+            self._end_deferred = True
+            return
+        self._end_deferred = False
         self._in_backward = False
         self._used = [u or r for u, r in zip(self._used, self._ready)]
         if self._backward_error is not None:
@@ -519,9 +577,9 @@ class DistributedDataParallel(torch.nn.Module):
         # After forward nothing may still be in flight: code after it (a loss on a tied head,
         # logging) reads params too, and backward must not race a gather.
         self._module_hook_handles.append(self.module.register_forward_hook(
-            lambda *_: self.finish_param_sync()))
+            _WrapperHook(self, "finish_param_sync")))
         self._module_hook_handles.append(self.module._register_state_dict_hook(
-            lambda *_: self.finish_param_sync()))
+            _WrapperHook(self, "finish_param_sync")))
 
     def _params_gathering(self):
         """Called once step() has dispatched the param all-gathers (overlap_param_gather)."""
@@ -529,7 +587,14 @@ class DistributedDataParallel(torch.nn.Module):
             self._read_guard.arm(range(self.engine.num_bucket_groups()))
 
     # --- training-loop API ---------------------------------------------------------------
+    def end_deferred_backward(self):
+        """Ends a backward whose end a reentrant backward deferred and which reached no param
+        after it (so its own end was never queued): before the next forward or step."""
+        if self._end_deferred:
+            self._end_backward()  # outside autograd now: it ends
+
     def forward(self, *args, **kwargs):
+        self.end_deferred_backward()
         # As torch DDP: the buffers are broadcast before a forward that follows a forward run
         # with grad enabled outside no_sync() (or the first one), so an evaluation under
         # torch.no_grad() is not followed by a broadcast and no_sync() micro-batches keep theirs.
@@ -576,6 +641,7 @@ class DistributedDataParallel(torch.nn.Module):
         self._synced = False
         self._gathered = False
         self._in_backward = False
+        self._end_deferred = False
         self._backward_error = None
 
     def zero_grad(self, set_to_none=SET_TO_NONE_DEFAULT):

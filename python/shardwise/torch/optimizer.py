@@ -26,6 +26,7 @@ DEFAULTS = {k: v for k, v in _core.optimizer_defaults().items() if k != "kind"}
 
 def step_engine(ddp):
     """One engine step over `ddp`'s buffers: grad sync, update, param all-gather."""
+    ddp.end_deferred_backward()
     ddp.check_unchanged()
     if ddp._ready_count == 0:
         # A second step() or .grad set by hand: torch.optim would step on .grad as it stands.
