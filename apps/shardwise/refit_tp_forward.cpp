@@ -71,8 +71,8 @@ void require_rounded_reference(const InferenceTensor& t, const std::vector<float
       t.global_shape.size() > 1 ? static_cast<std::size_t>(t.global_shape.back()) : 1;
   for (std::size_t row = 0; row * cols < reference.size(); ++row) {
     const std::size_t begin = row * cols, end = std::min(begin + cols, reference.size());
-    float row_amax = 0;
-    for (std::size_t k = begin; k < end; ++k)
+    float row_amax = 0;  // only MXFP8's tolerance uses it
+    for (std::size_t k = begin; t.mxfp8 && k < end; ++k)
       row_amax = std::max(row_amax, std::fabs(reference[k]));
     for (std::size_t k = begin; k < end; ++k) {
       const double off = std::fabs(static_cast<double>(delivered[k]) - reference[k]);

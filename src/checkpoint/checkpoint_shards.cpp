@@ -273,10 +273,9 @@ std::vector<SavedShard> read_shard_file_index(const SafetensorsFile& file) {
         numel = *product;
       }
       s.fields = entry.at("fields").get<std::vector<std::string>>();
-      SW_REQUIRE(0 <= s.start && s.start < s.end && s.end <= shape_numel(s.shape), FormatError,
-                 "checkpoint file ", quoted(path), ": param '", printable(param),
-                 "' has element range [", s.start, ", ", s.end, ") outside its ",
-                 shape_numel(s.shape), " elements");
+      SW_REQUIRE(0 <= s.start && s.start < s.end && s.end <= numel, FormatError, "checkpoint file ",
+                 quoted(path), ": param '", printable(param), "' has element range [", s.start,
+                 ", ", s.end, ") outside its ", numel, " elements");
       for (const auto& field : s.fields) {
         check_tensor(file, shard_tensor_name(param, field),
                      is_per_param_field(field) ? 1 : s.end - s.start, "listed in its shard index");

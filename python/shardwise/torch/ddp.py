@@ -133,9 +133,12 @@ class _WrapperHook:
 
     def __call__(self, *args):
         ddp = self.ddp()
-        if ddp is not None:
-            bound = getattr(ddp, self.method)
-            bound(*args) if self.with_args else bound()
+        if ddp is None:
+            return
+        if self.with_args:
+            getattr(ddp, self.method)(*args)
+        else:
+            getattr(ddp, self.method)()
 
 
 def _inside_an_enclosing_backward():
